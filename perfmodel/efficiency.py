@@ -1,0 +1,79 @@
+"""Achieved-efficiency parameters: how close software gets to the hardware's peaks.
+
+These are the co-design knobs. A hardware YAML carries defaults (each with a source); a
+calibration profile (``perfmodel calibrate``) replaces them with values fitted to measurements.
+
+Forms (each used in exactly one place):
+
+============================  ==========================================================
+GEMM (``compute``)            eff(m, n, k) = eff_max * m/(m+d) * n/(n+d) * k/(k+d),
+                              d = ``half_dim`` (elements), per precision
+Attention (``compute``)       eff(s) = eff_max * s/(s+s_half), forward and backward apart
+Memory-bound (``compute``)    achieved = hbm_bandwidth * memory_efficiency
+Collective (``comm``)         t(S) = latency_s + algorithm_factor * S / busbw_bytes_per_s
+Launch (``overheads``)        fixed seconds per kernel launch
+============================  ==========================================================
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class GemmEfficiency(_Frozen):
+    """Saturating GEMM efficiency for one precision."""
+
+    efficiency_max: float = Field(gt=0, le=1)
+    """Fraction of the dense peak reached by large, square GEMMs."""
+    half_dim: float = Field(ge=0)
+    """Dimension (elements) at which one factor of the saturation is one half."""
+
+
+class AttentionEfficiency(_Frozen):
+    """FlashAttention-style fused attention kernel, as a fraction of the 16-bit dense peak."""
+
+    fwd_efficiency_max: float = Field(gt=0, le=1)
+    bwd_efficiency_max: float = Field(gt=0, le=1)
+    half_seq: float = Field(ge=0)
+    """Sequence length (keys per query block) at which efficiency is half of its maximum."""
+
+
+class CollectiveFit(_Frozen):
+    """Alpha-beta fit of one collective on one fabric and group size."""
+
+    op: str
+    """all_reduce | all_gather | reduce_scatter | all_to_all | send_recv"""
+    fabric: str
+    """scale_up | scale_out"""
+    num_gpus: int = Field(ge=2)
+    latency_s: float = Field(ge=0)
+    busbw_bytes_per_s: float = Field(gt=0)
+    """Asymptotic bus bandwidth (nccl-tests convention)."""
+
+
+class Efficiencies(_Frozen):
+    """Every efficiency the step model uses, with one source string per group."""
+
+    gemm: dict[str, GemmEfficiency]
+    """Keyed by precision: bf16, fp16, fp8, fp4, tf32."""
+    attention: AttentionEfficiency
+    memory_efficiency: float = Field(gt=0, le=1)
+    """Achieved fraction of HBM bandwidth for streaming (copy/triad) kernels."""
+    launch_overhead_s: float = Field(ge=0)
+    """Host-side cost of one kernel launch that is not hidden (CUDA graphs hide most)."""
+    scale_up_bus_efficiency: float = Field(gt=0, le=1)
+    """Achieved busbw / link bandwidth per direction on the scale-up fabric, large messages."""
+    scale_out_bus_efficiency: float = Field(gt=0, le=1)
+    """Achieved busbw / NIC bandwidth per direction on the scale-out fabric, large messages."""
+    scale_up_latency_s: float = Field(ge=0)
+    """Per-step latency (alpha) of a collective on the scale-up fabric."""
+    scale_out_latency_s: float = Field(ge=0)
+    """Per-step latency (alpha) of a collective across the scale-out fabric."""
+    collectives: tuple[CollectiveFit, ...] = ()
+    """Optional measured fits that override the link-derived model for matching groups."""
+    sources: dict[str, str] = Field(default_factory=dict)
+    """Where each group of numbers comes from (key = field name)."""

@@ -1,0 +1,234 @@
+"""Hardware specs: one YAML per system in ``hardware/``, loaded into frozen models.
+
+YAML keys carry their unit (``hbm_bandwidth_gb_per_s``); the properties below convert to SI
+once, here. Every numeric leaf must be covered by an entry of ``sources`` (a dotted path or a
+parent of it), so no number enters the model without a citation.
+
+========================  ===============================================================
+``peak_flop_per_s(p)``    dense (no 2:4 sparsity) tensor-core peak of precision p, FLOP/s
+``hbm_usable_bytes``      what a training process can allocate (capacity less driver and
+                          CUDA context reservations)
+scale-up bandwidth        per GPU, per direction (NVLink: half the "bidirectional" figure)
+scale-out bandwidth       per GPU, per direction = nics_per_gpu * NIC line rate / 8
+========================  ===============================================================
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .efficiency import Efficiencies
+from .errors import InputError, pydantic_message
+from .units import BITS_PER_BYTE, GIBI, GIGA, MEBI, MICRO, TERA
+
+PRECISIONS = ("fp64", "tf32", "bf16", "fp16", "fp8", "fp4")
+
+HARDWARE_DIR = Path(
+    os.environ.get("PERFMODEL_HARDWARE_DIR", Path(__file__).resolve().parent.parent / "hardware")
+)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class DensePeaks(_Frozen):
+    """Dense tensor-core peaks in TFLOP/s (never the 2:4-sparse datasheet figure)."""
+
+    fp64: float | None = Field(None, gt=0)
+    tf32: float | None = Field(None, gt=0)
+    bf16: float = Field(gt=0)
+    fp16: float = Field(gt=0)
+    fp8: float | None = Field(None, gt=0)
+    fp4: float | None = Field(None, gt=0)
+
+
+class GpuSpec(_Frozen):
+    name: str
+    peak_dense_tflop_per_s: DensePeaks
+    hbm_capacity_gib: float = Field(gt=0)
+    """Physical HBM capacity."""
+    hbm_usable_gib: float = Field(gt=0)
+    """Allocatable by a training process."""
+    hbm_bandwidth_gb_per_s: float = Field(gt=0)
+    l2_cache_mib: float = Field(gt=0)
+    num_sms: int = Field(gt=0)
+    """Streaming multiprocessors (compute units on AMD)."""
+    tdp_w: float = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _usable_le_physical(self) -> "GpuSpec":
+        if self.hbm_usable_gib > self.hbm_capacity_gib:
+            raise ValueError(
+                f"hbm_usable_gib({self.hbm_usable_gib}) exceeds "
+                f"hbm_capacity_gib({self.hbm_capacity_gib})"
+            )
+        return self
+
+    def peak_flop_per_s(self, precision: str) -> float:
+        """Dense peak of ``precision`` in FLOP/s; InputError if the GPU has none."""
+        if precision not in PRECISIONS:
+            raise InputError("precision", f"unknown precision {precision!r}; use one of {PRECISIONS}")
+        tflops = getattr(self.peak_dense_tflop_per_s, precision)
+        if tflops is None:
+            raise InputError("precision", f"{self.name} has no dense {precision} tensor-core peak")
+        return tflops * TERA
+
+    def supports(self, precision: str) -> bool:
+        return precision in PRECISIONS and getattr(self.peak_dense_tflop_per_s, precision) is not None
+
+    @property
+    def hbm_bytes(self) -> float:
+        return self.hbm_capacity_gib * GIBI
+
+    @property
+    def hbm_usable_bytes(self) -> float:
+        return self.hbm_usable_gib * GIBI
+
+    @property
+    def hbm_bandwidth_bytes_per_s(self) -> float:
+        return self.hbm_bandwidth_gb_per_s * GIGA
+
+    @property
+    def l2_bytes(self) -> float:
+        return self.l2_cache_mib * MEBI
+
+
+class ScaleUpSpec(_Frozen):
+    name: str
+    domain_size: int = Field(ge=1)
+    """GPUs in one scale-up (NVLink) domain: 8 for HGX, 72 for NVL72."""
+    bandwidth_per_direction_gb_per_s: float = Field(gt=0)
+    """Per GPU, one direction."""
+    in_network_reduction: bool
+    """NVLink SHARP (NVLS) or equivalent in-switch reduction."""
+    latency_us: float = Field(ge=0)
+
+    @property
+    def bandwidth_bytes_per_s(self) -> float:
+        return self.bandwidth_per_direction_gb_per_s * GIGA
+
+    @property
+    def latency_s(self) -> float:
+        return self.latency_us * MICRO
+
+
+class ScaleOutSpec(_Frozen):
+    name: str
+    nics_per_gpu: float = Field(gt=0)
+    nic_bandwidth_gbit_per_s: float = Field(gt=0)
+    """Line rate of one NIC, one direction, in Gb/s (bits)."""
+    latency_us: float = Field(ge=0)
+
+    @property
+    def bandwidth_bytes_per_s(self) -> float:
+        """Per GPU, one direction."""
+        return self.nics_per_gpu * self.nic_bandwidth_gbit_per_s * GIGA / BITS_PER_BYTE
+
+    @property
+    def latency_s(self) -> float:
+        return self.latency_us * MICRO
+
+
+class HostLinkSpec(_Frozen):
+    name: str
+    bandwidth_per_direction_gb_per_s: float = Field(gt=0)
+
+    @property
+    def bandwidth_bytes_per_s(self) -> float:
+        return self.bandwidth_per_direction_gb_per_s * GIGA
+
+
+class PowerSpec(_Frozen):
+    gpus_per_node: int = Field(ge=1)
+    """GPUs per node (per rack for NVL72 systems, with node_power_w the rack power)."""
+    node_power_w: float = Field(gt=0)
+    """Maximum power of one node (or rack) including CPUs, NICs and fans."""
+
+    @property
+    def power_per_gpu_w(self) -> float:
+        return self.node_power_w / self.gpus_per_node
+
+
+class PriceSpec(_Frozen):
+    cloud_usd_per_gpu_hour: float = Field(gt=0)
+    cloud_provider: str
+    cloud_date: str
+    purchase_usd_per_gpu: float = Field(gt=0)
+    """System purchase price divided by its GPUs (node, networking share excluded)."""
+
+
+class HardwareSpec(_Frozen):
+    id: str
+    name: str
+    gpu: GpuSpec
+    scale_up: ScaleUpSpec
+    scale_out: ScaleOutSpec
+    host_link: HostLinkSpec
+    power: PowerSpec
+    price: PriceSpec
+    efficiency: Efficiencies
+    sources: dict[str, str]
+    """Dotted path (or a parent of it) -> citation, for every numeric field."""
+    notes: str = ""
+
+    @model_validator(mode="after")
+    def _every_number_sourced(self) -> "HardwareSpec":
+        missing = [p for p in _numeric_paths(self) if not _covered(p, self.sources)]
+        if missing:
+            raise ValueError(f"no source for {', '.join(missing[:5])}")
+        return self
+
+
+def _numeric_paths(model: BaseModel, prefix: str = "") -> list[str]:
+    paths = []
+    for name in type(model).model_fields:
+        if name in ("sources", "efficiency", "id", "name", "notes"):
+            continue
+        value = getattr(model, name)
+        path = f"{prefix}{name}"
+        if isinstance(value, BaseModel):
+            paths.extend(_numeric_paths(value, path + "."))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and value is not None:
+            paths.append(path)
+    return paths
+
+
+def _covered(path: str, sources: dict[str, str]) -> bool:
+    parts = path.split(".")
+    return any(".".join(parts[:i]) in sources for i in range(1, len(parts) + 1))
+
+
+def list_hardware_ids() -> list[str]:
+    return sorted(p.stem for p in HARDWARE_DIR.glob("*.yaml"))
+
+
+def parse_hardware(data: dict, origin: str = "hardware") -> HardwareSpec:
+    """Validate a mapping (e.g. an uploaded YAML) into a HardwareSpec, or raise InputError."""
+    if not isinstance(data, dict):
+        raise InputError(origin, "must be a YAML mapping")
+    try:
+        return HardwareSpec.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(origin, pydantic_message(exc)) from None
+
+
+@functools.lru_cache(maxsize=64)
+def load_hardware(ref: str) -> HardwareSpec:
+    """Load a spec by id (``h100-sxm``) or by path to a YAML file."""
+    path = Path(ref)
+    if not (path.suffix in (".yaml", ".yml") and path.exists()):
+        path = HARDWARE_DIR / f"{ref}.yaml"
+    if not path.exists():
+        known = ", ".join(list_hardware_ids())
+        raise InputError("hardware", f"unknown hardware {ref!r}; known ids: {known}")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise InputError("hardware", f"{path.name} is not valid YAML ({str(exc).splitlines()[0]})") from None
+    return parse_hardware(data, origin=f"hardware({path.name})")

@@ -1,0 +1,50 @@
+"""Model presets (``perfmodel/data/models.yaml``) and Hugging Face ``config.json`` import."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from .errors import InputError, pydantic_message
+from .model import ModelSpec
+
+PRESETS_FILE = Path(__file__).resolve().parent / "data" / "models.yaml"
+
+
+@functools.lru_cache(maxsize=1)
+def _presets() -> dict:
+    return yaml.safe_load(PRESETS_FILE.read_text())["models"]
+
+
+def list_presets() -> list[str]:
+    return sorted(_presets())
+
+
+def preset_source(preset_id: str) -> str:
+    return _presets()[preset_id].get("source", "")
+
+
+@functools.lru_cache(maxsize=128)
+def load_model(ref: str) -> ModelSpec:
+    """A preset id, or a path to a local Hugging Face config.json."""
+    presets = _presets()
+    if ref in presets:
+        data = {k: v for k, v in presets[ref].items() if k != "source"}
+        return ModelSpec.model_validate(data)
+    path = Path(ref)
+    if path.suffix == ".json" and path.exists():
+        from .hf_config import model_from_hf_config
+
+        return model_from_hf_config(json.loads(path.read_text()))
+    raise InputError("model", f"unknown model preset {ref!r}; known presets: {', '.join(list_presets())}")
+
+
+def parse_model(data: dict) -> ModelSpec:
+    try:
+        return ModelSpec.model_validate(data)
+    except ValidationError as exc:
+        raise InputError("model", pydantic_message(exc)) from None

@@ -1,0 +1,316 @@
+"""Transformer shape -> parameters, FLOPs and a per-layer inventory of operations.
+
+Notation (Narayanan et al. 2021; Korthikanti et al. 2022):
+
+=====  ===========================================  =====  ================================
+l      layers                                        s      sequence length
+h      hidden size                                   V      vocabulary
+a      query heads                                   g      key/value heads (GQA)
+d      head dim                                      f      dense MLP width
+E      routed experts                                k_e    routed experts per token (top-k)
+f_e    expert MLP width                              S_e    shared experts
+=====  ===========================================  =====  ================================
+
+Every weight matrix appears once, as a GEMM ``Op``; parameter counts and FLOPs are both
+derived from that inventory, so the two can never disagree. A GEMM of a (tokens x k) input
+with a (k x n) weight costs ``2 * tokens * k * n`` FLOPs forward and twice that backward
+(input and weight gradients), which is the ``6 * N * D`` rule (Kaplan et al. 2020).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from .model import ModelSpec
+
+FLOP_PER_MAC = 2
+"""A multiply-accumulate is two FLOPs."""
+BACKWARD_OVER_FORWARD = 2
+"""Backward GEMM work = input gradient + weight gradient = 2x forward (Narayanan et al. 2021, sec. 3)."""
+ATTENTION_MATMULS_FWD = 2
+"""Q K^T and P V: two batched matmuls in the attention core forward."""
+
+
+class OpKind(enum.Enum):
+    GEMM = "gemm"
+    ATTENTION = "attention"
+    MEMORY = "memory"   # elementwise / normalisation: bound by HBM traffic
+
+
+class TpSplit(enum.Enum):
+    """How tensor parallelism shards a GEMM's weight (Shoeybi et al. 2019)."""
+
+    COLUMN = "column"   # split n (output features): QKV, MLP up/gate
+    ROW = "row"         # split k (input features): attention out, MLP down
+    NONE = "none"       # replicated: router, MLA down-projections
+
+
+class LayerKind(enum.Enum):
+    DENSE = "dense"
+    MOE = "moe"
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operation of a layer, per token, before any parallel sharding."""
+
+    name: str
+    kind: OpKind
+    k: int = 0
+    """GEMM reduction dimension."""
+    n: int = 0
+    """GEMM output dimension."""
+    count: int = 1
+    """Identical GEMMs in the layer (e.g. routed experts)."""
+    tokens_frac: float = 1.0
+    """Fraction of the layer's tokens each of the ``count`` GEMMs sees (k_e/E for experts)."""
+    tp_split: TpSplit = TpSplit.NONE
+    expert: bool = False
+    """Sharded by expert parallelism (and etp) instead of tensor parallelism."""
+    bytes_per_token: float = 0.0
+    """MEMORY ops: forward HBM bytes read + written per token (16-bit activations)."""
+    attn_heads: int = 0
+    attn_qk_dim: int = 0
+    attn_v_dim: int = 0
+
+    @property
+    def params(self) -> int:
+        return self.k * self.n * self.count if self.kind is OpKind.GEMM else 0
+
+    @property
+    def fwd_flop_per_token(self) -> float:
+        """GEMM forward FLOPs per layer token (attention core depends on s: see below)."""
+        if self.kind is not OpKind.GEMM:
+            return 0.0
+        return FLOP_PER_MAC * self.k * self.n * self.count * self.tokens_frac
+
+
+ACT_BYTES = 2
+"""Bytes per 16-bit activation element."""
+
+
+def _attention_ops(m: ModelSpec) -> list[Op]:
+    h, a, g = m.hidden_size, m.num_attention_heads, m.kv_heads
+    if m.mla is not None:
+        x = m.mla
+        qk = x.qk_nope_head_dim + x.qk_rope_head_dim
+        ops = []
+        if x.q_lora_rank:
+            ops += [Op("attention/q_down", OpKind.GEMM, k=h, n=x.q_lora_rank),
+                    Op("attention/q_up", OpKind.GEMM, k=x.q_lora_rank, n=a * qk, tp_split=TpSplit.COLUMN)]
+        else:
+            ops += [Op("attention/q", OpKind.GEMM, k=h, n=a * qk, tp_split=TpSplit.COLUMN)]
+        ops += [
+            Op("attention/kv_down", OpKind.GEMM, k=h, n=x.kv_lora_rank + x.qk_rope_head_dim),
+            Op("attention/kv_up", OpKind.GEMM, k=x.kv_lora_rank,
+               n=a * (x.qk_nope_head_dim + x.v_head_dim), tp_split=TpSplit.COLUMN),
+            Op("attention/core", OpKind.ATTENTION, attn_heads=a, attn_qk_dim=qk, attn_v_dim=x.v_head_dim),
+            Op("attention/out", OpKind.GEMM, k=a * x.v_head_dim, n=h, tp_split=TpSplit.ROW),
+        ]
+        return ops
+    d = m.attn_head_dim
+    return [
+        Op("attention/qkv", OpKind.GEMM, k=h, n=(a + 2 * g) * d, tp_split=TpSplit.COLUMN),
+        Op("attention/core", OpKind.ATTENTION, attn_heads=a, attn_qk_dim=d, attn_v_dim=d),
+        Op("attention/out", OpKind.GEMM, k=a * d, n=h, tp_split=TpSplit.ROW),
+    ]
+
+
+def _mlp_mats(m: ModelSpec) -> int:
+    """Weight matrices in the first (up) projection: 2 for gated (gate + up), 1 otherwise."""
+    return 2 if m.gated_mlp else 1
+
+
+def _dense_mlp_ops(m: ModelSpec) -> list[Op]:
+    h, f = m.hidden_size, m.ffn_hidden_size
+    return [
+        Op("mlp/up", OpKind.GEMM, k=h, n=_mlp_mats(m) * f, tp_split=TpSplit.COLUMN),
+        Op("mlp/down", OpKind.GEMM, k=f, n=h, tp_split=TpSplit.ROW),
+    ]
+
+
+def _moe_mlp_ops(m: ModelSpec) -> list[Op]:
+    h, e = m.hidden_size, m.moe
+    fe, E = e.expert_ffn_hidden_size, e.num_experts
+    ops = [Op("moe/router", OpKind.GEMM, k=h, n=E)]
+    if e.num_shared_experts:
+        sf = e.num_shared_experts * fe
+        ops += [Op("moe/shared_up", OpKind.GEMM, k=h, n=_mlp_mats(m) * sf, tp_split=TpSplit.COLUMN),
+                Op("moe/shared_down", OpKind.GEMM, k=sf, n=h, tp_split=TpSplit.ROW)]
+    frac = e.top_k / E
+    ops += [
+        Op("moe/expert_up", OpKind.GEMM, k=h, n=_mlp_mats(m) * fe, count=E, tokens_frac=frac,
+           tp_split=TpSplit.COLUMN, expert=True),
+        Op("moe/expert_down", OpKind.GEMM, k=fe, n=h, count=E, tokens_frac=frac,
+           tp_split=TpSplit.ROW, expert=True),
+    ]
+    return ops
+
+
+def _memory_ops(m: ModelSpec, kind: LayerKind) -> list[Op]:
+    """Elementwise traffic per layer token, forward (Korthikanti et al. 2022, sec. 4.1 tensors).
+
+    Two norms (read h, write h), two residual adds (read 2h, write h), the MLP activation
+    (read the up-projection output, write its activated half), rotary/bias on Q and K.
+    """
+    h, B = m.hidden_size, ACT_BYTES
+    width = m.ffn_hidden_size if kind is LayerKind.DENSE else m.moe.expert_ffn_hidden_size * m.moe.top_k
+    if kind is LayerKind.MOE and m.moe.num_shared_experts:
+        width += m.moe.expert_ffn_hidden_size * m.moe.num_shared_experts
+    act_in = _mlp_mats(m) * width
+    return [
+        Op("norm", OpKind.MEMORY, bytes_per_token=2 * (2 * h) * B),
+        Op("residual", OpKind.MEMORY, bytes_per_token=2 * (3 * h) * B),
+        Op("mlp/activation", OpKind.MEMORY, bytes_per_token=(act_in + width) * B),
+    ]
+
+
+def layer_ops(m: ModelSpec, kind: LayerKind) -> tuple[Op, ...]:
+    """Operations of one transformer layer of the given kind."""
+    mlp = _dense_mlp_ops(m) if kind is LayerKind.DENSE else _moe_mlp_ops(m)
+    return tuple(_attention_ops(m) + mlp + _memory_ops(m, kind))
+
+
+def head_ops(m: ModelSpec) -> tuple[Op, ...]:
+    """Output layer: logits GEMM and the softmax cross-entropy over V (read and write logits)."""
+    h, V = m.hidden_size, m.vocab_size
+    return (
+        Op("output/logits", OpKind.GEMM, k=h, n=V, tp_split=TpSplit.COLUMN),
+        Op("output/cross_entropy", OpKind.MEMORY, bytes_per_token=3 * V * ACT_BYTES),
+    )
+
+
+def mtp_extra_ops(m: ModelSpec) -> tuple[Op, ...]:
+    """Per MTP module beyond its transformer layer: the 2h -> h projection (DeepSeek-V3, sec. 2.2)."""
+    h = m.hidden_size
+    return (Op("mtp/projection", OpKind.GEMM, k=2 * h, n=h),)
+
+
+def layer_kinds(m: ModelSpec) -> tuple[LayerKind, ...]:
+    """Kind of each of the l layers in order (leading dense layers first)."""
+    return (LayerKind.DENSE,) * m.num_dense_mlp_layers + (LayerKind.MOE,) * m.num_moe_layers
+
+
+def mtp_layer_kind(m: ModelSpec) -> LayerKind:
+    return LayerKind.MOE if m.moe is not None else LayerKind.DENSE
+
+
+# ---------------------------------------------------------------------------------- parameters
+def _norm_params(m: ModelSpec) -> int:
+    """Per layer: two norms of width h (scale only; LayerNorm biases are < 0.01% and ignored)."""
+    return 2 * m.hidden_size
+
+
+def layer_params(m: ModelSpec, kind: LayerKind) -> int:
+    return sum(op.params for op in layer_ops(m, kind)) + _norm_params(m)
+
+
+def layer_active_params(m: ModelSpec, kind: LayerKind) -> float:
+    return sum(op.params * (op.tokens_frac if op.expert else 1.0) for op in layer_ops(m, kind)) + _norm_params(m)
+
+
+def embedding_params(m: ModelSpec) -> int:
+    return m.vocab_size * m.hidden_size
+
+
+def output_params(m: ModelSpec) -> int:
+    """Output projection, zero when tied to the embedding; plus the final norm."""
+    return (0 if m.tied_embeddings else m.vocab_size * m.hidden_size) + m.hidden_size
+
+
+def mtp_params(m: ModelSpec) -> int:
+    """MTP modules share embedding and output head with the main model (DeepSeek-V3, sec. 2.2)."""
+    per = layer_params(m, mtp_layer_kind(m)) + sum(o.params for o in mtp_extra_ops(m)) + 2 * m.hidden_size
+    return m.mtp_layers * per
+
+
+@dataclass(frozen=True)
+class ParamCount:
+    embedding: int
+    layers: int
+    output: int
+    mtp: int
+    active_layers: float
+
+    @property
+    def total(self) -> int:
+        """Published convention: main model only (DeepSeek-V3's 671B excludes its 14B MTP module)."""
+        return self.embedding + self.layers + self.output
+
+    @property
+    def active(self) -> float:
+        """Parameters a token uses: embeddings, attention, dense/shared MLP, top-k experts."""
+        return self.embedding + self.active_layers + self.output
+
+    @property
+    def stored(self) -> int:
+        """Everything held in memory, MTP included."""
+        return self.total + self.mtp
+
+
+def param_count(m: ModelSpec) -> ParamCount:
+    kinds = layer_kinds(m)
+    return ParamCount(
+        embedding=embedding_params(m),
+        layers=sum(layer_params(m, k) for k in kinds),
+        output=output_params(m),
+        mtp=mtp_params(m),
+        active_layers=sum(layer_active_params(m, k) for k in kinds),
+    )
+
+
+# --------------------------------------------------------------------------------------- FLOPs
+def attention_fwd_flop_per_token(op: Op, seq_length: int, causal: bool) -> float:
+    """Attention core forward FLOPs per query token: 2 matmuls of 2*a*d*s_kv each.
+
+    ``causal`` counts the average keys a query sees, s/2 (Megatron-Bridge >= 25.09);
+    otherwise the full s (Megatron-LM 2021 eq. 3, NeMo <= 25.07).
+    """
+    s_kv = seq_length / 2 if causal else seq_length
+    return FLOP_PER_MAC * op.attn_heads * (op.attn_qk_dim + op.attn_v_dim) * s_kv
+
+
+def layer_fwd_flop_per_token(m: ModelSpec, kind: LayerKind, seq_length: int, causal: bool) -> float:
+    total = 0.0
+    for op in layer_ops(m, kind):
+        if op.kind is OpKind.GEMM:
+            total += op.fwd_flop_per_token
+        elif op.kind is OpKind.ATTENTION:
+            total += attention_fwd_flop_per_token(op, seq_length, causal)
+    return total
+
+
+@dataclass(frozen=True)
+class FlopCount:
+    """Training FLOPs per token (forward + backward, no recompute), by part."""
+
+    layers: float
+    output: float
+    mtp: float
+
+    @property
+    def total(self) -> float:
+        return self.layers + self.output + self.mtp
+
+
+def training_flop_per_token(m: ModelSpec, seq_length: int, causal: bool = True) -> FlopCount:
+    """Model FLOPs per token = (1 + backward factor) x forward; recompute excluded (MFU convention)."""
+    train = 1 + BACKWARD_OVER_FORWARD
+    layers = sum(layer_fwd_flop_per_token(m, k, seq_length, causal) for k in layer_kinds(m))
+    output = sum(op.fwd_flop_per_token for op in head_ops(m))
+    mtp = m.mtp_layers * (
+        layer_fwd_flop_per_token(m, mtp_layer_kind(m), seq_length, causal)
+        + sum(op.fwd_flop_per_token for op in mtp_extra_ops(m))
+        + output
+    )
+    return FlopCount(layers=train * layers, output=train * output, mtp=train * mtp)
+
+
+def megatron_flop_per_token(m: ModelSpec, seq_length: int) -> float:
+    """Korthikanti et al. 2022 eq. 7 per token, 72*l*h^2*(1 + s/(6h) + V/(12*h*l)).
+
+    Valid only for GPT-style models (MHA, ffn = 4h, non-gated); an independent cross-check.
+    """
+    l, h, s, V = m.num_layers, m.hidden_size, seq_length, m.vocab_size
+    return 72 * l * h**2 * (1 + s / (6 * h) + V / (12 * h * l))
