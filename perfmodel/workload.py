@@ -159,11 +159,16 @@ def _memory_ops(m: ModelSpec, kind: LayerKind) -> list[Op]:
     if kind is LayerKind.MOE and m.moe.num_shared_experts:
         width += m.moe.expert_ffn_hidden_size * m.moe.num_shared_experts
     act_in = _mlp_mats(m) * width
-    return [
+    ops = [
         Op("norm", OpKind.MEMORY, bytes_per_token=2 * (2 * h) * B),
         Op("residual", OpKind.MEMORY, bytes_per_token=2 * (3 * h) * B),
         Op("mlp/activation", OpKind.MEMORY, bytes_per_token=(act_in + width) * B),
     ]
+    if kind is LayerKind.MOE:
+        # Token permutation before the experts and un-permutation after: each reads and
+        # writes top_k copies of the h-wide token (Megatron-Core MoE token dispatcher).
+        ops.append(Op("moe/permute", OpKind.MEMORY, bytes_per_token=2 * 2 * m.moe.top_k * h * B))
+    return ops
 
 
 def layer_ops(m: ModelSpec, kind: LayerKind) -> tuple[Op, ...]:

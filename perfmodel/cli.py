@@ -1,0 +1,195 @@
+"""Command line: ``perfmodel predict|describe|validate|search|scale|size|bench|bench-hw|calibrate|app``.
+
+Invalid input exits with status 2 and one line on stderr naming the field; no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from . import fmt
+from .errors import InputError
+
+EXAMPLE_SCENARIO = Path(__file__).resolve().parent / "data" / "example_scenario.yaml"
+
+
+def _emit_json(obj) -> None:
+    print(json.dumps(obj, indent=2, default=float))
+
+
+def _load(path: str):
+    from .scenario import load_scenario
+    return load_scenario(path)
+
+
+# ------------------------------------------------------------------------------- predict
+def cmd_predict(args) -> int:
+    from .predict import predict
+    from .profile import efficiency_for_hardware
+    sc = _load(args.scenario)
+    eff = None if args.no_profile else efficiency_for_hardware(sc.hardware)
+    p = predict(sc, efficiency=eff)
+    if args.format == "json":
+        _emit_json(p.to_dict())
+        return 0
+    rows = [
+        ["step time", fmt.seconds(p.step_time_s)],
+        ["tokens/s", fmt.si(p.tokens_per_s, "tok/s")],
+        ["tokens/s per GPU", fmt.si(p.tokens_per_s_per_gpu, "tok/s")],
+        ["MFU", fmt.percent(p.mfu)],
+        ["memory per GPU", f"{fmt.bytes_binary(p.memory_per_gpu_bytes)} ({'fits' if p.fits_in_memory else 'DOES NOT FIT'})"],
+        ["bottleneck", f"{p.bottleneck} ({p.bottleneck_lens})"],
+        ["params total / active", f"{fmt.si(p.model_params_total)} / {fmt.si(p.model_params_active)}"],
+        ["model FLOPs per token", fmt.si(p.model_flops_per_token, "FLOP")],
+        ["dp / micro-batches", f"{p.dp} / {p.num_microbatches}"],
+    ]
+    if p.time_to_train_s is not None:
+        rows += [["time to train", fmt.seconds(p.time_to_train_s)], ["GPU-hours", fmt.si(p.gpu_hours)],
+                 ["cost", fmt.usd(p.cost_usd)], ["energy", fmt.si(p.energy_kwh, "kWh")]]
+    print(fmt.table(rows))
+    print()
+    total = p.step_time_s
+    print(fmt.table([[k, fmt.seconds(v), fmt.percent(v / total)] for k, v in p.breakdown_s.items() if v > 0],
+                    header=["component", "time", "share"]))
+    return 0
+
+
+# ------------------------------------------------------------------------------ describe
+def describe_dict(sc) -> dict:
+    from .layout import layouts_from_job
+    from .memory import fits_in_memory, memory_per_gpu
+    from .scenario import resolve
+    from .workload import param_count, training_flop_per_token
+    job = resolve(sc)
+    pc = param_count(job.model)
+    mem = memory_per_gpu(job.model, sc.seq_length, sc.recompute, sc.precision, layouts_from_job(job))
+    return {
+        "model": job.model.name, "hardware": job.hardware.id, "num_gpus": sc.num_gpus, "dp": job.dp,
+        "num_microbatches": job.num_microbatches,
+        "model_params_total": int(pc.total), "model_params_active": float(pc.active),
+        "model_params_stored": int(pc.stored),
+        "model_flops_per_token": training_flop_per_token(job.model, sc.seq_length, causal=True).total,
+        "model_flops_per_token_full_attention": training_flop_per_token(job.model, sc.seq_length, causal=False).total,
+        "memory_per_gpu_bytes": float(mem.total[0]),
+        "memory_breakdown_bytes": {r["component"]: float(r["bytes"]) for r in mem.rows(0)},
+        "usable_hbm_bytes": job.hardware.gpu.hbm_usable_bytes,
+        "fits_in_memory": bool(fits_in_memory(mem, job.hardware)[0]),
+    }
+
+
+def cmd_describe(args) -> int:
+    d = describe_dict(_load(args.scenario))
+    if args.format == "json":
+        _emit_json(d)
+        return 0
+    rows = [["model", d["model"]], ["hardware", d["hardware"]], ["GPUs (dp)", f"{d['num_gpus']} ({d['dp']})"],
+            ["params total", fmt.si(d["model_params_total"])], ["params active", fmt.si(d["model_params_active"])],
+            ["FLOPs/token (causal)", fmt.si(d["model_flops_per_token"], "FLOP")],
+            ["FLOPs/token (full s^2)", fmt.si(d["model_flops_per_token_full_attention"], "FLOP")]]
+    print(fmt.table(rows))
+    print()
+    mem_rows = [[k, fmt.bytes_binary(v)] for k, v in d["memory_breakdown_bytes"].items()]
+    mem_rows += [["total", fmt.bytes_binary(d["memory_per_gpu_bytes"])],
+                 ["usable HBM", fmt.bytes_binary(d["usable_hbm_bytes"])],
+                 ["verdict", "fits" if d["fits_in_memory"] else "DOES NOT FIT"]]
+    print(fmt.table(mem_rows, header=["memory per GPU", "bytes"]))
+    return 0
+
+
+# ------------------------------------------------------------------------------ validate
+def cmd_validate(args) -> int:
+    from .validate import load_cases, validate
+    from .profile import efficiency_for_hardware
+    lookup = None if args.no_profile else efficiency_for_hardware
+    report = validate(load_cases(args.cases), lookup)
+    if args.format == "json":
+        _emit_json(report.to_dict())
+        return 0
+    if args.format == "markdown":
+        from .validate_report import markdown
+        print(markdown(report, profiles=not args.no_profile))
+        return 0
+    rows = [[r.id[:56], r.hardware, f"{r.measured_tokens_per_s_per_gpu:,.0f}", f"{r.predicted_tokens_per_s_per_gpu:,.0f}",
+             f"{100 * r.error:+.1f}%", "-" if r.measured_mfu is None else f"{r.measured_mfu:.3f}",
+             f"{r.predicted_mfu:.3f}", r.bottleneck] for r in report.results]
+    print(fmt.table(rows, header=["case", "hardware", "meas tok/s/GPU", "pred", "error", "meas MFU", "pred MFU", "bottleneck"]))
+    print()
+    for s in report.skipped:
+        print(f"skipped {s.id}: {s.reason}")
+    print()
+    print("worst ten:")
+    for r in report.worst():
+        print(f"  {r.id}: {100 * r.error:+.1f}%")
+    print()
+    hw_rows = [[h, str(v["cases"]), fmt.percent(v["mape"])] for h, v in report.by_hardware().items()]
+    hw_rows.append(["overall", str(len(report.results)), fmt.percent(report.mape())])
+    print(fmt.table(hw_rows, header=["hardware", "cases", "MAPE tokens/s/GPU"]))
+    return 0
+
+
+# ----------------------------------------------------------------------------------- app
+def cmd_app(args) -> int:
+    import subprocess
+    app = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
+    cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(args.port),
+           "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+    return subprocess.call(cmd)
+
+
+def _add_optional_commands(sub) -> None:
+    """Commands whose modules may bring heavier imports register lazily."""
+    from . import cli_more
+    cli_more.register(sub)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="perfmodel", description="Analytical performance and cost model of distributed AI training.")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("predict", help="predict step time, throughput, MFU, memory and cost for a scenario")
+    p.add_argument("scenario", nargs="?", default=str(EXAMPLE_SCENARIO))
+    p.add_argument("--format", choices=["json", "table"], default="table")
+    p.add_argument("--no-profile", action="store_true", help="ignore calibration profiles; use the spec's default efficiencies")
+    p.set_defaults(func=cmd_predict)
+
+    p = sub.add_parser("describe", help="parameters, FLOPs per token and the memory breakdown")
+    p.add_argument("scenario", nargs="?", default=str(EXAMPLE_SCENARIO))
+    p.add_argument("--format", choices=["json", "table"], default="table")
+    p.set_defaults(func=cmd_describe)
+
+    p = sub.add_parser("validate", help="predicted against published runs")
+    p.add_argument("cases")
+    p.add_argument("--format", choices=["json", "table", "markdown"], default="table")
+    p.add_argument("--no-profile", action="store_true", help="ignore calibration profiles")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("app", help="start the Streamlit app")
+    p.add_argument("--port", type=int, default=8501)
+    p.set_defaults(func=cmd_app)
+
+    _add_optional_commands(sub)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except InputError as exc:
+        print(f"perfmodel: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: no traceback for users
+        print(f"perfmodel: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

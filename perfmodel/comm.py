@@ -1,0 +1,156 @@
+"""Collective communication: alpha-beta times on a two-level topology.
+
+==================  ==================================================================
+n                   GPUs in the collective's group
+S                   message size in bytes (the whole buffer, nccl-tests convention)
+B                   achieved bus bandwidth per GPU, per direction (link x bus efficiency)
+alpha               fixed latency of one collective on a fabric
+factor(op, n)       bytes each GPU must move per byte of S (nccl-tests PERFORMANCE.md):
+                    all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n;
+                    send/recv 1
+t(op, S, n)         alpha + factor(op, n) * S / B          (Hockney 1994; Thakur et al. 2005)
+==================  ==================================================================
+
+Groups are mapped onto the machine with tensor parallelism innermost, then context,
+expert, data and pipeline parallelism (Megatron-Core's rank order). A group whose GPUs all
+sit in one scale-up domain (NVLink: 8 GPUs, or 72 for NVL72) runs at scale-up speed; a group
+that spans domains runs hierarchically (intra-domain reduce-scatter, inter-domain collective
+over the NICs of the g_in GPUs per domain in parallel, intra-domain all-gather). All-to-all
+cannot aggregate NICs across domains (REFERENCES.md, NCCL maintainers): its cross-domain
+part runs at one NIC per GPU.
+
+Every function broadcasts over numpy arrays of group sizes and message sizes.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import numpy as np
+
+from .efficiency import Efficiencies
+from .hardware import HardwareSpec
+
+
+class Collective(enum.Enum):
+    ALL_REDUCE = "all_reduce"
+    ALL_GATHER = "all_gather"
+    REDUCE_SCATTER = "reduce_scatter"
+    ALL_TO_ALL = "all_to_all"
+    SEND_RECV = "send_recv"
+
+
+class Algorithm(enum.Enum):
+    RING = "ring"
+    TREE = "tree"
+    NVLS = "nvls"   # NVLink SHARP: reduction in the NVSwitch (H100 and later)
+
+
+NVLS_ALLREDUCE_GAIN = 480.0 / 370.0
+"""NVLS over ring all-reduce busbw on H100 NVLink4: about 480 vs 370 GB/s at large sizes
+(REFERENCES.md 'Collectives'; shared/data/microbenchmarks.yaml nccl_expert_h100_nvls_all_reduce)."""
+
+
+def bus_factor(op: Collective, n):
+    """Bytes moved per GPU per byte of S (nccl-tests busbw conventions)."""
+    n = np.asarray(n, dtype=float)
+    if op is Collective.ALL_REDUCE:
+        return 2.0 * (n - 1.0) / n
+    if op is Collective.SEND_RECV:
+        return np.ones_like(n)
+    return (n - 1.0) / n
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """Achieved bus bandwidth (per GPU, per direction) and latency of one fabric."""
+
+    busbw_bytes_per_s: float
+    latency_s: float
+
+
+def scale_up_fabric(hw: HardwareSpec, eff: Efficiencies) -> Fabric:
+    return Fabric(hw.scale_up.bandwidth_bytes_per_s * eff.scale_up_bus_efficiency,
+                  eff.scale_up_latency_s + hw.scale_up.latency_s)
+
+
+def scale_out_fabric(hw: HardwareSpec, eff: Efficiencies) -> Fabric:
+    return Fabric(hw.scale_out.bandwidth_bytes_per_s * eff.scale_out_bus_efficiency,
+                  eff.scale_out_latency_s + hw.scale_out.latency_s)
+
+
+def flat_time_s(op: Collective, size_bytes, n, fabric: Fabric, algorithm: Algorithm = Algorithm.RING):
+    """One collective inside a single fabric. Zero when n == 1."""
+    n = np.asarray(n, dtype=float)
+    size_bytes = np.asarray(size_bytes, dtype=float)
+    bw = fabric.busbw_bytes_per_s
+    if algorithm is Algorithm.NVLS and op is Collective.ALL_REDUCE:
+        bw = bw * NVLS_ALLREDUCE_GAIN
+    t = fabric.latency_s + bus_factor(op, n) * size_bytes / bw
+    return np.where(n > 1, t, 0.0)
+
+
+def _fit_override(eff: Efficiencies, op: Collective, fabric: str, n):
+    """Measured (latency, busbw) for an exact (op, fabric, n) match from a calibration profile."""
+    for fit in eff.collectives:
+        if fit.op == op.value and fit.fabric == fabric:
+            yield fit
+
+
+def group_time_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: Efficiencies):
+    """A collective over a group of n GPUs whose members are ``stride`` ranks apart.
+
+    ``stride`` is the product of the degrees placed inside this one (TP innermost).
+    """
+    n = np.asarray(n, dtype=np.int64)
+    stride = np.asarray(stride, dtype=np.int64)
+    size = np.asarray(size_bytes, dtype=float)
+    D = hw.scale_up.domain_size
+    up, out = scale_up_fabric(hw, eff), scale_out_fabric(hw, eff)
+    # GPUs of the group inside one domain, and domains spanned.
+    g_in = np.clip(D // np.maximum(stride, 1), 1, None)
+    g_in = np.minimum(g_in, n)
+    n_out = np.maximum(n // g_in, 1)
+    inside = n_out == 1
+    nvls = Algorithm.NVLS if hw.scale_up.in_network_reduction else Algorithm.RING
+
+    t_inside = flat_time_s(op, size, n, up, nvls)
+    t_inside = _apply_measured(op, "scale_up", size, n, eff, t_inside)
+
+    if op is Collective.ALL_TO_ALL:
+        # Intra-domain share at NVLink speed, cross-domain share through one NIC per GPU.
+        frac_out = (n - g_in) / np.maximum(n, 1)
+        t_span = (up.latency_s + out.latency_s
+                  + np.maximum(size * (g_in - 1) / np.maximum(n, 1) / up.busbw_bytes_per_s,
+                               size * frac_out / out.busbw_bytes_per_s))
+    elif op is Collective.SEND_RECV:
+        t_span = flat_time_s(op, size, 2, out)
+    else:
+        # Hierarchical: intra-domain phase(s) on S, inter-domain phase on S / g_in per GPU.
+        intra_op = Collective.REDUCE_SCATTER if op is Collective.ALL_REDUCE else op
+        t_intra = flat_time_s(intra_op, size, g_in, up)
+        if op is Collective.ALL_REDUCE:
+            t_intra = 2.0 * t_intra   # reduce-scatter then all-gather
+        t_inter = flat_time_s(op, size / g_in, n_out, out)
+        t_inter = _apply_measured(op, "scale_out", size / g_in, n_out, eff, t_inter)
+        t_span = t_intra + t_inter
+    return np.where(n > 1, np.where(inside, t_inside, t_span), 0.0)
+
+
+def _apply_measured(op, fabric_name, size, n, eff, t_default):
+    """Replace the link-derived time by a calibrated fit where one matches (op, fabric, n)."""
+    t = t_default
+    for fit in _fit_override(eff, op, fabric_name, n):
+        fitted = fit.latency_s + bus_factor(op, n) * size / fit.busbw_bytes_per_s
+        t = np.where(n == fit.num_gpus, fitted, t)
+    return t
+
+
+def p2p_time_s(size_bytes, crosses_domain, hw: HardwareSpec, eff: Efficiencies):
+    """Point-to-point send/recv between neighbouring pipeline stages."""
+    up, out = scale_up_fabric(hw, eff), scale_out_fabric(hw, eff)
+    size = np.asarray(size_bytes, dtype=float)
+    t_up = up.latency_s + size / up.busbw_bytes_per_s
+    t_out = out.latency_s + size / out.busbw_bytes_per_s
+    return np.where(crosses_domain, t_out, t_up)

@@ -1,0 +1,202 @@
+"""Roofline time of every operation of a layer, per GPU and micro-batch.
+
+=============  ===========================================================================
+T              tokens per GPU per micro-batch = micro_batch * s / cp
+m, n, k        GEMM rows, output columns, reduction dimension after sharding
+P_prec         dense peak FLOP/s of the GEMM's precision
+eff(m,n,k)     calibrated GEMM efficiency (``efficiency.py``)
+B_hbm          HBM bandwidth x memory efficiency
+t_op           max(F / (P_prec * eff), bytes / B_hbm)   (Williams et al. 2009, roofline)
+=============  ===========================================================================
+
+Backward GEMMs are the input-gradient (m x k, reduce n) and weight-gradient (k x n, reduce
+m) products: twice the forward work, each at its own shape's efficiency. Flash attention is
+its own class: forward F = 2*a*(d_qk+d_v)*s_kv*T with s_kv = s/2 under the causal mask,
+backward 2.5 F executed (it recomputes the attention probabilities; Dao 2023, FlashAttention-2
+sec. 3.1.2, and its benchmark convention), at the 16-bit peak. With fp8/fp4 the transformer
+GEMMs run at that peak; the output layer, router and attention stay 16-bit (Transformer
+Engine recipes), and every low-precision GEMM pays the cast traffic of its inputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .efficiency import Efficiencies
+from .hardware import HardwareSpec
+from .layout import Layouts
+from .model import ModelSpec
+from .workload import Op, OpKind, TpSplit
+
+ATTENTION_BWD_OVER_FWD_EXECUTED = 2.5
+"""Flash-attention backward executes 2.5x the forward FLOPs (5 matmuls vs 2; Dao 2023)."""
+LOW_PRECISION = ("fp8", "fp4")
+BYTES_PER_ELEMENT = {"bf16": 2, "fp16": 2, "fp8": 1, "fp4": 0.5, "tf32": 4}
+CAST_TRANSPOSE_BYTES_PER_ELEMENT = 2 + 1 + 1
+"""Fused cast-transpose of a 16-bit tensor to 8 bits: read 2 bytes, write the 1-byte copy and
+its 1-byte transpose (Transformer Engine; Hopper FP8 GEMMs take only the TN layout, so the
+weight-gradient GEMM needs transposed operands). Forward: the GEMM input (m x k); backward:
+the output gradient (m x n)."""
+
+
+def gemm_efficiency(m, n, k, precision: str, eff: Efficiencies):
+    g = eff.gemm.get(precision) or eff.gemm["bf16"]
+    d = g.half_dim
+    m, n, k = (np.asarray(x, dtype=float) for x in (m, n, k))
+    return g.efficiency_max * (m / (m + d)) * (n / (n + d)) * (k / (k + d))
+
+
+def gemm_time_s(m, n, k, count, precision: str, hw: HardwareSpec, eff: Efficiencies):
+    """Roofline time of ``count`` identical (m x k) @ (k x n) GEMMs."""
+    flop = 2.0 * m * n * k * count
+    bpe = BYTES_PER_ELEMENT[precision]
+    bytes_moved = count * bpe * (m * k + k * n + m * n)
+    t_math = flop / (hw.gpu.peak_flop_per_s(precision) * np.maximum(gemm_efficiency(m, n, k, precision, eff), 1e-9))
+    t_mem = bytes_moved / (hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency)
+    return np.maximum(t_math, t_mem)
+
+
+def memory_time_s(bytes_moved, hw: HardwareSpec, eff: Efficiencies):
+    return np.asarray(bytes_moved, dtype=float) / (hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency)
+
+
+def attention_efficiency(seq, eff_max: float, eff: Efficiencies):
+    s = np.asarray(seq, dtype=float)
+    return eff_max * s / (s + eff.attention.half_seq)
+
+
+@dataclass(frozen=True)
+class OpShape:
+    """An op's sharded per-GPU shape for one micro-batch (arrays over layouts)."""
+
+    m: np.ndarray
+    n: np.ndarray
+    k: np.ndarray
+    count: np.ndarray
+
+
+def tokens_per_microbatch(layouts: Layouts, seq_length: int):
+    """T: tokens each GPU holds per micro-batch (before sequence-parallel sharding)."""
+    return layouts.mbs * (seq_length / layouts.cp)
+
+
+def moe_tokens(layouts: Layouts, seq_length: int):
+    """Tokens entering a MoE layer on one GPU: T / tp (Megatron requires SP with MoE + TP)."""
+    return tokens_per_microbatch(layouts, seq_length) / layouts.tp
+
+
+def gemm_shape(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int) -> OpShape:
+    T = tokens_per_microbatch(layouts, seq_length)
+    if op.expert:
+        E, top_k = model.moe.num_experts, model.moe.top_k
+        t_moe = moe_tokens(layouts, seq_length)
+        m = t_moe * top_k * layouts.ep * layouts.etp / E
+        count = E / layouts.ep
+        split = layouts.etp
+    else:
+        m = np.where(layouts.sp, T / layouts.tp, T) if op.tp_split is TpSplit.NONE else T
+        count = np.ones_like(T)
+        split = layouts.tp
+    n = np.where(op.tp_split is TpSplit.COLUMN, op.n / split, op.n) * np.ones_like(T)
+    k = np.where(op.tp_split is TpSplit.ROW, op.k / split, op.k) * np.ones_like(T)
+    return OpShape(m=np.asarray(m, float), n=n, k=k, count=np.asarray(count, float))
+
+
+def gemm_precision(op: Op, precision: str) -> str:
+    """Transformer-block GEMMs run in the scenario precision; router and output layer in bf16."""
+    if precision in LOW_PRECISION and (op.name.startswith("output/") or op.name == "moe/router"):
+        return "bf16"
+    return precision
+
+
+@dataclass(frozen=True)
+class OpTime:
+    name: str
+    kind: OpKind
+    fwd_s: np.ndarray
+    bwd_s: np.ndarray
+    fwd_flop: np.ndarray
+    """Executed forward FLOPs (per GPU per micro-batch)."""
+    fwd_bytes: np.ndarray
+    kernels_fwd: int
+
+
+def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precision: str,
+            hw: HardwareSpec, eff: Efficiencies, causal: bool = True) -> OpTime:
+    T = tokens_per_microbatch(layouts, seq_length)
+    if op.kind is OpKind.GEMM:
+        sh = gemm_shape(op, model, layouts, seq_length)
+        prec = gemm_precision(op, precision)
+        fwd = gemm_time_s(sh.m, sh.n, sh.k, sh.count, prec, hw, eff)
+        bwd = (gemm_time_s(sh.m, sh.k, sh.n, sh.count, prec, hw, eff)      # input gradient
+               + gemm_time_s(sh.k, sh.n, sh.m, sh.count, prec, hw, eff))   # weight gradient
+        bpe = BYTES_PER_ELEMENT[prec]
+        fwd_bytes = sh.count * bpe * (sh.m * sh.k + sh.k * sh.n + sh.m * sh.n)
+        kernels = 1
+        if prec in LOW_PRECISION:
+            cast_fwd = sh.count * sh.m * sh.k * CAST_TRANSPOSE_BYTES_PER_ELEMENT
+            cast_bwd = sh.count * sh.m * sh.n * CAST_TRANSPOSE_BYTES_PER_ELEMENT
+            fwd = fwd + memory_time_s(cast_fwd, hw, eff)
+            bwd = bwd + memory_time_s(cast_bwd, hw, eff)
+            kernels = 2
+        flop = 2.0 * sh.m * sh.n * sh.k * sh.count
+        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, kernels)
+    if op.kind is OpKind.ATTENTION:
+        s_kv = seq_length / 2 if causal else seq_length
+        heads = op.attn_heads / layouts.tp
+        flop = 2.0 * heads * (op.attn_qk_dim + op.attn_v_dim) * s_kv * T
+        peak = hw.gpu.peak_flop_per_s("bf16")
+        s_local = seq_length / layouts.cp
+        fwd = flop / (peak * attention_efficiency(s_local, eff.attention.fwd_efficiency_max, eff))
+        bwd = (ATTENTION_BWD_OVER_FWD_EXECUTED * flop
+               / (peak * attention_efficiency(s_local, eff.attention.bwd_efficiency_max, eff)))
+        # Reads Q, K, V and writes O once (flash attention never materialises s x s).
+        fwd_bytes = 2.0 * T * heads * (2 * op.attn_qk_dim + 2 * op.attn_v_dim)
+        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, 1)
+    # Memory-bound elementwise work: norms and residuals act on the sequence-parallel shard.
+    sharded_by_tp = op.name.startswith(("mlp/", "moe/", "output/"))
+    tokens = np.where(sharded_by_tp | layouts.sp, T / layouts.tp, T)
+    fwd_bytes = op.bytes_per_token * tokens
+    fwd = memory_time_s(fwd_bytes, hw, eff)
+    return OpTime(op.name, op.kind, fwd, 2.0 * fwd, np.zeros_like(fwd), fwd_bytes, 1)
+
+
+@dataclass(frozen=True)
+class BlockTime:
+    """Forward and backward time of a group of ops (a layer or the output head), by class."""
+
+    gemm_fwd_s: np.ndarray
+    gemm_bwd_s: np.ndarray
+    attn_fwd_s: np.ndarray
+    attn_bwd_s: np.ndarray
+    mem_fwd_s: np.ndarray
+    mem_bwd_s: np.ndarray
+    kernels: int
+    ops: tuple[OpTime, ...]
+
+    @property
+    def fwd_s(self):
+        return self.gemm_fwd_s + self.attn_fwd_s + self.mem_fwd_s
+
+    @property
+    def bwd_s(self):
+        return self.gemm_bwd_s + self.attn_bwd_s + self.mem_bwd_s
+
+
+def block_time(ops: tuple[Op, ...], model: ModelSpec, layouts: Layouts, seq_length: int,
+               precision: str, hw: HardwareSpec, eff: Efficiencies, causal: bool = True) -> BlockTime:
+    times = tuple(op_time(op, model, layouts, seq_length, precision, hw, eff, causal) for op in ops)
+    zero = np.zeros(len(layouts))
+
+    def total(kind, attr):
+        return sum((getattr(t, attr) for t in times if t.kind is kind), zero)
+
+    return BlockTime(
+        gemm_fwd_s=total(OpKind.GEMM, "fwd_s"), gemm_bwd_s=total(OpKind.GEMM, "bwd_s"),
+        attn_fwd_s=total(OpKind.ATTENTION, "fwd_s"), attn_bwd_s=total(OpKind.ATTENTION, "bwd_s"),
+        mem_fwd_s=total(OpKind.MEMORY, "fwd_s"), mem_bwd_s=total(OpKind.MEMORY, "bwd_s"),
+        kernels=3 * sum(t.kernels_fwd for t in times),   # forward + ~2x in backward
+        ops=times,
+    )

@@ -1,0 +1,70 @@
+"""The only place that turns numbers into text for people (CLI tables, app labels)."""
+
+from __future__ import annotations
+
+import math
+
+_SI = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")]
+_BIN = [(2**50, "PiB"), (2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"), (1, "B")]
+
+
+def seconds(x: float) -> str:
+    if x is None or not math.isfinite(x):
+        return "-"
+    a = abs(x)
+    if a >= 86400 * 2:
+        return f"{x / 86400:.1f} d"
+    if a >= 7200:
+        return f"{x / 3600:.1f} h"
+    if a >= 120:
+        return f"{x / 60:.1f} min"
+    if a >= 1:
+        return f"{x:.3g} s"
+    if a >= 1e-3:
+        return f"{x * 1e3:.3g} ms"
+    if a >= 1e-6:
+        return f"{x * 1e6:.3g} us"
+    return f"{x * 1e9:.3g} ns" if a else "0 s"
+
+
+def si(x: float, unit: str = "") -> str:
+    if x is None or not math.isfinite(x):
+        return "-"
+    for scale, prefix in _SI:
+        if abs(x) >= scale:
+            return f"{x / scale:.3g} {prefix}{unit}".rstrip()
+    return f"{x:.3g} {unit}".rstrip()
+
+
+def bytes_binary(x: float) -> str:
+    for scale, name in _BIN:
+        if abs(x) >= scale:
+            return f"{x / scale:.3g} {name}"
+    return f"{x:.3g} B"
+
+
+def percent(x: float) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def usd(x: float) -> str:
+    if x is None:
+        return "-"
+    if abs(x) >= 1e6:
+        return f"${x / 1e6:.2f}M"
+    if abs(x) >= 1e3:
+        return f"${x / 1e3:.1f}k"
+    return f"${x:.2f}"
+
+
+def table(rows: list[list[str]], header: list[str] | None = None) -> str:
+    """Plain fixed-width table; the first column left-aligned, the rest right-aligned."""
+    all_rows = ([header] if header else []) + rows
+    widths = [max(len(str(r[i])) for r in all_rows) for i in range(len(all_rows[0]))]
+    lines = []
+    for j, r in enumerate(all_rows):
+        cells = [str(c).ljust(widths[i]) if i == 0 else str(c).rjust(widths[i]) for i, c in enumerate(r)]
+        lines.append("  ".join(cells))
+        if header and j == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)

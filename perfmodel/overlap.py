@@ -1,0 +1,55 @@
+"""Communication/computation overlap, an explicit named input per traffic kind.
+
+For each kind, with overlap fraction phi in [0, 1] and the compute it can hide behind
+(its *window*):
+
+    exposed = max(0, t_comm - phi * t_window)
+
+phi = 0 gives the upper bound t_math + t_comm, phi = 1 the lower bound max(t_math, t_comm)
+(STYLE.md point 9). Defaults follow how Megatron-Core / NeMo (and FSDP for ZeRO-3) run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Overlap(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tp: float | None = Field(0.0, ge=0, le=1)
+    """TP all-gather/reduce-scatter behind the layer's GEMMs. Default 0: Megatron-Core's
+    TransformerConfig default tp_comm_overlap=False, so TP collectives sit in the critical
+    path. None = ideal chunked pipelining, where the collective is split into tp chunks and
+    all but the first hide behind GEMM chunks, phi = (tp - 1) / tp (Wang et al., ASPLOS 2023,
+    'Overlap communication with dependent computation via decomposition'; Transformer Engine
+    userbuffers). Overlapped collectives also take SMs from the GEMMs they hide behind, which
+    this fraction does not model."""
+    cp: float = Field(1.0, ge=0, le=1)
+    """Ring-attention KV exchange behind the attention blocks (Liu et al. 2023, Ring
+    Attention; Megatron-Core context parallelism sends the next KV chunk while computing)."""
+    ep: float = Field(0.0, ge=0, le=1)
+    """MoE all-to-all: Megatron-Core's alltoall dispatcher runs it in the critical path;
+    batch-level overlap (DeepSeek-V3 DualPipe, overlap_moe_expert_parallel_comm) is opt-in."""
+    pp: float = Field(1.0, ge=0, le=1)
+    """Steady-state pipeline send/recv behind compute (batched isend/irecv); the fill and
+    drain transfers are always exposed (Narayanan et al. 2021, sec. 2.2)."""
+    dp: float = Field(1.0, ge=0, le=1)
+    """Gradient reduce-scatter behind the last micro-batch's backward and parameter
+    all-gather behind the next forward (Megatron-Core overlap_grad_reduce and
+    overlap_param_gather, on in NeMo/Megatron-Bridge recipes; PyTorch DDP buckets, Li et al. 2020)."""
+    fsdp: float = Field(1.0, ge=0, le=1)
+    """ZeRO-3/FSDP per-layer all-gathers prefetched behind the previous layer's compute
+    (PyTorch FSDP, Zhao et al. 2023, sec. 4.3)."""
+
+
+def exposed_s(t_comm, t_window, phi):
+    return np.maximum(0.0, np.asarray(t_comm) - phi * np.asarray(t_window))
+
+
+def tp_phi(overlap: Overlap, tp):
+    if overlap.tp is not None:
+        return np.full(np.shape(tp), overlap.tp, dtype=float)
+    tp = np.asarray(tp, dtype=float)
+    return (tp - 1.0) / tp

@@ -1,0 +1,32 @@
+"""Calibration profiles: fitted efficiencies that replace a hardware spec's defaults.
+
+Profiles live in ``calibration/profiles/<hardware-id>.yaml`` (written by ``perfmodel
+calibrate``). When one exists for a spec, predictions use it; ``--no-profile`` turns it off.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+from .efficiency import Efficiencies
+from .hardware import HardwareSpec, load_hardware
+
+PROFILE_DIR = Path(os.environ.get("PERFMODEL_PROFILE_DIR",
+                                  Path(__file__).resolve().parent.parent / "calibration" / "profiles"))
+
+
+def load_profile_efficiency(path: str | Path, hw: HardwareSpec) -> Efficiencies:
+    from calibration.fit import load_profile
+    return load_profile(path, defaults=hw.efficiency)
+
+
+@functools.lru_cache(maxsize=32)
+def efficiency_for_hardware(hw_ref: str) -> Efficiencies | None:
+    """The profile's efficiencies for this hardware id, or None (use the spec's defaults)."""
+    hw = load_hardware(hw_ref)
+    path = PROFILE_DIR / f"{hw.id}.yaml"
+    if not path.exists():
+        return None
+    return load_profile_efficiency(path, hw)

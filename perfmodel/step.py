@@ -1,0 +1,249 @@
+"""The one place that combines the physical models into a step time.
+
+Per micro-batch on each pipeline stage (first, middle, last):
+
+    t_stage = sum over its layers of [compute_fwd + compute_bwd + recompute
+                                      + exposed TP, CP, EP and FSDP communication]
+              (+ output layer and MTP on the last stage)
+
+Per step:
+
+    step = m * max_i t_i                      (steady state, the slowest stage sets the pace)
+         + (sum_i t_i - max_i t_i) / v        (pipeline bubble)
+         + fill/drain activation transfers
+         + exposed DP gradient sync and parameter gather
+         + optimizer + launch exposure + fixed per-step syncs + input-pipeline wait
+
+Every term is an array over layouts; ``evaluate`` is used both by ``predict`` (one layout)
+and by the layout search (thousands).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import comm, overheads, pipeline, traffic
+from .compute import BlockTime, block_time
+from .efficiency import Efficiencies
+from .hardware import HardwareSpec
+from .layout import Layouts
+from .memory import MemoryBreakdown, fits_in_memory, memory_per_gpu
+from .model import ModelSpec
+from .overlap import Overlap, exposed_s, tp_phi
+from .sharding import stage_params
+from .workload import (LayerKind, head_ops, layer_kinds, layer_ops, mtp_extra_ops, mtp_layer_kind,
+                       training_flop_per_token)
+
+COMPONENTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "fsdp_comm", "pp_comm",
+              "pipeline_bubble", "dp_comm", "optimizer", "overheads", "data_wait")
+"""Breakdown keys of ``breakdown_s``; their sum is the step time."""
+
+LENS = {
+    "compute": "co-design", "memory_bandwidth": "co-design", "recompute": "co-design",
+    "tp_comm": "scale serves purpose", "cp_comm": "scale serves purpose",
+    "ep_comm": "scale serves purpose", "dp_comm": "scale serves purpose",
+    "fsdp_comm": "scale serves purpose",
+    "pp_comm": "balanced pipeline", "pipeline_bubble": "balanced pipeline",
+    "optimizer": "amortisation", "overheads": "amortisation", "data_wait": "balanced pipeline",
+}
+"""Which of the product's four lenses explains each bottleneck."""
+
+
+@dataclass(frozen=True)
+class JobConstants:
+    """Everything about a job except its layout."""
+
+    model: ModelSpec
+    hardware: HardwareSpec
+    efficiency: Efficiencies
+    seq_length: int
+    global_batch_size: int
+    num_gpus: int
+    precision: str
+    recompute: str
+    overlap: Overlap = field(default_factory=Overlap)
+    causal: bool = True
+
+
+@dataclass(frozen=True)
+class LayerTime:
+    """One layer of one kind, per micro-batch, with its exposed communication."""
+
+    block: BlockTime
+    tp_fwd_s: np.ndarray
+    tp_bwd_s: np.ndarray
+    cp_fwd_s: np.ndarray
+    cp_bwd_s: np.ndarray
+    ep_fwd_s: np.ndarray
+    ep_bwd_s: np.ndarray
+    recompute_s: np.ndarray
+    fsdp_s: np.ndarray
+
+    @property
+    def compute_s(self):
+        return self.block.fwd_s + self.block.bwd_s
+
+
+def _layer_time(kind: LayerKind, c: JobConstants, L: Layouts, fsdp_per_layer_s) -> LayerTime:
+    m, hw, eff, ov, seq = c.model, c.hardware, c.efficiency, c.overlap, c.seq_length
+    blk = block_time(layer_ops(m, kind), m, L, seq, c.precision, hw, eff, c.causal)
+    phi_tp = tp_phi(ov, L.tp)
+    tp_raw = traffic.tp_layer_s(kind, m, L, seq, hw, eff, c.precision)
+    tp_f = exposed_s(tp_raw, blk.gemm_fwd_s, phi_tp)
+    tp_b = exposed_s(tp_raw, blk.gemm_bwd_s, phi_tp)
+    cp_raw = traffic.cp_layer_fwd_s(m, L, seq, hw, eff)
+    cp_f = exposed_s(cp_raw, blk.attn_fwd_s, ov.cp)
+    cp_b = exposed_s(traffic.CP_BWD_OVER_FWD * cp_raw, blk.attn_bwd_s, ov.cp)
+    if kind is LayerKind.MOE:
+        ep_raw = traffic.ep_layer_s(m, L, seq, hw, eff)
+        ep_f = exposed_s(ep_raw, blk.gemm_fwd_s, ov.ep)
+        ep_b = exposed_s(ep_raw, blk.gemm_bwd_s, ov.ep)
+    else:
+        ep_f = ep_b = np.zeros(len(L))
+    if c.recompute == "full":
+        recompute = blk.fwd_s + tp_f + cp_f + ep_f
+    elif c.recompute == "selective":
+        recompute = blk.attn_fwd_s
+    else:
+        recompute = np.zeros(len(L))
+    fsdp = exposed_s(fsdp_per_layer_s, blk.fwd_s + blk.bwd_s, ov.fsdp)
+    return LayerTime(blk, tp_f, tp_b, cp_f, cp_b, ep_f, ep_b, recompute, fsdp)
+
+
+def _layer_parts(lt: LayerTime) -> dict:
+    return {
+        "compute": lt.compute_s, "recompute": lt.recompute_s,
+        "tp_comm": lt.tp_fwd_s + lt.tp_bwd_s, "cp_comm": lt.cp_fwd_s + lt.cp_bwd_s,
+        "ep_comm": lt.ep_fwd_s + lt.ep_bwd_s, "fsdp_comm": lt.fsdp_s,
+    }
+
+
+def _scaled(parts: dict, factor) -> dict:
+    return {k: v * factor for k, v in parts.items()}
+
+
+def _add(*dicts) -> dict:
+    out: dict = {}
+    for d in dicts:
+        for k, v in d.items():
+            out[k] = out.get(k, 0.0) + v
+    return out
+
+
+@dataclass(frozen=True)
+class StepArrays:
+    """Step-time breakdown and memory for a batch of layouts."""
+
+    breakdown: dict
+    """component -> array of seconds; the step time is their sum."""
+    memory: MemoryBreakdown
+    fits: np.ndarray
+    flop_per_token: float
+    gemm_s: np.ndarray
+    attention_s: np.ndarray
+    memory_bound_s: np.ndarray
+    stage_s: pipeline.StageTimes
+
+    @property
+    def step_time_s(self):
+        return sum(self.breakdown[k] for k in COMPONENTS)
+
+
+def evaluate(c: JobConstants, L: Layouts) -> StepArrays:
+    m, hw, eff, seq, ov = c.model, c.hardware, c.efficiency, c.seq_length, c.overlap
+    kinds = layer_kinds(m)
+    n_dense = sum(1 for k in kinds if k is LayerKind.DENSE)
+    n_moe = len(kinds) - n_dense
+    pp = L.pp.astype(float)
+
+    sp_params = stage_params(m, L)
+    dp = traffic.dp_traffic(sp_params.max_dense(), sp_params.max_expert(), L, hw, eff)
+    layers_per_stage = len(kinds) / pp
+    fsdp_per_layer = dp.fsdp_per_mb_s / np.maximum(layers_per_stage, 1.0)
+
+    per_layer: dict = {}
+    blocks = []
+    if n_dense:
+        lt = _layer_time(LayerKind.DENSE, c, L, fsdp_per_layer)
+        per_layer = _add(per_layer, _scaled(_layer_parts(lt), n_dense / len(kinds)))
+        blocks.append((lt.block, n_dense / len(kinds)))
+    if n_moe:
+        lt = _layer_time(LayerKind.MOE, c, L, fsdp_per_layer)
+        per_layer = _add(per_layer, _scaled(_layer_parts(lt), n_moe / len(kinds)))
+        blocks.append((lt.block, n_moe / len(kinds)))
+    middle = _scaled(per_layer, layers_per_stage)
+
+    head = block_time(head_ops(m), m, L, seq, c.precision, hw, eff, c.causal)
+    last_extra = {"compute": head.fwd_s + head.bwd_s}
+    if m.mtp_layers:
+        mtp_lt = _layer_time(mtp_layer_kind(m), c, L, fsdp_per_layer)
+        mtp_proj = block_time(mtp_extra_ops(m), m, L, seq, c.precision, hw, eff, c.causal)
+        last_extra = _add(last_extra, _scaled(_layer_parts(mtp_lt), m.mtp_layers),
+                          {"compute": m.mtp_layers * (mtp_proj.fwd_s + mtp_proj.bwd_s + head.fwd_s + head.bwd_s)})
+    single = L.pp == 1
+    last = _add(middle, last_extra)
+    first = {k: np.where(single, last[k], middle[k]) for k in last}
+
+    def total(d):
+        return sum(d.values())
+
+    stages = pipeline.StageTimes(first_s=total(first), middle_s=total(middle), last_s=total(last))
+    t_max = pipeline.slowest_stage_s(stages, L.pp)
+    # Components of the slowest stage (first == last when pp == 1).
+    slow_is_last = total(last) >= np.maximum(total(first), np.where(L.pp > 2, total(middle), 0.0))
+    slow_is_first = ~slow_is_last & (total(first) >= total(middle))
+    slowest = {k: np.where(slow_is_last, last[k], np.where(slow_is_first, first[k], middle[k])) for k in last}
+
+    num_mb = L.num_mb.astype(float)
+    bd = {k: num_mb * v for k, v in slowest.items()}
+
+    # Pipeline: steady-state transfers behind compute, fill/drain transfers exposed.
+    t_p2p = traffic.pp_transfer_s(m, L, seq, hw, eff)
+    steady_p2p = 2.0 * L.vpp * t_p2p   # forward activation + backward gradient, per chunk
+    bd["pp_comm"] = (num_mb * exposed_s(steady_p2p, t_max, ov.pp)
+                     + pipeline.fill_drain_transfers(L.pp) * t_p2p)
+    bd["pipeline_bubble"] = pipeline.bubble_s(stages, L.pp, L.vpp)
+
+    # Data parallelism: sync behind the last backward, gather behind the next forward.
+    slow_fwd = sum(b.fwd_s * w for b, w in blocks) * layers_per_stage
+    slow_bwd = sum(b.bwd_s * w for b, w in blocks) * layers_per_stage
+    bd["dp_comm"] = exposed_s(dp.grad_sync_s, slow_bwd, ov.dp) + exposed_s(dp.param_gather_s, slow_fwd, ov.dp)
+
+    # Optimizer over the parameters this GPU owns.
+    n_dp = (L.dp * L.cp).astype(float)
+    n_edp = np.maximum(L.dp * L.cp * L.tp // (L.ep * L.etp), 1).astype(float)
+    sharded = L.zero_stage >= 1
+    owned = (sp_params.max_dense() / np.where(sharded, n_dp, 1.0)
+             + sp_params.max_expert() / np.where(sharded, n_edp, 1.0))
+    bd["optimizer"] = overheads.optimizer_s(owned, hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency)
+
+    kernels_per_mb = sum(b.kernels * w for b, w in blocks) * layers_per_stage
+    world_latency = comm.scale_out_fabric(hw, eff).latency_s * np.ceil(np.log2(max(c.num_gpus, 2)))
+    bd["overheads"] = (overheads.launch_exposed_s(kernels_per_mb, eff.launch_overhead_s, t_max, num_mb)
+                       + overheads.fixed_step_s(world_latency) * np.ones(len(L)))
+    busy = sum(bd.values())
+    tokens_per_gpu = c.global_batch_size * seq / c.num_gpus
+    bd["data_wait"] = overheads.data_wait_s(tokens_per_gpu, busy) * np.ones(len(L))
+    for k in COMPONENTS:
+        bd.setdefault(k, np.zeros(len(L)))
+
+    mem = memory_per_gpu(m, seq, c.recompute, c.precision, L)
+    flop = training_flop_per_token(m, seq, causal=True).total
+    w_layers = num_mb * layers_per_stage
+    return StepArrays(
+        breakdown=bd, memory=mem, fits=fits_in_memory(mem, hw), flop_per_token=flop,
+        gemm_s=w_layers * sum((b.gemm_fwd_s + b.gemm_bwd_s) * w for b, w in blocks),
+        attention_s=w_layers * sum((b.attn_fwd_s + b.attn_bwd_s) * w for b, w in blocks),
+        memory_bound_s=w_layers * sum((b.mem_fwd_s + b.mem_bwd_s) * w for b, w in blocks),
+        stage_s=stages,
+    )
+
+
+def bottleneck(breakdown_row: dict, gemm_s: float, attention_s: float, memory_bound_s: float) -> str:
+    """The largest component; compute is named memory_bandwidth when HBM-bound ops dominate it."""
+    name = max(breakdown_row, key=breakdown_row.get)
+    if name == "compute" and memory_bound_s > gemm_s + attention_s:
+        return "memory_bandwidth"
+    return name

@@ -1,0 +1,135 @@
+"""What each kind of parallelism sends, per GPU, and how long it takes (before overlap).
+
+=============  =============================================================================
+T              tokens per GPU per micro-batch (micro_batch * s / cp)
+h              hidden size; b_a = 2 bytes per 16-bit activation
+TP + SP        per layer and direction: all-gather + reduce-scatter of T*h*b_a before/after
+               each of attention and MLP (Korthikanti et al. 2022, sec. 4.2.2);
+               without SP: one all-reduce each (Shoeybi et al. 2019)
+CP             per layer: (cp - 1) ring steps sending the local K and V chunk forward; twice
+               that backward (K, V and their gradients) (Liu et al. 2023)
+EP             per MoE layer and direction: dispatch + combine all-to-all of T/tp * k_e * h
+               * b_a bytes over the ep group (Lepikhin et al. 2020, GShard)
+PP             per micro-batch and stage boundary: T*h*b_a (/tp with SP) each direction
+DP             per step: gradient all-reduce (ZeRO 0), or reduce-scatter + parameter
+               all-gather (ZeRO 1/2, distributed optimizer); ZeRO-3: per micro-batch
+               all-gather forward and backward plus gradient reduce-scatter (Rajbhandari 2020)
+=============  =============================================================================
+
+Group placement (Megatron-Core rank order): TP innermost (stride 1), CP (stride tp),
+DP over dp * cp for gradients (stride tp), EP inside the expert layout etp-ep-edp (stride
+etp), PP outermost (stride tp * cp * dp).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .comm import Collective, group_time_s, p2p_time_s
+from .compute import moe_tokens, tokens_per_microbatch
+from .efficiency import Efficiencies
+from .hardware import HardwareSpec
+from .layout import Layouts
+from .model import ModelSpec
+from .workload import LayerKind
+
+ACT_BYTES = 2
+PARAM_BYTES = 2
+"""16-bit parameters gathered by the distributed optimizer / FSDP."""
+GRAD_REDUCE_BYTES = 4
+"""Gradients reduced in fp32 (Megatron-Core DDP with grad_reduce_in_fp32, as NeMo and
+Megatron-Bridge recipes set; FSDP2 MixedPrecisionPolicy reduce_dtype=float32 in torchtitan)."""
+
+
+FP8_GATHER_BYTES = 1
+"""With fp8 and sequence parallelism, Transformer Engine casts the layer input before the
+all-gather, so the gather moves 1-byte elements (TE LayerNormLinear/Linear with fp8 and
+sequence_parallel); reduce-scatters of GEMM outputs stay 16-bit."""
+
+
+def tp_layer_s(kind: LayerKind, model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpec,
+               eff: Efficiencies, precision: str = "bf16"):
+    """TP collectives of one layer in one direction (forward; backward is the mirror image)."""
+    T = tokens_per_microbatch(layouts, seq)
+    size = T * model.hidden_size * ACT_BYTES
+    gather_bytes = FP8_GATHER_BYTES if precision in ("fp8", "fp4") else ACT_BYTES
+    ag = group_time_s(Collective.ALL_GATHER, T * model.hidden_size * gather_bytes, layouts.tp, 1, hw, eff)
+    rs = group_time_s(Collective.REDUCE_SCATTER, size, layouts.tp, 1, hw, eff)
+    ar = group_time_s(Collective.ALL_REDUCE, size, layouts.tp, 1, hw, eff)
+    pair = np.where(layouts.sp, ag + rs, ar)
+    # Blocks with TP collectives: attention, and the dense MLP or the MoE shared experts.
+    blocks = 2 if (kind is LayerKind.DENSE or model.moe.num_shared_experts) else 1
+    t = blocks * pair
+    if kind is LayerKind.MOE:
+        # Expert tensor parallelism: all-gather the routed tokens in, reduce-scatter out.
+        routed = moe_tokens(layouts, seq) * model.moe.top_k * layouts.ep * model.hidden_size * ACT_BYTES
+        t = t + (group_time_s(Collective.ALL_GATHER, routed, layouts.etp, 1, hw, eff)
+                 + group_time_s(Collective.REDUCE_SCATTER, routed, layouts.etp, 1, hw, eff))
+    return t
+
+
+def cp_layer_fwd_s(model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpec, eff: Efficiencies):
+    T = tokens_per_microbatch(layouts, seq)
+    if model.mla is not None:
+        x = model.mla
+        kv_width = model.num_attention_heads * (x.qk_nope_head_dim + x.qk_rope_head_dim + x.v_head_dim)
+    else:
+        kv_width = 2 * model.kv_heads * model.attn_head_dim
+    chunk = T * kv_width * ACT_BYTES / np.minimum(layouts.tp, model.kv_heads if model.mla is None else layouts.tp)
+    crosses = layouts.tp * layouts.cp > hw.scale_up.domain_size
+    return (layouts.cp - 1) * p2p_time_s(chunk, crosses, hw, eff)
+
+
+CP_BWD_OVER_FWD = 2
+"""Backward ring sends K, V and their gradients: twice the forward traffic."""
+
+
+def ep_layer_s(model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpec, eff: Efficiencies):
+    """Dispatch + combine all-to-all of one MoE layer in one direction."""
+    size = moe_tokens(layouts, seq) * model.moe.top_k * model.hidden_size * ACT_BYTES
+    one = group_time_s(Collective.ALL_TO_ALL, size, layouts.ep, layouts.etp, hw, eff)
+    return 2 * one
+
+
+def pp_transfer_s(model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpec, eff: Efficiencies):
+    """One activation (or gradient) send between neighbouring stages."""
+    T = tokens_per_microbatch(layouts, seq)
+    size = T * model.hidden_size * ACT_BYTES / np.where(layouts.sp, layouts.tp, 1)
+    crosses = layouts.tp * layouts.cp * layouts.dp >= hw.scale_up.domain_size
+    return np.where(layouts.pp > 1, p2p_time_s(size, crosses, hw, eff), 0.0)
+
+
+@dataclass(frozen=True)
+class DpTraffic:
+    grad_sync_s: np.ndarray
+    """Once per step: gradient all-reduce or reduce-scatter."""
+    param_gather_s: np.ndarray
+    """Once per step: distributed-optimizer parameter all-gather (ZeRO 1/2)."""
+    fsdp_per_mb_s: np.ndarray
+    """Per micro-batch (ZeRO-3): parameter all-gathers forward + backward and grad reduce-scatter."""
+
+
+def dp_traffic(dense_params_per_gpu, expert_params_per_gpu, layouts: Layouts, hw: HardwareSpec,
+               eff: Efficiencies) -> DpTraffic:
+    """Data-parallel traffic for the parameters one GPU holds (before ZeRO-3 sharding)."""
+    n_dp = layouts.dp * layouts.cp
+    n_edp = np.maximum(layouts.dp * layouts.cp * layouts.tp // (layouts.ep * layouts.etp), 1)
+    z = layouts.zero_stage
+
+    def sync(params, n, stride):
+        size = params * GRAD_REDUCE_BYTES
+        ar = group_time_s(Collective.ALL_REDUCE, size, n, stride, hw, eff)
+        rs = group_time_s(Collective.REDUCE_SCATTER, size, n, stride, hw, eff)
+        ag = group_time_s(Collective.ALL_GATHER, params * PARAM_BYTES, n, stride, hw, eff)
+        return ar, rs, ag
+
+    ar_d, rs_d, ag_d = sync(dense_params_per_gpu, n_dp, layouts.tp)
+    ar_e, rs_e, ag_e = sync(expert_params_per_gpu, n_edp, layouts.ep * layouts.etp)
+    ar, rs, ag = ar_d + ar_e, rs_d + rs_e, ag_d + ag_e
+    zero3 = z >= 3
+    grad = np.where(z == 0, ar, np.where(zero3, 0.0, rs))
+    gather = np.where((z == 1) | (z == 2), ag, 0.0)
+    fsdp = np.where(zero3, 2.0 * ag + rs, 0.0)
+    return DpTraffic(grad_sync_s=grad, param_gather_s=gather, fsdp_per_mb_s=fsdp)

@@ -1,0 +1,150 @@
+"""Predicted against published: the accuracy report behind ``perfmodel validate``.
+
+The comparison metric is tokens/s per GPU (equivalently step time): it does not depend on
+the attention-FLOP convention a source used for its TFLOP/s. Measured values come first;
+``derived`` values (arithmetic on published numbers, see the case file's notes) are used
+when the source published only a step time or a TFLOP/s figure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from .efficiency import Efficiencies
+from .errors import InputError
+from .predict import predict
+from .scenario import parse_scenario
+
+CASES_FORMAT = "perfmodel-cases/1"
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    id: str
+    hardware: str
+    source: str
+    trust: str
+    basis: str
+    """'measured' or 'derived': where the compared tokens/s comes from."""
+    measured_tokens_per_s_per_gpu: float
+    predicted_tokens_per_s_per_gpu: float
+    predicted_step_time_s: float
+    measured_step_time_s: float | None
+    measured_mfu: float | None
+    predicted_mfu: float
+    bottleneck: str
+    error: float
+    """predicted / measured - 1 on tokens/s per GPU."""
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    id: str
+    reason: str
+
+
+def load_cases(path: str | Path) -> list[dict]:
+    p = Path(path)
+    if not p.exists():
+        raise InputError("cases", f"file not found: {p}")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise InputError("cases", f"{p.name} is not valid YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
+        raise InputError("cases", f"{p.name} must be a mapping with a 'cases' list (format {CASES_FORMAT})")
+    for i, c in enumerate(data["cases"]):
+        if not isinstance(c, dict) or "id" not in c:
+            raise InputError(f"cases[{i}]", "each case needs an 'id'")
+    return data["cases"]
+
+
+def _measured_tps(case: dict) -> tuple[float | None, str]:
+    m = case.get("measured") or {}
+    d = case.get("derived") or {}
+    s = case["scenario"]
+    tokens = s["global_batch_size"] * s["seq_length"]
+    if m.get("tokens_per_s_per_gpu"):
+        return float(m["tokens_per_s_per_gpu"]), "measured"
+    if m.get("step_time_s"):
+        return tokens / (float(m["step_time_s"]) * s["num_gpus"]), "measured"
+    if d.get("tokens_per_s_per_gpu"):
+        return float(d["tokens_per_s_per_gpu"]), "derived"
+    if d.get("step_time_s"):
+        return tokens / (float(d["step_time_s"]) * s["num_gpus"]), "derived"
+    return None, ""
+
+
+def run_case(case: dict, efficiency_for=None) -> CaseResult | Skipped:
+    s = case.get("scenario")
+    if not s:
+        return Skipped(case["id"], case.get("why_not_runnable", "no scenario"))
+    meas, basis = _measured_tps(case)
+    if meas is None:
+        return Skipped(case["id"], "no tokens/s or step time published or derived")
+    try:
+        sc = parse_scenario(s)
+        eff = efficiency_for(sc.hardware) if efficiency_for else None
+        p = predict(sc, efficiency=eff)
+    except InputError as exc:
+        return Skipped(case["id"], str(exc))
+    m = case.get("measured") or {}
+    return CaseResult(
+        id=case["id"], hardware=sc.hardware, source=str(case.get("source", "")).split(" — ")[0][:80],
+        trust=str(case.get("trust", "")), basis=basis, measured_tokens_per_s_per_gpu=meas,
+        predicted_tokens_per_s_per_gpu=p.tokens_per_s_per_gpu, predicted_step_time_s=p.step_time_s,
+        measured_step_time_s=m.get("step_time_s"), measured_mfu=m.get("mfu"), predicted_mfu=p.mfu,
+        bottleneck=p.bottleneck, error=p.tokens_per_s_per_gpu / meas - 1.0,
+    )
+
+
+@dataclass(frozen=True)
+class Report:
+    results: tuple[CaseResult, ...]
+    skipped: tuple[Skipped, ...]
+
+    def mape(self, hardware: str | None = None) -> float:
+        errs = [abs(r.error) for r in self.results if hardware in (None, r.hardware)]
+        return float(np.mean(errs)) if errs else float("nan")
+
+    def by_hardware(self) -> dict:
+        hws = sorted({r.hardware for r in self.results})
+        return {h: {"cases": sum(r.hardware == h for r in self.results), "mape": self.mape(h)} for h in hws}
+
+    def worst(self, k: int = 10) -> list[CaseResult]:
+        return sorted(self.results, key=lambda r: -abs(r.error))[:k]
+
+    def to_dict(self) -> dict:
+        return {
+            "mape_tokens_per_s_per_gpu": self.mape(), "num_cases": len(self.results),
+            "by_hardware": self.by_hardware(), "worst": [r.id for r in self.worst()],
+            "cases": [r.to_dict() for r in self.results],
+            "skipped": [s.__dict__ for s in self.skipped],
+        }
+
+
+def validate(cases: list[dict], efficiency_for=None) -> Report:
+    out = [run_case(c, efficiency_for) for c in cases]
+    return Report(results=tuple(r for r in out if isinstance(r, CaseResult)),
+                  skipped=tuple(r for r in out if isinstance(r, Skipped)))
+
+
+def profile_efficiency_lookup(profile_dir: str | Path):
+    """Efficiencies from calibration profiles (``<dir>/<hardware-id>.yaml``) where one exists."""
+    from .hardware import load_hardware
+    d = Path(profile_dir)
+
+    def lookup(hw_id: str) -> Efficiencies | None:
+        p = d / f"{hw_id}.yaml"
+        if not p.exists():
+            return None
+        from .profile import load_profile_efficiency
+        return load_profile_efficiency(p, load_hardware(hw_id))
+    return lookup
