@@ -39,7 +39,11 @@ def load_model(ref: str) -> ModelSpec:
     if path.suffix == ".json" and path.exists():
         from .hf_config import model_from_hf_config
 
-        return model_from_hf_config(json.loads(path.read_text()))
+        try:
+            cfg = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise InputError("model.config.json", f"{path.name} is not readable JSON ({exc})") from None
+        return model_from_hf_config(cfg)
     raise InputError("model", f"unknown model preset {ref!r}; known presets: {', '.join(list_presets())}")
 
 
