@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Install everything the tests need into .venv (and Debian's chromium for the browser test),
+# then run the whole suite. Used by the README and by .ci/run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+.venv/bin/python -m pip install -q -e '.[test]'
+if [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = "0" ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+      || echo "warning: could not install chromium; the browser test will be skipped" >&2
+  else
+    echo "warning: not root, cannot apt-get install chromium; the browser test will be skipped" >&2
+  fi
+fi
+exec .venv/bin/python -m pytest "$@"
