@@ -4,11 +4,14 @@
 n                   GPUs in the collective's group
 S                   message size in bytes (the whole buffer, nccl-tests convention)
 B                   achieved bus bandwidth per GPU, per direction (link x bus efficiency)
-alpha               fixed latency of one collective on a fabric
+alpha               latency of one algorithm step on a fabric (calibrated, per step)
+steps(op, n)        ring steps: all-reduce 2(n-1); all-gather, reduce-scatter, all-to-all
+                    n-1; send/recv 1. Across domains NCCL switches to trees for latency:
+                    2 * ceil(log2 n) steps (Sanders et al. 2009 double binary trees)
 factor(op, n)       bytes each GPU must move per byte of S (nccl-tests PERFORMANCE.md):
                     all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n;
                     send/recv 1
-t(op, S, n)         alpha + factor(op, n) * S / B          (Hockney 1994; Thakur et al. 2005)
+t(op, S, n)         steps * alpha + factor(op, n) * S / B  (Hockney 1994; Thakur et al. 2005)
 ==================  ==================================================================
 
 Groups are mapped onto the machine with tensor parallelism innermost, then context,
@@ -62,22 +65,31 @@ def bus_factor(op: Collective, n):
     return (n - 1.0) / n
 
 
+def latency_steps(op: Collective, n, algorithm: Algorithm = Algorithm.RING):
+    """Algorithm steps that each pay one alpha."""
+    n = np.asarray(n, dtype=float)
+    if op is Collective.SEND_RECV:
+        return np.ones_like(n)
+    if algorithm is Algorithm.TREE:
+        return 2.0 * np.ceil(np.log2(np.maximum(n, 2.0)))
+    ring = n - 1.0
+    return 2.0 * ring if op is Collective.ALL_REDUCE else ring
+
+
 @dataclass(frozen=True)
 class Fabric:
-    """Achieved bus bandwidth (per GPU, per direction) and latency of one fabric."""
+    """Achieved bus bandwidth (per GPU, per direction) and per-step latency of one fabric."""
 
     busbw_bytes_per_s: float
     latency_s: float
 
 
 def scale_up_fabric(hw: HardwareSpec, eff: Efficiencies) -> Fabric:
-    return Fabric(hw.scale_up.bandwidth_bytes_per_s * eff.scale_up_bus_efficiency,
-                  eff.scale_up_latency_s + hw.scale_up.latency_s)
+    return Fabric(hw.scale_up.bandwidth_bytes_per_s * eff.scale_up_bus_efficiency, eff.scale_up_latency_s)
 
 
 def scale_out_fabric(hw: HardwareSpec, eff: Efficiencies) -> Fabric:
-    return Fabric(hw.scale_out.bandwidth_bytes_per_s * eff.scale_out_bus_efficiency,
-                  eff.scale_out_latency_s + hw.scale_out.latency_s)
+    return Fabric(hw.scale_out.bandwidth_bytes_per_s * eff.scale_out_bus_efficiency, eff.scale_out_latency_s)
 
 
 def flat_time_s(op: Collective, size_bytes, n, fabric: Fabric, algorithm: Algorithm = Algorithm.RING):
@@ -87,7 +99,8 @@ def flat_time_s(op: Collective, size_bytes, n, fabric: Fabric, algorithm: Algori
     bw = fabric.busbw_bytes_per_s
     if algorithm is Algorithm.NVLS and op is Collective.ALL_REDUCE:
         bw = bw * NVLS_ALLREDUCE_GAIN
-    t = fabric.latency_s + bus_factor(op, n) * size_bytes / bw
+    steps_alg = Algorithm.RING if algorithm is Algorithm.NVLS else algorithm
+    t = latency_steps(op, n, steps_alg) * fabric.latency_s + bus_factor(op, n) * size_bytes / bw
     return np.where(n > 1, t, 0.0)
 
 
@@ -121,7 +134,7 @@ def group_time_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: E
     if op is Collective.ALL_TO_ALL:
         # Intra-domain share at NVLink speed, cross-domain share through one NIC per GPU.
         frac_out = (n - g_in) / np.maximum(n, 1)
-        t_span = (up.latency_s + out.latency_s
+        t_span = ((g_in - 1) * up.latency_s + (n_out - 1) * out.latency_s
                   + np.maximum(size * (g_in - 1) / np.maximum(n, 1) / up.busbw_bytes_per_s,
                                size * frac_out / out.busbw_bytes_per_s))
     elif op is Collective.SEND_RECV:
@@ -132,7 +145,7 @@ def group_time_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: E
         t_intra = flat_time_s(intra_op, size, g_in, up)
         if op is Collective.ALL_REDUCE:
             t_intra = 2.0 * t_intra   # reduce-scatter then all-gather
-        t_inter = flat_time_s(op, size / g_in, n_out, out)
+        t_inter = flat_time_s(op, size / g_in, n_out, out, Algorithm.TREE)
         t_inter = _apply_measured(op, "scale_out", size / g_in, n_out, eff, t_inter)
         t_span = t_intra + t_inter
     return np.where(n > 1, np.where(inside, t_inside, t_span), 0.0)

@@ -1,0 +1,102 @@
+"""Collective formulas (STYLE tier 1) and the nccl-tests anchors (tier 2)."""
+
+import numpy as np
+import pytest
+import yaml
+
+from perfmodel.comm import (NVLS_ALLREDUCE_GAIN, Algorithm, Collective, Fabric, bus_factor, flat_time_s,
+                            group_time_s, latency_steps, scale_out_fabric, scale_up_fabric)
+from perfmodel.hardware import load_hardware
+
+GB = 1e9
+
+
+def test_bus_factors_follow_nccl_tests():
+    assert bus_factor(Collective.ALL_REDUCE, 8) == pytest.approx(2 * 7 / 8)
+    assert bus_factor(Collective.ALL_GATHER, 8) == pytest.approx(7 / 8)
+    assert bus_factor(Collective.REDUCE_SCATTER, 4) == pytest.approx(3 / 4)
+    assert bus_factor(Collective.SEND_RECV, 2) == pytest.approx(1.0)
+
+
+def test_ring_all_reduce_by_hand():
+    fab = Fabric(busbw_bytes_per_s=100 * GB, latency_s=1e-6)
+    # 2(n-1) alpha + 2(n-1)/n S/B with n = 4, S = 1 GB: 6 us + 1.5 * 10 ms
+    t = flat_time_s(Collective.ALL_REDUCE, 1 * GB, 4, fab)
+    assert t == pytest.approx(6e-6 + 1.5 * 0.01)
+
+
+def test_ring_all_gather_approaches_size_over_bandwidth():
+    fab = Fabric(busbw_bytes_per_s=100 * GB, latency_s=0.0)
+    ts = [float(flat_time_s(Collective.ALL_GATHER, 1 * GB, n, fab)) for n in (2, 8, 64, 1024)]
+    assert ts == sorted(ts)
+    assert ts[-1] == pytest.approx(0.01, rel=1e-3)
+
+
+def test_group_of_one_costs_nothing():
+    hw = load_hardware("h100-sxm")
+    for op in Collective:
+        assert float(group_time_s(op, 1e9, 1, 1, hw, hw.efficiency)) == 0.0
+
+
+def test_tree_latency_grows_logarithmically():
+    assert latency_steps(Collective.ALL_REDUCE, 1024, Algorithm.TREE) == pytest.approx(20)
+    assert latency_steps(Collective.ALL_REDUCE, 1024, Algorithm.RING) == pytest.approx(2046)
+
+
+def test_group_inside_domain_uses_nvlink_and_across_uses_nics():
+    hw = load_hardware("h100-sxm")
+    eff = hw.efficiency
+    S = 1e9
+    inside = float(group_time_s(Collective.ALL_GATHER, S, 8, 1, hw, eff))
+    across = float(group_time_s(Collective.ALL_GATHER, S, 8, 8, hw, eff))   # one GPU per node
+    up, out = scale_up_fabric(hw, eff), scale_out_fabric(hw, eff)
+    assert inside == pytest.approx(7 * up.latency_s + 7 / 8 * S / up.busbw_bytes_per_s)
+    assert across > inside
+    assert across == pytest.approx(6 * out.latency_s + 7 / 8 * S / out.busbw_bytes_per_s)
+
+
+def test_hierarchical_all_reduce_uses_all_nics_of_a_node():
+    hw = load_hardware("h100-sxm")
+    eff = hw.efficiency
+    S, n = 8e9, 64   # 8 nodes x 8 GPUs, TP-free data parallel
+    t = float(group_time_s(Collective.ALL_REDUCE, S, n, 1, hw, eff))
+    up, out = scale_up_fabric(hw, eff), scale_out_fabric(hw, eff)
+    intra = 2 * (7 * up.latency_s + 7 / 8 * S / up.busbw_bytes_per_s)
+    inter = 2 * 3 * out.latency_s + 2 * 7 / 8 * (S / 8) / out.busbw_bytes_per_s
+    assert t == pytest.approx(intra + inter)
+
+
+def test_all_to_all_cannot_aggregate_nics():
+    hw = load_hardware("h100-sxm")
+    eff = hw.efficiency
+    S = 1e9
+    t16 = float(group_time_s(Collective.ALL_TO_ALL, S, 16, 1, hw, eff))
+    out = scale_out_fabric(hw, eff)
+    # half of the data leaves the node through one NIC per GPU
+    assert t16 >= 0.5 * S / out.busbw_bytes_per_s
+
+
+def _curve(record_id):
+    data = yaml.safe_load(open("calibration/data/microbenchmarks.yaml"))
+    return next(r for r in data["microbenchmarks"] if r["id"] == record_id)
+
+
+@pytest.mark.parametrize("record_id,hw_id,rel", [
+    ("nccl_allreduce_8gpu_h100", "h100-sxm", 0.10),
+    ("nccl_allreduce_8gpu_a100", "a100-sxm-80gb", 0.10),
+])
+def test_large_message_busbw_matches_nccl_tests(record_id, hw_id, rel):
+    """Azure AI-benchmarking-guide nccl-tests all_reduce_perf, 8 GPUs, sizes >= 1 GiB."""
+    hw = load_hardware(hw_id)
+    rec = _curve(record_id)
+    for pt in rec["points"]:
+        S = pt["size_bytes"]
+        if S < 2**30:
+            continue
+        t = float(group_time_s(Collective.ALL_REDUCE, S, 8, 1, hw, hw.efficiency))
+        busbw = S / t * 2 * 7 / 8 / GB
+        assert busbw == pytest.approx(pt["busbw_GBps"], rel=rel)
+
+
+def test_nvls_gain_is_the_published_ratio():
+    assert NVLS_ALLREDUCE_GAIN == pytest.approx(480 / 370)

@@ -1,0 +1,82 @@
+"""Roofline formulas checked by hand."""
+
+import numpy as np
+import pytest
+
+from perfmodel.compute import (ATTENTION_BWD_OVER_FWD_EXECUTED, CAST_TRANSPOSE_BYTES_PER_ELEMENT, gemm_efficiency,
+                               gemm_shape, gemm_time_s, op_time)
+from perfmodel.hardware import load_hardware
+from perfmodel.layout import layouts_from_arrays
+from perfmodel.model import ModelSpec
+from perfmodel.workload import LayerKind, OpKind, layer_ops
+
+H100 = load_hardware("h100-sxm")
+
+
+def _layouts(**kw):
+    base = dict(tp=1, pp=1, vpp=1, cp=1, ep=1, etp=1, sp=False, zero_stage=0, mbs=1, dp=1, num_mb=1)
+    base.update(kw)
+    return layouts_from_arrays(**{k: [v] for k, v in base.items()})
+
+
+def test_large_square_gemm_runs_near_eff_max():
+    g = H100.efficiency.gemm["bf16"]
+    n = 16384
+    t = float(gemm_time_s(n, n, n, 1, "bf16", H100, H100.efficiency))
+    eff = g.efficiency_max * (n / (n + g.half_dim)) ** 3
+    assert t == pytest.approx(2 * n**3 / (989.4e12 * eff))
+
+
+def test_skinny_gemm_is_memory_bound():
+    # 1 x 8192 x 8192: 2*8192^2 FLOPs, but 2 bytes * 8192^2 of weights to read
+    t = float(gemm_time_s(1, 8192, 8192, 1, "bf16", H100, H100.efficiency))
+    bw = H100.gpu.hbm_bandwidth_bytes_per_s * H100.efficiency.memory_efficiency
+    assert t == pytest.approx(2 * (8192 + 8192**2 + 8192) / bw)
+
+
+def test_efficiency_is_monotone_in_each_dimension():
+    e = [float(gemm_efficiency(m, 4096, 4096, "bf16", H100.efficiency)) for m in (64, 256, 1024, 8192)]
+    assert e == sorted(e)
+
+
+def test_column_and_row_parallel_shapes():
+    m = ModelSpec(num_layers=2, hidden_size=4096, num_attention_heads=32, ffn_hidden_size=16384, vocab_size=32000)
+    ops = {op.name: op for op in layer_ops(m, LayerKind.DENSE)}
+    L = _layouts(tp=4, sp=True, mbs=2)
+    up = gemm_shape(ops["mlp/up"], m, L, 2048)
+    down = gemm_shape(ops["mlp/down"], m, L, 2048)
+    assert (up.m[0], up.n[0], up.k[0]) == (4096, 16384 / 4, 4096)
+    assert (down.m[0], down.n[0], down.k[0]) == (4096, 4096, 16384 / 4)
+
+
+def test_attention_flops_by_hand_causal():
+    m = ModelSpec(num_layers=2, hidden_size=4096, num_attention_heads=32, ffn_hidden_size=16384, vocab_size=32000)
+    core = next(op for op in layer_ops(m, LayerKind.DENSE) if op.kind is OpKind.ATTENTION)
+    s = 4096
+    t = op_time(core, m, _layouts(tp=2), s, "bf16", H100, H100.efficiency, causal=True)
+    # 2 matmuls x 2 FLOP x (a/tp) heads x d x (s/2 keys) x s tokens
+    assert float(t.fwd_flop[0]) == pytest.approx(2 * 2 * 16 * 128 * (s / 2) * s)
+    assert float(t.bwd_s[0] / t.fwd_s[0]) > ATTENTION_BWD_OVER_FWD_EXECUTED * 0.99
+
+
+def test_fp8_gemm_pays_cast_traffic_and_runs_at_fp8_peak():
+    m = ModelSpec(num_layers=2, hidden_size=8192, num_attention_heads=64, ffn_hidden_size=28672, vocab_size=32000)
+    up = next(op for op in layer_ops(m, LayerKind.DENSE) if op.name == "mlp/up")
+    L = _layouts(mbs=1)
+    t8 = op_time(up, m, L, 8192, "fp8", H100, H100.efficiency)
+    t16 = op_time(up, m, L, 8192, "bf16", H100, H100.efficiency)
+    assert float(t8.fwd_s[0]) < float(t16.fwd_s[0])
+    sh = gemm_shape(up, m, L, 8192)
+    cast = sh.m[0] * sh.k[0] * CAST_TRANSPOSE_BYTES_PER_ELEMENT / (H100.gpu.hbm_bandwidth_bytes_per_s * H100.efficiency.memory_efficiency)
+    gemm = float(gemm_time_s(sh.m, sh.n, sh.k, 1, "fp8", H100, H100.efficiency)[0])
+    assert float(t8.fwd_s[0]) == pytest.approx(gemm + cast)
+
+
+def test_expert_gemm_flops_do_not_depend_on_ep_when_balanced():
+    m = ModelSpec(num_layers=2, hidden_size=4096, num_attention_heads=32, num_query_groups=8, ffn_hidden_size=14336,
+                  gated_mlp=True, vocab_size=32000,
+                  moe=dict(num_experts=8, top_k=2, expert_ffn_hidden_size=14336))
+    up = next(op for op in layer_ops(m, LayerKind.MOE) if op.name == "moe/expert_up")
+    flops = [float(op_time(up, m, _layouts(ep=ep), 4096, "bf16", H100, H100.efficiency).fwd_flop[0]) for ep in (1, 2, 8)]
+    # tokens * top_k * 2 * h * 2f
+    assert flops == pytest.approx([4096 * 2 * 2 * 4096 * 2 * 14336] * 3)

@@ -1,0 +1,99 @@
+"""Step-time identities and physical invariants (STYLE tier 3)."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from perfmodel.efficiency import Efficiencies
+from perfmodel.errors import InputError
+from perfmodel.hardware import load_hardware
+from perfmodel.predict import predict
+from perfmodel.scenario import parse_scenario
+from perfmodel.step import COMPONENTS
+
+from conftest import GPT_SMALL, scenario
+
+
+def test_breakdown_sums_to_step_time():
+    p = predict(scenario())
+    assert sum(p.breakdown_s.values()) == pytest.approx(p.step_time_s, rel=1e-12)
+    assert set(p.breakdown_s) == set(COMPONENTS)
+
+
+def test_no_bubble_when_pp_is_one():
+    p = predict(scenario(parallelism=dict(pp=1, tp=2)))
+    assert p.breakdown_s["pipeline_bubble"] == 0.0
+    assert p.breakdown_s["pp_comm"] == 0.0
+
+
+def test_interleaving_shrinks_the_bubble():
+    b1 = predict(scenario(parallelism=dict(pp=4, vpp=1, tp=1))).breakdown_s["pipeline_bubble"]
+    b2 = predict(scenario(parallelism=dict(pp=4, vpp=2, tp=1))).breakdown_s["pipeline_bubble"]
+    assert b2 == pytest.approx(b1 / 2, rel=0.05)
+
+
+def test_recompute_costs_time_not_model_flops():
+    a = predict(scenario(recompute="none"))
+    b = predict(scenario(recompute="full"))
+    assert b.step_time_s > a.step_time_s
+    assert b.model_flops_per_token == a.model_flops_per_token
+    assert b.hardware_flops_utilisation > b.mfu
+
+
+def test_training_tokens_add_time_cost_energy():
+    p = predict(scenario(training_tokens=1e9))
+    assert p.time_to_train_s == pytest.approx(1e9 / p.tokens_per_s)
+    assert p.gpu_hours == pytest.approx(p.time_to_train_s * 16 / 3600)
+    assert p.cost_usd == pytest.approx(p.gpu_hours * load_hardware("h100-sxm").price.cloud_usd_per_gpu_hour)
+    assert p.energy_kwh > 0
+
+
+def _scaled_hw(factor_flops=1.0, factor_bw=1.0):
+    hw = load_hardware("h100-sxm")
+    gpu = hw.gpu.model_copy(update=dict(
+        peak_dense_tflop_per_s=hw.gpu.peak_dense_tflop_per_s.model_copy(update={
+            k: (v * factor_flops if v else v) for k, v in hw.gpu.peak_dense_tflop_per_s.model_dump().items()}),
+        hbm_bandwidth_gb_per_s=hw.gpu.hbm_bandwidth_gb_per_s * factor_bw))
+    up = hw.scale_up.model_copy(update=dict(bandwidth_per_direction_gb_per_s=hw.scale_up.bandwidth_per_direction_gb_per_s * factor_bw))
+    out = hw.scale_out.model_copy(update=dict(nic_bandwidth_gbit_per_s=hw.scale_out.nic_bandwidth_gbit_per_s * factor_bw))
+    return hw.model_copy(update=dict(gpu=gpu, scale_up=up, scale_out=out))
+
+
+layouts = st.sampled_from([
+    dict(tp=1, pp=1, cp=1), dict(tp=2, pp=2, cp=1), dict(tp=4, pp=1, cp=2), dict(tp=1, pp=4, vpp=2, cp=1),
+    dict(tp=2, pp=2, cp=2), dict(tp=8, pp=2, cp=1),
+])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(par=layouts, zero=st.sampled_from([0, 1, 2, 3]), recompute=st.sampled_from(["none", "selective", "full"]),
+       precision=st.sampled_from(["bf16", "fp8"]), mbs=st.sampled_from([1, 2]), gpus=st.sampled_from([16, 32, 64]),
+       f_flops=st.floats(1.0, 4.0), f_bw=st.floats(1.0, 4.0))
+def test_invariants_on_random_valid_scenarios(par, zero, recompute, precision, mbs, gpus, f_flops, f_bw):
+    try:
+        sc = scenario(num_gpus=gpus, micro_batch_size=mbs, recompute=recompute, precision=precision,
+                      global_batch_size=256, parallelism=dict(par, zero_stage=zero))
+        base = predict(sc)
+    except InputError:
+        return
+    assert np.isfinite(base.step_time_s) and base.step_time_s > 0
+    assert sum(base.breakdown_s.values()) == pytest.approx(base.step_time_s, rel=1e-9)
+    assert all(v >= 0 for v in base.breakdown_s.values())
+    assert 0 < base.mfu <= 1
+    if par["pp"] == 1:
+        assert base.breakdown_s["pipeline_bubble"] == 0
+    # More FLOP/s or more bandwidth is never slower.
+    from perfmodel.predict import predict_job
+    from perfmodel.scenario import resolve
+    import dataclasses
+    job = resolve(sc)
+    faster = dataclasses.replace(job, hardware=_scaled_hw(f_flops, f_bw))
+    assert predict_job(faster).step_time_s <= base.step_time_s * (1 + 1e-12)
+
+
+def test_invalid_layout_is_an_input_error_naming_the_field():
+    with pytest.raises(InputError) as err:
+        predict(scenario(num_gpus=24, parallelism=dict(tp=8, pp=2)))
+    assert str(err.value).startswith("num_gpus:")
+    assert "tp(8) * pp(2) * cp(1) = 16 does not divide num_gpus(24)" in str(err.value)
