@@ -1,8 +1,7 @@
 """How many parameters each GPU holds for compute (before ZeRO sharding of model states).
 
-Non-expert weights are split by tensor parallelism (column/row-parallel ops; replicated ops
-such as the router and MLA down-projections are not) and by pipeline stage; expert weights
-by ep * etp and stage (Shoeybi et al. 2019; Megatron-Core MoE). Layers are spread evenly
+The split of one layer over tp and ep * etp is ``memory.layer_params_per_gpu``; this module
+spreads layers over pipeline stages for the communication and optimizer terms. Layers are spread evenly
 over pp stages (l / pp each; recipes with uneven first/last stages balance the embedding and
 the output layer). The embedding sits on the first stage and the output layer (plus MTP
 modules) on the last, both split over tp (vocabulary parallel).
@@ -16,25 +15,13 @@ import numpy as np
 
 from .layout import Layouts
 from .model import ModelSpec
-from .workload import (LayerKind, OpKind, TpSplit, embedding_params, layer_kinds, layer_ops,
-                       mtp_extra_ops, mtp_layer_kind, output_params)
+from .memory import layer_params_per_gpu
+from .workload import LayerKind, embedding_params, layer_kinds, mtp_extra_ops, mtp_layer_kind, output_params
 
 
 def _layer_split_params(model: ModelSpec, kind: LayerKind, layouts: Layouts):
-    """(dense-per-GPU, expert-per-GPU) parameters of one layer of this kind."""
-    tp = layouts.tp.astype(float)
-    dense = np.full(len(layouts), 2.0 * model.hidden_size)  # norms, replicated
-    expert = np.zeros(len(layouts))
-    for op in layer_ops(model, kind):
-        if op.kind is not OpKind.GEMM:
-            continue
-        if op.expert:
-            expert = expert + op.params / (layouts.ep * layouts.etp)
-        elif op.tp_split is TpSplit.NONE:
-            dense = dense + op.params
-        else:
-            dense = dense + op.params / tp
-    return dense, expert
+    """(dense-per-GPU, expert-per-GPU) parameters of one layer of this kind (``memory`` owns the split)."""
+    return layer_params_per_gpu(model, kind, layouts.tp, layouts.ep, layouts.etp)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,332 @@
+"""Memory per GPU: model states (ZeRO), activations (Korthikanti et al. 2022), workspace.
+
+Everything is bytes on one GPU of the most loaded pipeline stage, as arrays over layouts.
+
+Notation (Korthikanti et al. 2022, "Reducing Activation Recomputation", sec. 4; Rajbhandari
+et al. 2020, "ZeRO", sec. 3):
+
+=====  ============================================  =====  ===================================
+s      sequence length (each CP rank holds s / cp)    b      micro-batch size (sequences)
+h      hidden size                                    a      query heads
+g      key/value heads (GQA)                          d      head dim
+f      dense MLP width                                V      vocabulary
+t      tensor parallel degree                         r      t with sequence parallelism, else 1
+p      pipeline stages                                v      virtual stages per rank
+m      micro-batches per step                         c      layers per virtual stage (chunk)
+E      routed experts                                 k_e    routed experts per token
+f_e    expert MLP width                               S_e    shared experts
+N_d    ZeRO group of non-expert params: dp * cp       N_e    ZeRO group of experts:
+                                                             dp * cp * t / (ep * etp)
+=====  ============================================  =====  ===================================
+
+Model states, per parameter (Rajbhandari et al. 2020 sec. 3.1; Megatron-Core "Distributed
+Optimizer" docs table): weights w, gradients g, optimizer o bytes; ZeRO-1 divides o by the
+group, ZeRO-2 also g, ZeRO-3 also w.
+
+Activations: ``activation_bytes_per_layer`` generalises Korthikanti et al. 2022 sec. 4.1 to
+GQA, gated MLPs, MoE and MLA; for GPT shapes with dropout and no FlashAttention it equals
+their Table 2 exactly (``korthikanti_activation_bytes_per_layer``). Predictions assume
+FlashAttention (no stored s x s scores) and no dropout, as in current recipes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from .hardware import HardwareSpec
+from .layout import Layouts
+from .model import ModelSpec
+from .units import GIBI, MEBI
+from .workload import (ACT_BYTES, LayerKind, OpKind, TpSplit, embedding_params, layer_ops,
+                       layer_params, mtp_extra_ops, mtp_layer_kind, mtp_params, output_params)
+
+DROPOUT_MASK_BYTES = 1
+"""Dropout masks are stored as one byte per element (Korthikanti et al. 2022, sec. 4.1)."""
+LOGITS_BYTES = 4
+"""Logits for the cross-entropy are kept in fp32: 4*s*b*V/t (Korthikanti et al. 2022, sec. 4.3)."""
+SOFTMAX_BYTES = 2
+"""The s x s attention probabilities are 16-bit (Korthikanti et al. 2022, sec. 4.1: 2*a*s^2*b)."""
+
+STATE_BYTES_PER_PARAM: dict[str, tuple[int, int, int]] = {
+    "bf16": (2, 4, 12),
+    "fp16": (2, 2, 16),
+    "fp8": (2, 4, 12),
+    "fp4": (2, 4, 12),
+}
+"""(weights, gradients, optimizer) bytes per parameter under mixed-precision Adam.
+
+bf16: bf16 weights, fp32 gradients (Megatron accumulates and reduces bf16 gradients in fp32:
+``accumulate_allreduce_grads_in_fp32`` is forced on for bf16), fp32 master + Adam m + v = 12.
+Megatron-Core "Distributed Optimizer" docs: 18 bytes, or 6 + 12/d distributed.
+fp16: fp16 gradients; the fp32 main gradient moves into the optimizer states (4 + 12 = 16),
+same table: 20 bytes, or 4 + 16/d.
+fp8/fp4: treated as bf16. TransformerEngine (and torchao float8) keep the high-precision
+weights as the parameters and cast them to fp8 per GEMM; the fp8 copy of the layer in use is
+transient and small next to the states (TransformerEngine "Using FP8" docs). Megatron's
+optional ``--fp8-param-gather`` (1-byte weights) is not modelled.
+"""
+
+CUBLAS_WORKSPACE_BYTES = 32 * MEBI
+"""cuBLAS workspace recommended for Hopper (cuBLAS docs, cublasSetWorkspace), PyTorch's
+default on sm90 since PR #120925 (4 MiB on earlier GPUs; we keep the larger figure)."""
+NCCL_BYTES_PER_GROUP = 0.5 * GIBI
+"""NCCL channel buffers per communicator that carries traffic, outside the framework allocator:
+544-688 MB per group measured on 4x A100 NVLink (NVIDIA/nccl issue #964); linear in channels,
+two ring connections whatever the group size (maintainer, NVIDIA/nccl issue #986)."""
+FSDP_UNITS_IN_FLIGHT = 2
+"""ZeRO-3/FSDP keeps two units unsharded: the one computing and the one being prefetched
+(PyTorch FSDP docs, ``limit_all_gathers``); gradients likewise await their reduce-scatter."""
+
+COMPONENTS = ("weights", "gradients", "optimizer_states", "activations", "workspace")
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Bytes per GPU on the most loaded GPU; each field an array over layouts."""
+
+    weights: np.ndarray
+    gradients: np.ndarray
+    optimizer_states: np.ndarray
+    activations: np.ndarray
+    workspace: np.ndarray
+    """cuBLAS workspace, NCCL buffers, ZeRO gather/reduce-scatter buffers."""
+
+    @property
+    def total(self) -> np.ndarray:
+        return sum(getattr(self, f.name) for f in fields(self))
+
+    def rows(self, i: int = 0) -> list[dict]:
+        """Long-form ``[{'component': 'weights', 'bytes': ...}, ...]`` for charts and JSON."""
+        return [{"component": f.name, "bytes": float(getattr(self, f.name)[i])} for f in fields(self)]
+
+
+# ----------------------------------------------------------------------------- parameters
+def layer_params_per_gpu(m: ModelSpec, kind: LayerKind, t, ep, etp) -> tuple[np.ndarray, np.ndarray]:
+    """(non-expert, expert) parameters of one layer held by one GPU, before ZeRO.
+
+    Column/row-parallel GEMMs are split by t, replicated ones (router, MLA down-projections)
+    and norms are not (Shoeybi et al. 2019); experts are split by ep * etp. With GQA and
+    t > g each rank keeps a whole K and V head (replicated g -> t).
+    """
+    t = np.asarray(t, dtype=float)
+    gemm = [op for op in layer_ops(m, kind) if op.kind is OpKind.GEMM]
+    norms = layer_params(m, kind) - sum(op.params for op in gemm)
+    dense = np.full(t.shape, float(norms))
+    expert = np.zeros(t.shape)
+    for op in gemm:
+        if op.expert:
+            expert = expert + op.params / (np.asarray(ep) * np.asarray(etp))
+        elif op.tp_split is TpSplit.NONE:
+            dense = dense + op.params
+        else:
+            dense = dense + op.params / t
+    if m.mla is None:
+        h, g, d = m.hidden_size, m.kv_heads, m.attn_head_dim
+        dense = dense + h * 2 * d * np.maximum(1 - g / t, 0)
+    return dense, expert
+
+
+def model_state_bytes(params_dense, params_expert, zero_stage, group_dense, group_expert,
+                      precision: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(weights, gradients, optimizer states) bytes; ZeRO stage z shards the last z of them."""
+    w, g, o = STATE_BYTES_PER_PARAM[precision]
+    z = np.asarray(zero_stage)
+
+    def held(stage: int):
+        nd = np.where(z >= stage, group_dense, 1)
+        ne = np.where(z >= stage, group_expert, 1)
+        return params_dense / nd + params_expert / ne
+
+    return w * held(3), g * held(2), o * held(1)
+
+
+# ---------------------------------------------------------------------------- activations
+def korthikanti_activation_bytes_per_layer(s, b, h, a, t, sp: bool, recompute: str, flash: bool) -> float:
+    """Korthikanti et al. 2022, Table 2 (GPT layer: MHA, 4h GeLU MLP, dropout), bytes.
+
+    none:       sbh(34 + 5as/h)                  t = 1
+                sbh(10 + 24/t + 5as/(ht))        tensor parallel
+                sbh(34/t + 5as/(ht))             tensor + sequence parallel
+    selective:  the 5as/h term is recomputed; full: 2sbh, the layer input (/t with SP).
+    FlashAttention never stores the s x s scores, so it removes the 5as/h term too.
+    """
+    sbh = s * b * h
+    if recompute == "full":
+        return 2 * sbh / (t if sp else 1)
+    scores = 0.0 if (flash or recompute == "selective") else 5 * a * s / h
+    replicated, split = 10, 24
+    if sp:
+        return sbh * ((replicated + split) / t + scores / t)
+    return sbh * (replicated + split / t + scores / t)
+
+
+def activation_bytes_per_layer(m: ModelSpec, kind: LayerKind, s, b, t, sp, cp, etp, recompute: str,
+                               flash: bool = True, dropout: bool = False) -> np.ndarray:
+    """Bytes one GPU stores for one layer and one micro-batch (Korthikanti et al. 2022, sec. 4.1).
+
+    Tensors are sorted as in the paper: "replicated" ones (norm inputs, GEMM inputs of
+    replicated width h, dropout masks) are divided by t only with sequence parallelism;
+    head- or ffn-split ones by t always. Each GEMM stores its input; the attention core
+    stores Q, K, V and its output; without FlashAttention also the s x s probabilities
+    (plus, with dropout, their mask and the dropped probabilities: 2 + 1 + 2 = 5 bytes).
+    MoE: every token is copied to k_e experts (balanced routing assumed); the dispatched
+    input, the expert MLP's internals and the output before the weighted combine are stored.
+    """
+    t = np.asarray(t, dtype=float)
+    r = np.where(sp, t, 1.0)
+    tokens = np.asarray(s) / np.asarray(cp) * np.asarray(b)
+    B, h, a = ACT_BYTES, m.hidden_size, m.num_attention_heads
+    if recompute == "full":
+        return tokens * B * h / r
+    mask = DROPOUT_MASK_BYTES * h if dropout else 0
+    mats = 2 if m.gated_mlp else 1
+    # attention block, per token
+    replicated = 2 * B * h + mask                         # norm input, QKV GEMM input; dropout mask
+    if m.mla is not None:
+        x = m.mla
+        qk = x.qk_nope_head_dim + x.qk_rope_head_dim
+        low_rank = 2 * x.q_lora_rank if x.q_lora_rank else 0            # q_down out, q_up in
+        low_rank += x.kv_lora_rank + x.qk_rope_head_dim + x.kv_lora_rank  # kv_down out, kv_up in
+        replicated = replicated + B * low_rank
+        split = B * a * (2 * qk + 2 * x.v_head_dim) / t                # Q, K, V, core output
+    else:
+        d, g = m.attn_head_dim, m.kv_heads
+        split = B * (2 * a * d / t + 2 * d * np.maximum(g / t, 1))       # Q, core output; K, V
+    scores = 0.0
+    if not flash and recompute == "none":
+        per_score = SOFTMAX_BYTES + (DROPOUT_MASK_BYTES + SOFTMAX_BYTES if dropout else 0)
+        scores = per_score * a * np.asarray(s) / t                   # a*s keys per query token
+    # MLP block, per token
+    replicated = replicated + 2 * B * h + mask                      # norm input, MLP input; mask
+    routed = 0.0
+    if kind is LayerKind.DENSE:
+        f = m.ffn_hidden_size
+        split = split + B * (mats * f + f) / t                      # activation in, down-proj in
+    else:
+        e = m.moe
+        fe, sf = e.expert_ffn_hidden_size, e.num_shared_experts * e.expert_ffn_hidden_size
+        replicated = replicated + B * e.num_experts                 # router probabilities
+        split = split + B * (mats * sf + sf) / t                    # shared experts
+        etp = np.asarray(etp, dtype=float)
+        # per token entering the layer on this GPU: k_e copies, each seen by etp ranks
+        routed = e.top_k * B * (h * etp + (mats * fe + fe) + h)
+    per_token = replicated / r + split + routed / r + scores
+    return tokens * per_token
+
+
+# ------------------------------------------------------------------------- pipeline stage
+def _chunks_in_flight(rank, pp, vpp, num_mb) -> np.ndarray:
+    """Micro-batch x model-chunk activations a pipeline rank holds at its peak.
+
+    1F1B: rank r warms up with p - r - 1 forwards and holds p - r (Narayanan et al. 2021,
+    sec. 2.2). Interleaved: 2(p - r - 1) + (v - 1)p + 1 chunks of l/(pv) layers (Megatron-LM
+    schedules); on rank 0 that is p * (1 + (p - 1)/(p v)) stages' worth, the factor of
+    Korthikanti et al. 2022, sec. 4.2.3. Never more than the m * v chunks a step has.
+    """
+    one_f_one_b = pp - rank
+    interleaved = 2 * (pp - rank - 1) + (vpp - 1) * pp + 1
+    return np.minimum(np.where(vpp > 1, interleaved, one_f_one_b), num_mb * vpp)
+
+
+def _dense_layers_on_rank(m: ModelSpec, rank, pp, vpp, c) -> np.ndarray:
+    """Dense-MLP layers (they lead the model) among rank r's chunks k*p + r, k < v."""
+    if m.moe is None:
+        return vpp * c
+    k = np.arange(int(np.max(vpp)))[:, None]
+    start = (k * pp + rank) * c
+    held = np.clip(m.num_dense_mlp_layers - start, 0, c) * (k < vpp)
+    return held.sum(axis=0)
+
+
+def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Layouts, rank,
+           flash: bool, dropout: bool) -> MemoryBreakdown:
+    s, h, V = seq_length, m.hidden_size, m.vocab_size
+    t = L.tp.astype(float)
+    r = np.where(L.sp, t, 1.0)
+    first, last = rank == 0, rank == L.pp - 1
+    c = -(-m.num_layers // (L.pp * L.vpp))            # ceil: the fullest chunk
+    n = L.vpp * c
+    n_dense = _dense_layers_on_rank(m, rank, L.pp, L.vpp, c)
+    n_moe = n - n_dense
+    kinds = [LayerKind.DENSE] + ([LayerKind.MOE] if m.moe is not None else [])
+    count = {LayerKind.DENSE: n_dense, LayerKind.MOE: n_moe}
+
+    # parameters per GPU on this stage
+    split = {k: layer_params_per_gpu(m, k, t, L.ep, L.etp) for k in kinds}
+    p_dense = sum(count[k] * split[k][0] for k in kinds)
+    p_expert = sum(count[k] * split[k][1] for k in kinds)
+    vocab = embedding_params(m) / t                                       # vocabulary parallel
+    projection = 0 if m.tied_embeddings else embedding_params(m)
+    head = (output_params(m) - projection) + projection / t               # final norm + projection
+    p_dense = p_dense + np.where(first, vocab, 0) + np.where(last, head, 0)
+    if m.tied_embeddings or m.mtp_layers:   # a later stage that ties to or shares the embedding
+        p_dense = p_dense + np.where(last & ~first, vocab, 0)             # keeps its own copy
+    if m.mtp_layers:
+        mk = mtp_layer_kind(m)
+        d_mtp, e_mtp = split[mk]
+        extra_ops = mtp_extra_ops(m)
+        extra = sum(op.params / (1 if op.tp_split is TpSplit.NONE else t) for op in extra_ops)
+        norms = mtp_params(m) / m.mtp_layers - layer_params(m, mk) - sum(op.params for op in extra_ops)
+        p_dense = p_dense + np.where(last, m.mtp_layers * (d_mtp + extra + norms), 0)
+        p_expert = p_expert + np.where(last, m.mtp_layers * e_mtp, 0)
+    group_dense = L.dp * L.cp
+    group_expert = L.dp * L.cp * L.tp / (L.ep * L.etp)
+    w, g, o = model_state_bytes(p_dense, p_expert, L.zero_stage, group_dense, group_expert, precision)
+
+    # activations
+    def act(kind, rc):
+        return activation_bytes_per_layer(m, kind, s, L.mbs, t, L.sp, L.cp, L.etp, rc, flash, dropout)
+
+    per_layer = {k: act(k, recompute) for k in kinds}
+    stored = _chunks_in_flight(rank, L.pp, L.vpp, L.num_mb) * c \
+        * sum(count[k] * per_layer[k] for k in kinds) / n
+    # backward rebuilds one layer's dropped tensors at a time (Chen et al. 2016, sec. 3)
+    rebuild = np.max([np.where(count[k] > 0, act(k, "none") - per_layer[k], 0) for k in kinds], axis=0)
+    tokens = s / L.cp * L.mbs
+    B = ACT_BYTES
+    # final norm input, output GEMM input, fp32 logits: 4sbh/t * (1 + V/h) with SP (sec. 4.3)
+    output_layer = tokens * (2 * B * h / r + LOGITS_BYTES * V / t)
+    mtp = 0.0
+    if m.mtp_layers:   # norms of h and the embedding, 2h-wide projection input, its own head
+        mtp = m.mtp_layers * (act(mtp_layer_kind(m), recompute) + tokens * 4 * B * h / r + output_layer)
+    activations = stored + rebuild + np.where(last, output_layer + mtp, 0)
+
+    # workspace: ZeRO-2/3 unshard two consecutive units (a layer and the next layer, or the
+    # last layer and the output layer) for the all-gather and the gradient reduce-scatter
+    layer_unit = np.max([split[k][0] + split[k][1] for k in kinds], axis=0)
+    units_in_flight = (FSDP_UNITS_IN_FLIGHT - 1) * layer_unit + np.maximum(layer_unit, vocab)
+    w_b, g_b, _ = STATE_BYTES_PER_PARAM[precision]
+    sharded = group_dense > 1
+    zero_buffers = np.where((L.zero_stage >= 3) & sharded, w_b * units_in_flight, 0) \
+        + np.where((L.zero_stage >= 2) & sharded, g_b * units_in_flight, 0)
+    groups = (group_dense > 1).astype(int) + (L.tp > 1) + (L.pp > 1) + (L.cp > 1) + (L.ep > 1)
+    workspace = CUBLAS_WORKSPACE_BYTES + NCCL_BYTES_PER_GROUP * groups + zero_buffers
+
+    shape = np.shape(L.tp)
+    return MemoryBreakdown(*(np.broadcast_to(np.asarray(x, dtype=float), shape).copy()
+                             for x in (w, g, o, activations, workspace)))
+
+
+def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision: str, layouts: Layouts,
+                   *, flash: bool = True, dropout: bool = False) -> MemoryBreakdown:
+    """Peak memory per GPU: the larger of the first and the last pipeline stage.
+
+    The first stage holds the embedding and the most micro-batches in flight; the last holds
+    the output layer, MTP modules and the fp32 logits. With pp = 1 they are the same stage.
+    """
+    if precision not in STATE_BYTES_PER_PARAM:
+        raise ValueError(f"precision {precision!r} is not one of {tuple(STATE_BYTES_PER_PARAM)}")
+    if recompute not in ("none", "selective", "full"):
+        raise ValueError(f"recompute {recompute!r} is not one of ('none', 'selective', 'full')")
+    first = _stage(model, seq_length, recompute, precision, layouts, np.zeros_like(layouts.pp), flash, dropout)
+    last = _stage(model, seq_length, recompute, precision, layouts, layouts.pp - 1, flash, dropout)
+    pick_last = last.total > first.total
+    return MemoryBreakdown(*(np.where(pick_last, getattr(last, f.name), getattr(first, f.name))
+                             for f in fields(MemoryBreakdown)))
+
+
+def fits_in_memory(mem: MemoryBreakdown, hw: HardwareSpec) -> np.ndarray:
+    """True where the peak fits in what a training process can allocate."""
+    return mem.total <= hw.gpu.hbm_usable_bytes
