@@ -18,6 +18,11 @@ def pydantic_message(exc, prefix: str = "") -> str:
         loc = ".".join(str(p) for p in err.get("loc", ()) if p != "__root__")
         field = f"{prefix}{loc}" if loc else (prefix.rstrip(".") or "input")
         msg = err.get("msg", "invalid")
+        if msg.startswith("Value error, "):
+            msg = msg[len("Value error, "):]
+        if not loc and not prefix:
+            parts.append(msg)
+            continue
         if err.get("type") == "extra_forbidden":
             msg = "unknown field (check the spelling)"
         parts.append(f"{field}: {msg}")

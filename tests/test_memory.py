@@ -379,6 +379,12 @@ def test_memory_never_decreases_with_micro_batch_or_sequence(scen):
 
 @SETTINGS
 @given(scenarios())
-def test_more_tp_never_increases_weights_per_gpu(scen):
+def test_more_tp_never_increases_memory_per_gpu(scen):
+    # Compare totals: the most loaded stage may switch (e.g. from the first stage, heavy with
+    # in-flight activations, to a last stage holding MTP weights), so one component of the
+    # reported stage can grow while every stage shrinks. From tp = 1 a new NCCL communicator
+    # (0.5 GiB of buffers) appears, so start at tp >= 2.
     tp = scen.parallelism.tp
-    assert _mem(scen, tp=2 * tp).weights[0] <= _mem(scen).weights[0] * (1 + 1e-12)
+    if tp < 2:
+        return
+    assert _mem(scen, tp=2 * tp).total[0] <= _mem(scen).total[0] * (1 + 1e-12)
