@@ -152,11 +152,18 @@ def group_time_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: E
 
 
 def _apply_measured(op, fabric_name, size, n, eff, t_default):
-    """Replace the link-derived time by a calibrated fit where one matches (op, fabric, n)."""
-    t = t_default
+    """Replace the link-derived time by a calibrated fit where one matches (op, fabric, n).
+
+    Several fits for one (op, fabric, n) are regimes of one measured curve (NCCL protocols
+    and algorithms); the collective runs in the fastest: t = min_i(latency_i + factor*S/busbw_i).
+    """
+    best: dict[int, np.ndarray] = {}
     for fit in _fit_override(eff, op, fabric_name, n):
         fitted = fit.latency_s + bus_factor(op, n) * size / fit.busbw_bytes_per_s
-        t = np.where(n == fit.num_gpus, fitted, t)
+        best[fit.num_gpus] = np.minimum(best[fit.num_gpus], fitted) if fit.num_gpus in best else fitted
+    t = t_default
+    for num_gpus, fitted in best.items():
+        t = np.where(n == num_gpus, fitted, t)
     return t
 
 

@@ -18,8 +18,8 @@ PROFILE_DIR = Path(os.environ.get("PERFMODEL_PROFILE_DIR",
 
 
 def load_profile_efficiency(path: str | Path, hw: HardwareSpec) -> Efficiencies:
-    from calibration.fit import load_profile
-    return load_profile(path, defaults=hw.efficiency)
+    from calibration.profile import apply_profile, load_profile
+    return apply_profile(hw, load_profile(path)).efficiency
 
 
 @functools.lru_cache(maxsize=32)

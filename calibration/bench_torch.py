@@ -1,0 +1,378 @@
+"""PyTorch backend of the suite: CUDA when present (CUDA-event timing), else the CPU.
+
+Only imported when torch is installed (the ``bench`` extra); nothing else needs it.
+
+=================  ========================================================================
+GEMM               ``torch.mm`` (bf16; fp32 on the CPU); fp8 e4m3 through
+                   ``torch._scaled_mm`` with unit per-tensor scales where the GPU has fp8
+                   tensor cores (compute capability >= 8.9) and m, n, k are multiples of 16
+attention          ``scaled_dot_product_attention`` pinned to the flash backend on CUDA;
+                   backward timed alone (``autograd.grad`` on a retained graph)
+memory             ``copy_`` (copy), ``torch.add(b, c, alpha=s)`` (triad, one kernel),
+                   ``add``, ``gelu``
+launch             ``x.add_(1)`` on one element, back to back
+h2d                pinned host <-> device ``copy_(non_blocking=True)``
+collectives        torch.distributed: NCCL over all local GPUs (spawned), or the ranks of a
+                   ``torchrun`` job; gloo over CPU processes with ``--gloo-ranks N`` (tests
+                   the code path, not a fabric). Sizes follow nccl-tests: S is the all-reduce
+                   buffer, the gathered output, the scattered input, the all-to-all buffer.
+=================  ========================================================================
+
+Per repeat the time of a collective is the maximum over ranks (it completes when the
+slowest rank does); the number of back-to-back calls is agreed across ranks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .bench import MAX_INNER, Plan, cpu_name, host_time_calls, timed_record, today
+from .results import Metadata, Record
+
+SWEEP_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+FP8_MIN_CAPABILITY = (8, 9)
+"""Ada (8.9) and Hopper (9.0) introduced fp8 tensor cores (CUDA C Programming Guide)."""
+FP8_ALIGN = 16
+"""cuBLASLt fp8 GEMMs need m, n, k divisible by 16 (torch._scaled_mm checks this)."""
+FP32_BYTES = 4
+
+
+def torch_available(cuda: bool = False) -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available()) if cuda else True
+
+
+@dataclass(frozen=True)
+class TorchBackend:
+    quick: bool
+    device: str
+    """'cuda' or 'cpu'."""
+    fp8: bool
+    gloo_ranks: int = 0
+    elementwise_ops: tuple[str, ...] = ("add", "gelu")
+
+    @classmethod
+    def create(cls, quick: bool, gloo_ranks: int = 0) -> "TorchBackend":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        if device == "cuda":     # under torchrun each rank measures its own GPU
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+        return cls(quick=quick, device=device, fp8=device == "cuda" and _fp8_works(), gloo_ranks=gloo_ranks)
+
+    @property
+    def name(self) -> str:
+        return f"torch-{self.device}"
+
+    @property
+    def device_kind(self) -> str:
+        return self.device
+
+    # ------------------------------------------------------------------------ timing
+    def sync(self) -> None:
+        import torch
+
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+
+    def time_calls(self, fn, inner: int, repeats: int) -> list[float]:
+        import torch
+
+        if self.device != "cuda":
+            return host_time_calls(fn, inner, repeats)
+        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                 for _ in range(repeats)]
+        for start, end in pairs:
+            start.record()
+            for _ in range(inner):
+                fn()
+            end.record()
+        torch.cuda.synchronize()
+        return [start.elapsed_time(end) * 1e-3 / inner for start, end in pairs]
+
+    # ------------------------------------------------------------------------ kernels
+    def gemm_precisions(self) -> tuple[str, ...]:
+        if self.device == "cuda":
+            return ("bf16", "fp8") if self.fp8 else ("bf16",)
+        return ("fp32",) if self.quick else ("fp32", "bf16")
+
+    def make_gemm(self, m, n, k, precision):
+        import torch
+
+        if precision == "fp8":
+            if m % FP8_ALIGN or n % FP8_ALIGN or k % FP8_ALIGN:
+                return None
+            a = torch.randn(m, k, device=self.device).to(torch.float8_e4m3fn)
+            b = torch.randn(n, k, device=self.device).to(torch.float8_e4m3fn).t()   # column-major
+            one = torch.ones((), device=self.device, dtype=torch.float32)
+            return (lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16),
+                    "torch._scaled_mm")
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[precision]
+        a = torch.randn(m, k, device=self.device, dtype=dtype)
+        b = torch.randn(k, n, device=self.device, dtype=dtype)
+        c = torch.empty(m, n, device=self.device, dtype=dtype)
+        return (lambda: torch.mm(a, b, out=c)), "torch.mm"
+
+    def attention_causal(self) -> tuple[bool, ...]:
+        return (True,) if self.quick else (True, False)
+
+    def make_attention(self, batch, heads, seq, head_dim, causal, backward):
+        import torch
+        import torch.nn.functional as F
+
+        dtype = torch.bfloat16 if self.device == "cuda" else torch.float32
+        q, k, v = (torch.randn(batch, heads, seq, head_dim, device=self.device, dtype=dtype,
+                               requires_grad=backward) for _ in range(3))
+        for impl, ctx in _sdpa_contexts(self.device):
+            try:
+                with ctx():
+                    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            except RuntimeError:
+                continue
+            precision = "bf16" if dtype is torch.bfloat16 else "fp32"
+            if not backward:
+                def fwd(ctx=ctx):
+                    with ctx():
+                        F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                return fwd, impl, precision
+            grad = torch.randn_like(out)
+            return (lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)), impl, precision
+        return None
+
+    def make_stream(self, op, array_bytes):
+        import torch
+        import torch.nn.functional as F
+
+        n = max(1, array_bytes // FP32_BYTES)
+        a, b, c = (torch.full((n,), x, device=self.device, dtype=torch.float32) for x in (1.0, 2.0, 0.5))
+        ops = {
+            "copy": ((lambda: a.copy_(b)), 2),
+            "triad": ((lambda: torch.add(b, c, alpha=3.0, out=a)), 3),
+            "add": ((lambda: torch.add(b, c, out=a)), 3),
+            "gelu": ((lambda: F.gelu(b)), 2),
+        }
+        fn, arrays = ops[op]
+        return fn, arrays * n * FP32_BYTES
+
+    def make_launch(self):
+        import torch
+
+        x = torch.zeros(1, device=self.device)
+        return (lambda: x.add_(1.0)), "torch add_ (1 element)"
+
+    def make_h2d(self, direction, nbytes):
+        import torch
+
+        if self.device != "cuda":
+            src, dst = torch.ones(nbytes, dtype=torch.uint8), torch.empty(nbytes, dtype=torch.uint8)
+            return (lambda: dst.copy_(src)), "host memcpy (no device)"
+        host = torch.ones(nbytes, dtype=torch.uint8).pin_memory()
+        dev = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+        if direction == "h2d":
+            return (lambda: dev.copy_(host, non_blocking=True)), "pinned copy_"
+        return (lambda: host.copy_(dev, non_blocking=True)), "pinned copy_"
+
+    # ------------------------------------------------------------------------ collectives
+    def collectives(self, plan: Plan) -> list[Record]:
+        import torch
+
+        sizes = collective_sizes(plan.collective_max_bytes)
+        if "RANK" in os.environ and "WORLD_SIZE" in os.environ:      # under torchrun
+            return _run_in_process(sizes, plan)
+        if self.device == "cuda" and torch.cuda.device_count() >= 2:
+            return _spawn(torch.cuda.device_count(), "nccl", sizes, plan)
+        if self.gloo_ranks >= 2:
+            return _spawn(self.gloo_ranks, "gloo", sizes, plan)
+        return []
+
+    def metadata(self) -> Metadata:
+        import numpy as np
+        import torch
+
+        cuda = self.device == "cuda"
+        nccl = _nccl_version(torch.cuda.nccl.version()) if cuda else None
+        return Metadata(
+            device=torch.cuda.get_device_name() if cuda else cpu_name(), backend=self.name, date=today(),
+            num_devices=torch.cuda.device_count() if cuda else 1, driver_version=_driver_version() if cuda else None,
+            cuda_version=torch.version.cuda, torch_version=torch.__version__, nccl_version=nccl,
+            numpy_version=np.__version__)
+
+
+def _nccl_version(v) -> str:
+    """torch.cuda.nccl.version(): a (major, minor, patch) tuple, or NCCL_VERSION_CODE in old torch."""
+    if isinstance(v, int):
+        return f"{v // 10000}.{v // 100 % 100}.{v % 100}" if v >= 10000 else f"{v // 1000}.{v // 100 % 10}.{v % 100}"
+    return ".".join(str(x) for x in v)
+
+
+def _fp8_works() -> bool:
+    import torch
+
+    if not hasattr(torch, "float8_e4m3fn") or torch.cuda.get_device_capability() < FP8_MIN_CAPABILITY:
+        return False
+    try:
+        a = torch.zeros(FP8_ALIGN, FP8_ALIGN, device="cuda").to(torch.float8_e4m3fn)
+        one = torch.ones((), device="cuda")
+        torch._scaled_mm(a, a.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+        return True
+    except (RuntimeError, TypeError):
+        return False
+
+
+def _sdpa_contexts(device: str):
+    """(impl name, context factory) to try in order: flash first on CUDA, then the default."""
+    if device == "cuda":
+        try:
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+
+            yield "sdpa-flash", lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION)
+        except ImportError:
+            pass
+    yield "sdpa-default", contextlib.nullcontext
+
+
+def _driver_version() -> str | None:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20, check=True)
+        return out.stdout.splitlines()[0].strip() or None
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return None
+
+
+def collective_sizes(max_bytes: int) -> tuple[int, ...]:
+    """8 B, 16 B, ... doubling up to ``max_bytes`` (nccl-tests -b 8 -f 2)."""
+    return tuple(8 * 2**i for i in range(int(math.log2(max(max_bytes, 8) / 8)) + 1))
+
+
+# ----------------------------------------------------------------------- distributed runs
+def _spawn(world: int, pg_backend: str, sizes, plan: Plan) -> list[Record]:
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "records.json"
+        mp.spawn(_worker, args=(world, pg_backend, str(Path(tmp) / "store"), sizes, plan, str(out)),
+                 nprocs=world, join=True)
+        return [Record.model_validate(r) for r in json.loads(out.read_text())]
+
+
+def _worker(rank, world, pg_backend, store_path, sizes, plan, out_path):
+    import torch
+    import torch.distributed as dist
+
+    if pg_backend == "nccl":
+        torch.cuda.set_device(rank)
+    dist.init_process_group(pg_backend, init_method=f"file://{store_path}", rank=rank, world_size=world)
+    try:
+        fabric = "scale_up" if pg_backend == "nccl" else "host"
+        records = collective_sweep(sizes, plan, fabric)
+        if rank == 0:
+            Path(out_path).write_text(json.dumps([r.model_dump(mode="json") for r in records]))
+    finally:
+        dist.destroy_process_group()
+
+
+def _run_in_process(sizes, plan: Plan) -> list[Record]:
+    """Inside a torchrun job: every rank sweeps, rank 0 keeps the records."""
+    import torch
+    import torch.distributed as dist
+
+    local = int(os.environ.get("LOCAL_RANK", 0))
+    torch.cuda.set_device(local)
+    if not dist.is_initialized():
+        dist.init_process_group("nccl")
+    world, local_world = dist.get_world_size(), int(os.environ.get("LOCAL_WORLD_SIZE", dist.get_world_size()))
+    records = collective_sweep(sizes, plan, "scale_up" if world <= local_world else "scale_out")
+    return records if dist.get_rank() == 0 else []
+
+
+def collective_sweep(sizes, plan: Plan, fabric: str) -> list[Record]:
+    """Every op of SWEEP_OPS at every size, on the initialised default process group."""
+    import torch
+    import torch.distributed as dist
+
+    world = dist.get_world_size()
+    cuda = dist.get_backend() == "nccl"
+    device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
+    out = []
+    for op in SWEEP_OPS:
+        for size in sizes:
+            fn, actual = _collective_call(op, size, world, device)
+            try:
+                times = _time_collective(fn, plan, cuda, device)
+            except RuntimeError as exc:      # e.g. gloo has no reduce_scatter
+                if dist.get_rank() == 0:
+                    print(f"  {op}: skipped ({str(exc).splitlines()[0][:80]})")
+                break
+            out.append(timed_record(times, kind="collective", op=op, precision="fp32", size_bytes=actual,
+                                    num_gpus=world, fabric=fabric, in_place=op == "all_reduce",
+                                    impl=f"torch.distributed/{dist.get_backend()}"))
+    return out
+
+
+def _collective_call(op: str, size: int, world: int, device):
+    import torch
+    import torch.distributed as dist
+
+    if op == "all_reduce":
+        buf = torch.ones(max(1, size // FP32_BYTES), device=device)
+        return (lambda: dist.all_reduce(buf)), buf.numel() * FP32_BYTES
+    per_rank = max(1, size // (FP32_BYTES * world))
+    small = torch.ones(per_rank, device=device)
+    big, big_in = torch.ones(per_rank * world, device=device), torch.ones(per_rank * world, device=device)
+    # torch >= 2.13 renames the tensor forms to *_single (same arguments)
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+    calls = {
+        "all_gather": lambda: gather(big, small),
+        "reduce_scatter": lambda: scatter(small, big),
+        "all_to_all": lambda: dist.all_to_all_single(big, big_in),
+    }
+    return calls[op], big.numel() * FP32_BYTES
+
+
+def _time_collective(fn, plan: Plan, cuda: bool, device) -> tuple[float, ...]:
+    import torch
+    import torch.distributed as dist
+
+    for _ in range(plan.warmup):
+        fn()
+    dist.barrier()
+    first = torch.tensor([_timed(fn, 1, cuda)], device=device, dtype=torch.float64)
+    dist.all_reduce(first, op=dist.ReduceOp.MAX)           # agree on the inner count
+    inner = int(min(MAX_INNER, max(1, math.ceil(plan.target_sample_s / max(first.item(), 1e-9)))))
+    times = []
+    for _ in range(plan.repeats):
+        dist.barrier()
+        times.append(_timed(fn, inner, cuda) / inner)
+    t = torch.tensor(times, device=device, dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return tuple(float(x) for x in t.cpu())
+
+
+def _timed(fn, inner: int, cuda: bool) -> float:
+    import torch
+
+    if not cuda:
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        return time.perf_counter() - t0
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(inner):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e-3

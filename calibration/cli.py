@@ -1,0 +1,137 @@
+"""Command lines: ``bench-hw`` (run the suite), ``calibrate`` (fit a profile), ``fit-published``.
+
+Each ``*_main(argv) -> int`` returns 0 on success and 2 on bad input, after one line on
+stderr (no traceback). ``python -m calibration COMMAND ...`` dispatches to them; the
+``perfmodel`` CLI can call them as ``perfmodel bench-hw`` and ``perfmodel calibrate``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from perfmodel.errors import InputError
+from perfmodel.hardware import load_hardware
+from perfmodel.units import TERA
+
+from .bench import plan_for, run_and_write, select_backend, with_repeats
+from .fit import fit_efficiencies, quality_lines, require_records
+from .parsers import load_any
+from .profile import write_profile
+from .published import PUBLISHED_HARDWARE, PROFILES_DIR, default_data_path, fit_published, require_file
+from .report import quality_text, write_plot
+
+EXIT_INPUT = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):   # one line, exit 2 (argparse prints usage too by default)
+        raise InputError(self.prog, message)
+
+
+def _run(fn, argv) -> int:
+    try:
+        return fn(argv)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+
+
+def bench_hw_main(argv=None) -> int:
+    return _run(_bench_hw, argv)
+
+
+def calibrate_main(argv=None) -> int:
+    return _run(_calibrate, argv)
+
+
+def fit_published_main(argv=None) -> int:
+    return _run(_fit_published, argv)
+
+
+def _bench_hw(argv) -> int:
+    p = _Parser(prog="bench-hw", description="Run the calibration microbenchmark suite.")
+    p.add_argument("--backend", default="auto", help="auto (torch with CUDA, else numpy) | numpy | torch")
+    p.add_argument("--quick", action="store_true", help="small sizes and few repeats (CI)")
+    p.add_argument("--out", default="calibration/results", help="folder for <device>-<date>/results.yaml")
+    p.add_argument("--repeats", type=int, default=None, help="timed repeats per point")
+    p.add_argument("--gloo-ranks", type=int, default=0,
+                   help="CPU only: run the collective sweep over N gloo processes (tests the code path)")
+    args = p.parse_args(argv)
+    if args.repeats is not None and args.repeats < 1:
+        raise InputError("--repeats", f"must be >= 1, got {args.repeats}")
+    backend = select_backend(args.backend, args.quick, args.gloo_ranks)
+    plan = with_repeats(plan_for(backend.device_kind, args.quick), args.repeats)
+    print(f"bench-hw: backend {backend.name}, {'quick' if args.quick else 'full'} plan")
+    path = run_and_write(backend, plan, Path(args.out))
+    if path is not None:
+        print(f"wrote {path}")
+    return 0
+
+
+def _peaks(items) -> dict[str, float]:
+    out = {}
+    for item in items or []:
+        name, _, value = item.partition("=")
+        try:
+            out[name.strip()] = float(value) * TERA
+        except ValueError:
+            raise InputError("--peak-tflops", f"expected PRECISION=TFLOPS, got {item!r}") from None
+    return out
+
+
+def _calibrate(argv) -> int:
+    p = _Parser(prog="calibrate", description="Fit efficiency forms to measurements and write a profile.")
+    p.add_argument("results", nargs="+", help="suite result files, nccl-tests logs, or a microbenchmarks.yaml")
+    p.add_argument("--hardware", required=True, help="hardware id or YAML path (peaks, defaults)")
+    p.add_argument("-o", "--output", required=True, help="profile YAML to write")
+    p.add_argument("--plot", default=None, help="measured vs fitted: PATH.csv, or PATH.html (chart + csv)")
+    p.add_argument("--peak-tflops", action="append", metavar="PREC=TFLOPS",
+                   help="override a dense peak (e.g. fp32=1.5 for a CPU run); repeatable")
+    p.add_argument("--fabric", default=None, choices=("scale_up", "scale_out"),
+                   help="fabric of nccl-tests logs (default: scale_out when ranks span hosts)")
+    p.add_argument("--min-collective-bytes", type=float, default=2**20,
+                   help="collective fits use sizes >= this (default 1 MiB)")
+    p.add_argument("--max-regimes", type=int, default=3, help="alpha-beta lines per collective curve (1-3)")
+    args = p.parse_args(argv)
+    if not 1 <= args.max_regimes <= 3:
+        raise InputError("--max-regimes", f"must be 1, 2 or 3, got {args.max_regimes}")
+    spec = load_hardware(args.hardware)
+    results = [load_any(path, hardware_id=spec.id, fabric=args.fabric) for path in args.results]
+    require_records(results)
+    cal = fit_efficiencies(results, spec, _peaks(args.peak_tflops), args.min_collective_bytes, args.max_regimes)
+    path = write_profile(args.output, spec.id, cal.efficiencies, quality=quality_lines(cal))
+    print(quality_text(cal, spec.id))
+    if args.plot:
+        for written in write_plot(cal, args.plot):
+            print(f"wrote {written}")
+    print(f"wrote {path}")
+    return 0
+
+
+def _fit_published(argv) -> int:
+    p = _Parser(prog="fit-published", description="Fit profiles to shared/data/microbenchmarks.yaml.")
+    p.add_argument("--data", default=None, help="microbenchmarks.yaml (default: calibration/data/ copy)")
+    p.add_argument("--out", default=str(PROFILES_DIR), help="folder for <hardware-id>.yaml")
+    p.add_argument("--hardware", nargs="+", default=list(PUBLISHED_HARDWARE))
+    p.add_argument("--plot-dir", default=None, help="also write <hardware-id>.csv of measured vs fitted")
+    args = p.parse_args(argv)
+    data = require_file(Path(args.data) if args.data else default_data_path())
+    for fitted in fit_published(data, args.hardware, Path(args.out)):
+        print(quality_text(fitted.calibration, fitted.hardware_id))
+        if args.plot_dir:
+            write_plot(fitted.calibration, Path(args.plot_dir) / f"{fitted.hardware_id}.csv")
+        print(f"wrote {fitted.path}\n")
+    return 0
+
+
+COMMANDS = {"bench-hw": bench_hw_main, "calibrate": calibrate_main, "fit-published": fit_published_main}
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] not in COMMANDS:
+        print(f"usage: python -m calibration {{{','.join(COMMANDS)}}} ...", file=sys.stderr)
+        return EXIT_INPUT
+    return COMMANDS[argv[0]](argv[1:])

@@ -1,0 +1,363 @@
+"""Fit perfmodel's efficiency forms (``perfmodel/efficiency.py``) to measured records.
+
+Every fit is least squares in relative *time* error, r = t_model / t_measured - 1 (for a
+published rate with unknown time, the same r = rate_measured / rate_model - 1); the GEMM
+fit uses a soft-L1 loss (``ROBUST_SCALE``) so that a few shapes outside the form's reach do
+not drag the large shapes off:
+
+=================  =====================================================================
+GEMM, precision p  t = 2mnk / (P_p * eff_max * m/(m+d) * n/(n+d) * k/(k+d));  eff_max, d
+attention          t = F / (P_bf16 * eff_dir * s/(s+s_half));  eff_fwd, eff_bwd, s_half
+                   (F in ``perfmodel.compute``'s convention: backward executes 2.5x forward)
+memory             t = bytes / (B_hbm * memory_efficiency)
+launch             t = launch_overhead_s
+collective         t = min_i(latency_i + factor(op, n) * S / busbw_i)  per (op, fabric, n)
+                   (``regimes``)
+=================  =====================================================================
+
+A group with no usable records keeps the hardware spec's default and says so in
+``sources``. P_p is the spec's dense peak unless ``peaks_flop_per_s`` overrides it (a CPU
+has no entry in the hardware YAMLs).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from perfmodel.efficiency import AttentionEfficiency, CollectiveFit, Efficiencies, GemmEfficiency
+from perfmodel.errors import InputError
+from perfmodel.hardware import HardwareSpec
+
+from .profile import Profile, apply_profile, load_profile, write_profile  # noqa: F401  (re-export)
+from .regimes import envelope_s, fit_regimes
+from .results import Record, Results, bus_factor
+
+STREAM_OPS = ("copy", "mul", "scale", "add", "triad")
+"""STREAM kernels that read and write (Dot only reads, so it is left out)."""
+ONE_GFLOP = 1e9
+MIB = 2**20
+
+
+@dataclass(frozen=True)
+class PointFit:
+    """One measured point against its fitted value (time in seconds, or a rate)."""
+
+    group: str
+    label: str
+    x: float
+    """Abscissa for charts: FLOPs, bytes, or sequence length."""
+    measured: float
+    fitted: float
+    quantity: str
+    """'time_s', 'flop_per_s' or 'bytes_per_s'."""
+    source: str
+    in_fit: bool = True
+
+    @property
+    def rel_error(self) -> float:
+        """Relative error of the predicted time."""
+        r = self.fitted / self.measured
+        return r - 1.0 if self.quantity == "time_s" else 1.0 / r - 1.0
+
+
+@dataclass(frozen=True)
+class GroupFit:
+    group: str
+    params: dict[str, float]
+    points: tuple[PointFit, ...]
+    sources: tuple[str, ...]
+
+    @property
+    def fitted_points(self) -> tuple[PointFit, ...]:
+        return tuple(p for p in self.points if p.in_fit)
+
+    def worst(self, n: int = 3) -> tuple[PointFit, ...]:
+        return tuple(sorted(self.fitted_points, key=lambda p: -abs(p.rel_error))[:n])
+
+    @property
+    def median_abs_error(self) -> float:
+        return float(np.median([abs(p.rel_error) for p in self.fitted_points]))
+
+    @property
+    def max_abs_error(self) -> float:
+        return max(abs(p.rel_error) for p in self.fitted_points)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    efficiencies: Efficiencies
+    groups: tuple[GroupFit, ...]
+
+
+ROBUST_SCALE = 0.05
+"""GEMM fits use a soft-L1 loss at this relative error: shapes the smooth form cannot
+represent (wave-quantised small GEMMs) pull on the fit with bounded force."""
+
+
+def _relative_lsq(resid, x0, lo, hi, robust: bool = False):
+    loss = {"loss": "soft_l1", "f_scale": ROBUST_SCALE} if robust else {}
+    return least_squares(resid, x0, bounds=(lo, hi), method="trf", x_scale="jac", **loss).x
+
+
+def _sources(records) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(r.source or "measured" for r in records))
+
+
+def _label_shape(r: Record) -> str:
+    return "x".join(str(v) for v in r.shape) if r.shape else f"s={r.attention_seq}"
+
+
+# ------------------------------------------------------------------------------------ GEMM
+def fit_gemm(records, peak_flop_per_s: float, default: GemmEfficiency, group: str):
+    """eff_max and half_dim from records of one precision (half_dim fixed with one shape)."""
+    recs = [r for r in records if r.shape and r.median_s and r.flop]
+    m, n, k = (np.array([r.shape[i] for r in recs], dtype=float) for i in range(3))
+    eff_meas = np.array([r.flop / r.median_s for r in recs]) / peak_flop_per_s
+    free_d = len({r.shape for r in recs}) >= 2
+
+    def model(x):
+        e, d = x[0], (x[1] if free_d else default.half_dim)
+        return e * m / (m + d) * n / (n + d) * k / (k + d), d
+
+    x0 = [min(1.0, 1.05 * eff_meas.max()), default.half_dim] if free_d else [min(1.0, eff_meas.max())]
+    lo, hi = ([1e-6, 0.0], [1.0, 1e5]) if free_d else ([1e-6], [1.0])
+    x = _relative_lsq(lambda x: eff_meas / model(x)[0] - 1.0, x0, lo, hi, robust=True)
+    eff_model, d = model(x)
+    fitted = GemmEfficiency(efficiency_max=float(x[0]), half_dim=float(d))
+    points = tuple(PointFit(group, _label_shape(r), r.flop, r.median_s, r.median_s * em / ee, "time_s",
+                            r.source or "measured") for r, em, ee in zip(recs, eff_meas, eff_model))
+    params = {"efficiency_max": fitted.efficiency_max, "half_dim": fitted.half_dim}
+    return fitted, GroupFit(group, params, points, _sources(recs))
+
+
+# ------------------------------------------------------------------------------- attention
+def _attention_eff(r: Record, peak: float) -> float:
+    rate = r.flop / r.median_s if r.median_s and r.flop else r.rate_per_s
+    return rate / peak
+
+
+def fit_attention(records, peak_flop_per_s: float, default: AttentionEfficiency):
+    """Forward and backward eff_max, and a shared half_seq when two or more lengths exist."""
+    recs = [r for r in records if r.attention_seq and (r.rate_per_s or (r.median_s and r.flop))]
+    bwd = np.array([r.op.endswith("bwd") for r in recs])
+    s = np.array([r.attention_seq for r in recs], dtype=float)
+    eff_meas = np.array([_attention_eff(r, peak_flop_per_s) for r in recs])
+    free_s = len(set(s)) >= 2
+    has = {"fwd": bool((~bwd).any()), "bwd": bool(bwd.any())}
+
+    def unpack(x):
+        i = iter(x)
+        e_f = next(i) if has["fwd"] else default.fwd_efficiency_max
+        e_b = next(i) if has["bwd"] else default.bwd_efficiency_max
+        return e_f, e_b, (next(i) if free_s else default.half_seq)
+
+    def model(x):
+        e_f, e_b, sh = unpack(x)
+        return np.where(bwd, e_b, e_f) * s / (s + sh)
+
+    masks = [mask for mask, present in ((~bwd, has["fwd"]), (bwd, has["bwd"])) if present]
+    x0 = [min(1.0, eff_meas[mask].max()) for mask in masks] + [default.half_seq] * free_s
+    lo = [1e-6] * len(masks) + [0.0] * free_s
+    hi = [1.0] * len(masks) + [1e6] * free_s
+    x = _relative_lsq(lambda x: eff_meas / model(x) - 1.0, x0, lo, hi)
+    e_f, e_b, sh = unpack(x)
+    fitted = AttentionEfficiency(fwd_efficiency_max=float(e_f), bwd_efficiency_max=float(e_b), half_seq=float(sh))
+    points = tuple(PointFit("attention", f"{r.op} {_label_shape(r)}", s_, em * peak_flop_per_s,
+                            eo * peak_flop_per_s, "flop_per_s", r.source or "measured")
+                   for r, s_, em, eo in zip(recs, s, eff_meas, model(x)))
+    params = {"fwd_efficiency_max": e_f, "bwd_efficiency_max": e_b, "half_seq": sh}
+    return fitted, GroupFit("attention", params, points, _sources(recs))
+
+
+# ---------------------------------------------------------------------------------- memory
+def fit_memory(records, hbm_bytes_per_s: float):
+    """memory_efficiency from STREAM-like records (timed and/or published rates)."""
+    recs = [r for r in records if r.op in STREAM_OPS and ((r.median_s and r.size_bytes) or r.rate_per_s)]
+    rate = np.array([r.size_bytes / r.median_s if r.median_s and r.size_bytes else r.rate_per_s for r in recs])
+    eff_meas = rate / hbm_bytes_per_s
+    eff = float(_relative_lsq(lambda x: eff_meas / x[0] - 1.0, [min(1.0, eff_meas.max())], [1e-6], [1.0])[0])
+    bw = eff * hbm_bytes_per_s
+    points = tuple(PointFit("memory", f"{r.op} {r.size_bytes} B" if r.size_bytes else r.op, r.size_bytes or 0.0,
+                            m, bw, "bytes_per_s", r.source or "measured") for r, m in zip(recs, rate))
+    return eff, GroupFit("memory", {"memory_efficiency": eff}, points, _sources(recs))
+
+
+# ---------------------------------------------------------------------------------- launch
+def fit_launch(records):
+    """The constant c minimising sum((c / t - 1)^2): c = sum(1/t) / sum(1/t^2)."""
+    recs = [r for r in records if r.median_s]
+    t = np.array([r.median_s for r in recs])
+    c = float(np.sum(1 / t) / np.sum(1 / t**2))
+    points = tuple(PointFit("launch", f"{r.op} {r.impl or ''}".strip(), 0.0, r.median_s, c, "time_s",
+                            r.source or "measured") for r in recs)
+    return c, GroupFit("launch", {"launch_overhead_s": c}, points, _sources(recs))
+
+
+# ----------------------------------------------------------------------------- collectives
+def fit_collective_group(records, op: str, fabric: str, n: int, min_bytes: float, max_regimes: int,
+                         tolerance: float):
+    """Regime lines for one (op, fabric, n) from records with S >= min_bytes."""
+    recs = sorted((r for r in records if r.median_s), key=lambda r: r.size_bytes)
+    use = [r for r in recs if r.size_bytes >= min_bytes]
+    if len({r.size_bytes for r in use}) < 2:
+        raise ValueError(f"fewer than two sizes >= {min_bytes:.0f} B")
+    lines = fit_regimes([r.size_bytes for r in use], [r.median_s for r in use], max_regimes, tolerance)
+    f = bus_factor(op, n)
+    fits = tuple(CollectiveFit(op=op, fabric=fabric, num_gpus=n, latency_s=ln.latency_s,
+                               busbw_bytes_per_s=f / ln.slope_s_per_byte) for ln in lines)
+    group = f"collective.{op}.{fabric}.{n}"
+    fitted = envelope_s(lines, [r.size_bytes for r in recs])
+    points = tuple(PointFit(group, f"S={r.size_bytes}", r.size_bytes, r.median_s, float(tf), "time_s",
+                            r.source or "measured", in_fit=r.size_bytes >= min_bytes)
+                   for r, tf in zip(recs, fitted))
+    params = {f"regime{i}.{k}": v for i, c in enumerate(fits)
+              for k, v in (("latency_s", c.latency_s), ("busbw_bytes_per_s", c.busbw_bytes_per_s))}
+    return fits, GroupFit(group, params, points, _sources(use))
+
+
+# --------------------------------------------------------------------------------- combine
+def _summary(g: GroupFit) -> str:
+    worst = g.worst(1)[0]
+    return (f"fitted to {len(g.fitted_points)} point(s); median |error| {g.median_abs_error:.1%}, "
+            f"worst {worst.rel_error:+.1%} ({worst.label})")
+
+
+def _data(g: GroupFit) -> str:
+    return f"{_summary(g)}; data: {'; '.join(g.sources)}"
+
+
+def _fit_kernels(by_kind, spec: HardwareSpec, peak, sources, notes, groups):
+    """GEMM per precision, attention, memory and launch: fitted values, or the spec's."""
+    d = spec.efficiency
+    gemm, by_prec = dict(d.gemm), defaultdict(list)
+    for r in by_kind["gemm"]:
+        by_prec[r.precision].append(r)
+    for p, recs in sorted(by_prec.items()):
+        if peak(p) is None:
+            notes[f"gemm.{p}"] = f"not fitted: {spec.id} has no dense {p} peak (give --peak-tflops {p}=...)"
+        elif any(r.shape and r.median_s for r in recs):
+            gemm[p], g = fit_gemm(recs, peak(p), d.gemm.get(p) or d.gemm["bf16"], f"gemm.{p}")
+            groups.append(g)
+            sources[f"gemm.{p}"] = _data(g)
+    attention, memory_eff, launch = d.attention, d.memory_efficiency, d.launch_overhead_s
+    att = by_kind["attention"]
+    if att and peak("bf16"):
+        attention, g = fit_attention(att, peak("bf16"), d.attention)
+        groups.append(g)
+        kept = [k for k in ("fwd", "bwd") if not any(r.op.endswith(k) for r in att)]
+        kept += ["half_seq"] * (len({r.attention_seq for r in att}) < 2)
+        sources["attention"] = _data(g) + (f"; spec default kept for {', '.join(kept)}" if kept else "")
+    if any(r.op in STREAM_OPS for r in by_kind["hbm"]):
+        memory_eff, g = fit_memory(by_kind["hbm"], spec.gpu.hbm_bandwidth_bytes_per_s)
+        groups.append(g)
+        sources["memory_efficiency"] = _data(g)
+    if any(r.median_s for r in by_kind["launch"]):
+        launch, g = fit_launch(by_kind["launch"])
+        groups.append(g)
+        sources["launch_overhead_s"] = _data(g)
+    return {"gemm": gemm, "attention": attention, "memory_efficiency": memory_eff, "launch_overhead_s": launch}
+
+
+def _fit_collectives(records, spec: HardwareSpec, min_bytes, max_regimes, tolerance, sources, notes, groups):
+    """Regime fits per (op, fabric, n); scale_up_bus_efficiency where a ring curve gives it."""
+    keyed, collectives, ring_busbw = defaultdict(list), [], {}
+    for r in records:
+        keyed[(r.op, r.fabric, r.num_gpus)].append(r)
+    for (op, fabric, n), recs in sorted(keyed.items()):
+        try:
+            fits, g = fit_collective_group(recs, op, fabric, n, min_bytes, max_regimes, tolerance)
+        except ValueError as exc:
+            notes[f"collective.{op}.{fabric}.{n}"] = f"not fitted: {exc}"
+            continue
+        groups.append(g)
+        collectives += fits
+        sources[g.group] = f"{len(fits)} regime(s) over S >= {min_bytes:.0f} B; {_data(g)}"
+        if fabric == "scale_up" and n == spec.scale_up.domain_size and op != "all_to_all":
+            ring_busbw[op] = max(c.busbw_bytes_per_s for c in fits)
+    out = {"collectives": tuple(collectives)}
+    if collectives:
+        sources["collectives"] = ("measured fits per (op, fabric, num_gpus); several entries for one group are "
+                                  "regimes: t = min_i(latency_i + factor*S/busbw_i)")
+    if ring_busbw and spec.scale_up.in_network_reduction:
+        notes["scale_up_bus_efficiency"] = ("NVLink SHARP (in-switch reduction) lifts all-reduce busbw above the "
+                                            "link rate, so it does not measure a ring's bus efficiency")
+    elif ring_busbw:
+        op, bw = max(ring_busbw.items(), key=lambda kv: kv[1])
+        out["scale_up_bus_efficiency"] = min(1.0, bw / spec.scale_up.bandwidth_bytes_per_s)
+        sources["scale_up_bus_efficiency"] = (
+            f"largest-message busbw of the fitted {op} over {spec.scale_up.domain_size} GPUs, "
+            f"{bw / 1e9:.1f} GB/s / {spec.scale_up.bandwidth_per_direction_gb_per_s:g} GB/s per direction")
+    return out
+
+
+def fit_efficiencies(results: list[Results], spec: HardwareSpec, peaks_flop_per_s: dict[str, float] | None = None,
+                     min_collective_bytes: float = MIB, max_regimes: int = 3, tolerance: float = 0.10,
+                     missing_reason: str = "no usable records") -> Calibration:
+    """Fit every group the records cover; keep the spec's defaults (and say why) for the others."""
+    by_kind = defaultdict(list)
+    for r in (r for res in results for r in res.records):
+        by_kind[r.kind].append(r)
+    d = spec.efficiency
+    sources, notes, groups = {}, {}, []
+
+    def peak(p):
+        if peaks_flop_per_s and p in peaks_flop_per_s:
+            return peaks_flop_per_s[p]
+        return spec.gpu.peak_flop_per_s(p) if spec.gpu.supports(p) else None
+
+    values = d.model_dump(exclude={"sources"})
+    values.update(_fit_kernels(by_kind, spec, peak, sources, notes, groups))
+    values.update(_fit_collectives(by_kind["collective"], spec, min_collective_bytes, max_regimes, tolerance,
+                                   sources, notes, groups))
+    for key in ("gemm", "attention", "memory_efficiency", "launch_overhead_s", "scale_up_bus_efficiency",
+                "scale_out_bus_efficiency", "scale_up_latency_s", "scale_out_latency_s"):
+        why = notes.pop(key, missing_reason)
+        if key == "gemm" and any(k.startswith("gemm.") for k in sources):
+            status = ", ".join(f"{p} {'fitted' if f'gemm.{p}' in sources else 'spec default'}"
+                               for p in sorted(values["gemm"]))
+            sources[key] = f"per precision: {status}; spec default source: {d.sources.get('gemm', '')}"
+        elif key not in sources:
+            sources[key] = f"spec default ({spec.id}): {d.sources.get(key, 'no source given')} [{why}]"
+    sources.update(notes)
+    return Calibration(Efficiencies(**{**values, "sources": sources}), tuple(groups))
+
+
+def quality_lines(cal: Calibration) -> dict[str, str]:
+    return {g.group: _summary(g) for g in cal.groups}
+
+
+@dataclass(frozen=True)
+class Check:
+    """A must-show accuracy figure: points in a band within a tolerance."""
+
+    name: str
+    tolerance: float
+    num_points: int
+    num_within: int
+    worst: PointFit | None
+
+
+def accuracy_checks(cal: Calibration) -> tuple[Check, ...]:
+    """GEMMs >= 1 GFLOP and HBM copies within 5%; collectives 1 MiB .. 8 GiB within 10%."""
+    pts = [p for g in cal.groups for p in g.points]
+    bands = (
+        ("GEMMs >= 1 GFLOP", 0.05, [p for p in pts if p.group.startswith("gemm.") and p.x >= ONE_GFLOP]),
+        ("HBM copies", 0.05, [p for p in pts if p.group == "memory" and p.label.startswith("copy")]),
+        ("collectives 1 MiB..8 GiB", 0.10,
+         [p for p in pts if p.group.startswith("collective.") and MIB <= p.x <= 8 * 2**30]),
+    )
+    out = []
+    for name, tol, band in bands:
+        within = sum(abs(p.rel_error) <= tol for p in band)
+        worst = max(band, key=lambda p: abs(p.rel_error)) if band else None
+        out.append(Check(name, tol, len(band), within, worst))
+    return tuple(out)
+
+
+def require_records(results: list[Results]) -> None:
+    if not any(res.records for res in results):
+        raise InputError("results", "no records to fit")

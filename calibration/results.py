@@ -1,0 +1,204 @@
+"""Result files of the microbenchmark suite: what was measured, on what, and how long it took.
+
+A file (YAML, or JSON when its name ends in ``.json``) holds one ``metadata`` block and a list
+of ``records``. One record is one measured point:
+
+==============  =========================================================================
+kind            gemm | attention | hbm | elementwise | launch | h2d | collective
+op              what ran: ``matmul``, ``scaled_mm``, ``sdpa_fwd``, ``copy``, ``triad``,
+                ``all_reduce`` ...
+precision       bf16 | fp16 | fp8 | fp32 | tf32 | fp64 (compute kinds and collectives)
+shape           gemm (m, n, k); attention (batch, heads, seq, head_dim), or only
+                ``seq_len`` for a published attention rate
+size_bytes      collective: the nccl-tests message size S; hbm, elementwise: bytes read
+                plus written by one call (the STREAM convention); h2d: bytes transferred
+flop            work of one call (gemm 2mnk; attention in ``perfmodel.compute``'s convention)
+times_s         every timed repeat, seconds per call
+median_s        median of ``times_s`` (or the single published/reported time)
+p10_s, p90_s    spread of the repeats
+rate_per_s      a published rate, only where time or work is unknown (FLOP/s or bytes/s)
+==============  =========================================================================
+
+The ``derived`` block that is written with each record (FLOP/s, bytes/s, algbw, busbw) is
+recomputed from ``median_s`` on every load; it is there for readers of the file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field, model_validator
+
+from perfmodel import comm
+from perfmodel.errors import InputError, pydantic_message
+
+RESULTS_FORMAT = "perfmodel-calibration-results/1"
+
+Kind = Literal["gemm", "attention", "hbm", "elementwise", "launch", "h2d", "collective"]
+COLLECTIVE_OPS = tuple(c.value for c in comm.Collective)
+MEMORY_KINDS = ("hbm", "elementwise", "h2d")
+SHAPE_LENGTH = {"gemm": 3, "attention": 4}
+
+
+def bus_factor(op: str, num_gpus: int) -> float:
+    """busbw / algbw for a collective named ``op`` (``perfmodel.comm.bus_factor``)."""
+    return float(comm.bus_factor(comm.Collective(op), num_gpus))
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Metadata(_Frozen):
+    """Where the numbers come from. No host names are recorded."""
+
+    device: str
+    """GPU (or CPU) model name, as the driver reports it."""
+    backend: str
+    """numpy | torch-cpu | torch-cuda | nccl-tests | published"""
+    date: str
+    """ISO date of the run (UTC)."""
+    num_devices: int = Field(1, ge=1)
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    torch_version: str | None = None
+    nccl_version: str | None = None
+    numpy_version: str | None = None
+    hardware_id: str | None = None
+    """Project hardware id, when known (``h100-sxm``)."""
+    source: str | None = None
+    """Citation or file name for parsed (not measured) results."""
+    notes: str = ""
+
+
+class Record(_Frozen):
+    """One measured point (see the module table)."""
+
+    kind: Kind
+    op: str
+    precision: str | None = None
+    shape: tuple[int, ...] | None = None
+    size_bytes: int | None = Field(None, gt=0)
+    flop: float | None = Field(None, gt=0)
+    num_gpus: int = Field(1, ge=1)
+    fabric: str | None = None
+    """Collectives: scale_up (one NVLink domain) or scale_out (across nodes)."""
+    in_place: bool | None = None
+    causal: bool | None = None
+    seq_len: int | None = Field(None, gt=0)
+    """Attention without a full shape (published rates): the sequence length s."""
+    impl: str | None = None
+    """Kernel or library: cublas, flash, numpy, nccl-tests ..."""
+    times_s: tuple[float, ...] = ()
+    median_s: float | None = Field(None, gt=0)
+    p10_s: float | None = Field(None, gt=0)
+    p90_s: float | None = Field(None, gt=0)
+    rate_per_s: float | None = Field(None, gt=0)
+    source: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_derived(cls, data):
+        if isinstance(data, dict) and "derived" in data:
+            data = {k: v for k, v in data.items() if k != "derived"}
+        return data
+
+    @model_validator(mode="after")
+    def _check(self) -> "Record":
+        if self.median_s is None and self.rate_per_s is None:
+            raise ValueError("give median_s (a time) or rate_per_s (a published rate)")
+        if any(t <= 0 for t in self.times_s):
+            raise ValueError("times_s must all be positive")
+        if self.times_s and not min(self.times_s) <= (self.median_s or 0) <= max(self.times_s):
+            raise ValueError(f"median_s({self.median_s}) lies outside times_s "
+                             f"[{min(self.times_s)}, {max(self.times_s)}]")
+        want = SHAPE_LENGTH.get(self.kind)
+        if want and self.shape is not None and len(self.shape) != want:
+            raise ValueError(f"shape of a {self.kind} record has {want} entries, got {len(self.shape)}")
+        if self.kind == "attention" and self.shape is None and self.seq_len is None:
+            raise ValueError("an attention record needs shape or seq_len")
+        if self.kind == "gemm" and self.precision is None:
+            raise ValueError("a gemm record needs a precision")
+        if self.kind == "collective":
+            if self.op not in COLLECTIVE_OPS:
+                raise ValueError(f"collective op {self.op!r} is not one of {COLLECTIVE_OPS}")
+            if self.num_gpus < 2 or self.size_bytes is None or self.fabric is None:
+                raise ValueError("a collective record needs num_gpus >= 2, size_bytes and fabric")
+        if self.kind in MEMORY_KINDS and self.median_s is not None and self.size_bytes is None:
+            raise ValueError(f"a timed {self.kind} record needs size_bytes")
+        if self.kind in ("gemm", "attention") and self.median_s is not None and self.flop is None:
+            raise ValueError(f"a timed {self.kind} record needs flop")
+        return self
+
+    @computed_field
+    @property
+    def derived(self) -> dict[str, float]:
+        """Throughputs from ``median_s`` (or the published rate), for readers of the file."""
+        t, out = self.median_s, {}
+        if self.kind in ("gemm", "attention"):
+            rate = self.flop / t if t and self.flop else self.rate_per_s
+            out["flop_per_s"] = rate
+        elif self.kind in MEMORY_KINDS:
+            out["bytes_per_s"] = self.size_bytes / t if t and self.size_bytes else self.rate_per_s
+        elif self.kind == "collective" and t:
+            algbw = self.size_bytes / t
+            out["algbw_bytes_per_s"] = algbw
+            out["busbw_bytes_per_s"] = algbw * bus_factor(self.op, self.num_gpus)
+        return {k: v for k, v in out.items() if v is not None}
+
+    @property
+    def attention_seq(self) -> int | None:
+        return self.shape[2] if self.kind == "attention" and self.shape else self.seq_len
+
+    @property
+    def throughput_per_s(self) -> float | None:
+        """FLOP/s (compute kinds) or bytes/s (memory kinds); busbw for collectives."""
+        d = self.derived
+        return d.get("flop_per_s", d.get("bytes_per_s", d.get("busbw_bytes_per_s")))
+
+
+class Results(_Frozen):
+    format: Literal["perfmodel-calibration-results/1"] = RESULTS_FORMAT
+    metadata: Metadata
+    records: tuple[Record, ...]
+
+
+def parse_results(data, origin: str = "results") -> Results:
+    """Validate a mapping into Results, or raise a one-line InputError naming the field."""
+    if not isinstance(data, dict):
+        raise InputError(origin, "must be a mapping with 'metadata' and 'records'")
+    try:
+        return Results.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(origin, pydantic_message(exc)) from None
+
+
+def read_mapping(path: Path):
+    """YAML or JSON text of ``path`` as Python data; InputError (one line) if unreadable."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise InputError(str(path), f"cannot read ({exc.strerror})") from None
+    try:
+        return json.loads(text) if Path(path).suffix == ".json" else yaml.safe_load(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        raise InputError(str(path), f"not valid YAML/JSON ({str(exc).splitlines()[0]})") from None
+
+
+def load_results(path) -> Results:
+    return parse_results(read_mapping(Path(path)), origin=f"results({Path(path).name})")
+
+
+def write_results(results: Results, path) -> Path:
+    """Write YAML (or JSON for a ``.json`` name), creating parent folders."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = results.model_dump(mode="json", exclude_none=True)
+    if path.suffix == ".json":
+        path.write_text(json.dumps(data, indent=1) + "\n")
+    else:
+        path.write_text(yaml.safe_dump(data, sort_keys=False, width=120))
+    return path
