@@ -6,8 +6,9 @@ S                   message size in bytes (the whole buffer, nccl-tests conventi
 B                   achieved bus bandwidth per GPU, per direction (link x bus efficiency)
 alpha               latency of one algorithm step on a fabric (calibrated, per step)
 steps(op, n)        ring steps: all-reduce 2(n-1); all-gather, reduce-scatter, all-to-all
-                    n-1; send/recv 1. Across domains NCCL switches to trees for latency:
-                    2 * ceil(log2 n) steps (Sanders et al. 2009 double binary trees)
+                    n-1; send/recv 1. Across domains NCCL runs all-reduce as a double
+                    binary tree, 2 * ceil(log2 n) steps (Sanders et al. 2009); all-gather
+                    and reduce-scatter remain rings
 factor(op, n)       bytes each GPU must move per byte of S (nccl-tests PERFORMANCE.md):
                     all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n;
                     send/recv 1
@@ -145,7 +146,9 @@ def group_time_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: E
         t_intra = flat_time_s(intra_op, size, g_in, up)
         if op is Collective.ALL_REDUCE:
             t_intra = 2.0 * t_intra   # reduce-scatter then all-gather
-        t_inter = flat_time_s(op, size / g_in, n_out, out, Algorithm.TREE)
+        # NCCL runs all-reduce as a tree across nodes; all-gather/reduce-scatter stay rings.
+        inter_alg = Algorithm.TREE if op is Collective.ALL_REDUCE else Algorithm.RING
+        t_inter = flat_time_s(op, size / g_in, n_out, out, inter_alg)
         t_inter = _apply_measured(op, "scale_out", size / g_in, n_out, eff, t_inter)
         t_span = t_intra + t_inter
     return np.where(n > 1, np.where(inside, t_inside, t_span), 0.0)

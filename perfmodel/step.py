@@ -159,9 +159,9 @@ def evaluate(c: JobConstants, L: Layouts) -> StepArrays:
     pp = L.pp.astype(float)
 
     sp_params = stage_params(m, L)
-    dp = traffic.dp_traffic(sp_params.max_dense(), sp_params.max_expert(), L, hw, eff)
     layers_per_stage = len(kinds) / pp
-    fsdp_per_layer = dp.fsdp_per_mb_s / np.maximum(layers_per_stage, 1.0)
+    dp = traffic.dp_traffic(sp_params.max_dense(), sp_params.max_expert(), L, hw, eff, layers_per_stage)
+    fsdp_per_layer = dp.fsdp_per_unit_s
 
     per_layer: dict = {}
     blocks = []

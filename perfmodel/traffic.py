@@ -107,13 +107,16 @@ class DpTraffic:
     """Once per step: gradient all-reduce or reduce-scatter."""
     param_gather_s: np.ndarray
     """Once per step: distributed-optimizer parameter all-gather (ZeRO 1/2)."""
-    fsdp_per_mb_s: np.ndarray
-    """Per micro-batch (ZeRO-3): parameter all-gathers forward + backward and grad reduce-scatter."""
+    fsdp_per_unit_s: np.ndarray
+    """ZeRO-3, per micro-batch and per wrapped unit (one transformer layer): parameter
+    all-gathers forward and backward plus the gradient reduce-scatter, each a collective of
+    its own (PyTorch FSDP wraps each block; Zhao et al. 2023)."""
 
 
 def dp_traffic(dense_params_per_gpu, expert_params_per_gpu, layouts: Layouts, hw: HardwareSpec,
-               eff: Efficiencies) -> DpTraffic:
-    """Data-parallel traffic for the parameters one GPU holds (before ZeRO-3 sharding)."""
+               eff: Efficiencies, fsdp_units=1.0) -> DpTraffic:
+    """Data-parallel traffic for the parameters one GPU holds (before ZeRO-3 sharding);
+    ``fsdp_units`` is the number of separately gathered units (layers) they split into."""
     n_dp = layouts.dp * layouts.cp
     n_edp = np.maximum(layouts.dp * layouts.cp * layouts.tp // (layouts.ep * layouts.etp), 1)
     z = layouts.zero_stage
@@ -131,5 +134,8 @@ def dp_traffic(dense_params_per_gpu, expert_params_per_gpu, layouts: Layouts, hw
     zero3 = z >= 3
     grad = np.where(z == 0, ar, np.where(zero3, 0.0, rs))
     gather = np.where((z == 1) | (z == 2), ag, 0.0)
-    fsdp = np.where(zero3, 2.0 * ag + rs, 0.0)
-    return DpTraffic(grad_sync_s=grad, param_gather_s=gather, fsdp_per_mb_s=fsdp)
+    units = np.maximum(np.asarray(fsdp_units, dtype=float), 1.0)
+    _, rs_ud, ag_ud = sync(dense_params_per_gpu / units, n_dp, layouts.tp)
+    _, rs_ue, ag_ue = sync(expert_params_per_gpu / units, n_edp, layouts.ep * layouts.etp)
+    fsdp = np.where(zero3, 2.0 * (ag_ud + ag_ue) + rs_ud + rs_ue, 0.0)
+    return DpTraffic(grad_sync_s=grad, param_gather_s=gather, fsdp_per_unit_s=fsdp)
