@@ -23,6 +23,15 @@ from .profile import write_profile
 from .results import read_mapping
 
 PUBLISHED_HARDWARE = ("h100-sxm", "h200-sxm", "a100-sxm-80gb", "b200", "gb200-nvl72")
+SAME_GPU_DIE = {"gb200-nvl72": "b200"}
+"""Systems whose GPU is another system's die: GB200's Blackwell GPU is the B200 die (NVIDIA
+Blackwell Architecture Technical Brief). Where the system has no published GEMM sweep, its
+GEMM efficiencies are the die's fitted ones (a fraction of each system's own dense peak)."""
+SIBLING_PRECISION = {"fp16": "bf16", "bf16": "fp16", "fp4": "fp8"}
+"""A precision with no sweep takes its sibling's fitted efficiency: fp16 and bf16 run at the
+same tensor-core rate on every listed GPU; block-scaled fp4 GEMMs use the fp8 kernels'
+structure at twice the rate (NVIDIA Blackwell brief), so fp8's fraction is an optimistic
+stand-in until an fp4 sweep exists."""
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PROFILES_DIR = REPO_ROOT / "calibration" / "profiles"
 
@@ -53,12 +62,30 @@ def fit_published(data_path: Path, hardware_ids=PUBLISHED_HARDWARE, out_dir: Pat
     data = read_mapping(Path(data_path))
     name = Path(data_path).name
     out = []
-    for hw_id in hardware_ids:
+    fitted_gemm: dict[str, tuple] = {}
+    donors = [d for d in SAME_GPU_DIE.values() if d not in hardware_ids]
+    for hw_id in [*donors, *sorted(hardware_ids, key=lambda h: h in SAME_GPU_DIE)]:
         spec = load_hardware(hw_id)
         pub = parse_microbenchmarks(data, hw_id, origin=name, min_trust=min_trust)
         cal = fit_efficiencies([pub.results], spec,
                                missing_reason=f"no published data of trust >= {min_trust} for {hw_id} in {name}")
+        own = {g.group.split(".", 1)[1] for g in cal.groups if g.group.startswith("gemm.")}
+        fitted_gemm[hw_id] = ({p: cal.efficiencies.gemm[p] for p in own}, cal.efficiencies.sources)
         extra = {"left_out": "; ".join(pub.skipped)} if pub.skipped else {}
+        donor = SAME_GPU_DIE.get(hw_id)
+        borrowed = fitted_gemm.get(donor, ({}, {}))[0] if donor and not own else {}
+        siblings = {p: SIBLING_PRECISION[p] for p in cal.efficiencies.gemm
+                    if p not in own | set(borrowed) and SIBLING_PRECISION.get(p) in own | set(borrowed)}
+        gemm = {**cal.efficiencies.gemm, **borrowed}
+        gemm.update({p: gemm[q] for p, q in siblings.items()})
+        cal = Calibration(cal.efficiencies.model_copy(update={"gemm": gemm}), cal.groups)
+        for p in borrowed:
+            extra[f"gemm.{p}"] = (f"borrowed from {donor} (same GPU die; {hw_id} has no published GEMM sweep): "
+                                  + fitted_gemm[donor][1].get(f"gemm.{p}", ""))
+        for p, q in siblings.items():
+            extra[f"gemm.{p}"] = f"not measured; takes the {q} efficiency (SIBLING_PRECISION in calibration/published.py)"
+        if donor is not None and hw_id not in hardware_ids:
+            continue
         path = None
         if out_dir is not None:
             path = write_profile(Path(out_dir) / f"{hw_id}.yaml", hw_id, cal.efficiencies, extra,
