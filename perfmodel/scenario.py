@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
 
@@ -20,6 +21,8 @@ from .model import ModelSpec
 
 Recompute = Literal["none", "selective", "full"]
 Precision = Literal["bf16", "fp16", "fp8", "fp4"]
+PIPELINE_EXTRA_UNITS = 2
+"""Embedding and loss, each placeable as a pipeline unit of its own (Megatron-Core)."""
 RECOMPUTE_CHOICES: tuple[str, ...] = ("none", "selective", "full")
 PRECISION_CHOICES: tuple[str, ...] = ("bf16", "fp16", "fp8", "fp4")
 
@@ -106,59 +109,121 @@ def scenario_to_dict(s: Scenario) -> dict:
     return s.model_dump(mode="json", exclude_none=True)
 
 
-def check_layout(s: Scenario, m: ModelSpec, hw: HardwareSpec) -> tuple[int, int]:
-    """Check that the layout divides; return (dp, micro-batches). Raises InputError."""
-    p = s.parallelism
-    tp, pp, cp, ep, etp, vpp = p.tp, p.pp, p.cp, p.ep, p.etp, p.vpp
-    n = s.num_gpus
+def _divides(a, b):
+    """True where ``a`` divides ``b`` (element-wise; a > 0)."""
+    return np.asarray(b) % np.asarray(a) == 0
+
+
+def layout_violation_fields(model: ModelSpec, hw: HardwareSpec, seq_length: int, global_batch_size,
+                            num_gpus, precision: str, *, tp, pp, vpp, cp, ep, etp, sp,
+                            micro_batch_size) -> tuple[np.ndarray, np.ndarray]:
+    """The layout rules of the scenario contract, over arrays of layouts.
+
+    Every argument after ``precision`` is an integer (``sp``: boolean) array; ``num_gpus`` and
+    ``global_batch_size`` may be scalars or arrays. Returns ``(field, reason)`` object arrays:
+    ``''`` where the layout can run, else the first rule it breaks, with the arithmetic. This is
+    the only home of the rules: ``check_layout`` calls it on a batch of one.
+    """
+    a = {k: np.atleast_1d(np.asarray(v, dtype=np.int64)) for k, v in dict(
+        tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp, mbs=micro_batch_size,
+        n=num_gpus, gbs=global_batch_size).items()}
+    shape = np.broadcast_shapes(*(v.shape for v in a.values()), np.shape(np.atleast_1d(sp)))
+    a = {k: np.broadcast_to(v, shape) for k, v in a.items()}
+    tp, pp, vpp, cp, ep, etp, mbs, n, gbs = (a[k] for k in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs", "n", "gbs"))
+    sp = np.broadcast_to(np.atleast_1d(np.asarray(sp, dtype=bool)), shape)
+    field = np.full(shape, "", dtype=object)
+    reason = np.full(shape, "", dtype=object)
+    ok = np.ones(shape, dtype=bool)
+
+    def rule(name, broken, message, **cols):
+        """Record ``message(**cols)`` where ``broken`` and no earlier rule fired."""
+        nonlocal ok
+        bad = ok & broken
+        if not bad.any():
+            return
+        idx = np.flatnonzero(bad)
+        keys = np.stack([np.broadcast_to(v, shape).ravel()[idx] for v in cols.values()]
+                        or [np.zeros(idx.size, dtype=np.int64)], axis=1)
+        uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+        # format each distinct combination once, then scatter (no per-layout Python)
+        texts = np.array([message(**dict(zip(cols, map(int, row)))) for row in uniq], dtype=object)
+        reason.ravel()[idx] = texts[np.ravel(inverse)]
+        field.ravel()[idx] = name
+        ok = ok & ~bad
+
     model_par = tp * pp * cp
-    if n % model_par:
-        raise InputError("num_gpus", f"tp({tp}) * pp({pp}) * cp({cp}) = {model_par} does not divide num_gpus({n})")
-    dp = n // model_par
-    if m.num_attention_heads % tp:
-        raise InputError("parallelism.tp", f"tp({tp}) does not divide num_attention_heads({m.num_attention_heads})")
-    if m.mla is None and m.kv_heads % tp and tp % m.kv_heads:
-        raise InputError("parallelism.tp", f"tp({tp}) and num_query_groups({m.kv_heads}) do not divide one another")
-    if s.seq_length % cp:
-        raise InputError("parallelism.cp", f"cp({cp}) does not divide seq_length({s.seq_length})")
-    if p.sp and (s.seq_length // cp) % tp:
-        raise InputError(
-            "parallelism.sequence_parallel",
-            f"seq_length({s.seq_length}) / cp({cp}) = {s.seq_length / cp:g} is not divisible by tp({tp})",
-        )
-    if vpp > 1 and pp == 1:
-        raise InputError("parallelism.vpp", f"vpp({vpp}) > 1 needs pp > 1 (pp = {pp})")
-    total_chunks = pp * vpp
-    if m.num_layers < total_chunks:
-        raise InputError("parallelism.pp", f"pp({pp}) * vpp({vpp}) = {total_chunks} exceeds num_layers({m.num_layers})")
-    if m.moe is None:
-        if ep > 1 or etp > 1:
-            raise InputError("parallelism.ep", f"ep({ep}) and etp({etp}) need an MoE model")
+    rule("num_gpus", ~_divides(model_par, n),
+         lambda tp, pp, cp, n: f"tp({tp}) * pp({pp}) * cp({cp}) = {tp * pp * cp} does not divide num_gpus({n})",
+         tp=tp, pp=pp, cp=cp, n=n)
+    dp = np.maximum(n // model_par, 1)
+    m_heads, m_kv = model.num_attention_heads, model.kv_heads
+    rule("parallelism.tp", ~_divides(tp, m_heads),
+         lambda tp: f"tp({tp}) does not divide num_attention_heads({m_heads})", tp=tp)
+    if model.mla is None:
+        rule("parallelism.tp", ~_divides(tp, m_kv) & ~_divides(m_kv, tp),
+             lambda tp: f"tp({tp}) and num_query_groups({m_kv}) do not divide one another", tp=tp)
+    s = seq_length
+    rule("parallelism.cp", ~_divides(cp, s), lambda cp: f"cp({cp}) does not divide seq_length({s})", cp=cp)
+    rule("parallelism.sequence_parallel", sp & ~_divides(tp, s // cp),
+         lambda cp, tp: f"seq_length({s}) / cp({cp}) = {s / cp:g} is not divisible by tp({tp})", cp=cp, tp=tp)
+    rule("parallelism.vpp", (vpp > 1) & (pp == 1),
+         lambda vpp, pp: f"vpp({vpp}) > 1 needs pp > 1 (pp = {pp})", vpp=vpp, pp=pp)
+    # Megatron-Core can count the embedding and the loss as one pipeline "layer" each
+    # (account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split), so
+    # pp * vpp model chunks need at least num_layers + 2 such units (e.g. Llama 3.1 405B:
+    # 126 layers on pp16 x vpp8 = 128 chunks in Megatron-Bridge's recipe).
+    units = model.num_layers + PIPELINE_EXTRA_UNITS
+    rule("parallelism.pp", pp * vpp > units,
+         lambda pp, vpp: f"pp({pp}) * vpp({vpp}) = {pp * vpp} exceeds num_layers({units - PIPELINE_EXTRA_UNITS}) + "
+                         f"embedding + loss = {units} pipeline units", pp=pp, vpp=vpp)
+    if model.moe is None:
+        rule("parallelism.ep", (ep > 1) | (etp > 1),
+             lambda ep, etp: f"ep({ep}) and etp({etp}) need an MoE model", ep=ep, etp=etp)
     else:
-        if m.moe.num_experts % ep:
-            raise InputError("parallelism.ep", f"ep({ep}) does not divide moe.num_experts({m.moe.num_experts})")
-        if (dp * cp * tp) % (ep * etp):
-            raise InputError(
-                "parallelism.ep",
-                f"ep({ep}) * etp({etp}) = {ep * etp} does not divide dp({dp}) * cp({cp}) * tp({tp}) = {dp * cp * tp}",
-            )
-    per_step = s.micro_batch_size * dp
-    if s.global_batch_size % per_step:
-        raise InputError(
-            "global_batch_size",
-            f"micro_batch_size({s.micro_batch_size}) * dp({dp}) = {per_step} does not divide global_batch_size({s.global_batch_size})",
-        )
-    num_mb = s.global_batch_size // per_step
-    if vpp > 1 and num_mb % pp:
-        raise InputError(
-            "global_batch_size",
-            f"interleaved schedule needs micro-batches({num_mb}) to be a multiple of pp({pp})",
-        )
-    if not hw.gpu.supports(s.precision):
-        raise InputError("precision", f"{hw.gpu.name} has no dense {s.precision} tensor-core peak")
-    if p.zero_stage > 0 and dp == 1 and p.zero_stage != 0:
-        pass  # ZeRO over a single rank is legal and simply shards nothing
-    return dp, num_mb
+        experts = model.moe.num_experts
+        rule("parallelism.ep", ~_divides(ep, experts),
+             lambda ep: f"ep({ep}) does not divide moe.num_experts({experts})", ep=ep)
+        rule("parallelism.ep", ~_divides(ep * etp, dp * cp * tp),
+             lambda ep, etp, dp, cp, tp: (f"ep({ep}) * etp({etp}) = {ep * etp} does not divide "
+                                          f"dp({dp}) * cp({cp}) * tp({tp}) = {dp * cp * tp}"),
+             ep=ep, etp=etp, dp=dp, cp=cp, tp=tp)
+    per_step = mbs * dp
+    rule("global_batch_size", ~_divides(per_step, gbs),
+         lambda mbs, dp, gbs: (f"micro_batch_size({mbs}) * dp({dp}) = {mbs * dp} does not divide "
+                               f"global_batch_size({gbs})"),
+         mbs=mbs, dp=dp, gbs=gbs)
+    num_mb = gbs // per_step
+    rule("global_batch_size", (vpp > 1) & ~_divides(pp, num_mb),
+         lambda num_mb, pp: f"interleaved schedule needs micro-batches({num_mb}) to be a multiple of pp({pp})",
+         num_mb=num_mb, pp=pp)
+    if not hw.gpu.supports(precision):
+        name = hw.gpu.name
+        rule("precision", np.ones(shape, dtype=bool),
+             lambda: f"{name} has no dense {precision} tensor-core peak")
+    return field, reason
+
+
+def layout_violation(model: ModelSpec, hw: HardwareSpec, seq_length: int, global_batch_size, num_gpus,
+                     precision: str, *, tp, pp, vpp, cp, ep, etp, sp, micro_batch_size) -> np.ndarray:
+    """Reason each layout cannot run (``''`` = valid); see ``layout_violation_fields``."""
+    return layout_violation_fields(model, hw, seq_length, global_batch_size, num_gpus, precision, tp=tp,
+                                   pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp, sp=sp,
+                                   micro_batch_size=micro_batch_size)[1]
+
+
+def check_layout(s: Scenario, m: ModelSpec, hw: HardwareSpec) -> tuple[int, int]:
+    """Check that the layout divides; return (dp, micro-batches). Raises InputError.
+
+    ZeRO over a single data-parallel rank is legal and simply shards nothing.
+    """
+    p = s.parallelism
+    field, reason = layout_violation_fields(
+        m, hw, s.seq_length, s.global_batch_size, s.num_gpus, s.precision, tp=p.tp, pp=p.pp, vpp=p.vpp,
+        cp=p.cp, ep=p.ep, etp=p.etp, sp=p.sp, micro_batch_size=s.micro_batch_size)
+    if reason[0]:
+        raise InputError(field[0], reason[0])
+    dp = s.num_gpus // (p.tp * p.pp * p.cp)
+    return dp, s.global_batch_size // (s.micro_batch_size * dp)
 
 
 def resolve(s: Scenario) -> Job:
