@@ -13,8 +13,10 @@ stages once, divided by v when interleaved (each fill step is one chunk of 1/v o
     bubble = (sum_i t_i - max_i t_i) / v
 
 For equal stages this is (p - 1) * t / v, i.e. the bubble fraction (p - 1) / (v * m) of
-Narayanan et al. 2021 (sec. 2.2). The first and last p - 1 activation transfers of the fill
-and drain cannot overlap anything.
+Narayanan et al. 2021 (sec. 2.2). The transfers of fill and drain cannot overlap anything:
+the first micro-batch's forward crosses all p * v model chunks in turn, so p * v - 1
+activation sends lie on the critical path each way (interleaving shrinks the bubble by v
+but multiplies the communication by v; Narayanan et al. 2021, sec. 2.2).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ def bubble_fraction(pp, vpp, num_mb):
     return (np.asarray(pp) - 1.0) / (np.asarray(vpp) * np.asarray(num_mb))
 
 
-def fill_drain_transfers(pp):
-    """Activation sends on the critical path of fill and drain: (p - 1) each way."""
-    return 2 * (np.asarray(pp) - 1)
+def fill_drain_transfers(pp, vpp=1):
+    """Activation sends on the critical path of fill and drain: p * v - 1 each way (0 at p = 1)."""
+    pp, vpp = np.asarray(pp), np.asarray(vpp)
+    return np.where(pp > 1, 2 * (pp * vpp - 1), 0)

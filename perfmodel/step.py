@@ -203,7 +203,7 @@ def evaluate(c: JobConstants, L: Layouts) -> StepArrays:
     t_p2p = traffic.pp_transfer_s(m, L, seq, hw, eff)
     steady_p2p = 2.0 * L.vpp * t_p2p   # forward activation + backward gradient, per chunk
     bd["pp_comm"] = (num_mb * exposed_s(steady_p2p, t_max, ov.pp)
-                     + pipeline.fill_drain_transfers(L.pp) * t_p2p)
+                     + pipeline.fill_drain_transfers(L.pp, L.vpp) * t_p2p)
     bd["pipeline_bubble"] = pipeline.bubble_s(stages, L.pp, L.vpp)
 
     # Data parallelism: sync behind the last backward, gather behind the next forward.
