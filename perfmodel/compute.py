@@ -33,6 +33,10 @@ from .workload import Op, OpKind, TpSplit
 ATTENTION_BWD_OVER_FWD_EXECUTED = 2.5
 """Flash-attention backward executes 2.5x the forward FLOPs (5 matmuls vs 2; Dao 2023)."""
 LOW_PRECISION = ("fp8", "fp4")
+GEMMS_PER_LINEAR_FWD_BWD = 3
+"""A linear layer runs one GEMM forward and two backward (input and weight gradients)."""
+BACKWARD_HOST_OPS_OVER_FORWARD = 2
+"""Autograd dispatches about two operations per forward operation (one per gradient)."""
 BYTES_PER_ELEMENT = {"bf16": 2, "fp16": 2, "fp8": 1, "fp4": 0.5, "tf32": 4}
 CAST_TRANSPOSE_BYTES_PER_ELEMENT = 2 + 1 + 1
 """Fused cast-transpose of a 16-bit tensor to 8 bits: read 2 bytes, write the 1-byte copy and
@@ -120,7 +124,12 @@ class OpTime:
     fwd_flop: np.ndarray
     """Executed forward FLOPs (per GPU per micro-batch)."""
     fwd_bytes: np.ndarray
-    kernels_fwd: int
+    host_ops_fwd: int
+    """Framework-level operations the host dispatches in the forward (autograd issues about
+    twice as many in the backward)."""
+    extra_launches: np.ndarray
+    """Kernel launches issued inside one host operation, forward + backward (a grouped expert
+    linear launches one GEMM per local expert: Transformer Engine GroupedLinear)."""
 
 
 def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precision: str,
@@ -134,15 +143,16 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
                + gemm_time_s(sh.k, sh.n, sh.m, sh.count, prec, hw, eff))   # weight gradient
         bpe = BYTES_PER_ELEMENT[prec]
         fwd_bytes = sh.count * bpe * (sh.m * sh.k + sh.k * sh.n + sh.m * sh.n)
-        kernels = 1
+        host_ops = 1
+        extra = (sh.count - 1) * GEMMS_PER_LINEAR_FWD_BWD
         if prec in LOW_PRECISION:
             cast_fwd = sh.count * sh.m * sh.k * CAST_TRANSPOSE_BYTES_PER_ELEMENT
             cast_bwd = sh.count * sh.m * sh.n * CAST_TRANSPOSE_BYTES_PER_ELEMENT
             fwd = fwd + memory_time_s(cast_fwd, hw, eff)
             bwd = bwd + memory_time_s(cast_bwd, hw, eff)
-            kernels = 2
+            host_ops = 2
         flop = 2.0 * sh.m * sh.n * sh.k * sh.count
-        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, kernels)
+        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, host_ops, extra)
     if op.kind is OpKind.ATTENTION:
         s_kv = seq_length / 2 if causal else seq_length
         heads = op.attn_heads / layouts.tp
@@ -154,13 +164,13 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
                / (peak * attention_efficiency(s_local, eff.attention.bwd_efficiency_max, eff)))
         # Reads Q, K, V and writes O once (flash attention never materialises s x s).
         fwd_bytes = 2.0 * T * heads * (2 * op.attn_qk_dim + 2 * op.attn_v_dim)
-        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, 1)
+        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, 1, np.zeros_like(fwd))
     # Memory-bound elementwise work: norms and residuals act on the sequence-parallel shard.
     sharded_by_tp = op.name.startswith(("mlp/", "moe/", "output/"))
     tokens = np.where(sharded_by_tp | layouts.sp, T / layouts.tp, T)
     fwd_bytes = op.bytes_per_token * tokens
     fwd = memory_time_s(fwd_bytes, hw, eff)
-    return OpTime(op.name, op.kind, fwd, 2.0 * fwd, np.zeros_like(fwd), fwd_bytes, 1)
+    return OpTime(op.name, op.kind, fwd, 2.0 * fwd, np.zeros_like(fwd), fwd_bytes, 1, np.zeros_like(fwd))
 
 
 @dataclass(frozen=True)
@@ -173,7 +183,9 @@ class BlockTime:
     attn_bwd_s: np.ndarray
     mem_fwd_s: np.ndarray
     mem_bwd_s: np.ndarray
-    kernels: int
+    host_ops: int
+    """Host dispatches, forward + backward."""
+    extra_launches: np.ndarray
     ops: tuple[OpTime, ...]
 
     @property
@@ -197,6 +209,7 @@ def block_time(ops: tuple[Op, ...], model: ModelSpec, layouts: Layouts, seq_leng
         gemm_fwd_s=total(OpKind.GEMM, "fwd_s"), gemm_bwd_s=total(OpKind.GEMM, "bwd_s"),
         attn_fwd_s=total(OpKind.ATTENTION, "fwd_s"), attn_bwd_s=total(OpKind.ATTENTION, "bwd_s"),
         mem_fwd_s=total(OpKind.MEMORY, "fwd_s"), mem_bwd_s=total(OpKind.MEMORY, "bwd_s"),
-        kernels=3 * sum(t.kernels_fwd for t in times),   # forward + ~2x in backward
+        host_ops=(1 + BACKWARD_HOST_OPS_OVER_FORWARD) * sum(t.host_ops_fwd for t in times),
+        extra_launches=sum((t.extra_launches for t in times), zero),
         ops=times,
     )

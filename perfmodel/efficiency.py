@@ -64,7 +64,11 @@ class Efficiencies(_Frozen):
     memory_efficiency: float = Field(gt=0, le=1)
     """Achieved fraction of HBM bandwidth for streaming (copy/triad) kernels."""
     launch_overhead_s: float = Field(ge=0)
-    """Host-side cost of one kernel launch that is not hidden (CUDA graphs hide most)."""
+    """Host-side cost of one kernel launch issued from C++ (CUDA graphs hide most)."""
+    host_op_overhead_s: float = Field(15e-6, ge=0)
+    """Host cost of dispatching one eager framework operation, its launch included.
+    Default: midpoint of 10-20 us per eager PyTorch op (REFERENCES.md 'Efficiency';
+    shared/data/microbenchmarks.yaml pytorch_tiny_gemm_launch_overhead_dgxc_sample: 11-18 us)."""
     scale_up_bus_efficiency: float = Field(gt=0, le=1)
     """Achieved busbw / link bandwidth per direction on the scale-up fabric, large messages."""
     scale_out_bus_efficiency: float = Field(gt=0, le=1)

@@ -5,8 +5,11 @@ optimizer step              Adam reads the fp32 gradient (4 B), reads and writes
                             master weight, m and v (3 x 8 B) and writes the 16-bit weight
                             (2 B): 30 bytes per parameter it owns, HBM-bound (Kingma & Ba
                             2015, Algorithm 1; Megatron-Core distributed optimizer)
-launch / CPU                per micro-batch the host issues ~kernels x launch cost; the GPU
-                            waits only when that exceeds the GPU time of the micro-batch
+launch / CPU                per micro-batch the host dispatches every framework operation
+                            (eager PyTorch: 10-20 us each, REFERENCES.md) plus the extra kernel
+                            launches inside grouped operations (2-6 us each); it runs ahead
+                            of the GPU, which waits only when the host time of a micro-batch
+                            exceeds its GPU time
 per-step fixed              loss and gradient-norm all-reduces over all GPUs (latency bound)
 input pipeline              a stage that can starve the GPUs: tokens per GPU per step /
                             loader rate, hidden behind the step when faster
@@ -33,9 +36,14 @@ def optimizer_s(params_owned, hbm_bytes_per_s: float):
     return np.asarray(params_owned, dtype=float) * OPTIMIZER_BYTES_PER_PARAM / hbm_bytes_per_s
 
 
-def launch_exposed_s(kernels_per_mb, launch_s: float, gpu_time_per_mb_s, num_mb):
-    cpu = np.asarray(kernels_per_mb, dtype=float) * launch_s
-    return np.asarray(num_mb) * np.maximum(0.0, cpu - np.asarray(gpu_time_per_mb_s))
+def host_time_s(host_ops, host_op_s: float, launches, launch_s: float):
+    """Host time to issue one micro-batch of one stage."""
+    return np.asarray(host_ops, dtype=float) * host_op_s + np.asarray(launches, dtype=float) * launch_s
+
+
+def host_exposed_s(host_s_per_mb, gpu_time_per_mb_s, num_mb):
+    """GPU idle time when the host cannot keep ahead: m * max(0, t_host - t_gpu)."""
+    return np.asarray(num_mb) * np.maximum(0.0, np.asarray(host_s_per_mb) - np.asarray(gpu_time_per_mb_s))
 
 
 def fixed_step_s(allreduce_latency_s):

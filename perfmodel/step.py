@@ -219,9 +219,12 @@ def evaluate(c: JobConstants, L: Layouts) -> StepArrays:
              + sp_params.max_expert() / np.where(sharded, n_edp, 1.0))
     bd["optimizer"] = overheads.optimizer_s(owned, hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency)
 
-    kernels_per_mb = sum(b.kernels * w for b, w in blocks) * layers_per_stage
+    host_ops_per_mb = sum(b.host_ops * w for b, w in blocks) * layers_per_stage
+    launches_per_mb = sum(b.extra_launches * w for b, w in blocks) * layers_per_stage
+    host_s_per_mb = overheads.host_time_s(host_ops_per_mb, eff.host_op_overhead_s, launches_per_mb,
+                                          eff.launch_overhead_s)
     world_latency = comm.scale_out_fabric(hw, eff).latency_s * np.ceil(np.log2(max(c.num_gpus, 2)))
-    bd["overheads"] = (overheads.launch_exposed_s(kernels_per_mb, eff.launch_overhead_s, t_max, num_mb)
+    bd["overheads"] = (overheads.host_exposed_s(host_s_per_mb, t_max, num_mb)
                        + overheads.fixed_step_s(world_latency) * np.ones(len(L)))
     busy = sum(bd.values())
     tokens_per_gpu = c.global_batch_size * seq / c.num_gpus
