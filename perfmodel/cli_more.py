@@ -347,15 +347,22 @@ def register(sub) -> None:
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.set_defaults(func=cmd_bench)
 
-    try:
-        from calibration.cli import bench_hw_main, calibrate_main
-    except ImportError:
-        return
+    # Calibration imports scipy.optimize: load it only when these commands run, so that
+    # `perfmodel predict` starts fast.
+    def _bench_hw(a):
+        from calibration.cli import bench_hw_main
+        return bench_hw_main(a.rest)
 
-    p = sub.add_parser("bench-hw", help="run the calibration microbenchmarks", add_help=False)
-    p.add_argument("rest", nargs="*")
-    p.set_defaults(func=lambda a: bench_hw_main(a.rest))
+    def _calibrate(a):
+        from calibration.cli import calibrate_main
+        return calibrate_main(a.rest)
 
-    p = sub.add_parser("calibrate", help="fit a calibration profile to microbenchmark results", add_help=False)
-    p.add_argument("rest", nargs="*")
-    p.set_defaults(func=lambda a: calibrate_main(a.rest))
+    p = sub.add_parser("bench-hw", help="run the calibration microbenchmarks (args: see python -m calibration bench-hw -h)",
+                       add_help=False)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=_bench_hw)
+
+    p = sub.add_parser("calibrate", help="fit a calibration profile: RESULTS... --hardware ID -o PROFILE.yaml",
+                       add_help=False)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=_calibrate)
