@@ -14,8 +14,22 @@ def _median_ape(report: Report, hardware=None) -> float:
     return statistics.median(errs) if errs else float("nan")
 
 
-def markdown(report: Report, profiles: bool = True, worst_k: int = 10, why: dict | None = None) -> str:
-    why = why or {}
+def load_notes() -> dict:
+    """Diagnoses of known misses, keyed by case-id prefix (perfmodel/data/validation_notes.yaml)."""
+    from pathlib import Path
+    import yaml
+    path = Path(__file__).resolve().parent / "data" / "validation_notes.yaml"
+    return yaml.safe_load(path.read_text()) if path.exists() else {}
+
+
+def note_for(case_id: str, notes: dict) -> str:
+    keys = [k for k in notes if case_id.startswith(k)]
+    return " ".join(notes[max(keys, key=len)].split()) if keys else ""
+
+
+def markdown(report: Report, profiles: bool = True, worst_k: int = 10, notes: dict | None = None) -> str:
+    notes = load_notes() if notes is None else notes
+    why = {r.id: note_for(r.id, notes) for r in report.results}
     lines = [
         "# Validation against published training runs",
         "",
