@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import comm, overheads, pipeline, traffic
-from .compute import BlockTime, block_time
+from .compute import BACKWARD_HOST_OPS_OVER_FORWARD, BlockTime, block_time
 from .efficiency import Efficiencies
 from .hardware import HardwareSpec
 from .layout import Layouts
@@ -206,9 +206,18 @@ def evaluate(c: JobConstants, L: Layouts) -> StepArrays:
                      + pipeline.fill_drain_transfers(L.pp, L.vpp) * t_p2p)
     bd["pipeline_bubble"] = pipeline.bubble_s(stages, L.pp, L.vpp)
 
-    # Data parallelism: sync behind the last backward, gather behind the next forward.
-    slow_fwd = sum(b.fwd_s * w for b, w in blocks) * layers_per_stage
-    slow_bwd = sum(b.bwd_s * w for b, w in blocks) * layers_per_stage
+    # Host dispatch of one micro-batch (forward share 1/3, backward 2/3 of the operations).
+    host_ops_per_mb = sum(b.host_ops * w for b, w in blocks) * layers_per_stage
+    launches_per_mb = sum(b.extra_launches * w for b, w in blocks) * layers_per_stage
+    host_s_per_mb = overheads.host_time_s(host_ops_per_mb, eff.host_op_overhead_s, launches_per_mb,
+                                          eff.launch_overhead_s)
+    bwd_host_frac = BACKWARD_HOST_OPS_OVER_FORWARD / (1.0 + BACKWARD_HOST_OPS_OVER_FORWARD)
+
+    # Data parallelism: sync behind the last backward, gather behind the next forward; each
+    # pass lasts as long as the GPU work or the host dispatch, whichever is slower.
+    slow_fwd = np.maximum(sum(b.fwd_s * w for b, w in blocks) * layers_per_stage,
+                          (1.0 - bwd_host_frac) * host_s_per_mb)
+    slow_bwd = np.maximum(sum(b.bwd_s * w for b, w in blocks) * layers_per_stage, bwd_host_frac * host_s_per_mb)
     bd["dp_comm"] = exposed_s(dp.grad_sync_s, slow_bwd, ov.dp) + exposed_s(dp.param_gather_s, slow_fwd, ov.dp)
 
     # Optimizer over the parameters this GPU owns.
@@ -219,10 +228,6 @@ def evaluate(c: JobConstants, L: Layouts) -> StepArrays:
              + sp_params.max_expert() / np.where(sharded, n_edp, 1.0))
     bd["optimizer"] = overheads.optimizer_s(owned, hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency)
 
-    host_ops_per_mb = sum(b.host_ops * w for b, w in blocks) * layers_per_stage
-    launches_per_mb = sum(b.extra_launches * w for b, w in blocks) * layers_per_stage
-    host_s_per_mb = overheads.host_time_s(host_ops_per_mb, eff.host_op_overhead_s, launches_per_mb,
-                                          eff.launch_overhead_s)
     world_latency = comm.scale_out_fabric(hw, eff).latency_s * np.ceil(np.log2(max(c.num_gpus, 2)))
     bd["overheads"] = (overheads.host_exposed_s(host_s_per_mb, t_max, num_mb)
                        + overheads.fixed_step_s(world_latency) * np.ones(len(L)))
