@@ -48,7 +48,7 @@ def cmd_predict(args) -> int:
     ]
     if p.time_to_train_s is not None:
         rows += [["time to train", fmt.seconds(p.time_to_train_s)], ["GPU-hours", fmt.si(p.gpu_hours)],
-                 ["cost", fmt.usd(p.cost_usd)], ["energy", fmt.si(p.energy_kwh, "kWh")]]
+                 ["cost", fmt.usd(p.cost_usd)], ["energy", fmt.energy_kwh(p.energy_kwh)]]
     print(fmt.table(rows))
     print()
     total = p.step_time_s
@@ -132,11 +132,12 @@ def cmd_validate(args) -> int:
 
 # ----------------------------------------------------------------------------------- app
 def cmd_app(args) -> int:
-    import subprocess
+    import os
     app = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
     cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(args.port),
            "--server.headless", "true", "--browser.gatherUsageStats", "false"]
-    return subprocess.call(cmd)
+    sys.stdout.flush()
+    os.execv(sys.executable, cmd)   # replace this process, so signals reach Streamlit directly
 
 
 def _add_optional_commands(sub) -> None:

@@ -36,6 +36,11 @@ def si(x: float, unit: str = "") -> str:
     return f"{x:.3g} {unit}".rstrip()
 
 
+def energy_kwh(x: float) -> str:
+    """Energy given in kWh, printed with an SI prefix on Wh ("293 MWh")."""
+    return "-" if x is None else si(x * 1e3, "Wh")
+
+
 def bytes_binary(x: float) -> str:
     for scale, name in _BIN:
         if abs(x) >= scale:

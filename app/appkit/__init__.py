@@ -1,0 +1,1 @@
+"""Shared pieces of the Streamlit app: the job editor, cached model calls, charts."""

@@ -1,0 +1,259 @@
+"""Model calls, cached on frozen inputs (a JSON key), returning plain data for the charts.
+
+Each function takes the ``JobInputs.key()`` JSON string (plus options, also frozen), so a
+rerun with unchanged inputs costs a dictionary look-up. Invalid input raises
+``perfmodel.errors.InputError``; pages show its one line with ``st.error``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import streamlit as st
+
+from perfmodel.cost import CostModel
+from perfmodel.errors import InputError
+from perfmodel.hardware import list_hardware_ids, load_hardware
+from perfmodel.predict import predict_job
+from perfmodel.roofline import roofline
+from perfmodel.scenario import parse_scenario, resolve, scenario_to_dict
+from perfmodel.step import COMPONENTS
+from perfmodel.timeline import scenario_timeline
+
+REPO = Path(__file__).resolve().parents[2]
+CACHE = dict(max_entries=256, show_spinner=False)
+
+
+def _unpack(key: str):
+    d = json.loads(key)
+    sc = parse_scenario(d["scenario"])
+    return sc, CostModel.model_validate(d["cost"]), d["use_profile"], d
+
+
+def efficiency_for(hardware_ref: str, use_profile: bool):
+    """(efficiencies, note): the calibration profile's for a catalogue id, else (None, why).
+
+    None means the hardware spec's defaults. Edited or uploaded hardware keeps its own
+    ``efficiency`` section: a profile fitted to the catalogue spec would override the edits.
+    A profile that cannot be read falls back to the defaults and says why in ``note``.
+    """
+    if not use_profile:
+        return None, "hardware spec defaults (calibration profile off)"
+    if hardware_ref not in list_hardware_ids():
+        return None, "the edited hardware YAML's own efficiencies"
+    from perfmodel.profile import efficiency_for_hardware
+    try:
+        eff = efficiency_for_hardware(hardware_ref)
+    except (ImportError, TypeError, ValueError, KeyError, OSError) as exc:   # a profile file or loader at fault
+        return None, f"hardware spec defaults: the calibration profile could not be read ({type(exc).__name__}: {exc})"
+    if eff is None:
+        return None, f"hardware spec defaults (no calibration profile for {hardware_ref})"
+    return eff, f"calibration profile calibration/profiles/{hardware_ref}.yaml"
+
+
+# ------------------------------------------------------------------------------- plan
+@st.cache_data(**CACHE)
+def plan_view(key: str) -> dict:
+    """Prediction, memory, roofline and pipeline timeline of the job."""
+    sc, cost, use_profile, _ = _unpack(key)
+    job = resolve(sc)
+    eff, eff_note = efficiency_for(sc.hardware, use_profile)
+    p = predict_job(job, efficiency=eff, cost_model=cost)
+    rl = roofline(job, eff)
+    pp, vpp = sc.parallelism.pp, sc.parallelism.vpp
+    tl = scenario_timeline(job, eff, max_microbatches=max(pp, min(16, 48 // vpp)))
+    gpu = job.hardware.gpu
+    return {
+        "prediction": p.to_dict(),
+        "model_name": job.model.name, "hardware_name": job.hardware.name, "hardware_id": job.hardware.id,
+        "usable_hbm_bytes": gpu.hbm_usable_bytes, "hbm_capacity_bytes": gpu.hbm_bytes,
+        "efficiency_note": eff_note,
+        "roofline": {"points": list(rl.points), "roofs": list(rl.roofs), "ridge": rl.ridge_flop_per_byte},
+        "timeline": {"rows": list(tl.rows), "drawn": tl.num_microbatches_drawn,
+                     "total": tl.num_microbatches_total, "makespan_s": tl.makespan_s,
+                     "bubble_frac": tl.bubble_frac},
+    }
+
+
+# ---------------------------------------------------------------------------- compare
+@st.cache_data(**CACHE)
+def compare_view(key: str, hardware_ids: tuple[str, ...], with_search: bool, objective: str) -> list[dict]:
+    """The same job on each hardware: as given, and (optionally) with its best layout.
+
+    Each row has ``hardware``, ``layout`` ('as given' | 'best'), the numbers, or ``reason``
+    when the job cannot run there.
+    """
+    sc, cost, use_profile, _ = _unpack(key)
+    rows = []
+    for hw_id in hardware_ids:
+        s = sc.model_copy(update={"hardware": hw_id})
+        eff, _ = efficiency_for(hw_id, use_profile)
+        base = {"hardware": hw_id, "hardware_name": load_hardware(hw_id).name}
+        try:
+            p = predict_job(resolve(s), efficiency=eff, cost_model=cost)
+            rows.append({**base, "layout": "as given", "fits": p.fits_in_memory, **_numbers(p.to_dict()),
+                         "layout_text": _layout_text(s), "reason": "" if p.fits_in_memory else "does not fit in memory"})
+        except InputError as exc:
+            rows.append({**base, "layout": "as given", "reason": str(exc)})
+        if with_search:
+            from perfmodel.search import SearchOptions, search
+            try:
+                r = search(s, SearchOptions(objective=objective, top_k=1), cost, efficiency=eff)
+            except InputError as exc:
+                rows.append({**base, "layout": "best", "reason": str(exc)})
+                continue
+            if r.best is None:
+                rows.append({**base, "layout": "best", "reason": f"no layout runs: {r.top_reason()}"})
+            else:
+                d = r.best.to_dict()
+                rows.append({**base, "layout": "best", "fits": True, **_numbers(d),
+                             "layout_text": _layout_text(r.best.scenario), "reason": ""})
+    return rows
+
+
+def _numbers(d: dict) -> dict:
+    keys = ("step_time_s", "tokens_per_s_per_gpu", "mfu", "memory_per_gpu_bytes", "time_to_train_s",
+            "cost_usd", "energy_kwh", "bottleneck")
+    return {k: d.get(k) for k in keys}
+
+
+def _layout_text(s) -> str:
+    p = s.parallelism
+    return (f"tp{p.tp} pp{p.pp} vpp{p.vpp} cp{p.cp}" + (f" ep{p.ep} etp{p.etp}" if p.ep * p.etp > 1 else "")
+            + f" zero{p.zero_stage} mbs{s.micro_batch_size} {s.recompute}")
+
+
+# ----------------------------------------------------------------------------- search
+@st.cache_data(**CACHE)
+def search_view(key: str, options_json: str) -> dict:
+    """Top layouts, the time-cost Pareto front, every fitting layout (sampled) and the
+    reasons layouts were rejected."""
+    from perfmodel.search import parse_search_options, search
+    sc, cost, use_profile, _ = _unpack(key)
+    opts = parse_search_options(json.loads(options_json))
+    r = search(sc, opts, cost, efficiency=efficiency_for(sc.hardware, use_profile)[0])
+    t = r.table
+    time_col = t.time_to_train_s if t.time_to_train_s is not None else t.step_time_s
+    n = len(t)
+    step = max(1, n // 4000)   # sample the cloud of layouts for drawing
+    cloud = [{"time_s": float(time_col[i]), "cost_usd": float(t.cost_usd[i]), "mfu": float(t.mfu[i]),
+              "num_gpus": int(t.num_gpus[i]), "bottleneck": str(t.bottleneck[i])} for i in range(0, n, step)]
+    return {
+        "top": [c.to_dict() for c in r.candidates],
+        "top_scenarios": [scenario_to_dict(c.scenario) for c in r.candidates],
+        "pareto": [c.to_dict() for c in r.pareto],
+        "cloud": cloud, "cloud_sampled": step > 1, "num_fitting": n,
+        "rejected": dict(r.rejected), "num_enumerated": r.num_enumerated, "num_valid": r.num_valid,
+        "num_evaluated": r.num_evaluated, "elapsed_s": r.elapsed_s, "cost_basis": r.cost_basis,
+        "time_basis": "time_to_train_s" if t.time_to_train_s is not None else "step_time_s",
+    }
+
+
+# ------------------------------------------------------------------------------ scale
+@st.cache_data(**CACHE)
+def scale_view(key: str, gpu_counts: tuple[int, ...], mode: str, objective: str, efficiency_threshold: float,
+               value_of_time_usd_per_day: float | None, deadline_s: float | None) -> dict:
+    """The best layout at each GPU count (``scaling.scale_sweep``), as plain rows."""
+    from perfmodel.scaling import scale_sweep
+    from perfmodel.search import SearchOptions
+    sc, cost, use_profile, _ = _unpack(key)
+    res = scale_sweep(sc, gpu_counts, mode, SearchOptions(objective=objective, top_k=1), cost, None,
+                      efficiency_threshold=efficiency_threshold, value_of_time_usd_per_day=value_of_time_usd_per_day,
+                      deadline_s=deadline_s, efficiency=efficiency_for(sc.hardware, use_profile)[0])
+    out = _plain(res)
+    for row, p in zip(out["points"], res.points):
+        row["breakdown_s"] = dict(p.candidate.breakdown_s) if p.candidate else None
+        row["step_time_s"] = p.candidate.step_time_s if p.candidate else None
+    return out
+
+
+# ------------------------------------------------------------------------------- size
+@st.cache_data(**CACHE)
+def size_view(key: str, tokens: float, deadline_s: float | None, budget_usd: float | None,
+              hardware_ids: tuple[str, ...], gpu_counts: tuple[int, ...]) -> dict:
+    """Per hardware type, the cheapest (GPU count, layout) meeting the deadline and budget
+    (``sizing.size_cluster``), and every count that runs (for the chart)."""
+    from perfmodel.sizing import size_cluster
+    sc, cost, use_profile, _ = _unpack(key)
+    rows = size_cluster(sc, tokens, deadline_s, budget_usd, hardware_ids, gpu_counts, cost, None,
+                        efficiency_lookup=lambda h: efficiency_for(h, use_profile)[0])
+    options = [{"hardware": r.hardware_id, "num_gpus": o.num_gpus, "time_to_train_s": o.time_to_train_s,
+                "cost_usd": o.cost_usd, "chosen": r.choice is not None and o.num_gpus == r.choice.num_gpus}
+               for r in rows for o in r.options]
+    return {"rows": [_plain(r.to_dict()) for r in rows], "options": options}
+
+
+def _plain(obj):
+    """Dataclasses and pydantic models -> JSON-like data (for caching and tables)."""
+    import dataclasses
+
+    import numpy as np
+    from pydantic import BaseModel
+    if isinstance(obj, BaseModel):
+        return obj.model_dump(mode="json", exclude_none=True)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        if hasattr(obj, "to_dict"):
+            return _plain(obj.to_dict())
+        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return obj
+
+
+# ------------------------------------------------------------------------ calibration
+def published_runs_path() -> Path:
+    """The project's copy of the published runs, else the shared original."""
+    for p in (REPO / "perfmodel" / "data" / "published_runs.yaml", REPO.parent / "shared" / "data" / "published_runs.yaml"):
+        if p.exists():
+            return p
+    raise InputError("published runs", "perfmodel/data/published_runs.yaml not found")
+
+
+def microbenchmarks_path() -> Path:
+    for p in (REPO / "calibration" / "data" / "microbenchmarks.yaml", REPO.parent / "shared" / "data" / "microbenchmarks.yaml"):
+        if p.exists():
+            return p
+    raise InputError("microbenchmarks", "calibration/data/microbenchmarks.yaml not found")
+
+
+@st.cache_data(**CACHE)
+def validation_view(use_profile: bool) -> dict:
+    """Predicted against measured tokens/s per GPU for every runnable published case."""
+    from perfmodel.validate import load_cases, validate
+    path = published_runs_path()
+    report = validate(load_cases(path), (lambda h: efficiency_for(h, True)[0]) if use_profile else None)
+    shown = path.relative_to(REPO) if REPO in path.parents else path.relative_to(REPO.parent)
+    return {"path": str(shown),
+            "results": [r.to_dict() for r in report.results],
+            "skipped": [s.__dict__ for s in report.skipped],
+            "mape": report.mape(), "by_hardware": report.by_hardware()}
+
+
+@st.cache_data(**CACHE)
+def fit_view(hardware_id: str) -> dict:
+    """Fitted efficiency curves against the published microbenchmark points of one GPU."""
+    from calibration.published import fit_published
+    path = microbenchmarks_path()
+    fits = [f for f in fit_published(path, hardware_ids=(hardware_id,), out_dir=None) if f.hardware_id == hardware_id]
+    if not fits:
+        raise InputError("hardware", f"no published fit for {hardware_id}")
+    cal = fits[0].calibration
+    points = [{"group": p.group, "label": p.label, "x": p.x, "measured": p.measured, "fitted": p.fitted,
+               "quantity": p.quantity, "source": p.source, "in_fit": p.in_fit, "rel_error": p.rel_error}
+              for g in cal.groups for p in g.points]
+    params = {g.group: g.params for g in cal.groups}
+    return {"points": points, "params": params, "left_out": list(fits[0].left_out), "path": path.name}
+
+
+def breakdown_rows(breakdown_s: dict) -> list[dict]:
+    """Long-form rows (component, seconds, share) in the model's component order."""
+    total = sum(breakdown_s.values()) or 1.0
+    return [{"component": k, "seconds": breakdown_s[k], "share": breakdown_s[k] / total}
+            for k in COMPONENTS if breakdown_s.get(k, 0.0) > 0]

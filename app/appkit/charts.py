@@ -1,0 +1,295 @@
+"""Altair charts from long-form rows. Every encoding states its type; every axis its unit.
+
+Values arrive in SI units; this module converts them to display units (GiB, TFLOP/s, days)
+with the named prefixes of ``perfmodel.units``, at the edge.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from perfmodel.step import COMPONENTS, LENS
+from perfmodel.timeline import PHASES
+from perfmodel.units import GIBI, SECONDS_PER_DAY, TERA
+
+PHASE_COLOURS = ("#4c78a8", "#f58518", "#e45756", "#9d9d9d")
+WIDTH = "container"
+
+
+def breakdown(rows: list[dict]) -> alt.Chart:
+    """Step time as one stacked bar: where the seconds go, by component."""
+    df = pd.DataFrame(rows)
+    df["step"] = "one optimizer step"
+    df["lens"] = df["component"].map(LENS)
+    df["order"] = df["component"].map({c: i for i, c in enumerate(COMPONENTS)})
+    return alt.Chart(df).mark_bar().encode(
+        x=alt.X("seconds:Q", stack="zero", title="time per optimizer step (s)"),
+        y=alt.Y("step:N", title=None),
+        color=alt.Color("component:N", sort=list(COMPONENTS), title="component"),
+        order=alt.Order("order:Q"),
+        tooltip=[alt.Tooltip("component:N"), alt.Tooltip("seconds:Q", format=".4g", title="seconds"),
+                 alt.Tooltip("share:Q", format=".1%"), alt.Tooltip("lens:N")],
+    ).properties(height=140, width=WIDTH)
+
+
+def memory(rows: dict, usable_bytes: float, capacity_bytes: float) -> alt.LayerChart:
+    """Memory per GPU by component, against the usable HBM (red rule) and the capacity."""
+    df = pd.DataFrame([{"component": k, "GiB": v / GIBI} for k, v in rows.items() if v > 0])
+    df["gpu"] = "most loaded GPU"
+    bars = alt.Chart(df).mark_bar().encode(
+        x=alt.X("GiB:Q", stack="zero", title="memory per GPU (GiB)",
+                scale=alt.Scale(domainMax=max(df["GiB"].sum(), capacity_bytes / GIBI) * 1.05)),
+        y=alt.Y("gpu:N", title=None),
+        color=alt.Color("component:N", title="component"),
+        tooltip=[alt.Tooltip("component:N"), alt.Tooltip("GiB:Q", format=".2f", title="GiB")],
+    )
+    lines = pd.DataFrame([{"limit": "usable HBM", "GiB": usable_bytes / GIBI},
+                          {"limit": "HBM capacity", "GiB": capacity_bytes / GIBI}])
+    rule = alt.Chart(lines).mark_rule(strokeWidth=2).encode(
+        x=alt.X("GiB:Q"),
+        color=alt.value("#d62728"),
+        strokeDash=alt.StrokeDash("limit:N", title="limit"),
+        tooltip=[alt.Tooltip("limit:N"), alt.Tooltip("GiB:Q", format=".1f", title="GiB")],
+    )
+    return alt.layer(bars, rule).properties(height=140, width=WIDTH)
+
+
+def roofline(points: list[dict], roofs: list[dict]) -> alt.LayerChart:
+    """Log-log roofline: achieved TFLOP/s against arithmetic intensity, per op."""
+    p = pd.DataFrame([x for x in points if x["arithmetic_intensity_flop_per_byte"] > 0])
+    p["TFLOP/s"] = p["achieved_flop_per_s"] / TERA
+    p["ms"] = p["time_s"] * 1e3
+    r = pd.DataFrame(roofs)
+    r["TFLOP/s"] = r["flop_per_s"] / TERA
+    bandwidth = float((r["flop_per_s"] / r["arithmetic_intensity_flop_per_byte"]).max())   # the slope
+    ridge = float(r["flop_per_s"].max()) / bandwidth
+    lo = min(ridge, float(p["arithmetic_intensity_flop_per_byte"].min())) / 30
+    hi = max(ridge, float(p["arithmetic_intensity_flop_per_byte"].max())) * 10
+    r = r[(r["arithmetic_intensity_flop_per_byte"] >= lo) & (r["arithmetic_intensity_flop_per_byte"] <= hi)]
+    x = alt.X("arithmetic_intensity_flop_per_byte:Q", scale=alt.Scale(type="log", domain=[lo, hi]),
+              title="arithmetic intensity (FLOP/byte)")
+    y = alt.Y("TFLOP/s:Q", scale=alt.Scale(type="log"), title="achieved (TFLOP/s)")
+    lines = alt.Chart(r).mark_line(color="#555", clip=True).encode(
+        x=x, y=y, detail="roof:N",
+        strokeDash=alt.StrokeDash("level:N", title="roof", sort=["peak", "achievable"]),
+        tooltip=[alt.Tooltip("roof:N")],
+    )
+    dots = alt.Chart(p).mark_point(filled=True, opacity=0.85, size=140).encode(
+        x=x, y=y,
+        color=alt.Color("op:N", title="operation"),
+        shape=alt.Shape("group:N", title="where"),
+        tooltip=[alt.Tooltip("op:N"), alt.Tooltip("group:N"), alt.Tooltip("bound:N"),
+                 alt.Tooltip("arithmetic_intensity_flop_per_byte:Q", format=".4g", title="FLOP/byte"),
+                 alt.Tooltip("TFLOP/s:Q", format=".4g"), alt.Tooltip("ms:Q", format=".3g", title="ms (fwd+bwd)")],
+    )
+    return alt.layer(dots, lines).resolve_scale(color="independent").properties(height=380, width=WIDTH)
+
+
+def timeline(rows: list[dict]) -> alt.Chart:
+    """Gantt chart of the pipeline schedule: one row per stage, gaps are the bubble."""
+    df = pd.DataFrame(rows)
+    df["label"] = [f"mb {m}, chunk {c}" if m >= 0 else "" for m, c in zip(df["microbatch"], df["chunk"])]
+    return alt.Chart(df).mark_bar().encode(
+        x=alt.X("start_s:Q", title="time within the step (s)"),
+        x2="end_s:Q",
+        y=alt.Y("stage:O", title="pipeline stage (rank)"),
+        color=alt.Color("phase:N", scale=alt.Scale(domain=list(PHASES), range=list(PHASE_COLOURS)),
+                        title="phase"),
+        tooltip=[alt.Tooltip("stage:O"), alt.Tooltip("phase:N"), alt.Tooltip("label:N", title="work"),
+                 alt.Tooltip("start_s:Q", format=".4f", title="start (s)"),
+                 alt.Tooltip("end_s:Q", format=".4f", title="end (s)")],
+    ).properties(height=max(140, 36 * (int(df["stage"].max()) + 1)), width=WIDTH)
+
+
+def hardware_bars(rows: list[dict], field: str, title: str, scale: float = 1.0) -> alt.Chart:
+    """One bar per hardware (and layout), for one metric."""
+    df = pd.DataFrame([r for r in rows if r.get(field) is not None and not r.get("reason")])
+    if df.empty:
+        df = pd.DataFrame({"hardware": [], "layout": [], field: []})
+    df["value"] = df[field] / scale
+    return alt.Chart(df).mark_bar().encode(
+        x=alt.X("value:Q", title=title, axis=alt.Axis(format="~s", tickCount=4)),
+        y=alt.Y("hardware:N", title=None, sort="x"),
+        color=alt.Color("layout:N", title="layout"),
+        yOffset=alt.YOffset("layout:N"),
+        tooltip=[alt.Tooltip("hardware:N"), alt.Tooltip("layout:N"), alt.Tooltip("value:Q", format=".4g", title=title)],
+    ).properties(height=max(80, 30 * df["hardware"].nunique()), width=WIDTH)
+
+
+def time_unit(time_basis: str) -> tuple[float, str]:
+    return (SECONDS_PER_DAY, "time to train (days)") if time_basis == "time_to_train_s" else (1.0, "step time (s)")
+
+
+def pareto(cloud: list[dict], front: list[dict], time_basis: str) -> alt.LayerChart:
+    """Every fitting layout (time against cost), the Pareto front drawn over it."""
+    scale, title = time_unit(time_basis)
+    c = pd.DataFrame(cloud)
+    c["time"] = c["time_s"] / scale
+    f = pd.DataFrame(front)
+    f["time"] = f[time_basis] / scale
+    base = alt.Chart(c).mark_circle(size=14, opacity=0.35).encode(
+        x=alt.X("time:Q", title=title, scale=alt.Scale(type="log")),
+        y=alt.Y("cost_usd:Q", title="cost (USD)", scale=alt.Scale(type="log")),
+        color=alt.Color("bottleneck:N", title="bottleneck"),
+        tooltip=[alt.Tooltip("time:Q", format=".4g", title=title), alt.Tooltip("cost_usd:Q", format=",.0f"),
+                 alt.Tooltip("mfu:Q", format=".1%"), alt.Tooltip("num_gpus:Q"), alt.Tooltip("bottleneck:N")],
+    )
+    line = alt.Chart(f).mark_line(point=alt.OverlayMarkDef(size=60, color="black"), color="black").encode(
+        x="time:Q", y="cost_usd:Q",
+        tooltip=[alt.Tooltip("time:Q", format=".4g", title=title), alt.Tooltip("cost_usd:Q", format=",.0f"),
+                 alt.Tooltip("num_gpus:Q"), alt.Tooltip("tp:Q"), alt.Tooltip("pp:Q"), alt.Tooltip("dp:Q")],
+    )
+    return alt.layer(base, line).properties(height=380, width=WIDTH)
+
+
+def rejected(reasons: dict, top: int = 10) -> alt.Chart:
+    items = list(reasons.items())[:top]
+    df = pd.DataFrame([{"reason": k if len(k) <= 70 else k[:67] + "...", "full": k, "layouts": v} for k, v in items])
+    if df.empty:
+        df = pd.DataFrame({"reason": [], "full": [], "layouts": []})
+    return alt.Chart(df).mark_bar().encode(
+        x=alt.X("layouts:Q", title="layouts rejected (count)"),
+        y=alt.Y("reason:N", sort="-x", title=None, axis=alt.Axis(labelLimit=420)),
+        tooltip=[alt.Tooltip("full:N", title="reason"), alt.Tooltip("layouts:Q")],
+    ).properties(height=max(60, 26 * len(df)), width=WIDTH)
+
+
+def scaling(rows: list[dict], y: str, title: str, scale: float = 1.0, y_format: str | None = None) -> alt.Chart:
+    df = pd.DataFrame([r for r in rows if r.get(y) is not None])
+    if df.empty:
+        df = pd.DataFrame({"num_gpus": [], y: []})
+    df["value"] = df[y] / scale
+    axis = alt.Axis(format=y_format) if y_format else alt.Axis()
+    return alt.Chart(df).mark_line(point=True).encode(
+        x=alt.X("num_gpus:Q", scale=alt.Scale(type="log", base=2), title="GPUs (count, log scale)"),
+        y=alt.Y("value:Q", title=title, axis=axis),
+        tooltip=[alt.Tooltip("num_gpus:Q", title="GPUs"), alt.Tooltip("value:Q", format=".4g", title=title)],
+    ).properties(height=260, width=WIDTH)
+
+
+FIT_AXES = {
+    "gemm": ("GEMM work (FLOP per call)", "achieved (TFLOP/s)"),
+    "attention": ("sequence length (tokens)", "achieved (TFLOP/s)"),
+    "memory": ("STREAM kernel", "achieved bandwidth (GB/s)"),
+    "collective": ("message size (bytes)", "time per call (us)"),
+    "launch": ("item", "time (us)"),
+}
+"""Group family -> (x title, y title) of its chart."""
+
+
+def _fit_frame(points: list[dict]) -> pd.DataFrame:
+    """Measured and fitted values of one group family in display units, long form."""
+    rows = []
+    for p in points:
+        q, x = p["quantity"], p["x"]
+        if q == "time_s" and p["group"].startswith("gemm"):     # time of x FLOPs -> rate
+            m, f, unit = x / p["measured"], x / p["fitted"], TERA
+        elif q == "time_s":
+            m, f, unit = p["measured"], p["fitted"], 1e-6
+        elif q == "flop_per_s":
+            m, f, unit = p["measured"], p["fitted"], TERA
+        else:
+            m, f, unit = p["measured"], p["fitted"], 1e9
+        for kind, val in (("measured", m), ("fitted", f)):
+            rows.append({"group": p["group"], "label": p["label"], "x": x, "kind": kind, "value": val / unit,
+                         "rel_error": p["rel_error"], "source": p["source"],
+                         "used": "used in the fit" if p["in_fit"] else "left out"})
+    return pd.DataFrame(rows)
+
+
+def fit_curve(points: list[dict], family: str) -> alt.Chart:
+    """Measured points (filled) against the fitted model at the same abscissa (open, joined)."""
+    x_title, y_title = FIT_AXES.get(family, ("x", "value"))
+    df = _fit_frame(points)
+    tip = [alt.Tooltip("group:N"), alt.Tooltip("label:N"), alt.Tooltip("kind:N"),
+           alt.Tooltip("value:Q", format=".4g", title=y_title), alt.Tooltip("rel_error:Q", format="+.1%", title="error"),
+           alt.Tooltip("used:N"), alt.Tooltip("source:N")]
+    y = alt.Y("value:Q", title=y_title, scale=alt.Scale(zero=False))
+    if (df["x"] <= 0).all():   # no abscissa (e.g. STREAM kernels): one bar pair per label
+        return alt.Chart(df).mark_bar().encode(
+            x=alt.X("label:N", title=x_title), xOffset=alt.XOffset("kind:N"), y=y.scale(zero=True),
+            color=alt.Color("kind:N", title="value"), tooltip=tip,
+        ).properties(height=260, width=WIDTH)
+    x = alt.X("x:Q", scale=alt.Scale(type="log"), title=x_title)
+    ylog = y.scale(type="log")
+    meas = alt.Chart(df[df["kind"] == "measured"]).mark_point(filled=True, size=70).encode(
+        x=x, y=ylog, color=alt.Color("group:N", title="group"), shape=alt.Shape("used:N", title="point"), tooltip=tip)
+    fit = alt.Chart(df[df["kind"] == "fitted"].sort_values("x")).mark_line(
+        strokeDash=[5, 3], point=alt.OverlayMarkDef(filled=False, size=50)).encode(
+        x=x, y=ylog, color=alt.Color("group:N"), detail="group:N", tooltip=tip)
+    return alt.layer(meas, fit).properties(height=300, width=WIDTH)
+
+
+BANDS = (0.10, 0.20)
+
+
+def predicted_vs_measured(rows: list[dict]) -> alt.LayerChart:
+    """Predicted against measured tokens/s per GPU on log axes, y = x with +-10% and +-20% bands."""
+    df = pd.DataFrame(rows)
+    df["measured"] = df["measured_tokens_per_s_per_gpu"]
+    df["predicted"] = df["predicted_tokens_per_s_per_gpu"]
+    lo, hi = float(min(df["measured"].min(), df["predicted"].min())) * 0.7, \
+        float(max(df["measured"].max(), df["predicted"].max())) * 1.4
+    xs = [lo * (hi / lo) ** (i / 40) for i in range(41)]
+    band_rows = [{"measured": x, "lo": x * (1 - b), "hi": x * (1 + b), "band": f"±{b:.0%}"}
+                 for b in BANDS for x in xs]
+    bands = pd.DataFrame(band_rows)
+    x = alt.X("measured:Q", scale=alt.Scale(type="log", domain=[lo, hi]),
+              title="measured (tokens/s per GPU)")
+    y_scale = alt.Scale(type="log", domain=[lo, hi])
+    area = alt.Chart(bands).mark_area(opacity=0.45).encode(
+        x=x, y=alt.Y("lo:Q", scale=y_scale, title="predicted (tokens/s per GPU)"), y2="hi:Q",
+        color=alt.Color("band:N", title="error band", scale=alt.Scale(domain=["±10%", "±20%"],
+                                                                     range=["#74c476", "#c7e9c0"])),
+    )
+    diag = alt.Chart(pd.DataFrame({"measured": [lo, hi], "predicted": [lo, hi]})).mark_line(color="black").encode(
+        x=x, y=alt.Y("predicted:Q", scale=y_scale))
+    pts = alt.Chart(df).mark_point(filled=True, size=45).encode(
+        x=x, y=alt.Y("predicted:Q", scale=y_scale),
+        shape=alt.Shape("hardware:N", title="hardware"),
+        color=alt.Color("hardware:N", title="hardware", scale=alt.Scale(scheme="tableau10")),
+        tooltip=[alt.Tooltip("id:N", title="case"), alt.Tooltip("hardware:N"), alt.Tooltip("basis:N"),
+                 alt.Tooltip("measured:Q", format=",.0f"), alt.Tooltip("predicted:Q", format=",.0f"),
+                 alt.Tooltip("error:Q", format="+.1%"), alt.Tooltip("bottleneck:N")],
+    )
+    return alt.layer(area, diag, pts).resolve_scale(color="independent").properties(height=440, width=WIDTH)
+
+
+def breakdown_by(rows: list[dict], by: str, title: str) -> alt.Chart:
+    """Stacked step-time breakdown, one bar per value of ``by`` (e.g. GPU count)."""
+    df = pd.DataFrame(rows)
+    df["order"] = df["component"].map({c: i for i, c in enumerate(COMPONENTS)})
+    return alt.Chart(df).mark_bar().encode(
+        x=alt.X(f"{by}:O", title=title),
+        y=alt.Y("seconds:Q", stack="zero", title="time per optimizer step (s)"),
+        color=alt.Color("component:N", sort=list(COMPONENTS), title="component"),
+        order=alt.Order("order:Q"),
+        tooltip=[alt.Tooltip(f"{by}:O", title=title), alt.Tooltip("component:N"),
+                 alt.Tooltip("seconds:Q", format=".4g", title="seconds")],
+    ).properties(height=280, width=WIDTH)
+
+
+def sizing(options: list[dict], deadline_s: float | None, budget_usd: float | None) -> alt.LayerChart:
+    """Each (hardware, GPU count) that runs: time to train against cost, the choices ringed,
+    the deadline and budget as rules."""
+    df = pd.DataFrame(options)
+    if df.empty:
+        df = pd.DataFrame({"hardware": [], "num_gpus": [], "time_to_train_s": [], "cost_usd": [], "chosen": []})
+    df["days"] = df["time_to_train_s"] / SECONDS_PER_DAY
+    x = alt.X("days:Q", scale=alt.Scale(type="log"), title="time to train (days)")
+    y = alt.Y("cost_usd:Q", scale=alt.Scale(type="log"), title="cost (USD)")
+    tip = [alt.Tooltip("hardware:N"), alt.Tooltip("num_gpus:Q", title="GPUs"),
+           alt.Tooltip("days:Q", format=".3g", title="days"), alt.Tooltip("cost_usd:Q", format=",.0f", title="USD")]
+    lines = alt.Chart(df).mark_line(point=True, opacity=0.7).encode(
+        x=x, y=y, color=alt.Color("hardware:N", title="hardware"), order="num_gpus:Q", tooltip=tip)
+    picks = alt.Chart(df[df["chosen"]]).mark_point(size=260, shape="circle", color="black", strokeWidth=2).encode(
+        x=x, y=y, tooltip=tip)
+    layers = [lines, picks]
+    if deadline_s:
+        layers.append(alt.Chart(pd.DataFrame({"days": [deadline_s / SECONDS_PER_DAY]})).mark_rule(
+            color="#d62728", strokeDash=[6, 3]).encode(x="days:Q"))
+    if budget_usd:
+        layers.append(alt.Chart(pd.DataFrame({"cost_usd": [budget_usd]})).mark_rule(
+            color="#d62728", strokeDash=[2, 2]).encode(y="cost_usd:Q"))
+    return alt.layer(*layers).properties(height=420, width=WIDTH)

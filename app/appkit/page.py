@@ -1,0 +1,40 @@
+"""Small helpers every page uses: the current job, errors as one line, chart drawing."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from perfmodel.errors import InputError
+
+from .specs import to_spec
+from .state import JobInputs
+
+JOB_KEY = "_job"
+
+
+def job() -> JobInputs:
+    """The job the sidebar describes; stops the page with the one-line error if it is invalid."""
+    j: JobInputs = st.session_state[JOB_KEY]
+    if j.scenario is None:
+        st.error(j.error)
+        st.stop()
+    return j
+
+
+def call(fn, *args, **kwargs):
+    """``fn(*args)``, or None after showing an InputError's one line with ``st.error``."""
+    try:
+        return fn(*args, **kwargs)
+    except InputError as exc:
+        st.error(str(exc))
+        return None
+
+
+def chart(c) -> None:
+    """Draw an Altair chart across the column."""
+    draw(to_spec(c))
+
+
+def draw(spec: dict) -> None:
+    """Draw a spec from ``specs.to_spec`` across the column, at its own height."""
+    st.vega_lite_chart(spec=spec["spec"], width="stretch", height=spec["height"])

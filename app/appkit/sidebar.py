@@ -1,0 +1,242 @@
+"""The job editor in the sidebar, shown on every page, so all pages share one job.
+
+Widgets take their values from Session State only (never ``value=``), so a loaded scenario
+(URL, upload) is applied by writing Session State before the widgets are drawn.
+"""
+
+from __future__ import annotations
+
+import json
+
+import streamlit as st
+import yaml
+
+from perfmodel.cost import CostModel
+from perfmodel.errors import InputError
+from perfmodel.hardware import list_hardware_ids
+from perfmodel.hf_config import model_from_hf_config
+from perfmodel.presets import list_presets, load_model
+from perfmodel.scenario import PRECISION_CHOICES, RECOMPUTE_CHOICES, parse_scenario
+from perfmodel.units import KIBI
+
+from . import state
+
+_NON_WIDGET = ("_uploaded_model", "_hw_uploaded_text")
+
+
+def _apply(values: dict) -> None:
+    for k, v in values.items():
+        st.session_state[k] = v
+
+
+def load_scenario(sc) -> None:
+    """Put a scenario into the sidebar's widgets (call from a callback, before they are drawn)."""
+    _apply(state.widget_values(sc))
+
+
+def init() -> None:
+    """First run of a session: the URL's scenario, else the built-in example."""
+    if st.session_state.get("_initialised"):
+        return
+    st.session_state["_initialised"] = True
+    _apply({"cost_mode": "cloud", "usd_per_gpu_hour": 0.0, "use_profile": True})
+    _apply(state.widget_values(state.default_scenario()))
+    text = st.query_params.get(state.QUERY_KEY)
+    if text:
+        try:
+            _apply(state.widget_values(state.decode_query(text)))
+        except InputError as exc:
+            st.session_state["_notice"] = f"The scenario in the link was not loaded: {exc}"
+
+
+# ------------------------------------------------------------------------------ callbacks
+def _on_model_source() -> None:
+    if st.session_state["model_source"] == "Custom":
+        _apply(state.model_fields(load_model(st.session_state["model_preset"])))
+
+
+def _on_hw_source() -> None:
+    if st.session_state["hw_source"] == "Edit YAML":
+        st.session_state["hw_yaml_text"] = state.hardware_text(st.session_state["hardware_id"])
+
+
+def _read_upload(key: str, label: str) -> str | None:
+    f = st.session_state.get(key)
+    if f is None:
+        return None
+    state.check_upload_size(label, f.size)
+    try:
+        return f.getvalue().decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(label, "the file is not UTF-8 text") from None
+
+
+def _on_model_upload() -> None:
+    st.session_state.pop("_model_upload_error", None)
+    try:
+        text = _read_upload("model_upload", "config.json")
+        if text is None:
+            return
+        try:
+            cfg = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError("config.json", f"not valid JSON ({exc.msg}, line {exc.lineno})") from None
+        if not isinstance(cfg, dict):
+            raise InputError("config.json", "must be a JSON object")
+        spec = model_from_hf_config(cfg)
+        st.session_state["_uploaded_model"] = spec.model_dump(mode="json", exclude_none=True)
+    except InputError as exc:
+        st.session_state["_model_upload_error"] = str(exc)
+
+
+def _on_hw_upload() -> None:
+    st.session_state.pop("_hw_upload_error", None)
+    try:
+        text = _read_upload("hw_upload", "hardware YAML")
+        if text is not None:
+            state.hardware_path_from_text(text, "uploaded hardware YAML")
+            st.session_state["_hw_uploaded_text"] = text
+    except InputError as exc:
+        st.session_state["_hw_upload_error"] = str(exc)
+
+
+def _on_scenario_upload() -> None:
+    st.session_state.pop("_scenario_upload_error", None)
+    try:
+        text = _read_upload("scenario_upload", "scenario YAML")
+        if text is None:
+            return
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise InputError("scenario YAML", f"not valid YAML ({str(exc).splitlines()[0]})") from None
+        _apply(state.widget_values(parse_scenario(data)))
+    except InputError as exc:
+        st.session_state["_scenario_upload_error"] = str(exc)
+
+
+def _error_if(key: str) -> None:
+    if st.session_state.get(key):
+        st.error(st.session_state[key])
+
+
+# -------------------------------------------------------------------------------- widgets
+def _model_widgets() -> None:
+    st.radio("Model from", state.MODEL_SOURCES, key="model_source", horizontal=True, on_change=_on_model_source)
+    src = st.session_state["model_source"]
+    if src == "Preset":
+        st.selectbox("Model preset", list_presets(), key="model_preset")
+    elif src == "Custom":
+        st.text_input("Name", key="m_name")
+        c1, c2 = st.columns(2)
+        c1.number_input("Layers", min_value=1, step=1, key="m_num_layers")
+        c2.number_input("Hidden size", min_value=1, step=64, key="m_hidden_size")
+        c1.number_input("Attention heads", min_value=1, step=1, key="m_num_attention_heads")
+        c2.number_input("KV heads (GQA)", min_value=1, step=1, key="m_num_query_groups")
+        c1.number_input("Head dim (0 = h/a)", min_value=0, step=8, key="m_head_dim")
+        c2.number_input("MLP width", min_value=1, step=64, key="m_ffn_hidden_size")
+        c1.number_input("Vocabulary", min_value=1, step=256, key="m_vocab_size")
+        c2.number_input("MTP layers", min_value=0, step=1, key="m_mtp_layers")
+        c1.checkbox("Gated MLP (SwiGLU)", key="m_gated_mlp")
+        c2.checkbox("Tied embeddings", key="m_tied_embeddings")
+        st.caption("Mixture of experts (0 experts = dense)")
+        c1, c2 = st.columns(2)
+        c1.number_input("Experts", min_value=0, step=1, key="m_num_experts")
+        c2.number_input("Top-k", min_value=1, step=1, key="m_top_k")
+        c1.number_input("Expert MLP width", min_value=1, step=64, key="m_expert_ffn_hidden_size")
+        c2.number_input("Shared experts", min_value=0, step=1, key="m_num_shared_experts")
+        c1.number_input("Leading dense layers", min_value=0, step=1, key="m_num_dense_layers")
+    else:
+        st.file_uploader(f"Hugging Face config.json (up to {state.MAX_UPLOAD_BYTES // KIBI} KiB)", type=["json"],
+                         key="model_upload", on_change=_on_model_upload, max_upload_size=1)
+        _error_if("_model_upload_error")
+        if st.session_state.get("_uploaded_model"):
+            st.caption(f"Using: {st.session_state['_uploaded_model'].get('name', 'uploaded model')}")
+
+
+def _hardware_widgets() -> None:
+    st.radio("Hardware from", state.HW_SOURCES, key="hw_source", horizontal=True, on_change=_on_hw_source)
+    src = st.session_state["hw_source"]
+    st.selectbox("Hardware", list_hardware_ids(), key="hardware_id",
+                 help="Base spec; 'Edit YAML' starts from it.", disabled=src == "Upload YAML")
+    if src == "Edit YAML":
+        st.text_area("Hardware YAML (validated on every change)", key="hw_yaml_text", height=260)
+    elif src == "Upload YAML":
+        st.file_uploader(f"Hardware YAML (up to {state.MAX_UPLOAD_BYTES // KIBI} KiB)", type=["yaml", "yml"],
+                         key="hw_upload", on_change=_on_hw_upload, max_upload_size=1)
+        _error_if("_hw_upload_error")
+
+
+def _layout_widgets() -> None:
+    st.number_input("GPUs", min_value=1, step=8, key="num_gpus")
+    c1, c2, c3 = st.columns(3)
+    c1.number_input("tp", min_value=1, step=1, key="tp", help="tensor parallel")
+    c2.number_input("pp", min_value=1, step=1, key="pp", help="pipeline parallel")
+    c3.number_input("vpp", min_value=1, step=1, key="vpp", help="virtual stages per pipeline rank")
+    c1.number_input("cp", min_value=1, step=1, key="cp", help="context parallel")
+    c2.number_input("ep", min_value=1, step=1, key="ep", help="expert parallel")
+    c3.number_input("etp", min_value=1, step=1, key="etp", help="tensor parallel inside experts")
+    c1, c2 = st.columns(2)
+    c1.selectbox("ZeRO stage", (0, 1, 2, 3), key="zero_stage")
+    c2.checkbox("SP", key="sequence_parallel", help="sequence parallelism (Megatron)")
+
+
+def _batch_widgets() -> None:
+    c1, c2 = st.columns(2)
+    c1.number_input("Sequence length", min_value=1, step=1024, key="seq_length")
+    c2.number_input("Global batch (seqs)", min_value=1, step=8, key="global_batch_size")
+    c1.number_input("Micro-batch (seqs)", min_value=1, step=1, key="micro_batch_size")
+    c2.number_input("Training tokens (billions, 0 = none)", min_value=0.0, step=100.0, key="training_tokens_b")
+    c1.selectbox("Precision", PRECISION_CHOICES, key="precision")
+    c2.selectbox("Recompute", RECOMPUTE_CHOICES, key="recompute")
+
+
+def _cost_widgets() -> None:
+    st.radio("Pricing", ("cloud", "tco"), key="cost_mode", horizontal=True,
+             help="cloud: rent per GPU-hour; tco: own the hardware (capital + energy)")
+    st.number_input("Cloud price override (USD per GPU-hour, 0 = spec's)", min_value=0.0, step=0.25,
+                    key="usd_per_gpu_hour")
+    st.checkbox("Use calibration profile when one exists", key="use_profile")
+
+
+def _values() -> dict:
+    return {k: v for k, v in st.session_state.items() if not k.startswith("_") or k in _NON_WIDGET}
+
+
+def job_editor() -> state.JobInputs:
+    """Draw the sidebar and return the job it describes (scenario None with an error)."""
+    with st.sidebar:
+        if st.session_state.get("_notice"):
+            st.warning(st.session_state.pop("_notice"))
+        with st.expander("Cluster and layout", expanded=True):
+            _layout_widgets()
+        with st.expander("Model", expanded=False):
+            _model_widgets()
+        with st.expander("Hardware", expanded=False):
+            _hardware_widgets()
+        with st.expander("Batch and precision", expanded=False):
+            _batch_widgets()
+        with st.expander("Cost", expanded=False):
+            _cost_widgets()
+        v = _values()
+        try:
+            sc = state.scenario_from_values(v)
+            err = None
+        except InputError as exc:
+            sc, err = None, str(exc)
+        price = st.session_state["usd_per_gpu_hour"]
+        cost = CostModel(mode=st.session_state["cost_mode"], usd_per_gpu_hour=price if price > 0 else None)
+        with st.expander("Scenario file and link", expanded=False):
+            st.text_input("Scenario name", key="scenario_name")
+            if sc is not None:
+                st.download_button("Download scenario YAML", state.scenario_yaml(sc),
+                                   file_name=f"{sc.name}.yaml", mime="application/x-yaml")
+            st.file_uploader("Load a scenario YAML", type=["yaml", "yml"], key="scenario_upload",
+                             on_change=_on_scenario_upload, max_upload_size=1)
+            _error_if("_scenario_upload_error")
+            st.caption("The page URL holds the current scenario: copy it to share this job.")
+    if sc is not None:
+        enc = state.encode_query(json.loads(json.dumps(state.scenario_to_dict(sc))))
+        if st.query_params.get(state.QUERY_KEY) != enc:
+            st.query_params[state.QUERY_KEY] = enc
+    return state.JobInputs(scenario=sc, error=err, cost_model=cost, use_profile=bool(st.session_state["use_profile"]))

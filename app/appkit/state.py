@@ -1,0 +1,201 @@
+"""The current job: widget values <-> a frozen ``Scenario``, the URL, and uploaded files.
+
+Pure helpers (no Streamlit) turn a scenario into widget values and back, so they can be
+tested on their own; ``init`` and ``apply_scenario`` write them into the session.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import tempfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from perfmodel.cost import CostModel
+from perfmodel.errors import InputError
+from perfmodel.hardware import HARDWARE_DIR, list_hardware_ids, parse_hardware
+from perfmodel.model import ModelSpec
+from perfmodel.presets import list_presets, load_model, parse_model
+from perfmodel.scenario import Scenario, load_scenario, parse_scenario, scenario_to_dict
+from perfmodel.units import GIGA, KIBI
+
+EXAMPLE_SCENARIO = Path(__file__).resolve().parents[2] / "perfmodel" / "data" / "example_scenario.yaml"
+MAX_UPLOAD_BYTES = 256 * KIBI
+"""Uploaded files (scenario, hardware YAML, config.json) larger than this are refused."""
+QUERY_KEY = "s"
+"""URL query parameter that carries the scenario (zlib + URL-safe base64 of its JSON)."""
+MODEL_SOURCES = ("Preset", "Custom", "Uploaded")
+HW_SOURCES = ("Catalogue", "Edit YAML", "Upload YAML")
+CUSTOM_INT_FIELDS = ("num_layers", "hidden_size", "num_attention_heads", "num_query_groups", "head_dim",
+                     "ffn_hidden_size", "vocab_size", "num_experts", "top_k", "expert_ffn_hidden_size",
+                     "num_shared_experts", "num_dense_layers", "mtp_layers")
+"""Custom-model number fields (widget key ``m_<field>``); 0 means 'default' or 'no MoE'."""
+LAYOUT_FIELDS = ("tp", "pp", "vpp", "cp", "ep", "etp")
+
+
+# --------------------------------------------------------------------------- pure helpers
+def encode_query(data: dict) -> str:
+    raw = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode().rstrip("=")
+
+
+def decode_query(text: str) -> Scenario:
+    try:
+        raw = zlib.decompress(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+        data = json.loads(raw)
+    except (ValueError, zlib.error) as exc:
+        raise InputError("link", f"the scenario in the URL is damaged ({type(exc).__name__})") from None
+    return parse_scenario(data)
+
+
+def model_fields(m: ModelSpec) -> dict:
+    """Custom-model widget values for a model spec."""
+    moe = m.moe
+    return {
+        "m_name": m.name, "m_num_layers": m.num_layers, "m_hidden_size": m.hidden_size,
+        "m_num_attention_heads": m.num_attention_heads, "m_num_query_groups": m.kv_heads,
+        "m_head_dim": m.head_dim or 0, "m_ffn_hidden_size": m.ffn_hidden_size, "m_vocab_size": m.vocab_size,
+        "m_gated_mlp": m.gated_mlp, "m_tied_embeddings": m.tied_embeddings,
+        "m_num_experts": moe.num_experts if moe else 0, "m_top_k": moe.top_k if moe else 1,
+        "m_expert_ffn_hidden_size": moe.expert_ffn_hidden_size if moe else m.ffn_hidden_size,
+        "m_num_shared_experts": moe.num_shared_experts if moe else 0,
+        "m_num_dense_layers": moe.num_dense_layers if moe else 0, "m_mtp_layers": m.mtp_layers,
+    }
+
+
+def model_from_fields(v: dict) -> ModelSpec:
+    """The custom-model widgets as a ModelSpec, or InputError."""
+    data = {
+        "name": v.get("m_name") or "custom", "num_layers": v["m_num_layers"], "hidden_size": v["m_hidden_size"],
+        "num_attention_heads": v["m_num_attention_heads"], "num_query_groups": v["m_num_query_groups"] or None,
+        "head_dim": v["m_head_dim"] or None, "ffn_hidden_size": v["m_ffn_hidden_size"],
+        "vocab_size": v["m_vocab_size"], "gated_mlp": bool(v["m_gated_mlp"]),
+        "tied_embeddings": bool(v["m_tied_embeddings"]), "mtp_layers": v["m_mtp_layers"],
+    }
+    if v["m_num_experts"]:
+        data["moe"] = {"num_experts": v["m_num_experts"], "top_k": v["m_top_k"],
+                       "expert_ffn_hidden_size": v["m_expert_ffn_hidden_size"],
+                       "num_shared_experts": v["m_num_shared_experts"], "num_dense_layers": v["m_num_dense_layers"]}
+    return parse_model(data)
+
+
+def hardware_text(hw_id: str) -> str:
+    p = HARDWARE_DIR / f"{hw_id}.yaml"
+    return p.read_text() if p.exists() else ""
+
+
+def widget_values(sc: Scenario) -> dict:
+    """Every widget value that reproduces ``sc`` (plus the non-widget ``_uploaded_model``)."""
+    p = sc.parallelism
+    v: dict = {
+        "num_gpus": sc.num_gpus, "seq_length": sc.seq_length, "global_batch_size": sc.global_batch_size,
+        "micro_batch_size": sc.micro_batch_size, "recompute": sc.recompute, "precision": sc.precision,
+        "sequence_parallel": p.sp, "zero_stage": p.zero_stage, "scenario_name": sc.name,
+        "training_tokens_b": (sc.training_tokens or 0.0) / GIGA,
+        **{k: getattr(p, k) for k in LAYOUT_FIELDS},
+    }
+    if isinstance(sc.model, str):
+        spec = load_model(sc.model)
+        preset = sc.model if sc.model in list_presets() else None
+        v.update(model_source="Preset" if preset else "Uploaded", model_preset=preset or "llama3-70b",
+                 **model_fields(spec))
+        if not preset:
+            v["_uploaded_model"] = spec.model_dump(mode="json", exclude_none=True)
+    else:
+        v.update(model_fields(sc.model))
+        if sc.model.mla is None:
+            v["model_source"] = "Custom"
+        else:   # custom fields cannot express MLA: keep the spec as an uploaded model
+            v.update(model_source="Uploaded", _uploaded_model=sc.model.model_dump(mode="json", exclude_none=True))
+    if sc.hardware in list_hardware_ids():
+        v.update(hw_source="Catalogue", hardware_id=sc.hardware, hw_yaml_text=hardware_text(sc.hardware))
+    else:
+        path = Path(sc.hardware)
+        if not path.exists():
+            raise InputError("hardware", f"unknown hardware {sc.hardware!r}; known ids: {', '.join(list_hardware_ids())}")
+        v.update(hw_source="Edit YAML", hw_yaml_text=path.read_text())
+    return v
+
+
+def check_upload_size(name: str, size: int) -> None:
+    if size > MAX_UPLOAD_BYTES:
+        raise InputError(name, f"the file is {size / KIBI:.0f} KiB; the limit is {MAX_UPLOAD_BYTES / KIBI:.0f} KiB")
+
+
+def hardware_path_from_text(text: str, origin: str = "hardware YAML") -> str:
+    """Validate hardware YAML (``parse_hardware``) and store it under a content-hashed path."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InputError(origin, f"not valid YAML ({str(exc).splitlines()[0]})") from None
+    hw = parse_hardware(data, origin=origin)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    folder = Path(tempfile.gettempdir()) / "perfmodel-app"
+    folder.mkdir(exist_ok=True)
+    path = folder / f"{hw.id}-{digest}.yaml"
+    if not path.exists():
+        path.write_text(text)
+    return str(path)
+
+
+def scenario_from_values(v: dict) -> Scenario:
+    """Widget values -> Scenario, or InputError naming the field."""
+    src = v["model_source"]
+    if src == "Preset":
+        model: str | dict = v["model_preset"]
+    elif src == "Custom":
+        model = model_from_fields(v).model_dump(mode="json", exclude_none=True)
+    else:
+        if not v.get("_uploaded_model"):
+            raise InputError("model", "upload a Hugging Face config.json (or choose Preset or Custom)")
+        model = v["_uploaded_model"]
+    hw_src = v["hw_source"]
+    if hw_src == "Catalogue":
+        hardware = v["hardware_id"]
+    elif hw_src == "Edit YAML":
+        hardware = hardware_path_from_text(v.get("hw_yaml_text") or "", "hardware YAML")
+    else:
+        if not v.get("_hw_uploaded_text"):
+            raise InputError("hardware", "upload a hardware YAML file (or choose Catalogue)")
+        hardware = hardware_path_from_text(v["_hw_uploaded_text"], "uploaded hardware YAML")
+    tokens = v.get("training_tokens_b") or 0.0
+    data = {
+        "name": v.get("scenario_name") or "scenario", "hardware": hardware, "num_gpus": int(v["num_gpus"]),
+        "model": model, "seq_length": int(v["seq_length"]), "global_batch_size": int(v["global_batch_size"]),
+        "micro_batch_size": int(v["micro_batch_size"]),
+        "parallelism": {**{k: int(v[k]) for k in LAYOUT_FIELDS}, "sequence_parallel": bool(v["sequence_parallel"]),
+                        "zero_stage": int(v["zero_stage"])},
+        "recompute": v["recompute"], "precision": v["precision"],
+    }
+    if tokens > 0:
+        data["training_tokens"] = float(tokens) * GIGA
+    return parse_scenario(data)
+
+
+@dataclass(frozen=True)
+class JobInputs:
+    """What every page works from: the scenario and how to price and calibrate it."""
+
+    scenario: Scenario | None
+    error: str | None
+    cost_model: CostModel
+    use_profile: bool
+
+    def key(self, **extra) -> str:
+        """A frozen, hashable cache key (JSON) for ``cached`` functions."""
+        return json.dumps({"scenario": scenario_to_dict(self.scenario),
+                           "cost": self.cost_model.model_dump(mode="json"),
+                           "use_profile": self.use_profile, **extra}, sort_keys=True)
+
+
+def default_scenario() -> Scenario:
+    return load_scenario(EXAMPLE_SCENARIO)
+
+
+def scenario_yaml(sc: Scenario) -> str:
+    return yaml.safe_dump(scenario_to_dict(sc), sort_keys=False)

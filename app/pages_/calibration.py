@@ -1,0 +1,64 @@
+"""Calibration and validation: fitted efficiency curves against published microbenchmarks,
+and predicted against measured throughput for published training runs."""
+
+import pandas as pd
+import streamlit as st
+
+from appkit import cached, charts, page
+from calibration.published import PUBLISHED_HARDWARE
+from perfmodel import fmt
+
+FAMILY_TITLES = {"gemm": "GEMMs", "attention": "Attention kernels", "memory": "HBM streaming",
+                 "collective": "Collectives", "launch": "Kernel launch"}
+
+st.title("Calibration and validation")
+j = st.session_state[page.JOB_KEY]
+
+st.header("Fitted curves against measured points")
+st.caption("Efficiency forms (perfmodel/efficiency.py) fitted to the published microbenchmarks of one GPU "
+           "(calibration/data/microbenchmarks.yaml, trust medium or high). Filled: measured; open and dashed: "
+           "the fitted model at the same shape or size (lens: co-design).")
+
+
+hw = st.selectbox("Hardware", PUBLISHED_HARDWARE, key="cal_hardware")
+fit = page.call(cached.fit_view, hw)
+if fit is not None:
+    families: dict = {}
+    for p in fit["points"]:
+        families.setdefault(p["group"].split(".")[0], []).append(p)
+    if not families:
+        st.info(f"No published curve of trust medium or high for {hw}.")
+    for fam, pts in families.items():
+        st.subheader(FAMILY_TITLES.get(fam, fam))
+        page.chart(charts.fit_curve(pts, fam))
+        groups = sorted({p["group"] for p in pts})
+        st.caption("; ".join(f"{g}: " + ", ".join(f"{k} {v:.4g}" for k, v in fit["params"][g].items()) for g in groups))
+    if fit["left_out"]:
+        with st.expander(f"{len(fit['left_out'])} records left out"):
+            st.write("\n".join(f"- {x}" for x in fit["left_out"]))
+
+st.header("Predicted against measured: published training runs")
+use_profile = bool(j.use_profile) if j is not None else True
+val = page.call(cached.validation_view, use_profile)
+if val is not None and val["results"]:
+    st.caption(f"{len(val['results'])} runnable cases from {val['path']} (tokens/s per GPU; measured values first, "
+               f"derived where the source gave only a step time or TFLOP/s). Efficiencies: "
+               f"{'calibration profiles where they exist' if use_profile else 'hardware spec defaults'}.")
+    within = {b: sum(abs(r["error"]) <= b for r in val["results"]) / len(val["results"]) for b in charts.BANDS}
+    c = st.columns(3)
+    c[0].metric("Mean absolute error", fmt.percent(val["mape"]))
+    c[1].metric("Within ±10%", fmt.percent(within[0.10]))
+    c[2].metric("Within ±20%", fmt.percent(within[0.20]))
+    page.chart(charts.predicted_vs_measured(val["results"]))
+    st.dataframe(pd.DataFrame([{"hardware": h, "cases": v["cases"], "mean abs. error": fmt.percent(v["mape"])}
+                               for h, v in val["by_hardware"].items()]), hide_index=True)
+    worst = sorted(val["results"], key=lambda r: -abs(r["error"]))[:15]
+    st.subheader("Largest errors")
+    st.dataframe(pd.DataFrame([{
+        "case": r["id"], "hardware": r["hardware"], "measured tok/s/GPU": f"{r['measured_tokens_per_s_per_gpu']:,.0f}",
+        "predicted": f"{r['predicted_tokens_per_s_per_gpu']:,.0f}", "error": f"{100 * r['error']:+.1f}%",
+        "basis": r["basis"], "bottleneck": r["bottleneck"],
+    } for r in worst]), hide_index=True)
+    if val["skipped"]:
+        with st.expander(f"{len(val['skipped'])} cases not run"):
+            st.dataframe(pd.DataFrame(val["skipped"]), hide_index=True)

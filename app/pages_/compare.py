@@ -1,0 +1,57 @@
+"""Compare hardware: the same job on each GPU type: time, cost, energy, and its best layout."""
+
+import pandas as pd
+import streamlit as st
+
+from appkit import cached, charts, page
+from perfmodel import fmt
+from perfmodel.hardware import list_hardware_ids
+from perfmodel.units import KILO, SECONDS_PER_DAY
+
+j = page.job()
+st.title("Compare hardware")
+st.caption("The job from the sidebar on each hardware type, with its layout as given and, optionally, the best "
+           "layout the search finds there (lens: co-design: what the same work costs on different silicon).")
+ids = list_hardware_ids()
+c1, c2, c3 = st.columns([3, 2, 1])
+chosen = c1.multiselect("Hardware", ids, default=ids, key="cmp_hardware")
+with_search = c2.checkbox("Also search the best layout on each", value=True, key="cmp_search")
+objective = c3.selectbox("Best by", ("time", "cost", "tokens_per_usd"), key="cmp_objective", disabled=not with_search)
+if not chosen:
+    st.info("Pick at least one hardware type.")
+    st.stop()
+rows = page.call(cached.compare_view, j.key(), tuple(chosen), with_search, objective)
+if rows is None:
+    st.stop()
+
+ok = [r for r in rows if not r.get("reason")]
+if not j.scenario.training_tokens:
+    st.warning("Set training tokens (Batch and precision) to compare time to train, cost and energy; "
+               "step time is compared meanwhile.")
+if ok:
+    c = st.columns(3)
+    if j.scenario.training_tokens:
+        with c[0]:
+            page.chart(charts.hardware_bars(ok, "time_to_train_s", "time to train (days)", SECONDS_PER_DAY))
+        with c[1]:
+            page.chart(charts.hardware_bars(ok, "cost_usd", "cost (USD)"))
+        with c[2]:
+            page.chart(charts.hardware_bars([{**r, "energy_wh": r["energy_kwh"] * KILO} for r in ok],
+                                            "energy_wh", "energy (MWh)", 1e6))
+    else:
+        with c[0]:
+            page.chart(charts.hardware_bars(ok, "step_time_s", "step time (s)"))
+        with c[1]:
+            page.chart(charts.hardware_bars(ok, "tokens_per_s_per_gpu", "throughput (tokens/s per GPU)"))
+
+table = pd.DataFrame([{
+    "hardware": r["hardware"], "layout": r["layout"], "parallelism": r.get("layout_text", ""),
+    "step time": fmt.seconds(r["step_time_s"]) if r.get("step_time_s") else "-",
+    "tokens/s per GPU": fmt.si(r["tokens_per_s_per_gpu"], "tok/s") if r.get("tokens_per_s_per_gpu") else "-",
+    "MFU": fmt.percent(r.get("mfu")),
+    "memory per GPU": fmt.bytes_binary(r["memory_per_gpu_bytes"]) if r.get("memory_per_gpu_bytes") else "-",
+    "time to train": fmt.seconds(r.get("time_to_train_s")), "cost": fmt.usd(r.get("cost_usd")),
+    "energy": fmt.si(r["energy_kwh"] * KILO, "Wh") if r.get("energy_kwh") else "-",
+    "bottleneck": r.get("bottleneck") or "", "why not": r.get("reason", ""),
+} for r in rows])
+st.dataframe(table, hide_index=True)

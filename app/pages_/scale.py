@@ -1,0 +1,64 @@
+"""Scale: the best layout at each GPU count; where adding GPUs stops paying."""
+
+import pandas as pd
+import streamlit as st
+
+from appkit import cached, charts, page
+from perfmodel import fmt
+from perfmodel.units import SECONDS_PER_DAY
+
+COUNTS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+
+j = page.job()
+st.title("Scale")
+st.caption("The job at each GPU count, each with the best layout the search finds (lens: scale serves purpose: "
+           "does each added GPU still buy throughput, and at what price per hour saved?).")
+c1, c2, c3 = st.columns([3, 1, 1])
+counts = c1.multiselect("GPU counts", COUNTS, default=[16, 32, 64, 128, 256, 512, 1024, 2048], key="scale_counts")
+mode = c2.radio("Scaling", ("strong", "weak"), key="scale_mode", horizontal=True,
+                help="strong: same global batch; weak: batch grows with the GPUs")
+objective = c3.selectbox("Best layout by", ("time", "cost", "tokens_per_usd"), key="scale_objective")
+c1, c2, c3 = st.columns(3)
+threshold = c1.slider("Efficiency threshold", 0.5, 1.0, 0.8, 0.05, key="scale_threshold",
+                      help="the knee is the first count whose parallel efficiency falls below this")
+vot = c2.number_input("Value of time (USD per day, 0 = none)", min_value=0.0, step=10000.0, key="scale_vot")
+deadline_d = c3.number_input("Deadline (days, 0 = none)", min_value=0.0, step=10.0, key="scale_deadline")
+if not counts:
+    st.info("Pick at least one GPU count.")
+    st.stop()
+res = page.call(cached.scale_view, j.key(), tuple(sorted(counts)), mode, objective, threshold,
+                vot or None, deadline_d * SECONDS_PER_DAY or None)
+if res is None:
+    st.stop()
+
+v = res["verdict"]
+st.success(f"**Verdict: {v['num_gpus']} GPUs.** {v['reason']}" if v["num_gpus"] else f"**Verdict:** {v['reason']}")
+if res["knee_num_gpus"]:
+    st.info(f"Knee at {res['knee_num_gpus']} GPUs: {res['knee_reason']}")
+pts = [p for p in res["points"] if not p["skipped_reason"]]
+c = st.columns(2)
+with c[0]:
+    page.chart(charts.scaling(pts, "tokens_per_s_per_gpu", "throughput (tokens/s per GPU)"))
+with c[1]:
+    page.chart(charts.scaling(pts, "parallel_efficiency", "parallel efficiency (fraction)", y_format="%"))
+c = st.columns(2)
+with c[0]:
+    page.chart(charts.scaling(pts, "time_to_solution_s", "time to solution (days)", SECONDS_PER_DAY))
+with c[1]:
+    page.chart(charts.scaling(pts, "cost_usd", "cost (USD)"))
+bd = [{"num_gpus": p["num_gpus"], "component": k, "seconds": s}
+      for p in pts if p["breakdown_s"] for k, s in p["breakdown_s"].items() if s > 0]
+if bd:
+    st.subheader("Where the step time goes at each count")
+    page.chart(charts.breakdown_by(bd, "num_gpus", "GPUs (count)"))
+
+st.dataframe(pd.DataFrame([{
+    "GPUs": p["num_gpus"], "global batch": p["global_batch_size"],
+    "layout": (" ".join(f"{k}{p['layout'][k]}" for k in ("tp", "pp", "vpp", "cp", "dp")) if p["layout"] else ""),
+    "tokens/s per GPU": fmt.si(p["tokens_per_s_per_gpu"], "tok/s") if not p["skipped_reason"] else "-",
+    "efficiency": fmt.percent(p["parallel_efficiency"]) if not p["skipped_reason"] else "-",
+    "goodput": fmt.percent(p["goodput_frac"]) if not p["skipped_reason"] else "-",
+    "time to solution": fmt.seconds(p["time_to_solution_s"]), "cost": fmt.usd(p["cost_usd"]) if not p["skipped_reason"] else "-",
+    "$ per hour saved": fmt.usd(p["marginal_usd_per_hour_saved"]), "bottleneck": p["bottleneck"] or "",
+    "skipped because": p["skipped_reason"],
+} for p in res["points"]]), hide_index=True)

@@ -1,0 +1,50 @@
+"""Size a cluster: per hardware type, the cheapest GPU count and layout within a deadline and budget."""
+
+import pandas as pd
+import streamlit as st
+
+from appkit import cached, charts, page
+from perfmodel import fmt
+from perfmodel.hardware import list_hardware_ids
+from perfmodel.units import GIGA, SECONDS_PER_DAY
+
+COUNTS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+
+j = page.job()
+st.title("Size a cluster")
+st.caption("For each hardware type: the cheapest GPU count (with its best layout) that trains the tokens within "
+           "the deadline and the budget, goodput (failures, checkpoints, restarts) included. The model, sequence, "
+           "batch and precision come from the sidebar.")
+c1, c2, c3 = st.columns(3)
+tokens_b = c1.number_input("Training tokens (billions)", min_value=1.0, step=100.0,
+                           value=float((j.scenario.training_tokens or 1e12) / GIGA), key="size_tokens")
+deadline_d = c2.number_input("Deadline (days, 0 = none)", min_value=0.0, value=60.0, step=5.0, key="size_deadline")
+budget = c3.number_input("Budget (USD, 0 = none)", min_value=0.0, value=5.0e6, step=1.0e5, key="size_budget")
+ids = list_hardware_ids()
+c1, c2 = st.columns(2)
+hardware = c1.multiselect("Hardware", ids, default=ids, key="size_hardware")
+counts = c2.multiselect("GPU counts to try", COUNTS, default=[64, 128, 256, 512, 1024, 2048], key="size_counts")
+if not hardware or not counts:
+    st.info("Pick at least one hardware type and one GPU count.")
+    st.stop()
+deadline_s = deadline_d * SECONDS_PER_DAY or None
+res = page.call(cached.size_view, j.key(), tokens_b * GIGA, deadline_s, budget or None, tuple(hardware),
+                tuple(sorted(counts)))
+if res is None:
+    st.stop()
+
+fits = [r for r in res["rows"] if r["num_gpus"]]
+if fits:
+    best = min(fits, key=lambda r: r["cost_usd"])
+    st.success(f"**Cheapest: {best['num_gpus']} x {best['hardware']}**: {best['reason']}")
+else:
+    st.warning("No hardware type meets both the deadline and the budget; the table says why for each.")
+page.chart(charts.sizing(res["options"], deadline_s, budget or None))
+st.caption("Lines join the GPU counts of one hardware type (more GPUs: faster, usually dearer); black rings mark "
+           "each type's choice; dashed red rules are the deadline and the budget (lens: scale serves purpose).")
+st.dataframe(pd.DataFrame([{
+    "hardware": r["hardware"], "GPUs": r["num_gpus"] or "-",
+    "layout": " ".join(f"{k}{r['layout'][k]}" for k in ("tp", "pp", "vpp", "cp", "dp")) if r.get("layout") else "",
+    "time to train": fmt.seconds(r.get("time_to_train_s")), "cost": fmt.usd(r.get("cost_usd")),
+    "MFU": fmt.percent(r.get("mfu")), "goodput": fmt.percent(r.get("goodput_frac")), "why": r["reason"],
+} for r in res["rows"]]), hide_index=True)

@@ -1,0 +1,39 @@
+"""perfmodel's Streamlit app: ``perfmodel app`` or ``streamlit run app/streamlit_app.py``.
+
+The sidebar holds the job (shared by every page, and mirrored in the URL); each page under
+``pages_/`` gathers its own options, calls one cached model function and draws its charts.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+import streamlit as st  # noqa: E402
+
+from appkit import page, sidebar  # noqa: E402
+
+st.set_page_config(page_title="perfmodel", layout="wide")
+
+PAGES = [
+    st.Page("pages_/plan.py", title="Plan", url_path="plan", default=True),
+    st.Page("pages_/compare.py", title="Compare hardware", url_path="compare"),
+    st.Page("pages_/scale.py", title="Scale", url_path="scale"),
+    st.Page("pages_/search.py", title="Search", url_path="search"),
+    st.Page("pages_/size.py", title="Size a cluster", url_path="size"),
+    st.Page("pages_/calibration.py", title="Calibration and validation", url_path="calibration"),
+]
+
+nav = st.navigation(PAGES)
+try:
+    sidebar.init()
+    st.session_state[page.JOB_KEY] = sidebar.job_editor()
+    nav.run()
+except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, no traceback
+    traceback.print_exc()   # to the server log, not the page
+    st.error(f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
