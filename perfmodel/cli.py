@@ -124,6 +124,14 @@ def cmd_validate(args) -> int:
     for r in report.worst():
         print(f"  {r.id}: {100 * r.error:+.1f}%")
     print()
+    mem = report.memory_results()
+    if mem:
+        print("peak memory per GPU (cases that publish it):")
+        print(fmt.table([[r.id[:56], f"{r.measured_peak_memory_gib:.1f}", f"{r.predicted_memory_gib:.1f}",
+                          f"{100 * r.memory_error:+.0f}%"] for r in mem],
+                        header=["case", "measured GiB", "predicted GiB", "error"]))
+        print(f"memory MAPE over {len(mem)} cases: {fmt.percent(report.memory_mape())}")
+        print()
     hw_rows = [[h, str(v["cases"]), fmt.percent(v["mape"])] for h, v in report.by_hardware().items()]
     hw_rows.append(["overall", str(len(report.results)), fmt.percent(report.mape())])
     print(fmt.table(hw_rows, header=["hardware", "cases", "MAPE tokens/s/GPU"]))

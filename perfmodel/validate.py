@@ -18,6 +18,7 @@ from .efficiency import Efficiencies
 from .errors import InputError
 from .predict import predict
 from .scenario import parse_scenario
+from .units import GIBI
 
 CASES_FORMAT = "perfmodel-cases/1"
 
@@ -39,9 +40,17 @@ class CaseResult:
     bottleneck: str
     error: float
     """predicted / measured - 1 on tokens/s per GPU."""
+    measured_peak_memory_gib: float | None = None
+    predicted_memory_gib: float | None = None
+
+    @property
+    def memory_error(self) -> float | None:
+        if self.measured_peak_memory_gib is None:
+            return None
+        return self.predicted_memory_gib / self.measured_peak_memory_gib - 1.0
 
     def to_dict(self) -> dict:
-        return dict(self.__dict__)
+        return {**self.__dict__, "memory_error": self.memory_error}
 
 
 @dataclass(frozen=True)
@@ -102,6 +111,7 @@ def run_case(case: dict, efficiency_for=None) -> CaseResult | Skipped:
         predicted_tokens_per_s_per_gpu=p.tokens_per_s_per_gpu, predicted_step_time_s=p.step_time_s,
         measured_step_time_s=m.get("step_time_s"), measured_mfu=m.get("mfu"), predicted_mfu=p.mfu,
         bottleneck=p.bottleneck, error=p.tokens_per_s_per_gpu / meas - 1.0,
+        measured_peak_memory_gib=m.get("peak_memory_gib"), predicted_memory_gib=p.memory_per_gpu_bytes / GIBI,
     )
 
 
@@ -118,12 +128,20 @@ class Report:
         hws = sorted({r.hardware for r in self.results})
         return {h: {"cases": sum(r.hardware == h for r in self.results), "mape": self.mape(h)} for h in hws}
 
+    def memory_results(self) -> list[CaseResult]:
+        return [r for r in self.results if r.measured_peak_memory_gib is not None]
+
+    def memory_mape(self) -> float:
+        errs = [abs(r.memory_error) for r in self.memory_results()]
+        return float(np.mean(errs)) if errs else float("nan")
+
     def worst(self, k: int = 10) -> list[CaseResult]:
         return sorted(self.results, key=lambda r: -abs(r.error))[:k]
 
     def to_dict(self) -> dict:
         return {
             "mape_tokens_per_s_per_gpu": self.mape(), "num_cases": len(self.results),
+            "mape_peak_memory": self.memory_mape(), "num_memory_cases": len(self.memory_results()),
             "by_hardware": self.by_hardware(), "worst": [r.id for r in self.worst()],
             "cases": [r.to_dict() for r in self.results],
             "skipped": [s.__dict__ for s in self.skipped],

@@ -57,6 +57,15 @@ def markdown(report: Report, profiles: bool = True, worst_k: int = 10, notes: di
         mm = "" if r.measured_mfu is None else f"{r.measured_mfu:.3f}"
         lines.append(f"| {r.id} | {r.hardware} | {r.basis} | {r.measured_tokens_per_s_per_gpu:,.1f} | "
                      f"{r.predicted_tokens_per_s_per_gpu:,.1f} | {100 * r.error:+.1f}% | {mm} | {r.predicted_mfu:.3f} |")
+    mem = report.memory_results()
+    if mem:
+        lines += ["", "## Peak memory per GPU", "",
+                  f"Cases that publish a peak: MAPE {fmt.percent(report.memory_mape())} over {len(mem)} cases "
+                  "(see docs/memory.md for why: torchtitan reports the allocator's reservation and uses its own "
+                  "selective-recompute policy).", "",
+                  "| case | measured GiB | predicted GiB | error |", "|---|---:|---:|---:|"]
+        lines += [f"| {r.id} | {r.measured_peak_memory_gib:.1f} | {r.predicted_memory_gib:.1f} | {100 * r.memory_error:+.0f}% |"
+                  for r in mem]
     if report.skipped:
         lines += ["", "## Not runnable", ""]
         lines += [f"- `{s.id}`: {s.reason}" for s in report.skipped]

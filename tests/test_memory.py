@@ -253,19 +253,6 @@ def test_published_peak_memory(case):
     assert 1 / PEAK_RATIO_TOLERANCE <= ratio <= PEAK_RATIO_TOLERANCE
 
 
-def test_published_table(capsys):
-    cases = _published_cases()
-    if not cases:
-        pytest.skip("published_runs.yaml not available")
-    lines = [f"{'case':58s} {'measured':>8s} {'predicted':>9s} {'error':>6s}"]
-    for c in cases:
-        predicted, _, _ = predict_published(c)
-        measured = c["measured"]["peak_memory_gib"]
-        lines.append(f"{c['id']:58s} {measured:8.1f} {predicted:9.1f} {predicted / measured - 1:+6.0%}")
-    with capsys.disabled():
-        print("\n" + "\n".join(lines))
-
-
 FSDP_SCALING_PAIRS = [
     ("torchtitan_2412_llama3_8b_8gpu_fsdp", "torchtitan_2412_llama3_8b_128gpu_fsdp"),
     ("torchtitan_2412_llama3_8b_8gpu_fsdp_torch.compile",
