@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from perfmodel.efficiency import Efficiencies
-from perfmodel.errors import InputError, pydantic_message
+from perfmodel.errors import InputError, validated
 from perfmodel.hardware import HardwareSpec
 
 from .results import read_mapping
@@ -68,14 +68,7 @@ def _rounded(data, digits: int = SIGNIFICANT_DIGITS):
 
 
 def load_profile(path) -> Profile:
-    data = read_mapping(Path(path))
-    origin = f"profile({Path(path).name})"
-    if not isinstance(data, dict):
-        raise InputError(origin, "must be a mapping")
-    try:
-        return Profile.model_validate(data)
-    except ValidationError as exc:
-        raise InputError(origin, pydantic_message(exc)) from None
+    return validated(Profile, read_mapping(Path(path)), f"profile({Path(path).name})", "must be a mapping")
 
 
 def apply_profile(spec: HardwareSpec, profile: Profile) -> HardwareSpec:

@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 from perfmodel import comm
-from perfmodel.errors import InputError, pydantic_message
+from perfmodel.errors import read_data_file, validated
 
 RESULTS_FORMAT = "perfmodel-calibration-results/1"
 
@@ -168,24 +168,12 @@ class Results(_Frozen):
 
 def parse_results(data, origin: str = "results") -> Results:
     """Validate a mapping into Results, or raise a one-line InputError naming the field."""
-    if not isinstance(data, dict):
-        raise InputError(origin, "must be a mapping with 'metadata' and 'records'")
-    try:
-        return Results.model_validate(data)
-    except ValidationError as exc:
-        raise InputError(origin, pydantic_message(exc)) from None
+    return validated(Results, data, origin, "must be a mapping with 'metadata' and 'records'")
 
 
 def read_mapping(path: Path):
     """YAML or JSON text of ``path`` as Python data; InputError (one line) if unreadable."""
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise InputError(str(path), f"cannot read ({exc.strerror})") from None
-    try:
-        return json.loads(text) if Path(path).suffix == ".json" else yaml.safe_load(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as exc:
-        raise InputError(str(path), f"not valid YAML/JSON ({str(exc).splitlines()[0]})") from None
+    return read_data_file(path, str(path))
 
 
 def load_results(path) -> Results:

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import InputError, pydantic_message
+from .errors import InputError, validated
 from .hardware import HardwareSpec
 from .units import JOULES_PER_KWH, KILO, SECONDS_PER_HOUR
 
@@ -99,12 +99,7 @@ class CostModel(BaseModel):
 
 def parse_cost_model(data: dict) -> CostModel:
     """Validate a mapping into a CostModel, or raise a one-line InputError."""
-    if not isinstance(data, dict):
-        raise InputError("cost", "must be a mapping")
-    try:
-        return CostModel.model_validate(data)
-    except ValidationError as exc:
-        raise InputError("cost", pydantic_message(exc)) from None
+    return validated(CostModel, data, "cost", "must be a mapping")
 
 
 @dataclass(frozen=True)

@@ -28,3 +28,36 @@ def pydantic_message(exc, prefix: str = "") -> str:
         parts.append(f"{field}: {msg}")
     more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
     return "; ".join(parts) + more
+
+
+def validated(model_cls, data, field: str, must: str = "must be a YAML mapping"):
+    """``model_cls.model_validate(data)``, or a one-line InputError naming ``field``."""
+    from pydantic import ValidationError
+
+    if not isinstance(data, dict):
+        raise InputError(field, must)
+    try:
+        return model_cls.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(field, pydantic_message(exc)) from None
+
+
+def read_data_file(path, field: str):
+    """Parsed YAML (or JSON, by suffix) of a file, or a one-line InputError naming ``field``."""
+    import json
+    from pathlib import Path
+
+    import yaml
+
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise InputError(field, f"file not found: {p}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(field, f"cannot read {p.name} ({exc})") from None
+    try:
+        return json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        kind = "JSON" if p.suffix == ".json" else "YAML"
+        raise InputError(field, f"{p.name} is not valid {kind} ({str(exc).splitlines()[0]})") from None

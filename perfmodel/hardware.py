@@ -19,11 +19,10 @@ import functools
 import os
 from pathlib import Path
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .efficiency import Efficiencies
-from .errors import InputError, pydantic_message
+from .errors import InputError, read_data_file, validated
 from .units import BITS_PER_BYTE, GIBI, GIGA, MEBI, MICRO, TERA
 
 PRECISIONS = ("fp64", "tf32", "bf16", "fp16", "fp8", "fp4")
@@ -210,12 +209,7 @@ def list_hardware_ids() -> list[str]:
 
 def parse_hardware(data: dict, origin: str = "hardware") -> HardwareSpec:
     """Validate a mapping (e.g. an uploaded YAML) into a HardwareSpec, or raise InputError."""
-    if not isinstance(data, dict):
-        raise InputError(origin, "must be a YAML mapping")
-    try:
-        return HardwareSpec.model_validate(data)
-    except ValidationError as exc:
-        raise InputError(origin, pydantic_message(exc)) from None
+    return validated(HardwareSpec, data, origin)
 
 
 @functools.lru_cache(maxsize=64)
@@ -227,8 +221,4 @@ def load_hardware(ref: str) -> HardwareSpec:
     if not path.exists():
         known = ", ".join(list_hardware_ids())
         raise InputError("hardware", f"unknown hardware {ref!r}; known ids: {known}")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise InputError("hardware", f"{path.name} is not valid YAML ({str(exc).splitlines()[0]})") from None
-    return parse_hardware(data, origin=f"hardware({path.name})")
+    return parse_hardware(read_data_file(path, "hardware"), origin=f"hardware({path.name})")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from .cost import CostModel, job_cost
 from .efficiency import Efficiencies

@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
-from .errors import InputError, pydantic_message
+from .errors import InputError, read_data_file, validated
 from .hardware import HardwareSpec, load_hardware
 from .model import ModelSpec
 
@@ -85,23 +84,11 @@ class Job:
 
 
 def parse_scenario(data: dict) -> Scenario:
-    if not isinstance(data, dict):
-        raise InputError("scenario", "must be a YAML mapping")
-    try:
-        return Scenario.model_validate(data)
-    except ValidationError as exc:
-        raise InputError("scenario", pydantic_message(exc)) from None
+    return validated(Scenario, data, "scenario")
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    p = Path(path)
-    if not p.exists():
-        raise InputError("scenario", f"file not found: {p}")
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise InputError("scenario", f"{p.name} is not valid YAML ({str(exc).splitlines()[0]})") from None
-    return parse_scenario(data)
+    return parse_scenario(read_data_file(path, "scenario"))
 
 
 def scenario_to_dict(s: Scenario) -> dict:

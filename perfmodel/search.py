@@ -31,11 +31,11 @@ from dataclasses import dataclass, fields
 from typing import Callable, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, PositiveInt, ValidationError
+from pydantic import BaseModel, ConfigDict, PositiveInt
 
 from .cost import CostModel, job_cost
 from .efficiency import Efficiencies
-from .errors import InputError, pydantic_message
+from .errors import validated
 from .hardware import HardwareSpec, load_hardware
 from .layout import Layouts, layouts_from_arrays
 from .memory import fits_in_memory, memory_per_gpu
@@ -78,10 +78,7 @@ class SearchOptions(BaseModel):
 
 
 def parse_search_options(data: dict) -> SearchOptions:
-    try:
-        return SearchOptions.model_validate(data)
-    except ValidationError as exc:
-        raise InputError("search", pydantic_message(exc)) from None
+    return validated(SearchOptions, data, "search", "must be a mapping")
 
 
 # ------------------------------------------------------------------------ enumeration
@@ -184,17 +181,7 @@ class LayoutTable:
 
     base: Scenario
     num_gpus: np.ndarray
-    tp: np.ndarray
-    pp: np.ndarray
-    vpp: np.ndarray
-    cp: np.ndarray
-    ep: np.ndarray
-    etp: np.ndarray
-    sp: np.ndarray
-    zero_stage: np.ndarray
-    mbs: np.ndarray
-    dp: np.ndarray
-    num_mb: np.ndarray
+    layouts: Layouts
     recompute: np.ndarray
     precision: np.ndarray
     step_time_s: np.ndarray
@@ -209,7 +196,7 @@ class LayoutTable:
     breakdown: dict
 
     def __len__(self) -> int:
-        return int(self.tp.shape[0])
+        return len(self.layouts)
 
     @property
     def tokens_per_s_per_gpu(self) -> np.ndarray:
@@ -222,17 +209,17 @@ class LayoutTable:
         return tokens / self.cost_usd
 
     def scenario(self, i: int) -> Scenario:
-        par = Parallelism(tp=int(self.tp[i]), pp=int(self.pp[i]), vpp=int(self.vpp[i]), cp=int(self.cp[i]),
-                          ep=int(self.ep[i]), etp=int(self.etp[i]), sequence_parallel=bool(self.sp[i]),
-                          zero_stage=int(self.zero_stage[i]))
+        L = self.layouts.row(i)
+        par = Parallelism(tp=L["tp"], pp=L["pp"], vpp=L["vpp"], cp=L["cp"], ep=L["ep"], etp=L["etp"],
+                          sequence_parallel=L["sp"], zero_stage=L["zero_stage"])
         return self.base.model_copy(update=dict(
-            num_gpus=int(self.num_gpus[i]), micro_batch_size=int(self.mbs[i]), parallelism=par,
+            num_gpus=int(self.num_gpus[i]), micro_batch_size=L["mbs"], parallelism=par,
             recompute=str(self.recompute[i]), precision=str(self.precision[i])))
 
     def candidate(self, i: int) -> Candidate:
         ttt = None if self.time_to_train_s is None else float(self.time_to_train_s[i])
         return Candidate(
-            scenario=self.scenario(i), dp=int(self.dp[i]), num_microbatches=int(self.num_mb[i]),
+            scenario=self.scenario(i), dp=int(self.layouts.dp[i]), num_microbatches=int(self.layouts.num_mb[i]),
             step_time_s=float(self.step_time_s[i]), tokens_per_s=float(self.tokens_per_s[i]),
             tokens_per_s_per_gpu=float(self.tokens_per_s_per_gpu[i]), mfu=float(self.mfu[i]),
             memory_per_gpu_bytes=float(self.memory_per_gpu_bytes[i]), fits=bool(self.fits[i]),
@@ -424,8 +411,8 @@ def _table(scenario: Scenario, parts: list, hw: HardwareSpec, cost_model: CostMo
     cost = job_cost(N, ttt if ttt is not None else step, hw, cost_model)
     return LayoutTable(
         base=scenario, num_gpus=cat["num_gpus"].astype(np.int64),
-        **{k: cat[k].astype(bool if k == "sp" else np.int64) for k in
-           ("tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero_stage", "mbs", "dp", "num_mb")},
+        layouts=layouts_from_arrays(**{k: cat[k] for k in
+                                       ("tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero_stage", "mbs", "dp", "num_mb")}),
         recompute=cat["recompute"], precision=cat["precision"], step_time_s=step, tokens_per_s=tps, mfu=mfu,
         memory_per_gpu_bytes=cat["memory_per_gpu_bytes"], fits=cat["fits"].astype(bool),
         cost_usd=np.asarray(cost.cost_usd, dtype=float), energy_kwh=np.asarray(cost.energy_kwh, dtype=float),

@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from .efficiency import Efficiencies
-from .errors import InputError
+from .errors import InputError, read_data_file
 from .predict import predict
 from .scenario import parse_scenario
 from .units import GIBI
@@ -61,12 +60,7 @@ class Skipped:
 
 def load_cases(path: str | Path) -> list[dict]:
     p = Path(path)
-    if not p.exists():
-        raise InputError("cases", f"file not found: {p}")
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise InputError("cases", f"{p.name} is not valid YAML ({str(exc).splitlines()[0]})") from None
+    data = read_data_file(p, "cases")
     if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
         raise InputError("cases", f"{p.name} must be a mapping with a 'cases' list (format {CASES_FORMAT})")
     for i, c in enumerate(data["cases"]):

@@ -1,6 +1,5 @@
 """Collective formulas (STYLE tier 1) and the nccl-tests anchors (tier 2)."""
 
-import numpy as np
 import pytest
 import yaml
 

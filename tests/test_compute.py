@@ -1,6 +1,5 @@
 """Roofline formulas checked by hand."""
 
-import numpy as np
 import pytest
 
 from perfmodel.compute import (ATTENTION_BWD_OVER_FWD_EXECUTED, CAST_TRANSPOSE_BYTES_PER_ELEMENT, gemm_efficiency,

@@ -5,14 +5,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from perfmodel.efficiency import Efficiencies
 from perfmodel.errors import InputError
 from perfmodel.hardware import load_hardware
 from perfmodel.predict import predict
-from perfmodel.scenario import parse_scenario
 from perfmodel.step import COMPONENTS
 
-from conftest import GPT_SMALL, scenario
+from conftest import scenario
 
 
 def test_breakdown_sums_to_step_time():
