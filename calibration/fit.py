@@ -28,7 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import least_squares
 
-from perfmodel.efficiency import AttentionEfficiency, CollectiveFit, Efficiencies, GemmEfficiency
+from perfmodel.efficiency import (AttentionEfficiency, CollectiveFit, Efficiencies, GemmEfficiency,
+                                  saturating_attention_efficiency, saturating_gemm_efficiency)
 from perfmodel.errors import InputError
 from perfmodel.hardware import HardwareSpec
 
@@ -121,7 +122,7 @@ def fit_gemm(records, peak_flop_per_s: float, default: GemmEfficiency, group: st
 
     def model(x):
         e, d = x[0], (x[1] if free_d else default.half_dim)
-        return e * m / (m + d) * n / (n + d) * k / (k + d), d
+        return saturating_gemm_efficiency(m, n, k, e, d), d
 
     x0 = [min(1.0, 1.05 * eff_meas.max()), default.half_dim] if free_d else [min(1.0, eff_meas.max())]
     lo, hi = ([1e-6, 0.0], [1.0, 1e5]) if free_d else ([1e-6], [1.0])
@@ -157,7 +158,7 @@ def fit_attention(records, peak_flop_per_s: float, default: AttentionEfficiency)
 
     def model(x):
         e_f, e_b, sh = unpack(x)
-        return np.where(bwd, e_b, e_f) * s / (s + sh)
+        return saturating_attention_efficiency(s, np.where(bwd, e_b, e_f), sh)
 
     masks = [mask for mask, present in ((~bwd, has["fwd"]), (bwd, has["bwd"])) if present]
     x0 = [min(1.0, eff_meas[mask].max()) for mask in masks] + [default.half_seq] * free_s

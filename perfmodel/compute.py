@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .efficiency import Efficiencies
+from .efficiency import Efficiencies, saturating_attention_efficiency, saturating_gemm_efficiency
 from .hardware import HardwareSpec
 from .layout import Layouts
 from .model import ModelSpec
@@ -47,9 +47,7 @@ the output gradient (m x n)."""
 
 def gemm_efficiency(m, n, k, precision: str, eff: Efficiencies):
     g = eff.gemm.get(precision) or eff.gemm["bf16"]
-    d = g.half_dim
-    m, n, k = (np.asarray(x, dtype=float) for x in (m, n, k))
-    return g.efficiency_max * (m / (m + d)) * (n / (n + d)) * (k / (k + d))
+    return saturating_gemm_efficiency(m, n, k, g.efficiency_max, g.half_dim)
 
 
 def gemm_time_s(m, n, k, count, precision: str, hw: HardwareSpec, eff: Efficiencies):
@@ -67,8 +65,7 @@ def memory_time_s(bytes_moved, hw: HardwareSpec, eff: Efficiencies):
 
 
 def attention_efficiency(seq, eff_max: float, eff: Efficiencies):
-    s = np.asarray(seq, dtype=float)
-    return eff_max * s / (s + eff.attention.half_seq)
+    return saturating_attention_efficiency(seq, eff_max, eff.attention.half_seq)
 
 
 @dataclass(frozen=True)

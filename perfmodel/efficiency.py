@@ -17,7 +17,21 @@ Launch (``overheads``)        fixed seconds per kernel launch
 
 from __future__ import annotations
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+
+
+def saturating_gemm_efficiency(m, n, k, efficiency_max, half_dim):
+    """eff_max * m/(m+d) * n/(n+d) * k/(k+d): the one home of the GEMM form (step model and fits)."""
+    m, n, k = (np.asarray(x, dtype=float) for x in (m, n, k))
+    d = half_dim
+    return efficiency_max * (m / (m + d)) * (n / (n + d)) * (k / (k + d))
+
+
+def saturating_attention_efficiency(seq, efficiency_max, half_seq):
+    """eff_max * s/(s + s_half): the one home of the attention form (step model and fits)."""
+    s = np.asarray(seq, dtype=float)
+    return efficiency_max * s / (s + half_seq)
 
 
 class _Frozen(BaseModel):
