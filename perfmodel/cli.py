@@ -154,9 +154,16 @@ def _add_optional_commands(sub) -> None:
     cli_more.register(sub)
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """Usage errors as one line on stderr (exit 2), like every other input error."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} -h)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="perfmodel", description="Analytical performance and cost model of distributed AI training.")
-    sub = ap.add_subparsers(dest="command", required=True)
+    ap = _OneLineParser(prog="perfmodel", description="Analytical performance and cost model of distributed AI training.")
+    sub = ap.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
 
     p = sub.add_parser("predict", help="predict step time, throughput, MFU, memory and cost for a scenario")
     p.add_argument("scenario", nargs="?", default=str(EXAMPLE_SCENARIO))
