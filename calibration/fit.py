@@ -113,26 +113,46 @@ def _label_shape(r: Record) -> str:
 
 
 # ------------------------------------------------------------------------------------ GEMM
-def fit_gemm(records, peak_flop_per_s: float, default: GemmEfficiency, group: str):
-    """eff_max and half_dim from records of one precision (half_dim fixed with one shape)."""
+MIN_SHAPES_FOR_KERNEL_OVERHEAD = 4
+"""The per-kernel intercept is fitted only from sweeps with at least this many shapes (with
+three parameters, fewer points would be interpolated, not fitted)."""
+
+
+def fit_gemm(records, peak_flop_per_s: float, default: GemmEfficiency, group: str, default_t0_s: float):
+    """eff_max, half_dim and the per-kernel overhead t0 of t = t0 + F / (P * eff(m, n, k)),
+    from records of one precision (half_dim fixed with one shape, t0 with fewer than four)."""
     recs = [r for r in records if r.shape and r.median_s and r.flop]
     m, n, k = (np.array([r.shape[i] for r in recs], dtype=float) for i in range(3))
-    eff_meas = np.array([r.flop / r.median_s for r in recs]) / peak_flop_per_s
-    free_d = len({r.shape for r in recs}) >= 2
+    flop = np.array([r.flop for r in recs], dtype=float)
+    t_meas = np.array([r.median_s for r in recs], dtype=float)
+    shapes = len({r.shape for r in recs})
+    free_d, free_t0 = shapes >= 2, shapes >= MIN_SHAPES_FOR_KERNEL_OVERHEAD
+
+    def unpack(x):
+        it = iter(x)
+        e = next(it)
+        d = next(it) if free_d else default.half_dim
+        t0 = next(it) if free_t0 else default_t0_s
+        return e, d, t0
 
     def model(x):
-        e, d = x[0], (x[1] if free_d else default.half_dim)
-        return saturating_gemm_efficiency(m, n, k, e, d), d
+        e, d, t0 = unpack(x)
+        return t0 + flop / (peak_flop_per_s * saturating_gemm_efficiency(m, n, k, e, d))
 
-    x0 = [min(1.0, 1.05 * eff_meas.max()), default.half_dim] if free_d else [min(1.0, eff_meas.max())]
-    lo, hi = ([1e-6, 0.0], [1.0, 1e5]) if free_d else ([1e-6], [1.0])
-    x = _relative_lsq(lambda x: eff_meas / model(x)[0] - 1.0, x0, lo, hi, robust=True)
-    eff_model, d = model(x)
-    fitted = GemmEfficiency(efficiency_max=float(x[0]), half_dim=float(d))
-    points = tuple(PointFit(group, _label_shape(r), r.flop, r.median_s, r.median_s * em / ee, "time_s",
-                            r.source or "measured") for r, em, ee in zip(recs, eff_meas, eff_model))
+    eff_meas = flop / t_meas / peak_flop_per_s
+    x0 = [min(1.0, 1.05 * eff_meas.max())] + [default.half_dim] * free_d + [default_t0_s] * free_t0
+    lo = [1e-6] + [0.0] * free_d + [0.0] * free_t0
+    hi = [1.0] + [1e5] * free_d + [1e-3] * free_t0
+    x = _relative_lsq(lambda x: model(x) / t_meas - 1.0, x0, lo, hi, robust=True)
+    e, d, t0 = unpack(x)
+    t_model = model(x)
+    fitted = GemmEfficiency(efficiency_max=float(e), half_dim=float(d))
+    points = tuple(PointFit(group, _label_shape(r), r.flop, r.median_s, float(tm), "time_s", r.source or "measured")
+                   for r, tm in zip(recs, t_model))
     params = {"efficiency_max": fitted.efficiency_max, "half_dim": fitted.half_dim}
-    return fitted, GroupFit(group, params, points, _sources(recs))
+    if free_t0:
+        params["kernel_overhead_s"] = float(t0)
+    return fitted, (float(t0) if free_t0 else None), GroupFit(group, params, points, _sources(recs))
 
 
 # ------------------------------------------------------------------------------- attention
@@ -235,15 +255,20 @@ def _fit_kernels(by_kind, spec: HardwareSpec, peak, sources, notes, groups):
     """GEMM per precision, attention, memory and launch: fitted values, or the spec's."""
     d = spec.efficiency
     gemm, by_prec = dict(d.gemm), defaultdict(list)
+    kernel_overhead, t0_points = d.kernel_overhead_s, 0
     for r in by_kind["gemm"]:
         by_prec[r.precision].append(r)
     for p, recs in sorted(by_prec.items()):
         if peak(p) is None:
             notes[f"gemm.{p}"] = f"not fitted: {spec.id} has no dense {p} peak (give --peak-tflops {p}=...)"
         elif any(r.shape and r.median_s for r in recs):
-            gemm[p], g = fit_gemm(recs, peak(p), d.gemm.get(p) or d.gemm["bf16"], f"gemm.{p}")
+            gemm[p], t0, g = fit_gemm(recs, peak(p), d.gemm.get(p) or d.gemm["bf16"], f"gemm.{p}",
+                                      d.kernel_overhead_s)
             groups.append(g)
             sources[f"gemm.{p}"] = _data(g)
+            if t0 is not None and len(g.fitted_points) > t0_points:   # the largest sweep sets t0
+                kernel_overhead, t0_points = t0, len(g.fitted_points)
+                sources["kernel_overhead_s"] = f"intercept of the {p} GEMM sweep: " + _data(g)
     attention, memory_eff, launch = d.attention, d.memory_efficiency, d.launch_overhead_s
     att = by_kind["attention"]
     if att and peak("bf16"):
@@ -260,7 +285,8 @@ def _fit_kernels(by_kind, spec: HardwareSpec, peak, sources, notes, groups):
         launch, g = fit_launch(by_kind["launch"])
         groups.append(g)
         sources["launch_overhead_s"] = _data(g)
-    return {"gemm": gemm, "attention": attention, "memory_efficiency": memory_eff, "launch_overhead_s": launch}
+    return {"gemm": gemm, "attention": attention, "memory_efficiency": memory_eff, "launch_overhead_s": launch,
+            "kernel_overhead_s": kernel_overhead}
 
 
 def _fit_collectives(records, spec: HardwareSpec, min_bytes, max_regimes, tolerance, sources, notes, groups):
@@ -314,7 +340,7 @@ def fit_efficiencies(results: list[Results], spec: HardwareSpec, peaks_flop_per_
     values.update(_fit_kernels(by_kind, spec, peak, sources, notes, groups))
     values.update(_fit_collectives(by_kind["collective"], spec, min_collective_bytes, max_regimes, tolerance,
                                    sources, notes, groups))
-    for key in ("gemm", "attention", "memory_efficiency", "launch_overhead_s", "scale_up_bus_efficiency",
+    for key in ("gemm", "attention", "memory_efficiency", "kernel_overhead_s", "launch_overhead_s", "scale_up_bus_efficiency",
                 "scale_out_bus_efficiency", "scale_up_latency_s", "scale_out_latency_s"):
         why = notes.pop(key, missing_reason)
         if key == "gemm" and any(k.startswith("gemm.") for k in sources):

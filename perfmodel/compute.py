@@ -50,18 +50,26 @@ def gemm_efficiency(m, n, k, precision: str, eff: Efficiencies):
     return saturating_gemm_efficiency(m, n, k, g.efficiency_max, g.half_dim)
 
 
-def gemm_time_s(m, n, k, count, precision: str, hw: HardwareSpec, eff: Efficiencies):
-    """Roofline time of ``count`` identical (m x k) @ (k x n) GEMMs."""
+def gemm_roofline_s(m, n, k, count, precision: str, hw: HardwareSpec, eff: Efficiencies):
+    """(math time, memory time) of ``count`` identical (m x k) @ (k x n) GEMMs."""
     flop = 2.0 * m * n * k * count
     bpe = BYTES_PER_ELEMENT[precision]
     bytes_moved = count * bpe * (m * k + k * n + m * n)
     t_math = flop / (hw.gpu.peak_flop_per_s(precision) * np.maximum(gemm_efficiency(m, n, k, precision, eff), 1e-9))
     t_mem = bytes_moved / (hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency)
-    return np.maximum(t_math, t_mem)
+    return t_math, t_mem
 
 
-def memory_time_s(bytes_moved, hw: HardwareSpec, eff: Efficiencies):
-    return np.asarray(bytes_moved, dtype=float) / (hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency)
+def gemm_time_s(m, n, k, count, precision: str, hw: HardwareSpec, eff: Efficiencies):
+    """Time of ``count`` GEMM kernels: per-kernel overhead plus the slower roof."""
+    t_math, t_mem = gemm_roofline_s(m, n, k, count, precision, hw, eff)
+    return count * eff.kernel_overhead_s + np.maximum(t_math, t_mem)
+
+
+def memory_time_s(bytes_moved, hw: HardwareSpec, eff: Efficiencies, kernels: int = 1):
+    """``kernels`` HBM-bound kernels moving ``bytes_moved`` in all."""
+    return (kernels * eff.kernel_overhead_s
+            + np.asarray(bytes_moved, dtype=float) / (hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency))
 
 
 def attention_efficiency(seq, eff_max: float, eff: Efficiencies):
@@ -121,6 +129,8 @@ class OpTime:
     fwd_flop: np.ndarray
     """Executed forward FLOPs (per GPU per micro-batch)."""
     fwd_bytes: np.ndarray
+    fwd_memory_bound: np.ndarray
+    """True where the forward kernel sits under the memory roof (HBM time > math time)."""
     host_ops_fwd: int
     """Framework-level operations the host dispatches in the forward (autograd issues about
     twice as many in the backward)."""
@@ -149,25 +159,27 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
             bwd = bwd + memory_time_s(cast_bwd, hw, eff)
             host_ops = 2
         flop = 2.0 * sh.m * sh.n * sh.k * sh.count
-        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, host_ops, extra)
+        t_math, t_mem = gemm_roofline_s(sh.m, sh.n, sh.k, sh.count, prec, hw, eff)
+        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, t_mem > t_math, host_ops, extra)
     if op.kind is OpKind.ATTENTION:
         s_kv = seq_length / 2 if causal else seq_length
         heads = op.attn_heads / layouts.tp
         flop = 2.0 * heads * (op.attn_qk_dim + op.attn_v_dim) * s_kv * T
         peak = hw.gpu.peak_flop_per_s("bf16")
         s_local = seq_length / layouts.cp
-        fwd = flop / (peak * attention_efficiency(s_local, eff.attention.fwd_efficiency_max, eff))
-        bwd = (ATTENTION_BWD_OVER_FWD_EXECUTED * flop
-               / (peak * attention_efficiency(s_local, eff.attention.bwd_efficiency_max, eff)))
+        fwd = eff.kernel_overhead_s + flop / (peak * attention_efficiency(s_local, eff.attention.fwd_efficiency_max, eff))
+        bwd = eff.kernel_overhead_s + (ATTENTION_BWD_OVER_FWD_EXECUTED * flop
+                                       / (peak * attention_efficiency(s_local, eff.attention.bwd_efficiency_max, eff)))
         # Reads Q, K, V and writes O once (flash attention never materialises s x s).
         fwd_bytes = 2.0 * T * heads * (2 * op.attn_qk_dim + 2 * op.attn_v_dim)
-        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, 1, np.zeros_like(fwd))
+        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, np.zeros_like(fwd, dtype=bool), 1, np.zeros_like(fwd))
     # Memory-bound elementwise work: norms and residuals act on the sequence-parallel shard.
     sharded_by_tp = op.name.startswith(("mlp/", "moe/", "output/"))
     tokens = np.where(sharded_by_tp | layouts.sp, T / layouts.tp, T)
     fwd_bytes = op.bytes_per_token * tokens
     fwd = memory_time_s(fwd_bytes, hw, eff)
-    return OpTime(op.name, op.kind, fwd, 2.0 * fwd, np.zeros_like(fwd), fwd_bytes, 1, np.zeros_like(fwd))
+    return OpTime(op.name, op.kind, fwd, 2.0 * fwd, np.zeros_like(fwd), fwd_bytes, np.ones_like(fwd, dtype=bool), 1,
+                  np.zeros_like(fwd))
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ GEMM (``compute``)            eff(m, n, k) = eff_max * m/(m+d) * n/(n+d) * k/(k+
 Attention (``compute``)       eff(s) = eff_max * s/(s+s_half), forward and backward apart
 Memory-bound (``compute``)    achieved = hbm_bandwidth * memory_efficiency
 Collective (``comm``)         t(S) = latency_s + algorithm_factor * S / busbw_bytes_per_s
-Launch (``overheads``)        fixed seconds per kernel launch
+Kernel (``compute``)          t = kernel_overhead_s + roofline time, per kernel on the GPU
+Launch (``overheads``)        fixed host seconds per kernel launch
 ============================  ==========================================================
 """
 
@@ -77,6 +78,9 @@ class Efficiencies(_Frozen):
     attention: AttentionEfficiency
     memory_efficiency: float = Field(gt=0, le=1)
     """Achieved fraction of HBM bandwidth for streaming (copy/triad) kernels."""
+    kernel_overhead_s: float = Field(ge=0)
+    """GPU time every kernel costs beyond its roofline time (ramp-up, prologue/epilogue, tail
+    wave): the intercept of time against work in a GEMM sweep of back-to-back kernels."""
     launch_overhead_s: float = Field(ge=0)
     """Host-side cost of one kernel launch issued from C++ (CUDA graphs hide most)."""
     host_op_overhead_s: float = Field(15e-6, ge=0)

@@ -74,13 +74,7 @@ def roofline(job, efficiency=None) -> Roofline:
                 prec = gemm_precision(op, s.precision)
             else:
                 prec = "bf16"
-            t_mem = nbytes / bw_achievable
-            if op.kind is OpKind.MEMORY:
-                bound = "memory"
-            elif op.kind is OpKind.ATTENTION:
-                bound = "compute"
-            else:
-                bound = "memory" if t_mem >= 0.999 * fwd_s else "compute"
+            bound = "memory" if bool(t.fwd_memory_bound[0]) else "compute"
             if flop > 0:
                 used_precisions.add(prec)
             points.append(dict(

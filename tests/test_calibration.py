@@ -212,8 +212,8 @@ def test_two_regime_envelope_is_recovered():
     assert 1 / got[1].slope_s_per_byte == pytest.approx(450e9, rel=0.02)
 
 
-def test_gemm_fit_recovers_eff_max_and_half_dim():
-    e, d, peak = 0.72, 180.0, 989e12
+def test_gemm_fit_recovers_eff_max_half_dim_and_kernel_overhead():
+    e, d, t0, peak = 0.72, 180.0, 6e-6, 989e12
     dims = [256, 512, 1024, 2048, 4096, 8192]
     recs = []
     for m in dims:
@@ -221,10 +221,11 @@ def test_gemm_fit_recovers_eff_max_and_half_dim():
             eff = e * m / (m + d) * n / (n + d) * k / (k + d)
             flop = 2.0 * m * n * k
             recs.append(Record(kind="gemm", op="matmul", precision="bf16", shape=(m, n, k), flop=flop,
-                               median_s=float(_noisy(flop / (eff * peak), 0.01))))
-    fitted, group = fit_gemm(recs, peak, GemmEfficiency(efficiency_max=0.5, half_dim=64), "gemm.bf16")
+                               median_s=float(_noisy(t0 + flop / (eff * peak), 0.01))))
+    fitted, t0_fit, group = fit_gemm(recs, peak, GemmEfficiency(efficiency_max=0.5, half_dim=64), "gemm.bf16", 1e-6)
     assert fitted.efficiency_max == pytest.approx(e, rel=0.02)
     assert fitted.half_dim == pytest.approx(d, rel=0.05)
+    assert t0_fit == pytest.approx(t0, rel=0.10)
     assert group.max_abs_error < 0.04
 
 

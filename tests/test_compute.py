@@ -23,14 +23,14 @@ def test_large_square_gemm_runs_near_eff_max():
     n = 16384
     t = float(gemm_time_s(n, n, n, 1, "bf16", H100, H100.efficiency))
     eff = g.efficiency_max * (n / (n + g.half_dim)) ** 3
-    assert t == pytest.approx(2 * n**3 / (989.4e12 * eff))
+    assert t == pytest.approx(H100.efficiency.kernel_overhead_s + 2 * n**3 / (989.4e12 * eff))
 
 
 def test_skinny_gemm_is_memory_bound():
     # 1 x 8192 x 8192: 2*8192^2 FLOPs, but 2 bytes * 8192^2 of weights to read
     t = float(gemm_time_s(1, 8192, 8192, 1, "bf16", H100, H100.efficiency))
     bw = H100.gpu.hbm_bandwidth_bytes_per_s * H100.efficiency.memory_efficiency
-    assert t == pytest.approx(2 * (8192 + 8192**2 + 8192) / bw)
+    assert t == pytest.approx(H100.efficiency.kernel_overhead_s + 2 * (8192 + 8192**2 + 8192) / bw)
 
 
 def test_efficiency_is_monotone_in_each_dimension():
@@ -66,7 +66,8 @@ def test_fp8_gemm_pays_cast_traffic_and_runs_at_fp8_peak():
     t16 = op_time(up, m, L, 8192, "bf16", H100, H100.efficiency)
     assert float(t8.fwd_s[0]) < float(t16.fwd_s[0])
     sh = gemm_shape(up, m, L, 8192)
-    cast = sh.m[0] * sh.k[0] * CAST_TRANSPOSE_BYTES_PER_ELEMENT / (H100.gpu.hbm_bandwidth_bytes_per_s * H100.efficiency.memory_efficiency)
+    cast = (H100.efficiency.kernel_overhead_s
+            + sh.m[0] * sh.k[0] * CAST_TRANSPOSE_BYTES_PER_ELEMENT / (H100.gpu.hbm_bandwidth_bytes_per_s * H100.efficiency.memory_efficiency))
     gemm = float(gemm_time_s(sh.m, sh.n, sh.k, 1, "fp8", H100, H100.efficiency)[0])
     assert float(t8.fwd_s[0]) == pytest.approx(gemm + cast)
 
@@ -79,3 +80,9 @@ def test_expert_gemm_flops_do_not_depend_on_ep_when_balanced():
     flops = [float(op_time(up, m, _layouts(ep=ep), 4096, "bf16", H100, H100.efficiency).fwd_flop[0]) for ep in (1, 2, 8)]
     # tokens * top_k * 2 * h * 2f
     assert flops == pytest.approx([4096 * 2 * 2 * 4096 * 2 * 14336] * 3)
+
+
+def test_every_kernel_pays_the_calibrated_overhead():
+    """t = t0 + roofline: a vanishing GEMM costs exactly the per-kernel intercept."""
+    t = float(gemm_time_s(1, 1, 1, 3, "bf16", H100, H100.efficiency))
+    assert t == pytest.approx(3 * H100.efficiency.kernel_overhead_s, rel=1e-2)
