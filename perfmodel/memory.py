@@ -162,8 +162,15 @@ def korthikanti_activation_bytes_per_layer(s, b, h, a, t, sp: bool, recompute: s
     return sbh * (replicated + split / t + scores / t)
 
 
+SAVED_GEMM_INPUT_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "fp4": 1}
+"""Bytes per element of a GEMM input kept for the weight-gradient GEMM. With fp8 (and NVFP4,
+whose recipes keep an fp8/MX copy for the backward), Transformer Engine saves the quantised
+input tensor, not the 16-bit one (TE "Using FP8 with Transformer Engine": Float8Tensor inputs
+saved for backward); norm inputs and attention tensors stay 16-bit."""
+
+
 def activation_bytes_per_layer(m: ModelSpec, kind: LayerKind, s, b, t, sp, cp, etp, recompute: str,
-                               flash: bool = True, dropout: bool = False) -> np.ndarray:
+                               flash: bool = True, dropout: bool = False, precision: str = "bf16") -> np.ndarray:
     """Bytes one GPU stores for one layer and one micro-batch (Korthikanti et al. 2022, sec. 4.1).
 
     Tensors are sorted as in the paper: "replicated" ones (norm inputs, GEMM inputs of
@@ -178,12 +185,13 @@ def activation_bytes_per_layer(m: ModelSpec, kind: LayerKind, s, b, t, sp, cp, e
     r = np.where(sp, t, 1.0)
     tokens = np.asarray(s) / np.asarray(cp) * np.asarray(b)
     B, h, a = ACT_BYTES, m.hidden_size, m.num_attention_heads
+    G = SAVED_GEMM_INPUT_BYTES[precision]
     if recompute == "full":
         return tokens * B * h / r
     mask = DROPOUT_MASK_BYTES * h if dropout else 0
     mats = 2 if m.gated_mlp else 1
     # attention block, per token
-    replicated = 2 * B * h + mask                         # norm input, QKV GEMM input; dropout mask
+    replicated = (B + G) * h + mask                       # norm input, QKV GEMM input; dropout mask
     if m.mla is not None:
         x = m.mla
         qk = x.qk_nope_head_dim + x.qk_rope_head_dim
@@ -193,25 +201,25 @@ def activation_bytes_per_layer(m: ModelSpec, kind: LayerKind, s, b, t, sp, cp, e
         split = B * a * (2 * qk + 2 * x.v_head_dim) / t                # Q, K, V, core output
     else:
         d, g = m.attn_head_dim, m.kv_heads
-        split = B * (2 * a * d / t + 2 * d * np.maximum(g / t, 1))       # Q, core output; K, V
+        split = (B + G) * a * d / t + B * 2 * d * np.maximum(g / t, 1)  # Q, core output; K, V
     scores = 0.0
     if not flash and recompute == "none":
         per_score = SOFTMAX_BYTES + (DROPOUT_MASK_BYTES + SOFTMAX_BYTES if dropout else 0)
         scores = per_score * a * np.asarray(s) / t                   # a*s keys per query token
     # MLP block, per token
-    replicated = replicated + 2 * B * h + mask                      # norm input, MLP input; mask
+    replicated = replicated + (B + G) * h + mask                    # norm input, MLP input; mask
     routed = 0.0
     if kind is LayerKind.DENSE:
         f = m.ffn_hidden_size
-        split = split + B * (mats * f + f) / t                      # activation in, down-proj in
+        split = split + (B * mats * f + G * f) / t                  # activation in, down-proj in
     else:
         e = m.moe
         fe, sf = e.expert_ffn_hidden_size, e.num_shared_experts * e.expert_ffn_hidden_size
         replicated = replicated + B * e.num_experts                 # router probabilities
-        split = split + B * (mats * sf + sf) / t                    # shared experts
+        split = split + (B * mats * sf + G * sf) / t                # shared experts
         etp = np.asarray(etp, dtype=float)
         # per token entering the layer on this GPU: k_e copies, each seen by etp ranks
-        routed = e.top_k * B * (h * etp + (mats * fe + fe) + h)
+        routed = e.top_k * (G * h * etp + B * mats * fe + G * fe + B * h)
     per_token = replicated / r + split + routed / r + scores
     return tokens * per_token
 
@@ -277,7 +285,7 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
 
     # activations
     def act(kind, rc):
-        return activation_bytes_per_layer(m, kind, s, L.mbs, t, L.sp, L.cp, L.etp, rc, flash, dropout)
+        return activation_bytes_per_layer(m, kind, s, L.mbs, t, L.sp, L.cp, L.etp, rc, flash, dropout, precision)
 
     per_layer = {k: act(k, recompute) for k in kinds}
     stored = _chunks_in_flight(rank, L.pp, L.vpp, L.num_mb) * c \
