@@ -45,24 +45,27 @@ weight-gradient GEMM needs transposed operands). Forward: the GEMM input (m x k)
 the output gradient (m x n)."""
 
 
-def gemm_efficiency(m, n, k, precision: str, eff: Efficiencies):
+def gemm_efficiency(m, n, k, precision: str, eff: Efficiencies, grouped: bool = False):
+    """Dense GEMM efficiency; expert GEMMs (``grouped``) saturate at the grouped half_dim."""
     g = eff.gemm.get(precision) or eff.gemm["bf16"]
-    return saturating_gemm_efficiency(m, n, k, g.efficiency_max, g.half_dim)
+    d = max(g.half_dim, eff.grouped_gemm_half_dim) if grouped else g.half_dim
+    return saturating_gemm_efficiency(m, n, k, g.efficiency_max, d)
 
 
-def gemm_roofline_s(m, n, k, count, precision: str, hw: HardwareSpec, eff: Efficiencies):
+def gemm_roofline_s(m, n, k, count, precision: str, hw: HardwareSpec, eff: Efficiencies, grouped: bool = False):
     """(math time, memory time) of ``count`` identical (m x k) @ (k x n) GEMMs."""
     flop = 2.0 * m * n * k * count
     bpe = BYTES_PER_ELEMENT[precision]
     bytes_moved = count * bpe * (m * k + k * n + m * n)
-    t_math = flop / (hw.gpu.peak_flop_per_s(precision) * np.maximum(gemm_efficiency(m, n, k, precision, eff), 1e-9))
+    t_math = flop / (hw.gpu.peak_flop_per_s(precision)
+                     * np.maximum(gemm_efficiency(m, n, k, precision, eff, grouped), 1e-9))
     t_mem = bytes_moved / (hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency)
     return t_math, t_mem
 
 
-def gemm_time_s(m, n, k, count, precision: str, hw: HardwareSpec, eff: Efficiencies):
+def gemm_time_s(m, n, k, count, precision: str, hw: HardwareSpec, eff: Efficiencies, grouped: bool = False):
     """Time of ``count`` GEMM kernels: per-kernel overhead plus the slower roof."""
-    t_math, t_mem = gemm_roofline_s(m, n, k, count, precision, hw, eff)
+    t_math, t_mem = gemm_roofline_s(m, n, k, count, precision, hw, eff, grouped)
     return count * eff.kernel_overhead_s + np.maximum(t_math, t_mem)
 
 
@@ -145,9 +148,10 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
     if op.kind is OpKind.GEMM:
         sh = gemm_shape(op, model, layouts, seq_length)
         prec = gemm_precision(op, precision)
-        fwd = gemm_time_s(sh.m, sh.n, sh.k, sh.count, prec, hw, eff)
-        bwd = (gemm_time_s(sh.m, sh.k, sh.n, sh.count, prec, hw, eff)      # input gradient
-               + gemm_time_s(sh.k, sh.n, sh.m, sh.count, prec, hw, eff))   # weight gradient
+        grp = op.expert
+        fwd = gemm_time_s(sh.m, sh.n, sh.k, sh.count, prec, hw, eff, grp)
+        bwd = (gemm_time_s(sh.m, sh.k, sh.n, sh.count, prec, hw, eff, grp)      # input gradient
+               + gemm_time_s(sh.k, sh.n, sh.m, sh.count, prec, hw, eff, grp))   # weight gradient
         bpe = BYTES_PER_ELEMENT[prec]
         fwd_bytes = sh.count * bpe * (sh.m * sh.k + sh.k * sh.n + sh.m * sh.n)
         host_ops = 1
@@ -159,7 +163,7 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
             bwd = bwd + memory_time_s(cast_bwd, hw, eff)
             host_ops = 2
         flop = 2.0 * sh.m * sh.n * sh.k * sh.count
-        t_math, t_mem = gemm_roofline_s(sh.m, sh.n, sh.k, sh.count, prec, hw, eff)
+        t_math, t_mem = gemm_roofline_s(sh.m, sh.n, sh.k, sh.count, prec, hw, eff, grp)
         return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, t_mem > t_math, host_ops, extra)
     if op.kind is OpKind.ATTENTION:
         s_kv = seq_length / 2 if causal else seq_length

@@ -308,3 +308,30 @@ def test_committed_profiles_load(path):
     prof = load_profile(path)
     assert prof.hardware_id == path.stem
     apply_profile(load_hardware(prof.hardware_id), prof)
+
+
+def test_grouped_gemm_half_dim_is_reproduced_from_the_published_rates():
+    """hardware/*.yaml carry grouped_gemm_half_dim = 699, fitted by calibration/grouped.py to
+    calibration/data/grouped_gemm.yaml; the bounding record must not be faster than the model."""
+    from calibration.grouped import fit_grouped_half_dim
+    from perfmodel.hardware import load_hardware
+
+    hw = load_hardware("h100-sxm")
+    fit = fit_grouped_half_dim(hw)
+    assert fit.half_dim == pytest.approx(hw.efficiency.grouped_gemm_half_dim, rel=0.01)
+    assert fit.checks and all(">=" in line for line in fit.checks)
+    measured, model = (float(x.split()[0]) for x in fit.checks[0].split("measured ")[1].split(" >= model "))
+    assert measured >= model
+
+
+def test_expert_gemms_saturate_later_than_dense_ones():
+    from perfmodel.compute import gemm_efficiency
+    from perfmodel.hardware import load_hardware
+
+    eff = load_hardware("h100-sxm").efficiency
+    dense = float(gemm_efficiency(512, 1536, 2048, "bf16", eff))
+    grouped = float(gemm_efficiency(512, 1536, 2048, "bf16", eff, grouped=True))
+    assert grouped < dense
+    big_dense = float(gemm_efficiency(65536, 28672, 8192, "bf16", eff))
+    big_grouped = float(gemm_efficiency(65536, 28672, 8192, "bf16", eff, grouped=True))
+    assert big_grouped / big_dense > 0.9   # large experts run nearly like dense GEMMs
