@@ -42,12 +42,22 @@ def validated(model_cls, data, field: str, must: str = "must be a YAML mapping")
         raise InputError(field, pydantic_message(exc)) from None
 
 
-def read_data_file(path, field: str):
-    """Parsed YAML (or JSON, by suffix) of a file, or a one-line InputError naming ``field``."""
+def parse_data_text(text: str, field: str, json_text: bool = False, name: str = "the text"):
+    """Parsed YAML (or JSON) text, or a one-line InputError naming ``field``."""
     import json
-    from pathlib import Path
 
     import yaml
+
+    try:
+        return json.loads(text) if json_text else yaml.safe_load(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        kind = "JSON" if json_text else "YAML"
+        raise InputError(field, f"{name} is not valid {kind} ({str(exc).splitlines()[0]})") from None
+
+
+def read_data_file(path, field: str):
+    """Parsed YAML (or JSON, by suffix) of a file, or a one-line InputError naming ``field``."""
+    from pathlib import Path
 
     p = Path(path)
     try:
@@ -56,8 +66,4 @@ def read_data_file(path, field: str):
         raise InputError(field, f"file not found: {p}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(field, f"cannot read {p.name} ({exc})") from None
-    try:
-        return json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as exc:
-        kind = "JSON" if p.suffix == ".json" else "YAML"
-        raise InputError(field, f"{p.name} is not valid {kind} ({str(exc).splitlines()[0]})") from None
+    return parse_data_text(text, field, json_text=p.suffix == ".json", name=p.name)

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import functools
-import json
 from pathlib import Path
 
 import yaml
 from pydantic import ValidationError
 
-from .errors import InputError, pydantic_message
+from .errors import InputError, pydantic_message, read_data_file
 from .model import ModelSpec
 
 PRESETS_FILE = Path(__file__).resolve().parent / "data" / "models.yaml"
@@ -39,11 +38,7 @@ def load_model(ref: str) -> ModelSpec:
     if path.suffix == ".json" and path.exists():
         from .hf_config import model_from_hf_config
 
-        try:
-            cfg = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InputError("model.config.json", f"{path.name} is not readable JSON ({exc})") from None
-        return model_from_hf_config(cfg)
+        return model_from_hf_config(read_data_file(path, "model.config.json"))
     raise InputError("model", f"unknown model preset {ref!r}; known presets: {', '.join(list_presets())}")
 
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 import json
 
 import streamlit as st
-import yaml
 
 from perfmodel.cost import CostModel
-from perfmodel.errors import InputError
+from perfmodel.errors import InputError, parse_data_text
 from perfmodel.hardware import list_hardware_ids
 from perfmodel.hf_config import model_from_hf_config
 from perfmodel.presets import list_presets, load_model
@@ -77,10 +76,7 @@ def _on_model_upload() -> None:
         text = _read_upload("model_upload", "config.json")
         if text is None:
             return
-        try:
-            cfg = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError("config.json", f"not valid JSON ({exc.msg}, line {exc.lineno})") from None
+        cfg = parse_data_text(text, "config.json", json_text=True)
         if not isinstance(cfg, dict):
             raise InputError("config.json", "must be a JSON object")
         spec = model_from_hf_config(cfg)
@@ -106,10 +102,7 @@ def _on_scenario_upload() -> None:
         text = _read_upload("scenario_upload", "scenario YAML")
         if text is None:
             return
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise InputError("scenario YAML", f"not valid YAML ({str(exc).splitlines()[0]})") from None
+        data = parse_data_text(text, "scenario YAML")
         _apply(state.widget_values(parse_scenario(data)))
     except InputError as exc:
         st.session_state["_scenario_upload_error"] = str(exc)

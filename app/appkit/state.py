@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from perfmodel.cost import CostModel
-from perfmodel.errors import InputError
+from perfmodel.errors import InputError, parse_data_text
 from perfmodel.hardware import HARDWARE_DIR, list_hardware_ids, parse_hardware
 from perfmodel.model import ModelSpec
 from perfmodel.presets import list_presets, load_model, parse_model
@@ -129,11 +129,7 @@ def check_upload_size(name: str, size: int) -> None:
 
 def hardware_path_from_text(text: str, origin: str = "hardware YAML") -> str:
     """Validate hardware YAML (``parse_hardware``) and store it under a content-hashed path."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InputError(origin, f"not valid YAML ({str(exc).splitlines()[0]})") from None
-    hw = parse_hardware(data, origin=origin)
+    hw = parse_hardware(parse_data_text(text, origin), origin=origin)
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     folder = Path(tempfile.gettempdir()) / "perfmodel-app"
     folder.mkdir(exist_ok=True)
