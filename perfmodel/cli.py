@@ -65,7 +65,8 @@ def describe_dict(sc) -> dict:
     from .workload import param_count, training_flop_per_token
     job = resolve(sc)
     pc = param_count(job.model)
-    mem = memory_per_gpu(job.model, sc.seq_length, sc.recompute, sc.precision, layouts_from_job(job))
+    mem = memory_per_gpu(job.model, sc.seq_length, sc.recompute, sc.precision, layouts_from_job(job),
+                         flash=sc.attention_backend == "flash")
     return {
         "model": job.model.name, "hardware": job.hardware.id, "num_gpus": sc.num_gpus, "dp": job.dp,
         "num_microbatches": job.num_microbatches,

@@ -16,6 +16,14 @@ backward 2.5 F executed (it recomputes the attention probabilities; Dao 2023, Fl
 sec. 3.1.2, and its benchmark convention), at the 16-bit peak. With fp8/fp4 the transformer
 GEMMs run at that peak; the output layer, router and attention stay 16-bit (Transformer
 Engine recipes), and every low-precision GEMM pays the cast traffic of its inputs.
+
+Unfused attention (``attention_backend: unfused``; Megatron-LM before FlashAttention, and
+Megatron-Core's "unfused" backend) materialises the s x s scores in HBM: forward is a batched
+Q K^T GEMM, one fused scale-mask-softmax kernel and a batched P V GEMM; backward is four
+batched GEMMs (dP, dV, dQ, dK) and the softmax backward, which reads P and dP and writes dS.
+The GEMMs compute the whole s x s block (the causal mask is applied in the softmax), each
+GEMM's bytes include its s x s operand or result, and each batched GEMM is one kernel
+(Narayanan et al. 2021, sec. 4.2; Korthikanti et al. 2022, sec. 4.1).
 """
 
 from __future__ import annotations
@@ -32,6 +40,10 @@ from .workload import Op, OpKind, TpSplit
 
 ATTENTION_BWD_OVER_FWD_EXECUTED = 2.5
 """Flash-attention backward executes 2.5x the forward FLOPs (5 matmuls vs 2; Dao 2023)."""
+SOFTMAX_FWD_SCORE_PASSES = 2
+"""Fused scale-mask-softmax forward: read the scores, write the probabilities."""
+SOFTMAX_BWD_SCORE_PASSES = 3
+"""Softmax backward: read P and dP, write dS."""
 LOW_PRECISION = ("fp8", "fp4")
 GEMMS_PER_LINEAR_FWD_BWD = 3
 """A linear layer runs one GEMM forward and two backward (input and weight gradients)."""
@@ -142,8 +154,35 @@ class OpTime:
     linear launches one GEMM per local expert: Transformer Engine GroupedLinear)."""
 
 
+def unfused_attention_s(op: Op, layouts: Layouts, seq_length: int, hw: HardwareSpec, eff: Efficiencies):
+    """(forward s, backward s, forward FLOPs executed, forward bytes) of attention with the
+    scores in HBM."""
+    heads = op.attn_heads / layouts.tp
+    s_q, s_kv = seq_length / layouts.cp, float(seq_length)
+    batch = layouts.mbs * heads
+    dq, dv = op.attn_qk_dim, op.attn_v_dim
+
+    def gemm(m, n, k):
+        t_math, t_mem = gemm_roofline_s(m, n, k, batch, "bf16", hw, eff)
+        return eff.kernel_overhead_s + np.maximum(t_math, t_mem)
+
+    scores_bytes = batch * s_q * s_kv * BYTES_PER_ELEMENT["bf16"]
+    fwd = (gemm(s_q, s_kv, dq) + gemm(s_q, dv, s_kv)
+           + memory_time_s(SOFTMAX_FWD_SCORE_PASSES * scores_bytes, hw, eff))
+    bwd = (gemm(s_q, s_kv, dv)        # dP = dO V^T
+           + gemm(s_kv, dv, s_q)      # dV = P^T dO
+           + gemm(s_q, dq, s_kv)      # dQ = dS K
+           + gemm(s_kv, dq, s_q)      # dK = dS^T Q
+           + memory_time_s(SOFTMAX_BWD_SCORE_PASSES * scores_bytes, hw, eff))
+    flop = 2.0 * batch * s_q * s_kv * (dq + dv)
+    qkvo_bytes = BYTES_PER_ELEMENT["bf16"] * batch * (s_q * (dq + dv) + s_kv * (dq + dv))
+    fwd_bytes = qkvo_bytes + (2 + SOFTMAX_FWD_SCORE_PASSES) * scores_bytes
+    return fwd, bwd, flop, fwd_bytes
+
+
 def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precision: str,
-            hw: HardwareSpec, eff: Efficiencies, causal: bool = True) -> OpTime:
+            hw: HardwareSpec, eff: Efficiencies, causal: bool = True,
+            attention_backend: str = "flash") -> OpTime:
     T = tokens_per_microbatch(layouts, seq_length)
     if op.kind is OpKind.GEMM:
         sh = gemm_shape(op, model, layouts, seq_length)
@@ -165,6 +204,11 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
         flop = 2.0 * sh.m * sh.n * sh.k * sh.count
         t_math, t_mem = gemm_roofline_s(sh.m, sh.n, sh.k, sh.count, prec, hw, eff, grp)
         return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, t_mem > t_math, host_ops, extra)
+    if op.kind is OpKind.ATTENTION and attention_backend == "unfused":
+        fwd, bwd, flop, fwd_bytes = unfused_attention_s(op, layouts, seq_length, hw, eff)
+        bound = (fwd_bytes / (hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency)
+                 > flop / hw.gpu.peak_flop_per_s("bf16"))
+        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, bound, 3, np.zeros_like(fwd))
     if op.kind is OpKind.ATTENTION:
         s_kv = seq_length / 2 if causal else seq_length
         heads = op.attn_heads / layouts.tp
@@ -211,8 +255,10 @@ class BlockTime:
 
 
 def block_time(ops: tuple[Op, ...], model: ModelSpec, layouts: Layouts, seq_length: int,
-               precision: str, hw: HardwareSpec, eff: Efficiencies, causal: bool = True) -> BlockTime:
-    times = tuple(op_time(op, model, layouts, seq_length, precision, hw, eff, causal) for op in ops)
+               precision: str, hw: HardwareSpec, eff: Efficiencies, causal: bool = True,
+               attention_backend: str = "flash") -> BlockTime:
+    times = tuple(op_time(op, model, layouts, seq_length, precision, hw, eff, causal, attention_backend)
+                  for op in ops)
     zero = np.zeros(len(layouts))
 
     def total(kind, attr):

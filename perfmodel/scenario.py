@@ -24,6 +24,8 @@ PIPELINE_EXTRA_UNITS = 2
 """Embedding and loss, each placeable as a pipeline unit of its own (Megatron-Core)."""
 RECOMPUTE_CHOICES: tuple[str, ...] = ("none", "selective", "full")
 PRECISION_CHOICES: tuple[str, ...] = ("bf16", "fp16", "fp8", "fp4")
+AttentionBackend = Literal["flash", "unfused"]
+ATTENTION_BACKEND_CHOICES: tuple[str, ...] = ("flash", "unfused")
 
 
 class _Frozen(BaseModel):
@@ -67,6 +69,11 @@ class Scenario(_Frozen):
     parallelism: Parallelism = Field(default_factory=Parallelism)
     recompute: Recompute = "none"
     precision: Precision = "bf16"
+    attention_backend: AttentionBackend = "flash"
+    """Attention kernel (perfmodel extension of the contract; Megatron-Core's
+    --attention-backend names): flash = fused FlashAttention/cuDNN kernel, the s x s scores
+    never reach HBM; unfused = scores and probabilities materialised in HBM (Megatron-LM
+    before FlashAttention, 2022)."""
     training_tokens: float | None = Field(None, gt=0)
     """Optional: enables time to train, GPU-hours, cost and energy."""
 

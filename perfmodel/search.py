@@ -341,10 +341,11 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
                                     num_mb=gbs // (cols["mbs"] * dp))
         for rc in options.recompute:
             c = JobConstants(model=m, hardware=hw, efficiency=eff, seq_length=seq, global_batch_size=gbs,
-                             num_gpus=N, precision=prec, recompute=rc, overlap=ov)
+                             num_gpus=N, precision=prec, recompute=rc, overlap=ov,
+                             attention_backend=scenario.attention_backend)
             for start in range(0, len(L_all), CHUNK):
                 L = L_all.take(slice(start, start + CHUNK))
-                fit = fits_in_memory(memory_per_gpu(m, seq, rc, prec, L), hw)
+                fit = fits_in_memory(memory_per_gpu(m, seq, rc, prec, L, flash=c.attention_backend == "flash"), hw)
                 rejected[DOES_NOT_FIT] += int((~fit).sum())
                 if fit.any():
                     L = L.take(fit)

@@ -65,6 +65,7 @@ class JobConstants:
     recompute: str
     overlap: Overlap = field(default_factory=Overlap)
     causal: bool = True
+    attention_backend: str = "flash"
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ class LayerTime:
 
 def _layer_time(kind: LayerKind, c: JobConstants, L: Layouts, fsdp_per_layer_s) -> LayerTime:
     m, hw, eff, ov, seq = c.model, c.hardware, c.efficiency, c.overlap, c.seq_length
-    blk = block_time(layer_ops(m, kind), m, L, seq, c.precision, hw, eff, c.causal)
+    blk = block_time(layer_ops(m, kind), m, L, seq, c.precision, hw, eff, c.causal, c.attention_backend)
     phi_tp = tp_phi(ov, L.tp)
     tp_raw = traffic.tp_layer_s(kind, m, L, seq, hw, eff, c.precision)
     tp_f = exposed_s(tp_raw, blk.gemm_fwd_s, phi_tp)
@@ -237,7 +238,7 @@ def evaluate(c: JobConstants, L: Layouts) -> StepArrays:
     for k in COMPONENTS:
         bd.setdefault(k, np.zeros(len(L)))
 
-    mem = memory_per_gpu(m, seq, c.recompute, c.precision, L)
+    mem = memory_per_gpu(m, seq, c.recompute, c.precision, L, flash=c.attention_backend == "flash")
     flop = training_flop_per_token(m, seq, causal=True).total
     w_layers = num_mb * layers_per_stage
     return StepArrays(

@@ -86,3 +86,44 @@ def test_every_kernel_pays_the_calibrated_overhead():
     """t = t0 + roofline: a vanishing GEMM costs exactly the per-kernel intercept."""
     t = float(gemm_time_s(1, 1, 1, 3, "bf16", H100, H100.efficiency))
     assert t == pytest.approx(3 * H100.efficiency.kernel_overhead_s, rel=1e-2)
+
+
+def _gpt_core(h=2048, a=32):
+    m = ModelSpec(num_layers=2, hidden_size=h, num_attention_heads=a, ffn_hidden_size=4 * h, vocab_size=32000)
+    return m, next(op for op in layer_ops(m, LayerKind.DENSE) if op.kind is OpKind.ATTENTION)
+
+
+def test_unfused_attention_moves_the_scores_through_hbm_by_hand():
+    # d = 64: every batched attention GEMM has intensity ~d FLOP/byte, under H100's ridge, so
+    # each one costs its bytes. Forward: Q K^T (s*d + d*s + s^2), softmax (read + write s^2),
+    # P V (s^2 + s*d + s*d). Backward: dP, dV, dQ, dK (each 2*s*d + s^2) and the softmax
+    # backward (read P and dP, write dS: 3 s^2). 2 bytes each; batch = micro-batch x heads / tp.
+    m, core = _gpt_core()
+    s, d, tp, mbs = 4096, 64, 2, 2
+    eff = H100.efficiency
+    bw = H100.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency
+    batch = mbs * 32 / tp
+    t = op_time(core, m, _layouts(tp=tp, mbs=mbs), s, "bf16", H100, eff, attention_backend="unfused")
+    fwd = 3 * eff.kernel_overhead_s + 2 * batch * (4 * s * d + 4 * s * s) / bw
+    bwd = 5 * eff.kernel_overhead_s + 2 * batch * (8 * s * d + 7 * s * s) / bw
+    assert float(t.fwd_s[0]) == pytest.approx(fwd, rel=1e-9)
+    assert float(t.bwd_s[0]) == pytest.approx(bwd, rel=1e-9)
+    # the whole s x s block is computed: no causal halving
+    assert float(t.fwd_flop[0]) == pytest.approx(2 * 2 * batch * d * s * s)
+    assert bool(t.fwd_memory_bound[0])
+
+
+def test_unfused_attention_costs_more_than_flash_and_matters_less_for_wide_models():
+    ratios = []
+    for h, a in ((2048, 16), (12288, 96)):
+        m, core = _gpt_core(h, a)
+        L = _layouts(tp=1)
+        fl = op_time(core, m, L, 2048, "bf16", H100, H100.efficiency)
+        un = op_time(core, m, L, 2048, "bf16", H100, H100.efficiency, attention_backend="unfused")
+        assert float(un.fwd_s[0] + un.bwd_s[0]) > float(fl.fwd_s[0] + fl.bwd_s[0])
+        gemms = sum(float(o.fwd_s[0] + o.bwd_s[0]) for o in
+                    (op_time(op, m, L, 2048, "bf16", H100, H100.efficiency) for op in layer_ops(m, LayerKind.DENSE))
+                    if o.kind is OpKind.GEMM)
+        ratios.append(float(un.fwd_s[0] + un.bwd_s[0]) / gemms)
+    # score traffic grows with a*s^2 while GEMM work grows with s*h^2 (Korthikanti's s/6h term)
+    assert ratios[0] > 3 * ratios[1]

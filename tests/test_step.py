@@ -95,3 +95,21 @@ def test_invalid_layout_is_an_input_error_naming_the_field():
         predict(scenario(num_gpus=24, parallelism=dict(tp=8, pp=2)))
     assert str(err.value).startswith("num_gpus:")
     assert "tp(8) * pp(2) * cp(1) = 16 does not divide num_gpus(24)" in str(err.value)
+
+
+def test_unfused_attention_is_slower_and_stores_the_scores():
+    flash = predict(scenario())
+    unfused = predict(scenario(attention_backend="unfused"))
+    assert unfused.step_time_s > flash.step_time_s
+    assert unfused.memory_per_gpu_bytes > flash.memory_per_gpu_bytes
+    assert unfused.model_flops_per_token == flash.model_flops_per_token
+    # selective recompute drops the stored scores again (Korthikanti et al. 2022)
+    sel = predict(scenario(attention_backend="unfused", recompute="selective"))
+    assert sel.memory_per_gpu_bytes < unfused.memory_per_gpu_bytes
+
+
+def test_unknown_attention_backend_is_a_one_line_input_error():
+    with pytest.raises(InputError) as err:
+        scenario(attention_backend="xformers")
+    assert "attention_backend: Input should be 'flash' or 'unfused'" in str(err.value)
+    assert "\n" not in str(err.value)

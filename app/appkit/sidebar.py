@@ -15,7 +15,7 @@ from perfmodel.errors import InputError, parse_data_text
 from perfmodel.hardware import list_hardware_ids
 from perfmodel.hf_config import model_from_hf_config
 from perfmodel.presets import list_presets, load_model
-from perfmodel.scenario import PRECISION_CHOICES, RECOMPUTE_CHOICES, parse_scenario
+from perfmodel.scenario import ATTENTION_BACKEND_CHOICES, PRECISION_CHOICES, RECOMPUTE_CHOICES, parse_scenario
 from perfmodel.units import KIBI
 
 from . import state
@@ -182,6 +182,9 @@ def _batch_widgets() -> None:
     c2.number_input("Training tokens (billions, 0 = none)", min_value=0.0, step=100.0, key="training_tokens_b")
     c1.selectbox("Precision", PRECISION_CHOICES, key="precision")
     c2.selectbox("Recompute", RECOMPUTE_CHOICES, key="recompute")
+    c1.selectbox("Attention kernel", ATTENTION_BACKEND_CHOICES, key="attention_backend",
+                 help="flash: fused FlashAttention kernel; unfused: s x s scores written to HBM "
+                      "(Megatron-LM before 2022)")
 
 
 def _cost_widgets() -> None:

@@ -95,6 +95,7 @@ def widget_values(sc: Scenario) -> dict:
     v: dict = {
         "num_gpus": sc.num_gpus, "seq_length": sc.seq_length, "global_batch_size": sc.global_batch_size,
         "micro_batch_size": sc.micro_batch_size, "recompute": sc.recompute, "precision": sc.precision,
+        "attention_backend": sc.attention_backend,
         "sequence_parallel": p.sp, "zero_stage": p.zero_stage, "scenario_name": sc.name,
         "training_tokens_b": (sc.training_tokens or 0.0) / GIGA,
         **{k: getattr(p, k) for k in LAYOUT_FIELDS},
@@ -167,6 +168,7 @@ def scenario_from_values(v: dict) -> Scenario:
         "parallelism": {**{k: int(v[k]) for k in LAYOUT_FIELDS}, "sequence_parallel": bool(v["sequence_parallel"]),
                         "zero_stage": int(v["zero_stage"])},
         "recompute": v["recompute"], "precision": v["precision"],
+        "attention_backend": v.get("attention_backend", "flash"),
     }
     if tokens > 0:
         data["training_tokens"] = float(tokens) * GIGA
