@@ -134,7 +134,7 @@ def failure_rate_per_s(num_gpus, fm: FailureModel):
 def mtbf_s(num_gpus, fm: FailureModel):
     """M = 1/λ: mean time between job interruptions; ``inf`` when every rate is zero."""
     lam = np.asarray(failure_rate_per_s(num_gpus, fm))
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", over="ignore"):   # tiny rates give inf, as zero does
         return _out(1.0 / lam)
 
 
