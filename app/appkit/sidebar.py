@@ -7,6 +7,7 @@ Widgets take their values from Session State only (never ``value=``), so a loade
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import streamlit as st
 
@@ -70,42 +71,40 @@ def _read_upload(key: str, label: str) -> str | None:
         raise InputError(label, "the file is not UTF-8 text") from None
 
 
-def _on_model_upload() -> None:
-    st.session_state.pop("_model_upload_error", None)
-    try:
-        text = _read_upload("model_upload", "config.json")
-        if text is None:
-            return
-        cfg = parse_data_text(text, "config.json", json_text=True)
-        if not isinstance(cfg, dict):
-            raise InputError("config.json", "must be a JSON object")
-        spec = model_from_hf_config(cfg)
-        st.session_state["_uploaded_model"] = spec.model_dump(mode="json", exclude_none=True)
-    except InputError as exc:
-        st.session_state["_model_upload_error"] = str(exc)
+def _upload_handler(upload_key: str, label: str, error_key: str, use: Callable[[str], None]) -> Callable[[], None]:
+    """on_change callback: read the upload, hand its text to ``use``, keep any one-line error."""
+    def handler() -> None:
+        st.session_state.pop(error_key, None)
+        try:
+            text = _read_upload(upload_key, label)
+            if text is not None:
+                use(text)
+        except InputError as exc:
+            st.session_state[error_key] = str(exc)
+    return handler
 
 
-def _on_hw_upload() -> None:
-    st.session_state.pop("_hw_upload_error", None)
-    try:
-        text = _read_upload("hw_upload", "hardware YAML")
-        if text is not None:
-            state.hardware_path_from_text(text, "uploaded hardware YAML")
-            st.session_state["_hw_uploaded_text"] = text
-    except InputError as exc:
-        st.session_state["_hw_upload_error"] = str(exc)
+def _use_model_config(text: str) -> None:
+    cfg = parse_data_text(text, "config.json", json_text=True)
+    if not isinstance(cfg, dict):
+        raise InputError("config.json", "must be a JSON object")
+    spec = model_from_hf_config(cfg)
+    st.session_state["_uploaded_model"] = spec.model_dump(mode="json", exclude_none=True)
 
 
-def _on_scenario_upload() -> None:
-    st.session_state.pop("_scenario_upload_error", None)
-    try:
-        text = _read_upload("scenario_upload", "scenario YAML")
-        if text is None:
-            return
-        data = parse_data_text(text, "scenario YAML")
-        _apply(state.widget_values(parse_scenario(data)))
-    except InputError as exc:
-        st.session_state["_scenario_upload_error"] = str(exc)
+def _use_hardware_yaml(text: str) -> None:
+    state.hardware_path_from_text(text, "uploaded hardware YAML")
+    st.session_state["_hw_uploaded_text"] = text
+
+
+def _use_scenario_yaml(text: str) -> None:
+    _apply(state.widget_values(parse_scenario(parse_data_text(text, "scenario YAML"))))
+
+
+_on_model_upload = _upload_handler("model_upload", "config.json", "_model_upload_error", _use_model_config)
+_on_hw_upload = _upload_handler("hw_upload", "hardware YAML", "_hw_upload_error", _use_hardware_yaml)
+_on_scenario_upload = _upload_handler("scenario_upload", "scenario YAML", "_scenario_upload_error",
+                                      _use_scenario_yaml)
 
 
 def _error_if(key: str) -> None:
