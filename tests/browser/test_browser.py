@@ -149,12 +149,16 @@ def test_changing_an_input_updates_the_figures(page, server):
           f"worst {1e3 * times[-1]:.0f} ms")
 
 
-def test_invalid_layout_shows_one_line_error(page, server):
+def _open_plan_and_set_gpus(page, server, num_gpus: int) -> None:
     page.goto(server)
     _wait_until_drawn(page, min_charts=4)
     gpus = page.get_by_label("GPUs", exact=True)
-    gpus.fill("60")
+    gpus.fill(str(num_gpus))
     gpus.press("Enter")
+
+
+def test_invalid_layout_shows_one_line_error(page, server):
+    _open_plan_and_set_gpus(page, server, 60)
     err = page.locator('[data-testid="stAlertContentError"]').first
     err.wait_for()
     assert "does not divide num_gpus(60)" in err.inner_text()
@@ -163,11 +167,7 @@ def test_invalid_layout_shows_one_line_error(page, server):
 
 
 def test_shared_link_opens_the_same_job(page, server):
-    page.goto(server)
-    _wait_until_drawn(page, min_charts=4)
-    gpus = page.get_by_label("GPUs", exact=True)
-    gpus.fill("128")
-    gpus.press("Enter")
+    _open_plan_and_set_gpus(page, server, 128)
     page.wait_for_function("() => document.body.innerText.includes('128 x h100-sxm')")
     page.wait_for_function("() => location.search.includes('s=')")
     link = page.url
