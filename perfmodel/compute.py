@@ -206,8 +206,7 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
         return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, t_mem > t_math, host_ops, extra)
     if op.kind is OpKind.ATTENTION and attention_backend == "unfused":
         fwd, bwd, flop, fwd_bytes = unfused_attention_s(op, layouts, seq_length, hw, eff)
-        bound = (fwd_bytes / (hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency)
-                 > flop / hw.gpu.peak_flop_per_s("bf16"))
+        bound = memory_time_s(fwd_bytes, hw, eff, kernels=0) > flop / hw.gpu.peak_flop_per_s("bf16")
         return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, bound, 3, np.zeros_like(fwd))
     if op.kind is OpKind.ATTENTION:
         s_kv = seq_length / 2 if causal else seq_length
