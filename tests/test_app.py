@@ -249,11 +249,15 @@ def test_compare_widget_changes_the_figures():
     assert set(table["hardware"]) == {"h100-sxm", "b200"}
 
 
-def test_compare_invalid_sidebar_shows_error():
-    at = _app("pages_/compare.py")
+@pytest.mark.parametrize("page, yaml_text, message", [
+    ("pages_/compare.py", "just text", "hardware YAML"),
+    ("pages_/size.py", "- a list\n", "must be a YAML mapping"),
+])
+def test_invalid_hardware_yaml_in_the_sidebar_shows_error(page, yaml_text, message):
+    at = _app(page)
     at.sidebar.radio(key="hw_source").set_value("Edit YAML").run()
-    at.text_area(key="hw_yaml_text").input("just text").run()
-    _assert_one_line_error(at, "hardware YAML")
+    at.text_area(key="hw_yaml_text").input(yaml_text).run()
+    _assert_one_line_error(at, message)
 
 
 # ----------------------------------------------------------------------------- scale
@@ -307,13 +311,6 @@ def test_size_widget_changes_the_figures():
     at.number_input(key="size_deadline").set_value(20.0).run()
     _assert_clean(at)
     assert _charts(at) != charts
-
-
-def test_size_invalid_sidebar_shows_error():
-    at = _app("pages_/size.py")
-    at.sidebar.radio(key="hw_source").set_value("Edit YAML").run()
-    at.text_area(key="hw_yaml_text").input("- a list\n").run()
-    _assert_one_line_error(at, "must be a YAML mapping")
 
 
 # ----------------------------------------------------------------------- calibration
