@@ -19,7 +19,10 @@ Groups are mapped onto the machine with tensor parallelism innermost, then conte
 expert, data and pipeline parallelism (Megatron-Core's rank order). A group whose GPUs all
 sit in one scale-up domain (NVLink: 8 GPUs, or 72 for NVL72) runs at scale-up speed; a group
 that spans domains runs hierarchically (intra-domain reduce-scatter, inter-domain collective
-over the NICs of the g_in GPUs per domain in parallel, intra-domain all-gather). All-to-all
+over the NICs of the g_in GPUs per domain in parallel, intra-domain all-gather). Its latency
+follows NCCL's algorithm: all-reduce as a tree across domains; all-gather and reduce-scatter
+as one ring through all n GPUs, n - 1 steps, so their latency grows with n, not with the
+number of domains. All-to-all
 cannot aggregate NICs across domains (REFERENCES.md, NCCL maintainers): its cross-domain
 part runs at one NIC per GPU.
 
@@ -75,6 +78,16 @@ def latency_steps(op: Collective, n, algorithm: Algorithm = Algorithm.RING):
         return 2.0 * np.ceil(np.log2(np.maximum(n, 2.0)))
     ring = n - 1.0
     return 2.0 * ring if op is Collective.ALL_REDUCE else ring
+
+
+def ring_intra_steps(n, n_domains):
+    """Intra-domain steps of one ring through n GPUs in n_domains domains: n - n_domains.
+
+    NCCL's ring all-gather and reduce-scatter take n - 1 steps whatever the topology;
+    n_domains - 1 of them cross the network, the rest stay on NVLink (NVIDIA/nccl
+    src/graph/tuning.cc, commit 5067397: ring latency = (nsteps - nInterSteps) * intraLat
+    + nInterSteps * interLat, nInterSteps = nNodes - 1 for all-gather/reduce-scatter)."""
+    return np.asarray(n, dtype=float) - np.asarray(n_domains, dtype=float)
 
 
 @dataclass(frozen=True)
@@ -151,6 +164,10 @@ def group_time_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: E
         t_inter = flat_time_s(op, size / g_in, n_out, out, inter_alg)
         t_inter = _apply_measured(op, "scale_out", size / g_in, n_out, eff, t_inter)
         t_span = t_intra + t_inter
+        if op is not Collective.ALL_REDUCE:
+            # One NCCL ring threads every GPU: n - 1 steps, n_out - 1 of them across
+            # domains; the intra-domain phase above charged only g_in - 1 of the rest.
+            t_span = t_span + (ring_intra_steps(n, n_out) - (g_in - 1)) * up.latency_s
     return np.where(n > 1, np.where(inside, t_inside, t_span), 0.0)
 
 

@@ -65,6 +65,21 @@ def test_hierarchical_all_reduce_uses_all_nics_of_a_node():
     assert t == pytest.approx(intra + inter)
 
 
+@pytest.mark.parametrize("op", [Collective.ALL_GATHER, Collective.REDUCE_SCATTER])
+def test_ring_across_nodes_pays_a_latency_per_gpu_not_per_node(op):
+    """NCCL's ring through 4 nodes x 8 GPUs: 31 steps, 3 across the network, 28 on NVLink."""
+    hw = load_hardware("h100-sxm")
+    eff = hw.efficiency
+    up, out = scale_up_fabric(hw, eff), scale_out_fabric(hw, eff)
+    S, n = 4e9, 32
+    t = float(group_time_s(op, S, n, 1, hw, eff))
+    bandwidth = 7 / 8 * S / up.busbw_bytes_per_s + 3 / 4 * (S / 8) / out.busbw_bytes_per_s
+    assert t == pytest.approx(28 * up.latency_s + 3 * out.latency_s + bandwidth)
+    # the latency grows with the GPUs in the ring: 64 nodes pay 512 - 64 = 448 NVLink steps, not 7
+    t_small = float(group_time_s(op, 1.0, 512, 1, hw, eff))
+    assert t_small == pytest.approx(448 * up.latency_s + 63 * out.latency_s, rel=1e-6)
+
+
 def test_all_to_all_cannot_aggregate_nics():
     hw = load_hardware("h100-sxm")
     eff = hw.efficiency
