@@ -258,7 +258,9 @@ def cmd_bench(args) -> int:
                             dp=dp, num_mb=sc.global_batch_size // (cols["mbs"] * dp))
     c = JobConstants(model=m, hardware=hw, efficiency=hw.efficiency, seq_length=sc.seq_length,
                      global_batch_size=sc.global_batch_size, num_gpus=sc.num_gpus, precision=sc.precision,
-                     recompute="selective", attention_backend=sc.attention_backend)
+                     recompute="selective", attention_backend=sc.attention_backend,
+                     overlap=sc.overlap, fsdp_collectives_per_layer=sc.fsdp_collectives_per_layer,
+                     fsdp_list_api=sc.fsdp_list_api)
     best = float("inf")
     for _ in range(args.repeat):
         t0 = time.perf_counter()

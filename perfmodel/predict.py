@@ -63,8 +63,9 @@ def job_constants(job: Job, efficiency: Efficiencies | None = None, overlap: Ove
     return JobConstants(
         model=job.model, hardware=job.hardware, efficiency=efficiency or job.hardware.efficiency,
         seq_length=s.seq_length, global_batch_size=s.global_batch_size, num_gpus=s.num_gpus,
-        precision=s.precision, recompute=s.recompute, overlap=overlap or Overlap(),
-        attention_backend=s.attention_backend,
+        precision=s.precision, recompute=s.recompute, overlap=overlap or s.overlap,
+        attention_backend=s.attention_backend, fsdp_collectives_per_layer=s.fsdp_collectives_per_layer,
+        fsdp_list_api=s.fsdp_list_api,
     )
 
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 from .errors import InputError, read_data_file, validated
 from .hardware import HardwareSpec, load_hardware
 from .model import ModelSpec
+from .overlap import Overlap
 
 Recompute = Literal["none", "selective", "full"]
 Precision = Literal["bf16", "fp16", "fp8", "fp4"]
@@ -74,6 +75,26 @@ class Scenario(_Frozen):
     --attention-backend names): flash = fused FlashAttention/cuDNN kernel, the s x s scores
     never reach HBM; unfused = scores and probabilities materialised in HBM (Megatron-LM
     before FlashAttention, 2022)."""
+    overlap: Overlap = Field(default_factory=Overlap)
+    """Communication/computation overlap per traffic kind (perfmodel extension of the
+    contract): a mapping of any of tp, cp, ep, pp, dp, fsdp to a fraction in [0, 1]; kinds
+    left out keep the defaults of ``perfmodel.overlap.Overlap`` (how Megatron-Core, NeMo and
+    FSDP overlap)."""
+    fsdp_collectives_per_layer: PositiveInt = 1
+    """ZeRO-3 collectives per layer and direction (perfmodel extension of the contract): the
+    layer's parameters are all-gathered (forward and backward) and its gradients
+    reduce-scattered in this many separate collectives, each paying its own ring latency.
+    1 = one flat unit per transformer block (PyTorch FSDP/FSDP2 auto-wrap, Megatron-FSDP).
+    DeepSpeed ZeRO-3 up to v0.3.x issued one all_gather and one reduce_scatter per
+    parameter tensor (deepspeed/runtime/zero/partition_parameters.py, _allgather_param and
+    _reduce_scatter_gradient, v0.3.14 commit 112ebff): 12 for a GPT-2/3 layer with biases
+    and LayerNorms. Ignored below ZeRO stage 3."""
+    fsdp_list_api: bool = False
+    """ZeRO-3 collectives through torch.distributed's list API (perfmodel extension of the
+    contract): each all-gather and reduce-scatter also copies every rank's chunk with its
+    own kernel, n kernels per collective (PyTorch ProcessGroupNCCL). DeepSpeed ZeRO-3 used
+    it from v0.3.13 (March 2021) until it moved to the flat _all_gather_base in October 2021
+    (DeepSpeed #834, #1188). Ignored below ZeRO stage 3."""
     training_tokens: float | None = Field(None, gt=0)
     """Optional: enables time to train, GPU-hours, cost and energy."""
 

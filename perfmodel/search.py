@@ -305,7 +305,7 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
     options = options or SearchOptions()
     cost_model = cost_model or CostModel()
     m, hw = bind(scenario)
-    eff, ov = efficiency or hw.efficiency, overlap or Overlap()
+    eff, ov = efficiency or hw.efficiency, overlap or scenario.overlap
     precisions = options.precisions or (scenario.precision,)
     counts = options.gpu_counts or (scenario.num_gpus,)
     seq, gbs = scenario.seq_length, scenario.global_batch_size
@@ -342,7 +342,9 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
         for rc in options.recompute:
             c = JobConstants(model=m, hardware=hw, efficiency=eff, seq_length=seq, global_batch_size=gbs,
                              num_gpus=N, precision=prec, recompute=rc, overlap=ov,
-                             attention_backend=scenario.attention_backend)
+                             attention_backend=scenario.attention_backend,
+                             fsdp_collectives_per_layer=scenario.fsdp_collectives_per_layer,
+                             fsdp_list_api=scenario.fsdp_list_api)
             for start in range(0, len(L_all), CHUNK):
                 L = L_all.take(slice(start, start + CHUNK))
                 fit = fits_in_memory(memory_per_gpu(m, seq, rc, prec, L, flash=c.attention_backend == "flash"), hw)

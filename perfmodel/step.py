@@ -66,6 +66,8 @@ class JobConstants:
     overlap: Overlap = field(default_factory=Overlap)
     causal: bool = True
     attention_backend: str = "flash"
+    fsdp_collectives_per_layer: int = 1
+    fsdp_list_api: bool = False
 
 
 @dataclass(frozen=True)
@@ -161,8 +163,10 @@ def evaluate(c: JobConstants, L: Layouts) -> StepArrays:
 
     sp_params = stage_params(m, L)
     layers_per_stage = len(kinds) / pp
-    dp = traffic.dp_traffic(sp_params.max_dense(), sp_params.max_expert(), L, hw, eff, layers_per_stage)
-    fsdp_per_layer = dp.fsdp_per_unit_s
+    per_layer_units = c.fsdp_collectives_per_layer
+    dp = traffic.dp_traffic(sp_params.max_dense(), sp_params.max_expert(), L, hw, eff,
+                            layers_per_stage * per_layer_units, c.fsdp_list_api)
+    fsdp_per_layer = per_layer_units * dp.fsdp_per_unit_s
 
     per_layer: dict = {}
     blocks = []

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .comm import Collective, group_time_s, p2p_time_s
-from .compute import moe_tokens, tokens_per_microbatch
+from .compute import memory_time_s, moe_tokens, tokens_per_microbatch
 from .efficiency import Efficiencies
 from .hardware import HardwareSpec
 from .layout import Layouts
@@ -108,24 +108,38 @@ class DpTraffic:
     param_gather_s: np.ndarray
     """Once per step: distributed-optimizer parameter all-gather (ZeRO 1/2)."""
     fsdp_per_unit_s: np.ndarray
-    """ZeRO-3, per micro-batch and per wrapped unit (one transformer layer): parameter
-    all-gathers forward and backward plus the gradient reduce-scatter, each a collective of
-    its own (PyTorch FSDP wraps each block; Zhao et al. 2023)."""
+    """ZeRO-3, per micro-batch and per unit gathered on its own (one transformer layer, or one
+    of its parameter tensors): parameter all-gathers forward and backward plus the gradient
+    reduce-scatter, each a collective of its own (PyTorch FSDP wraps each block, Zhao et al.
+    2023; DeepSpeed ZeRO-3 v0.3 gathered each parameter). Units are taken as equal shares of
+    the parameters: time is linear in size, so only the count of latencies matters."""
 
 
 def dp_traffic(dense_params_per_gpu, expert_params_per_gpu, layouts: Layouts, hw: HardwareSpec,
-               eff: Efficiencies, fsdp_units=1.0) -> DpTraffic:
+               eff: Efficiencies, fsdp_units=1.0, fsdp_list_api: bool = False) -> DpTraffic:
     """Data-parallel traffic for the parameters one GPU holds (before ZeRO-3 sharding);
-    ``fsdp_units`` is the number of separately gathered units (layers) they split into."""
+    ``fsdp_units`` is the number of separately gathered units they split into.
+
+    ``fsdp_list_api``: the ZeRO-3 collectives go through torch.distributed's list API
+    (all_gather into, reduce_scatter from, a list of n per-rank tensors). ProcessGroupNCCL
+    serves it through a flat buffer and copies each rank's chunk with its own copy kernel
+    (after the all-gather, before the reduce-scatter): n more HBM-bound kernels moving the
+    buffer once more, read and write, per collective."""
     n_dp = layouts.dp * layouts.cp
     n_edp = np.maximum(layouts.dp * layouts.cp * layouts.tp // (layouts.ep * layouts.etp), 1)
     z = layouts.zero_stage
 
-    def sync(params, n, stride):
+    def sync(params, n, stride, list_api=False):
+        # No parameters of a kind (no experts in a dense model): no collective, no latency.
+        n = np.where(np.asarray(params) > 0, n, 1)
         size = params * GRAD_REDUCE_BYTES
         ar = group_time_s(Collective.ALL_REDUCE, size, n, stride, hw, eff)
         rs = group_time_s(Collective.REDUCE_SCATTER, size, n, stride, hw, eff)
         ag = group_time_s(Collective.ALL_GATHER, params * PARAM_BYTES, n, stride, hw, eff)
+        if list_api:
+            copies = np.where(n > 1, n, 0)
+            rs = rs + memory_time_s(2.0 * size, hw, eff, kernels=copies) * (n > 1)
+            ag = ag + memory_time_s(2.0 * params * PARAM_BYTES, hw, eff, kernels=copies) * (n > 1)
         return ar, rs, ag
 
     ar_d, rs_d, ag_d = sync(dense_params_per_gpu, n_dp, layouts.tp)
@@ -135,7 +149,7 @@ def dp_traffic(dense_params_per_gpu, expert_params_per_gpu, layouts: Layouts, hw
     grad = np.where(z == 0, ar, np.where(zero3, 0.0, rs))
     gather = np.where((z == 1) | (z == 2), ag, 0.0)
     units = np.maximum(np.asarray(fsdp_units, dtype=float), 1.0)
-    _, rs_ud, ag_ud = sync(dense_params_per_gpu / units, n_dp, layouts.tp)
-    _, rs_ue, ag_ue = sync(expert_params_per_gpu / units, n_edp, layouts.ep * layouts.etp)
+    _, rs_ud, ag_ud = sync(dense_params_per_gpu / units, n_dp, layouts.tp, fsdp_list_api)
+    _, rs_ue, ag_ue = sync(expert_params_per_gpu / units, n_edp, layouts.ep * layouts.etp, fsdp_list_api)
     fsdp = np.where(zero3, 2.0 * (ag_ud + ag_ue) + rs_ud + rs_ue, 0.0)
     return DpTraffic(grad_sync_s=grad, param_gather_s=gather, fsdp_per_unit_s=fsdp)

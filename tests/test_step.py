@@ -113,3 +113,75 @@ def test_unknown_attention_backend_is_a_one_line_input_error():
         scenario(attention_backend="xformers")
     assert "attention_backend: Input should be 'flash' or 'unfused'" in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_overlap_is_a_scenario_input_per_kind():
+    """ZeRO-3 over 4 nodes: phi = 0 exposes every gather and reduce-scatter, phi = 1 hides them."""
+    z3 = dict(num_gpus=32, global_batch_size=32, parallelism=dict(tp=1, pp=1, zero_stage=3))
+    hidden = predict(scenario(**z3))
+    serial = predict(scenario(**z3, overlap=dict(fsdp=0.0)))
+    assert serial.breakdown_s["fsdp_comm"] > hidden.breakdown_s["fsdp_comm"]
+    assert serial.step_time_s - hidden.step_time_s == pytest.approx(
+        serial.breakdown_s["fsdp_comm"] - hidden.breakdown_s["fsdp_comm"], rel=1e-9)
+    # kinds left out keep their defaults
+    assert scenario(overlap=dict(fsdp=0.0)).overlap.tp == 0.0
+    assert scenario(overlap=dict(fsdp=0.0)).overlap.dp == 1.0
+
+
+def test_overlap_out_of_range_is_a_one_line_input_error():
+    with pytest.raises(InputError) as err:
+        scenario(overlap=dict(fsdp=1.5))
+    assert "overlap.fsdp: Input should be less than or equal to 1" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_fsdp_collectives_per_layer_add_one_ring_latency_each():
+    """12 collectives per layer instead of 1 (DeepSpeed ZeRO-3 v0.3: one per parameter
+    tensor): 11 more latencies of each of the 2 all-gathers and the reduce-scatter, per layer
+    and micro-batch; the bytes are the same. Computed by hand from comm.group_time_s."""
+    from perfmodel.comm import Collective, group_time_s
+    hw = load_hardware("h100-sxm")
+    z3 = dict(num_gpus=32, global_batch_size=64, parallelism=dict(tp=1, pp=1, zero_stage=3),
+              overlap=dict(fsdp=0.0))
+    one = predict(scenario(**z3))
+    twelve = predict(scenario(**z3, fsdp_collectives_per_layer=12))
+    lat = (2 * float(group_time_s(Collective.ALL_GATHER, 0.0, 32, 1, hw, hw.efficiency))
+           + float(group_time_s(Collective.REDUCE_SCATTER, 0.0, 32, 1, hw, hw.efficiency)))
+    layers, microbatches = scenario().model.num_layers, 2
+    extra = twelve.breakdown_s["fsdp_comm"] - one.breakdown_s["fsdp_comm"]
+    assert extra == pytest.approx(layers * microbatches * 11 * lat, rel=1e-6)
+    # below ZeRO-3 it changes nothing
+    z1 = dict(z3, parallelism=dict(tp=1, pp=1, zero_stage=1))
+    assert predict(scenario(**z1, fsdp_collectives_per_layer=12)).step_time_s == predict(scenario(**z1)).step_time_s
+
+
+def test_list_api_copies_each_rank_chunk_with_its_own_kernel():
+    """torch.distributed's list API: per collective, n copy kernels moving the buffer once more
+    (read + write). Checked by hand against compute.memory_time_s at the traffic level."""
+    from perfmodel.compute import memory_time_s
+    from perfmodel.layout import layouts_from_job
+    from perfmodel.predict import resolve
+    from perfmodel.traffic import GRAD_REDUCE_BYTES, PARAM_BYTES, dp_traffic
+    job = resolve(scenario(num_gpus=32, global_batch_size=64, parallelism=dict(tp=1, pp=1, zero_stage=3)))
+    L, hw = layouts_from_job(job), job.hardware
+    P, n = 1e8, 32
+    flat = dp_traffic(P, 0.0, L, hw, hw.efficiency).fsdp_per_unit_s
+    listed = dp_traffic(P, 0.0, L, hw, hw.efficiency, fsdp_list_api=True).fsdp_per_unit_s
+    copies = (2 * memory_time_s(2 * P * PARAM_BYTES, hw, hw.efficiency, kernels=n)
+              + memory_time_s(2 * P * GRAD_REDUCE_BYTES, hw, hw.efficiency, kernels=n))
+    assert (listed - flat).item() == pytest.approx(float(copies), rel=1e-9)
+
+
+def test_a_dense_model_pays_no_expert_collectives():
+    """Zero expert parameters: no expert-group gather or reduce-scatter, not even a latency."""
+    from perfmodel.comm import Collective, group_time_s
+    from perfmodel.layout import layouts_from_job
+    from perfmodel.predict import resolve
+    from perfmodel.traffic import GRAD_REDUCE_BYTES, PARAM_BYTES, dp_traffic
+    job = resolve(scenario(num_gpus=32, global_batch_size=64, parallelism=dict(tp=1, pp=1, zero_stage=3)))
+    L, hw = layouts_from_job(job), job.hardware
+    P = 1e8
+    t = dp_traffic(P, 0.0, L, hw, hw.efficiency).fsdp_per_unit_s
+    dense = (2 * group_time_s(Collective.ALL_GATHER, P * PARAM_BYTES, 32, 1, hw, hw.efficiency)
+             + group_time_s(Collective.REDUCE_SCATTER, P * GRAD_REDUCE_BYTES, 32, 1, hw, hw.efficiency))
+    assert t.item() == pytest.approx(float(dense), rel=1e-12)
