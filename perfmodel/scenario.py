@@ -120,8 +120,12 @@ def load_scenario(path: str | Path) -> Scenario:
 
 
 def scenario_to_dict(s: Scenario) -> dict:
-    """Plain mapping in the contract's field names (for YAML export and round trips)."""
-    return s.model_dump(mode="json", exclude_none=True)
+    """Plain mapping in the contract's field names (for YAML export and round trips).
+
+    ``overlap.tp: null`` (ideal chunked TP overlap) is kept: dropping it would reload as 0."""
+    d = s.model_dump(mode="json", exclude_none=True)
+    d["overlap"] = s.overlap.model_dump(mode="json")
+    return d
 
 
 def _divides(a, b):

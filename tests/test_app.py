@@ -106,7 +106,7 @@ def test_plan_defaults_show_llama3_70b_on_64_h100():
     assert len(_charts(at)) == 4   # breakdown, memory, roofline, timeline
 
 
-@pytest.mark.parametrize("key,value", [("tp", 8), ("num_gpus", 128), ("pp", 8)])
+@pytest.mark.parametrize("key,value", [("tp", 8), ("num_gpus", 128), ("pp", 8), ("ov_tp", 1.0)])
 def test_plan_widget_changes_the_figures(key, value):
     at = _app()
     step, charts = _metric(at, "Step time"), _charts(at)
@@ -340,3 +340,27 @@ def test_query_encoding_round_trip():
     assert state.decode_query(state.encode_query(data)) == sc
     values = state.widget_values(sc)
     assert state.scenario_from_values(values) == sc
+
+
+def test_overlap_and_zero3_fields_survive_widgets_url_and_yaml():
+    """Scenario extensions the sidebar edits (overlap per kind, TP's ideal overlap = null, the
+    ZeRO-3 implementation) come back unchanged through the widgets, the URL and YAML."""
+    import sys
+    sys.path.insert(0, str(APP.parent))
+    from appkit import state
+
+    from perfmodel.scenario import parse_scenario, scenario_to_dict
+    data = scenario_to_dict(state.default_scenario())
+    data.update(overlap={"tp": None, "fsdp": 0.25}, fsdp_collectives_per_layer=12, fsdp_list_api=True)
+    sc = parse_scenario(data)
+    assert sc.overlap.tp is None and sc.overlap.fsdp == 0.25 and sc.overlap.dp == 1.0
+    assert state.scenario_from_values(state.widget_values(sc)) == sc
+    assert state.decode_query(state.encode_query(json.loads(json.dumps(scenario_to_dict(sc))))) == sc
+    assert parse_scenario(yaml.safe_load(state.scenario_yaml(sc))) == sc
+
+    at = _app()
+    at.file_uploader(key="scenario_upload").upload("s.yaml", state.scenario_yaml(sc).encode(), "application/x-yaml").run()
+    _assert_clean(at)
+    assert at.number_input(key="fsdp_collectives_per_layer").value == 12
+    assert at.checkbox(key="fsdp_list_api").value and at.checkbox(key="ov_tp_ideal").value
+    assert at.number_input(key="ov_fsdp").value == 0.25

@@ -186,6 +186,35 @@ def _batch_widgets() -> None:
                       "(Megatron-LM before 2022)")
 
 
+_OVERLAP_HELP = {
+    "tp": "TP collectives behind the layer's GEMMs (Megatron-Core default 0: tp_comm_overlap off)",
+    "cp": "ring-attention KV exchange behind attention",
+    "ep": "MoE all-to-all behind expert GEMMs (0: in the critical path)",
+    "pp": "steady-state pipeline send/recv behind compute",
+    "dp": "gradient reduce-scatter / parameter all-gather behind the first and last micro-batch",
+    "fsdp": "ZeRO-3 gathers and reduce-scatters behind the layer's compute (FSDP prefetch)",
+}
+
+
+def _overlap_widgets() -> None:
+    st.caption("Fraction of each communication hidden behind compute: exposed = max(0, comm - phi x window).")
+    c1, c2 = st.columns(2)
+    for i, kind in enumerate(state.OVERLAP_KINDS):
+        col = (c1, c2)[i % 2]
+        col.number_input(f"{kind} overlap", min_value=0.0, max_value=1.0, step=0.05, key=f"ov_{kind}",
+                         help=_OVERLAP_HELP[kind],
+                         disabled=kind == "tp" and bool(st.session_state.get("ov_tp_ideal")))
+    st.checkbox("TP: ideal chunked overlap, (tp - 1) / tp", key="ov_tp_ideal",
+                help="Transformer Engine userbuffers-style decomposition (Wang et al., ASPLOS 2023)")
+    c1, c2 = st.columns(2)
+    c1.number_input("ZeRO-3 collectives per layer", min_value=1, step=1, key="fsdp_collectives_per_layer",
+                    help="1: FSDP / Megatron-FSDP (one flat unit per layer); one per parameter tensor: "
+                         "DeepSpeed ZeRO-3 of 2021 (12 for a GPT-3 layer)")
+    c2.checkbox("ZeRO-3 list API", key="fsdp_list_api",
+                help="torch.distributed list API: every collective also copies each rank's chunk "
+                     "with its own kernel (DeepSpeed until October 2021)")
+
+
 def _cost_widgets() -> None:
     st.radio("Pricing", ("cloud", "tco"), key="cost_mode", horizontal=True,
              help="cloud: rent per GPU-hour; tco: own the hardware (capital + energy)")
@@ -211,6 +240,8 @@ def job_editor() -> state.JobInputs:
             _hardware_widgets()
         with st.expander("Batch and precision", expanded=False):
             _batch_widgets()
+        with st.expander("Overlap and ZeRO-3", expanded=False):
+            _overlap_widgets()
         with st.expander("Cost", expanded=False):
             _cost_widgets()
         v = _values()

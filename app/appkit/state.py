@@ -20,6 +20,7 @@ from perfmodel.cost import CostModel
 from perfmodel.errors import InputError, parse_data_text
 from perfmodel.hardware import HARDWARE_DIR, list_hardware_ids, parse_hardware
 from perfmodel.model import ModelSpec
+from perfmodel.overlap import Overlap
 from perfmodel.presets import list_presets, load_model, parse_model
 from perfmodel.scenario import Scenario, load_scenario, parse_scenario, scenario_to_dict
 from perfmodel.units import GIGA, KIBI
@@ -89,6 +90,24 @@ def hardware_text(hw_id: str) -> str:
     return p.read_text() if p.exists() else ""
 
 
+OVERLAP_KINDS = ("tp", "cp", "ep", "pp", "dp", "fsdp")
+
+
+def overlap_widget_values(ov: Overlap) -> dict:
+    """One number widget per kind (``ov_<kind>``); TP's ideal chunked overlap is a checkbox."""
+    out = {f"ov_{k}": float(getattr(ov, k) or 0.0) for k in OVERLAP_KINDS}
+    out["ov_tp_ideal"] = ov.tp is None
+    return out
+
+
+def overlap_from_values(v: dict) -> dict:
+    defaults = Overlap()
+    out = {k: float(v.get(f"ov_{k}", getattr(defaults, k) or 0.0)) for k in OVERLAP_KINDS}
+    if v.get("ov_tp_ideal"):
+        out["tp"] = None
+    return out
+
+
 def widget_values(sc: Scenario) -> dict:
     """Every widget value that reproduces ``sc`` (plus the non-widget ``_uploaded_model``)."""
     p = sc.parallelism
@@ -96,6 +115,8 @@ def widget_values(sc: Scenario) -> dict:
         "num_gpus": sc.num_gpus, "seq_length": sc.seq_length, "global_batch_size": sc.global_batch_size,
         "micro_batch_size": sc.micro_batch_size, "recompute": sc.recompute, "precision": sc.precision,
         "attention_backend": sc.attention_backend,
+        **overlap_widget_values(sc.overlap),
+        "fsdp_collectives_per_layer": sc.fsdp_collectives_per_layer, "fsdp_list_api": sc.fsdp_list_api,
         "sequence_parallel": p.sp, "zero_stage": p.zero_stage, "scenario_name": sc.name,
         "training_tokens_b": (sc.training_tokens or 0.0) / GIGA,
         **{k: getattr(p, k) for k in LAYOUT_FIELDS},
@@ -169,6 +190,9 @@ def scenario_from_values(v: dict) -> Scenario:
                         "zero_stage": int(v["zero_stage"])},
         "recompute": v["recompute"], "precision": v["precision"],
         "attention_backend": v.get("attention_backend", "flash"),
+        "overlap": overlap_from_values(v),
+        "fsdp_collectives_per_layer": int(v.get("fsdp_collectives_per_layer", 1)),
+        "fsdp_list_api": bool(v.get("fsdp_list_api", False)),
     }
     if tokens > 0:
         data["training_tokens"] = float(tokens) * GIGA
