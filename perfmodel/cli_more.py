@@ -234,7 +234,8 @@ def cmd_bench(args) -> int:
     from .layout import layouts_from_arrays
     from .scenario import layout_violation, parse_scenario
     from .search import CHUNK, SearchOptions, bind, enumerate_layouts, search
-    from .step import JobConstants, evaluate
+    from .predict import scenario_constants
+    from .step import evaluate
     if args.repeat < 1:
         raise InputError("repeat", f"must be >= 1, got {args.repeat}")
     if hasattr(os, "sched_setaffinity"):   # one core, literally
@@ -256,11 +257,7 @@ def cmd_bench(args) -> int:
     dp = sc.num_gpus // (cols["tp"] * cols["pp"] * cols["cp"])
     L = layouts_from_arrays(**{k: cols[k] for k in ("tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero_stage", "mbs")},
                             dp=dp, num_mb=sc.global_batch_size // (cols["mbs"] * dp))
-    c = JobConstants(model=m, hardware=hw, efficiency=hw.efficiency, seq_length=sc.seq_length,
-                     global_batch_size=sc.global_batch_size, num_gpus=sc.num_gpus, precision=sc.precision,
-                     recompute="selective", attention_backend=sc.attention_backend,
-                     overlap=sc.overlap, fsdp_collectives_per_layer=sc.fsdp_collectives_per_layer,
-                     fsdp_list_api=sc.fsdp_list_api)
+    c = scenario_constants(sc, m, hw, recompute="selective")
     best = float("inf")
     for _ in range(args.repeat):
         t0 = time.perf_counter()

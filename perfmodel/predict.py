@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 
 from .cost import CostModel, job_cost
 from .efficiency import Efficiencies
+from .hardware import HardwareSpec
 from .layout import layouts_from_job
+from .model import ModelSpec
 from .overlap import Overlap
 from .scenario import Job, Scenario, resolve
 from .step import COMPONENTS, LENS, JobConstants, StepArrays, bottleneck, evaluate
@@ -58,15 +60,23 @@ class Prediction:
         return out
 
 
-def job_constants(job: Job, efficiency: Efficiencies | None = None, overlap: Overlap | None = None) -> JobConstants:
-    s = job.scenario
-    return JobConstants(
-        model=job.model, hardware=job.hardware, efficiency=efficiency or job.hardware.efficiency,
+def scenario_constants(s: Scenario, model: ModelSpec, hardware: HardwareSpec,
+                       efficiency: Efficiencies | None = None, overlap: Overlap | None = None,
+                       **override) -> JobConstants:
+    """The one place a scenario's fields become ``JobConstants``; ``override`` replaces any of
+    them (search and bench vary num_gpus, precision and recompute)."""
+    fields = dict(
+        model=model, hardware=hardware, efficiency=efficiency or hardware.efficiency,
         seq_length=s.seq_length, global_batch_size=s.global_batch_size, num_gpus=s.num_gpus,
         precision=s.precision, recompute=s.recompute, overlap=overlap or s.overlap,
         attention_backend=s.attention_backend, fsdp_collectives_per_layer=s.fsdp_collectives_per_layer,
         fsdp_list_api=s.fsdp_list_api,
     )
+    return JobConstants(**{**fields, **override})
+
+
+def job_constants(job: Job, efficiency: Efficiencies | None = None, overlap: Overlap | None = None) -> JobConstants:
+    return scenario_constants(job.scenario, job.model, job.hardware, efficiency, overlap)
 
 
 def prediction_from_arrays(job: Job, c: JobConstants, arrays: StepArrays, i: int = 0,

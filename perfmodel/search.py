@@ -42,7 +42,8 @@ from .memory import fits_in_memory, memory_per_gpu
 from .model import ModelSpec
 from .overlap import Overlap
 from .scenario import RECOMPUTE_CHOICES, Parallelism, Precision, Recompute, Scenario, layout_violation_fields
-from .step import COMPONENTS, JobConstants, evaluate
+from .predict import scenario_constants
+from .step import COMPONENTS, evaluate
 from .workload import training_flop_per_token
 
 Objective = Literal["time", "cost", "tokens_per_usd"]
@@ -340,11 +341,7 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
                                     zero_stage=cols["zero_stage"], mbs=cols["mbs"], dp=dp,
                                     num_mb=gbs // (cols["mbs"] * dp))
         for rc in options.recompute:
-            c = JobConstants(model=m, hardware=hw, efficiency=eff, seq_length=seq, global_batch_size=gbs,
-                             num_gpus=N, precision=prec, recompute=rc, overlap=ov,
-                             attention_backend=scenario.attention_backend,
-                             fsdp_collectives_per_layer=scenario.fsdp_collectives_per_layer,
-                             fsdp_list_api=scenario.fsdp_list_api)
+            c = scenario_constants(scenario, m, hw, eff, ov, num_gpus=N, precision=prec, recompute=rc)
             for start in range(0, len(L_all), CHUNK):
                 L = L_all.take(slice(start, start + CHUNK))
                 fit = fits_in_memory(memory_per_gpu(m, seq, rc, prec, L, flash=c.attention_backend == "flash"), hw)
