@@ -112,7 +112,8 @@ class DpTraffic:
     of its parameter tensors): parameter all-gathers forward and backward plus the gradient
     reduce-scatter, each a collective of its own (PyTorch FSDP wraps each block, Zhao et al.
     2023; DeepSpeed ZeRO-3 v0.3 gathered each parameter). Units are taken as equal shares of
-    the parameters: time is linear in size, so only the count of latencies matters."""
+    the parameters: time is (piecewise) linear in size, so mainly the count of latencies
+    matters."""
 
 
 def dp_traffic(dense_params_per_gpu, expert_params_per_gpu, layouts: Layouts, hw: HardwareSpec,
@@ -136,10 +137,9 @@ def dp_traffic(dense_params_per_gpu, expert_params_per_gpu, layouts: Layouts, hw
         ar = group_time_s(Collective.ALL_REDUCE, size, n, stride, hw, eff)
         rs = group_time_s(Collective.REDUCE_SCATTER, size, n, stride, hw, eff)
         ag = group_time_s(Collective.ALL_GATHER, params * PARAM_BYTES, n, stride, hw, eff)
-        if list_api:
-            copies = np.where(n > 1, n, 0)
-            rs = rs + memory_time_s(2.0 * size, hw, eff, kernels=copies) * (n > 1)
-            ag = ag + memory_time_s(2.0 * params * PARAM_BYTES, hw, eff, kernels=copies) * (n > 1)
+        if list_api:   # a group of one has no collective and so no copies
+            rs = rs + memory_time_s(2.0 * size, hw, eff, kernels=n) * (n > 1)
+            ag = ag + memory_time_s(2.0 * params * PARAM_BYTES, hw, eff, kernels=n) * (n > 1)
         return ar, rs, ag
 
     ar_d, rs_d, ag_d = sync(dense_params_per_gpu, n_dp, layouts.tp)
