@@ -125,20 +125,28 @@ def _fit_override(eff: Efficiencies, op: Collective, fabric: str, n):
             yield fit
 
 
-def group_time_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: Efficiencies):
+def group_domains(n, stride, domain_size: int):
+    """(g_in, n_out): GPUs of a group of n (members ``stride`` ranks apart) inside one
+    scale-up domain, and the number of domains the group spans."""
+    n = np.asarray(n, dtype=np.int64)
+    g_in = np.clip(domain_size // np.maximum(np.asarray(stride, dtype=np.int64), 1), 1, None)
+    g_in = np.minimum(g_in, n)
+    return g_in, np.maximum(n // g_in, 1)
+
+
+def group_time_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: Efficiencies,
+                 network_bytes=None):
     """A collective over a group of n GPUs whose members are ``stride`` ranks apart.
 
     ``stride`` is the product of the degrees placed inside this one (TP innermost).
+    ``network_bytes`` (all-to-all only): the bytes each GPU sends across domains when the
+    group spans them, where the algorithm sends fewer than the plain all-to-all's
+    S * (n - g_in) / n (hierarchical MoE dispatch, ``traffic.ep_layer_s``).
     """
     n = np.asarray(n, dtype=np.int64)
-    stride = np.asarray(stride, dtype=np.int64)
     size = np.asarray(size_bytes, dtype=float)
-    D = hw.scale_up.domain_size
     up, out = scale_up_fabric(hw, eff), scale_out_fabric(hw, eff)
-    # GPUs of the group inside one domain, and domains spanned.
-    g_in = np.clip(D // np.maximum(stride, 1), 1, None)
-    g_in = np.minimum(g_in, n)
-    n_out = np.maximum(n // g_in, 1)
+    g_in, n_out = group_domains(n, stride, hw.scale_up.domain_size)
     inside = n_out == 1
     nvls = Algorithm.NVLS if hw.scale_up.in_network_reduction else Algorithm.RING
 
@@ -147,10 +155,11 @@ def group_time_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: E
 
     if op is Collective.ALL_TO_ALL:
         # Intra-domain share at NVLink speed, cross-domain share through one NIC per GPU.
-        frac_out = (n - g_in) / np.maximum(n, 1)
+        if network_bytes is None:
+            network_bytes = size * (n - g_in) / np.maximum(n, 1)
         t_span = ((g_in - 1) * up.latency_s + (n_out - 1) * out.latency_s
                   + np.maximum(size * (g_in - 1) / np.maximum(n, 1) / up.busbw_bytes_per_s,
-                               size * frac_out / out.busbw_bytes_per_s))
+                               np.asarray(network_bytes, dtype=float) / out.busbw_bytes_per_s))
     elif op is Collective.SEND_RECV:
         t_span = flat_time_s(op, size, 2, out)
     else:

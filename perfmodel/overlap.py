@@ -30,8 +30,13 @@ class Overlap(BaseModel):
     """Ring-attention KV exchange behind the attention blocks (Liu et al. 2023, Ring
     Attention; Megatron-Core context parallelism sends the next KV chunk while computing)."""
     ep: float = Field(0.0, ge=0, le=1)
-    """MoE all-to-all: Megatron-Core's alltoall dispatcher runs it in the critical path;
-    batch-level overlap (DeepSeek-V3 DualPipe, overlap_moe_expert_parallel_comm) is opt-in."""
+    """MoE dispatch and combine. Default 0: Megatron-Core's dispatchers run them in the
+    critical path. Batch-level overlap is opt-in (Megatron-Core
+    overlap_moe_expert_parallel_comm, MCore v0.14; DeepSeek-V3's DualPipe): the forward of
+    one micro-batch runs beside the backward of another, so the forward all-to-alls hide
+    behind the layer's backward compute and the backward ones behind its forward compute
+    (Megatron-Core API docs, core.pipeline_parallel.combined_1f1b); that compute is the
+    window. The unpaired first forward and last backward are not modelled."""
     pp: float = Field(1.0, ge=0, le=1)
     """Steady-state pipeline send/recv behind compute (batched isend/irecv); the fill and
     drain transfers are always exposed (Narayanan et al. 2021, sec. 2.2)."""

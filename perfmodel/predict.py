@@ -70,7 +70,7 @@ def scenario_constants(s: Scenario, model: ModelSpec, hardware: HardwareSpec,
         seq_length=s.seq_length, global_batch_size=s.global_batch_size, num_gpus=s.num_gpus,
         precision=s.precision, recompute=s.recompute, overlap=overlap or s.overlap,
         attention_backend=s.attention_backend, fsdp_collectives_per_layer=s.fsdp_collectives_per_layer,
-        fsdp_list_api=s.fsdp_list_api,
+        fsdp_list_api=s.fsdp_list_api, moe_dispatcher=s.moe_dispatcher,
     )
     return JobConstants(**{**fields, **override})
 

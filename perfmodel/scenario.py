@@ -27,6 +27,8 @@ RECOMPUTE_CHOICES: tuple[str, ...] = ("none", "selective", "full")
 PRECISION_CHOICES: tuple[str, ...] = ("bf16", "fp16", "fp8", "fp4")
 AttentionBackend = Literal["flash", "unfused"]
 ATTENTION_BACKEND_CHOICES: tuple[str, ...] = ("flash", "unfused")
+MoeDispatcher = Literal["alltoall", "flex"]
+MOE_DISPATCHER_CHOICES: tuple[str, ...] = ("alltoall", "flex")
 
 
 class _Frozen(BaseModel):
@@ -95,6 +97,13 @@ class Scenario(_Frozen):
     own kernel, n kernels per collective (PyTorch ProcessGroupNCCL). DeepSpeed ZeRO-3 used
     it from v0.3.13 (March 2021) until it moved to the flat _all_gather_base in October 2021
     (DeepSpeed #834, #1188). Ignored below ZeRO stage 3."""
+    moe_dispatcher: MoeDispatcher = "alltoall"
+    """MoE token dispatcher (perfmodel extension of the contract; Megatron-Core's
+    --moe-token-dispatcher-type): alltoall sends every routed copy of a token as its own
+    message; flex is the hierarchical dispatch of DeepEP and HybridEP
+    (--moe-flex-dispatcher-backend), which crosses the network once per destination domain
+    and fans out over NVLink. They differ only when the expert-parallel group spans
+    scale-up domains. Ignored for dense models."""
     training_tokens: float | None = Field(None, gt=0)
     """Optional: enables time to train, GPU-hours, cost and energy."""
 

@@ -68,6 +68,7 @@ class JobConstants:
     attention_backend: str = "flash"
     fsdp_collectives_per_layer: int = 1
     fsdp_list_api: bool = False
+    moe_dispatcher: str = "alltoall"
 
 
 @dataclass(frozen=True)
@@ -100,9 +101,12 @@ def _layer_time(kind: LayerKind, c: JobConstants, L: Layouts, fsdp_per_layer_s) 
     cp_f = exposed_s(cp_raw, blk.attn_fwd_s, ov.cp)
     cp_b = exposed_s(traffic.CP_BWD_OVER_FWD * cp_raw, blk.attn_bwd_s, ov.cp)
     if kind is LayerKind.MOE:
-        ep_raw = traffic.ep_layer_s(m, L, seq, hw, eff)
-        ep_f = exposed_s(ep_raw, blk.gemm_fwd_s, ov.ep)
-        ep_b = exposed_s(ep_raw, blk.gemm_bwd_s, ov.ep)
+        ep_raw = traffic.ep_layer_s(m, L, seq, hw, eff, c.moe_dispatcher)
+        # Batch-level overlap: the forward all-to-alls of one micro-batch hide behind the
+        # layer's backward compute of another, and vice versa (Megatron-Core
+        # combined_1f1b, overlap_moe_expert_parallel_comm).
+        ep_f = exposed_s(ep_raw, blk.bwd_s, ov.ep)
+        ep_b = exposed_s(ep_raw, blk.fwd_s, ov.ep)
     else:
         ep_f = ep_b = np.zeros(len(L))
     if c.recompute == "full":

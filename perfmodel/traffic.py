@@ -9,7 +9,9 @@ TP + SP        per layer and direction: all-gather + reduce-scatter of T*h*b_a b
 CP             per layer: (cp - 1) ring steps sending the local K and V chunk forward; twice
                that backward (K, V and their gradients) (Liu et al. 2023)
 EP             per MoE layer and direction: dispatch + combine all-to-all of T/tp * k_e * h
-               * b_a bytes over the ep group (Lepikhin et al. 2020, GShard)
+               * b_a bytes over the ep group (Lepikhin et al. 2020, GShard); with a
+               hierarchical (flex) dispatcher, T/tp * h * b_a per remote domain reached
+               crosses the network (DeepEP)
 PP             per micro-batch and stage boundary: T*h*b_a (/tp with SP) each direction
 DP             per step: gradient all-reduce (ZeRO 0), or reduce-scatter + parameter
                all-gather (ZeRO 1/2, distributed optimizer); ZeRO-3: per micro-batch
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .comm import Collective, group_time_s, p2p_time_s
+from .comm import Collective, group_domains, group_time_s, p2p_time_s
 from .compute import memory_time_s, moe_tokens, tokens_per_microbatch
 from .efficiency import Efficiencies
 from .hardware import HardwareSpec
@@ -86,10 +88,42 @@ CP_BWD_OVER_FWD = 2
 """Backward ring sends K, V and their gradients: twice the forward traffic."""
 
 
-def ep_layer_s(model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpec, eff: Efficiencies):
-    """Dispatch + combine all-to-all of one MoE layer in one direction."""
-    size = moe_tokens(layouts, seq) * model.moe.top_k * model.hidden_size * ACT_BYTES
-    one = group_time_s(Collective.ALL_TO_ALL, size, layouts.ep, layouts.etp, hw, eff)
+def remote_domains_per_token(num_experts: int, top_k: int, n_domains):
+    """Expected number of other scale-up domains holding at least one of a token's top-k
+    experts, for n_domains domains of num_experts / n_domains experts each and routing
+    uniform over experts (k distinct experts drawn without replacement):
+
+        (n_domains - 1) * (1 - C(E - E/n_domains, k) / C(E, k))
+
+    (hypergeometric probability that a domain receives none of the k). Uniform routing is
+    what the auxiliary load-balancing loss aims at (Fedus et al. 2022, eq. 4; DeepSeek-V3
+    2024, sec. 2.1.2) and what NVIDIA's benchmark recipes force
+    (moe_router_force_load_balancing)."""
+    n_dom = np.asarray(n_domains, dtype=float)
+    e_out = num_experts - num_experts / n_dom
+    i = np.arange(top_k, dtype=float).reshape((-1,) + (1,) * n_dom.ndim)
+    p_none = np.prod(np.clip((e_out - i) / (num_experts - i), 0.0, None), axis=0)
+    return (n_dom - 1.0) * (1.0 - p_none)
+
+
+def ep_layer_s(model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpec, eff: Efficiencies,
+               dispatcher: str = "alltoall"):
+    """Dispatch + combine of one MoE layer in one direction.
+
+    alltoall: every routed copy of a token is its own message; a group spanning domains
+    sends the copies bound for other domains through the GPU's NIC (Megatron-Core
+    MoEAlltoAllTokenDispatcher). flex: hierarchical dispatch (DeepEP, DeepSeek-AI 2025,
+    github deepseek-ai/DeepEP, internode kernels; NVIDIA HybridEP; Megatron-Core
+    MoEFlexTokenDispatcher) sends a token across the network at most once per destination
+    domain and fans it out over NVLink there; combine reduces inside the domain first and
+    returns one copy. Inside one domain both are the same all-to-all."""
+    E, k = model.moe.num_experts, model.moe.top_k
+    copy = moe_tokens(layouts, seq) * model.hidden_size * ACT_BYTES
+    network = None
+    if dispatcher == "flex":
+        _, n_out = group_domains(layouts.ep, layouts.etp, hw.scale_up.domain_size)
+        network = copy * remote_domains_per_token(E, k, n_out)
+    one = group_time_s(Collective.ALL_TO_ALL, copy * k, layouts.ep, layouts.etp, hw, eff, network)
     return 2 * one
 
 

@@ -1,5 +1,6 @@
 """Collective formulas (STYLE tier 1) and the nccl-tests anchors (tier 2)."""
 
+import numpy as np
 import pytest
 import yaml
 
@@ -114,3 +115,57 @@ def test_large_message_busbw_matches_nccl_tests(record_id, hw_id, rel):
 
 def test_nvls_gain_is_the_published_ratio():
     assert NVLS_ALLREDUCE_GAIN == pytest.approx(480 / 370)
+
+
+def test_remote_domains_per_token_is_hypergeometric():
+    """E experts over m domains, k distinct experts per token, uniform routing: each of the
+    m - 1 other domains is reached unless all k experts miss it, C(E - E/m, k) / C(E, k)."""
+    from math import comb
+
+    from perfmodel.traffic import remote_domains_per_token
+    assert float(remote_domains_per_token(256, 8, 4)) == pytest.approx(3 * (1 - comb(192, 8) / comb(256, 8)))
+    assert float(remote_domains_per_token(256, 8, 1)) == 0.0
+    # one expert per token reaches another domain with probability (m - 1) / m
+    assert float(remote_domains_per_token(64, 1, 8)) == pytest.approx(7 / 8)
+    # when the experts outside a domain number fewer than k, that domain cannot be missed
+    assert float(remote_domains_per_token(12, 8, 2)) == 1.0
+    assert float(remote_domains_per_token(16, 8, 2)) == pytest.approx(1 - 1 / comb(16, 8))
+    # never more domains than copies or than other domains
+    r = remote_domains_per_token(128, 8, np.asarray([2, 4, 16, 64]))
+    assert all(r <= np.asarray([1, 3, 8, 8]) + 1e-12)
+
+
+def _ep_layer(dispatcher, ep, num_gpus=64):
+    from perfmodel.layout import layouts_from_job
+    from perfmodel.predict import resolve
+    from perfmodel.scenario import parse_scenario
+    from perfmodel.traffic import ep_layer_s
+    sc = parse_scenario(dict(hardware="h100-sxm", num_gpus=num_gpus, model="deepseek-v3", seq_length=4096,
+                             global_batch_size=num_gpus, parallelism=dict(tp=1, pp=1, ep=ep)))
+    job = resolve(sc)
+    L, hw = layouts_from_job(job), job.hardware
+    return float(ep_layer_s(job.model, L, 4096, hw, hw.efficiency, dispatcher)[0]), job, L
+
+
+def test_flex_dispatch_is_the_same_all_to_all_inside_one_domain():
+    assert _ep_layer("flex", 8)[0] == _ep_layer("alltoall", 8)[0]
+
+
+def test_flex_dispatch_crosses_the_network_once_per_remote_domain():
+    """EP 32 over 4 nodes of 8 H100, DeepSeek-V3 (256 experts, top-8): alltoall sends 3/4 of
+    the 8 copies of each token through the NIC, flex one copy per other node reached,
+    3 * (1 - C(192, 8) / C(256, 8)) = 2.71. Checked by hand from the alpha-beta terms."""
+    from math import comb
+    t_a2a, job, L = _ep_layer("alltoall", 32)
+    t_flex, _, _ = _ep_layer("flex", 32)
+    hw = job.hardware
+    up, out = scale_up_fabric(hw, hw.efficiency), scale_out_fabric(hw, hw.efficiency)
+    copy = 4096 * 7168 * 2
+    lat = 7 * up.latency_s + 3 * out.latency_s
+    nvlink = 8 * copy * 7 / 32 / up.busbw_bytes_per_s
+
+    def expected(network_bytes):
+        return 2 * (lat + max(nvlink, network_bytes / out.busbw_bytes_per_s))
+    assert t_a2a == pytest.approx(expected(8 * copy * 24 / 32), rel=1e-9)
+    assert t_flex == pytest.approx(expected(copy * 3 * (1 - comb(192, 8) / comb(256, 8))), rel=1e-9)
+    assert t_flex < 0.5 * t_a2a

@@ -185,3 +185,45 @@ def test_a_dense_model_pays_no_expert_collectives():
     dense = (2 * group_time_s(Collective.ALL_GATHER, P * PARAM_BYTES, 32, 1, hw, hw.efficiency)
              + group_time_s(Collective.REDUCE_SCATTER, P * GRAD_REDUCE_BYTES, 32, 1, hw, hw.efficiency))
     assert t.item() == pytest.approx(float(dense), rel=1e-12)
+
+
+def _moe(**over):
+    base = dict(hardware="h100-sxm", num_gpus=64, model="qwen3-30b-a3b", seq_length=4096,
+                global_batch_size=256, parallelism=dict(tp=1, pp=1, ep=16))
+    base.update(over)
+    from perfmodel.scenario import parse_scenario
+    return parse_scenario(base)
+
+
+def test_moe_dispatcher_is_a_scenario_input():
+    """EP 16 over two nodes: the flex (DeepEP/HybridEP) dispatcher sends less through the NICs."""
+    a2a = predict(_moe())
+    flex = predict(_moe(moe_dispatcher="flex"))
+    assert flex.breakdown_s["ep_comm"] < a2a.breakdown_s["ep_comm"]
+    assert a2a.breakdown_s["compute"] == flex.breakdown_s["compute"]
+    # inside one node they are the same
+    one_node = dict(num_gpus=8, global_batch_size=64, parallelism=dict(tp=1, pp=1, ep=8))
+    assert predict(_moe(**one_node)).step_time_s == predict(_moe(moe_dispatcher="flex", **one_node)).step_time_s
+    with pytest.raises(InputError) as err:
+        _moe(moe_dispatcher="deepep")
+    assert "moe_dispatcher: Input should be 'alltoall' or 'flex'" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_batch_level_ep_overlap_hides_each_direction_behind_the_other():
+    """overlap.ep = 1 (Megatron-Core combined 1F1B): forward all-to-alls hide behind the
+    layer's backward compute, backward ones behind its forward compute."""
+    from perfmodel.layout import layouts_from_job
+    from perfmodel.predict import job_constants, resolve
+    from perfmodel.step import _layer_time
+    from perfmodel.traffic import ep_layer_s
+    from perfmodel.workload import LayerKind
+    job = resolve(_moe(overlap=dict(ep=1.0)))
+    c, L = job_constants(job), layouts_from_job(job)
+    lt = _layer_time(LayerKind.MOE, c, L, np.zeros(len(L)))
+    raw = ep_layer_s(job.model, L, job.scenario.seq_length, job.hardware, c.efficiency)
+    assert lt.ep_fwd_s == pytest.approx(np.maximum(0.0, raw - lt.block.bwd_s))
+    assert lt.ep_bwd_s == pytest.approx(np.maximum(0.0, raw - lt.block.fwd_s))
+    serial = predict(_moe())
+    hidden = predict(_moe(overlap=dict(ep=1.0)))
+    assert hidden.breakdown_s["ep_comm"] < serial.breakdown_s["ep_comm"]

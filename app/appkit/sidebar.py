@@ -16,7 +16,8 @@ from perfmodel.errors import InputError, parse_data_text
 from perfmodel.hardware import list_hardware_ids
 from perfmodel.hf_config import model_from_hf_config
 from perfmodel.presets import list_presets, load_model
-from perfmodel.scenario import ATTENTION_BACKEND_CHOICES, PRECISION_CHOICES, RECOMPUTE_CHOICES, parse_scenario
+from perfmodel.scenario import (ATTENTION_BACKEND_CHOICES, MOE_DISPATCHER_CHOICES, PRECISION_CHOICES, RECOMPUTE_CHOICES,
+                                parse_scenario)
 from perfmodel.units import KIBI
 
 from . import state
@@ -184,12 +185,16 @@ def _batch_widgets() -> None:
     c1.selectbox("Attention kernel", ATTENTION_BACKEND_CHOICES, key="attention_backend",
                  help="flash: fused FlashAttention kernel; unfused: s x s scores written to HBM "
                       "(Megatron-LM before 2022)")
+    c2.selectbox("MoE dispatcher", MOE_DISPATCHER_CHOICES, key="moe_dispatcher",
+                 help="alltoall: every routed copy is its own message; flex: DeepEP/HybridEP, one copy "
+                      "per remote NVLink domain, fanned out over NVLink (matters when EP spans domains)")
 
 
 _OVERLAP_HELP = {
     "tp": "TP collectives behind the layer's GEMMs (Megatron-Core default 0: tp_comm_overlap off)",
     "cp": "ring-attention KV exchange behind attention",
-    "ep": "MoE all-to-all behind expert GEMMs (0: in the critical path)",
+    "ep": "MoE dispatch/combine behind another micro-batch's layer compute (batch-level overlap, "
+          "Megatron-Core overlap_moe_expert_parallel_comm; 0: in the critical path)",
     "pp": "steady-state pipeline send/recv behind compute",
     "dp": "gradient reduce-scatter / parameter all-gather behind the first and last micro-batch",
     "fsdp": "ZeRO-3 gathers and reduce-scatters behind the layer's compute (FSDP prefetch)",
