@@ -5,10 +5,9 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-import yaml
 from pydantic import ValidationError
 
-from .errors import InputError, pydantic_message, read_data_file
+from .errors import InputError, pydantic_message, read_data_file, safe_load_yaml
 from .model import ModelSpec
 
 PRESETS_FILE = Path(__file__).resolve().parent / "data" / "models.yaml"
@@ -16,7 +15,7 @@ PRESETS_FILE = Path(__file__).resolve().parent / "data" / "models.yaml"
 
 @functools.lru_cache(maxsize=1)
 def _presets() -> dict:
-    return yaml.safe_load(PRESETS_FILE.read_text())["models"]
+    return safe_load_yaml(PRESETS_FILE.read_text())["models"]
 
 
 def list_presets() -> list[str]:

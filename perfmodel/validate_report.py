@@ -17,9 +17,10 @@ def _median_ape(report: Report, hardware=None) -> float:
 def load_notes() -> dict:
     """Diagnoses of known misses, keyed by case-id prefix (perfmodel/data/validation_notes.yaml)."""
     from pathlib import Path
-    import yaml
+
+    from .errors import safe_load_yaml
     path = Path(__file__).resolve().parent / "data" / "validation_notes.yaml"
-    return yaml.safe_load(path.read_text()) if path.exists() else {}
+    return safe_load_yaml(path.read_text()) if path.exists() else {}
 
 
 def note_for(case_id: str, notes: dict) -> str:
