@@ -8,6 +8,7 @@ Prints the median and the spread over N runs; not a test (timings depend on the 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -28,6 +29,9 @@ def main() -> int:
     times.sort()
     print(f"perfmodel predict wall time over {args.runs} runs: median {statistics.median(times):.3f} s, "
           f"min {times[0]:.3f} s, max {times[-1]:.3f} s (target < 0.5 s)")
+    if os.environ.get("PYTHONDONTWRITEBYTECODE") or sys.dont_write_bytecode:
+        print("note: PYTHONDONTWRITEBYTECODE is set, so every run compiles perfmodel from source "
+              "(about 0.05 s more than an installed package with its bytecode cache)")
     return 0
 
 
