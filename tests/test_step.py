@@ -188,11 +188,9 @@ def test_a_dense_model_pays_no_expert_collectives():
 
 
 def _moe(**over):
-    base = dict(hardware="h100-sxm", num_gpus=64, model="qwen3-30b-a3b", seq_length=4096,
-                global_batch_size=256, parallelism=dict(tp=1, pp=1, ep=16))
-    base.update(over)
-    from perfmodel.scenario import parse_scenario
-    return parse_scenario(base)
+    """Qwen3-30B-A3B on 64 H100s, EP 16 (two nodes), through the shared test scenario."""
+    return scenario(**{**dict(num_gpus=64, model="qwen3-30b-a3b", seq_length=4096, global_batch_size=256,
+                              parallelism=dict(tp=1, pp=1, ep=16)), **over})
 
 
 def test_moe_dispatcher_is_a_scenario_input():
