@@ -25,8 +25,8 @@ from .results import read_mapping
 PUBLISHED_HARDWARE = ("h100-sxm", "h200-sxm", "a100-sxm-80gb", "b200", "gb200-nvl72")
 SAME_GPU_DIE = {"gb200-nvl72": "b200"}
 """Systems whose GPU is another system's die: GB200's Blackwell GPU is the B200 die (NVIDIA
-Blackwell Architecture Technical Brief). Where the system has no published GEMM sweep, its
-GEMM efficiencies are the die's fitted ones (a fraction of each system's own dense peak)."""
+Blackwell Architecture Technical Brief). Where the system has no published GEMM sweep, it
+takes the die's fitted GEMM curve (``borrowed_gemm``)."""
 SIBLING_PRECISION = {"fp16": "bf16", "bf16": "fp16", "fp4": "fp8"}
 """A precision with no sweep takes its sibling's fitted efficiency: fp16 and bf16 run at the
 same tensor-core rate on every listed GPU; block-scaled fp4 GEMMs use the fp8 kernels'
@@ -56,6 +56,22 @@ class PublishedFit:
     path: Path | None
 
 
+def borrowed_gemm(donor_fit, donor_spec, recipient_spec):
+    """The donor's fitted GEMM curve for a system with the same die but another datasheet peak.
+
+    The two datasheet peaks differ by their boost clocks (B200 2250, GB200 2500 BF16 TFLOP/s),
+    but the best measured matmul rates differ less (MAMF table: B200 1745, GB200 1822 BF16;
+    3432.5 and 3615.6 FP8). So the fitted fraction of the donor's peak is scaled by the ratio
+    of the two systems' measured best fractions (each spec's default ``efficiency_max``, from
+    that table): the borrowed curve keeps the donor's shape (``half_dim``) and reaches, at its
+    best, the recipient's measured best rate in proportion to the donor's."""
+    out = {}
+    for p, g in donor_fit.items():
+        scale = recipient_spec.efficiency.gemm[p].efficiency_max / donor_spec.efficiency.gemm[p].efficiency_max
+        out[p] = g.model_copy(update={"efficiency_max": min(1.0, g.efficiency_max * scale)})
+    return out
+
+
 def fit_published(data_path: Path, hardware_ids=PUBLISHED_HARDWARE, out_dir: Path | None = PROFILES_DIR,
                   min_trust: str = "medium") -> list[PublishedFit]:
     """Fit and (when ``out_dir`` is given) write one profile per hardware id."""
@@ -73,14 +89,18 @@ def fit_published(data_path: Path, hardware_ids=PUBLISHED_HARDWARE, out_dir: Pat
         fitted_gemm[hw_id] = ({p: cal.efficiencies.gemm[p] for p in own}, cal.efficiencies.sources)
         extra = {"left_out": "; ".join(pub.skipped)} if pub.skipped else {}
         donor = SAME_GPU_DIE.get(hw_id)
-        borrowed = fitted_gemm.get(donor, ({}, {}))[0] if donor and not own else {}
+        borrowed = (borrowed_gemm(fitted_gemm[donor][0], load_hardware(donor), spec)
+                    if donor in fitted_gemm and not own else {})
         siblings = {p: SIBLING_PRECISION[p] for p in cal.efficiencies.gemm
                     if p not in own | set(borrowed) and SIBLING_PRECISION.get(p) in own | set(borrowed)}
         gemm = {**cal.efficiencies.gemm, **borrowed}
         gemm.update({p: gemm[q] for p, q in siblings.items()})
         cal = Calibration(cal.efficiencies.model_copy(update={"gemm": gemm}), cal.groups)
         for p in borrowed:
-            extra[f"gemm.{p}"] = (f"borrowed from {donor} (same GPU die; {hw_id} has no published GEMM sweep): "
+            scale = spec.efficiency.gemm[p].efficiency_max / load_hardware(donor).efficiency.gemm[p].efficiency_max
+            extra[f"gemm.{p}"] = (f"borrowed from {donor} (same GPU die; {hw_id} has no published GEMM sweep), "
+                                  f"efficiency_max x {scale:.4f} = the two specs' MAMF fractions "
+                                  f"(borrowed_gemm in calibration/published.py): "
                                   + fitted_gemm[donor][1].get(f"gemm.{p}", ""))
         for p, q in siblings.items():
             extra[f"gemm.{p}"] = f"not measured; takes the {q} efficiency (SIBLING_PRECISION in calibration/published.py)"

@@ -19,7 +19,7 @@ from calibration.fit import (
 )
 from calibration.parsers import load_any, parse_microbenchmarks, parse_nccl_tests
 from calibration.profile import apply_profile
-from calibration.published import PUBLISHED_HARDWARE, default_data_path, fit_published
+from calibration.published import PUBLISHED_HARDWARE, borrowed_gemm, default_data_path, fit_published
 from calibration.regimes import fit_regimes
 from calibration.results import Record, Results, bus_factor, load_results
 from perfmodel.efficiency import AttentionEfficiency, GemmEfficiency
@@ -294,6 +294,29 @@ def test_fit_published_accuracy(tmp_path, capsys):
         coll = checks[(hw_id, "collectives 1 MiB..8 GiB")]
         assert coll.num_within == coll.num_points > 0
     assert isinstance(fits["b200"].calibration, Calibration)
+
+
+def test_same_die_borrowing_scales_by_the_measured_best_fractions():
+    """GB200 takes B200's fitted curve, scaled by the MAMF fractions in the two specs
+    (by hand: 0.73 / 0.78 for BF16, 0.72 / 0.76 for FP8); the shape is kept."""
+    donor = {"bf16": GemmEfficiency(efficiency_max=0.6, half_dim=50.0),
+             "fp8": GemmEfficiency(efficiency_max=0.5, half_dim=150.0)}
+    out = borrowed_gemm(donor, load_hardware("b200"), load_hardware("gb200-nvl72"))
+    assert out["bf16"].efficiency_max == pytest.approx(0.6 * 0.73 / 0.78)
+    assert out["fp8"].efficiency_max == pytest.approx(0.5 * 0.72 / 0.76)
+    assert out["bf16"].half_dim == 50.0 and out["fp8"].half_dim == 150.0
+    # Same system on both sides: nothing changes.
+    same = borrowed_gemm(donor, load_hardware("b200"), load_hardware("b200"))
+    assert same["bf16"].efficiency_max == pytest.approx(0.6)
+
+
+@needs_shared
+def test_committed_gb200_profile_is_the_borrowed_b200_fit(tmp_path):
+    fits = {f.hardware_id: f for f in fit_published(MICROBENCHMARKS, hardware_ids=("gb200-nvl72",), out_dir=tmp_path)}
+    fresh = fits["gb200-nvl72"].calibration.efficiencies.gemm
+    committed = load_profile(PROFILES / "gb200-nvl72.yaml").efficiency.gemm
+    for p in ("bf16", "fp8"):
+        assert committed[p].efficiency_max == pytest.approx(fresh[p].efficiency_max, rel=1e-4)
 
 
 @needs_shared
