@@ -133,6 +133,10 @@ def cmd_validate(args) -> int:
                         header=["case", "measured GiB", "predicted GiB", "error"]))
         print(f"memory MAPE over {len(mem)} cases: {fmt.percent(report.memory_mape())}")
         print()
+    print(fmt.table([[src[:64], str(v["cases"]), fmt.percent(v["mape"]), f"{100 * v['mean_error']:+.1f}%"]
+                     for src, v in report.by_source().items()],
+                    header=["source", "cases", "MAPE", "mean error"]))
+    print()
     hw_rows = [[h, str(v["cases"]), fmt.percent(v["mape"])] for h, v in report.by_hardware().items()]
     hw_rows.append(["overall", str(len(report.results)), fmt.percent(report.mape())])
     print(fmt.table(hw_rows, header=["hardware", "cases", "MAPE tokens/s/GPU"]))

@@ -122,6 +122,16 @@ class Report:
         hws = sorted({r.hardware for r in self.results})
         return {h: {"cases": sum(r.hardware == h for r in self.results), "mape": self.mape(h)} for h in hws}
 
+    def by_source(self) -> dict:
+        """Cases, MAPE and mean signed error per publication (and release): how far the model
+        carries to each software stack, which the per-GPU figures mix together."""
+        out = {}
+        for src in sorted({r.source for r in self.results}):
+            errs = [r.error for r in self.results if r.source == src]
+            out[src] = {"cases": len(errs), "mape": float(np.mean(np.abs(errs))),
+                        "mean_error": float(np.mean(errs))}
+        return out
+
     def memory_results(self) -> list[CaseResult]:
         return [r for r in self.results if r.measured_peak_memory_gib is not None]
 
@@ -136,7 +146,8 @@ class Report:
         return {
             "mape_tokens_per_s_per_gpu": self.mape(), "num_cases": len(self.results),
             "mape_peak_memory": self.memory_mape(), "num_memory_cases": len(self.memory_results()),
-            "by_hardware": self.by_hardware(), "worst": [r.id for r in self.worst()],
+            "by_hardware": self.by_hardware(), "by_source": self.by_source(),
+            "worst": [r.id for r in self.worst()],
             "cases": [r.to_dict() for r in self.results],
             "skipped": [s.__dict__ for s in self.skipped],
         }

@@ -47,6 +47,12 @@ def markdown(report: Report, profiles: bool = True, worst_k: int = 10, notes: di
     for h, v in report.by_hardware().items():
         lines.append(f"| {h} | {v['cases']} | {fmt.percent(v['mape'])} | {fmt.percent(_median_ape(report, h))} |")
     lines.append(f"| **all** | {len(report.results)} | **{fmt.percent(report.mape())}** | {fmt.percent(_median_ape(report))} |")
+    lines += ["", "## By source", "",
+              "Each publication and release is its own software stack; a positive mean error means the "
+              "model is faster than the stack measured.", "",
+              "| source | cases | MAPE | mean error |", "|---|---:|---:|---:|"]
+    for src, v in report.by_source().items():
+        lines.append(f"| {src} | {v['cases']} | {fmt.percent(v['mape'])} | {100 * v['mean_error']:+.1f}% |")
     lines += ["", f"## Worst {worst_k} cases", "", "| case | hardware | measured tok/s/GPU | predicted | error | bottleneck | why it misses |",
               "|---|---|---:|---:|---:|---|---|"]
     for r in report.worst(worst_k):

@@ -52,6 +52,12 @@ if val is not None and val["results"]:
     page.chart(charts.predicted_vs_measured(val["results"]))
     st.dataframe(pd.DataFrame([{"hardware": h, "cases": v["cases"], "mean abs. error": fmt.percent(v["mape"])}
                                for h, v in val["by_hardware"].items()]), hide_index=True)
+    st.caption("By source: each publication and release is its own software stack (co-design: the same GPUs "
+               "and layout can differ 2x between releases). A positive mean error means the model is faster "
+               "than the stack that was measured.")
+    st.dataframe(pd.DataFrame([{"source": src, "cases": v["cases"], "mean abs. error": fmt.percent(v["mape"]),
+                                "mean error": f"{100 * v['mean_error']:+.1f}%"}
+                               for src, v in val["by_source"].items()]), hide_index=True)
     worst = sorted(val["results"], key=lambda r: -abs(r["error"]))[:15]
     st.subheader("Largest errors")
     st.dataframe(pd.DataFrame([{

@@ -1,0 +1,75 @@
+"""`perfmodel validate`: the figures it prints are recomputed here from single predictions."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from perfmodel.cli import main
+from perfmodel.predict import predict
+from perfmodel.scenario import parse_scenario
+from perfmodel.validate import load_cases, validate
+from perfmodel.validate_report import markdown
+
+RUNS = Path(__file__).resolve().parent.parent / "perfmodel" / "data" / "published_runs.yaml"
+IDS = ("megatron2021_t1_1.7B", "megatron2021_t1_18.4B", "dgxc_1b9bb6b_h100_llama3_8b_bf16_8gpu")
+
+
+@pytest.fixture(scope="module")
+def small_cases():
+    by_id = {c["id"]: c for c in load_cases(RUNS)}
+    cases = [by_id[i] for i in IDS]
+    return cases + [{"id": "no_scenario_here", "why_not_runnable": "layout not published"}]
+
+
+def _tps(case):
+    """Measured before derived; a published tokens/s per GPU before one from the step time."""
+    s = case["scenario"]
+    for block in (case.get("measured") or {}, case.get("derived") or {}):
+        if block.get("tokens_per_s_per_gpu"):
+            return block["tokens_per_s_per_gpu"]
+        if block.get("step_time_s"):
+            return s["global_batch_size"] * s["seq_length"] / (block["step_time_s"] * s["num_gpus"])
+    raise AssertionError(case["id"])
+
+
+def test_report_figures_are_the_mean_of_single_predictions(small_cases):
+    report = validate(small_cases)   # spec defaults, no profiles
+    assert [r.id for r in report.results] == list(IDS)
+    assert [(s.id, s.reason) for s in report.skipped] == [("no_scenario_here", "layout not published")]
+    errors = [predict(parse_scenario(c["scenario"])).tokens_per_s_per_gpu / _tps(c) - 1.0 for c in small_cases[:3]]
+    assert [r.error for r in report.results] == pytest.approx(errors, rel=1e-12)
+    assert report.mape() == pytest.approx(np.mean(np.abs(errors)))
+    assert report.mape("a100-sxm-80gb") == pytest.approx(np.mean(np.abs(errors[:2])))
+    assert report.by_hardware()["h100-sxm"] == {"cases": 1, "mape": pytest.approx(abs(errors[2]))}
+    by_source = report.by_source()
+    assert sum(v["cases"] for v in by_source.values()) == 3
+    for src, v in by_source.items():
+        errs = [r.error for r in report.results if r.source == src]
+        assert v["mape"] == pytest.approx(np.mean(np.abs(errs)))
+        assert v["mean_error"] == pytest.approx(np.mean(errs))
+    assert report.worst(1)[0].error == max(errors, key=abs)
+
+
+def test_markdown_lists_summary_sources_and_every_case(small_cases):
+    text = markdown(validate(small_cases), profiles=False, notes={})
+    assert "--no-profile" in text and "## By source" in text and "## Not runnable" in text
+    for i in IDS:
+        assert f"| {i} |" in text
+
+
+def test_cli_json_and_one_line_errors(tmp_path, capsys, small_cases):
+    path = tmp_path / "cases.yaml"
+    path.write_text(yaml.safe_dump({"cases": small_cases}))
+    assert main(["validate", str(path), "--format", "json", "--no-profile"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["num_cases"] == 3 and len(out["skipped"]) == 1
+    assert {"mape_tokens_per_s_per_gpu", "by_hardware", "by_source", "worst", "cases"} <= set(out)
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"cases": [{"scenario": {}}]}))
+    assert main(["validate", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "cases[0]" in err and "id" in err
