@@ -8,6 +8,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e '.[test]'
+# An editable install does not byte-compile (a regular pip install does); compile once so that
+# start-up does not recompile perfmodel on every run where PYTHONDONTWRITEBYTECODE is set.
+.venv/bin/python -m compileall -q perfmodel calibration app >/dev/null
 if [ ! -x /usr/bin/chromium ]; then
   if [ "$(id -u)" = "0" ]; then
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
