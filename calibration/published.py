@@ -67,9 +67,16 @@ def borrowed_gemm(donor_fit, donor_spec, recipient_spec):
     best, the recipient's measured best rate in proportion to the donor's."""
     out = {}
     for p, g in donor_fit.items():
-        scale = recipient_spec.efficiency.gemm[p].efficiency_max / donor_spec.efficiency.gemm[p].efficiency_max
+        scale = same_die_scale(donor_spec, recipient_spec, p)
         out[p] = g.model_copy(update={"efficiency_max": min(1.0, g.efficiency_max * scale)})
     return out
+
+
+def same_die_scale(donor_spec, recipient_spec, precision: str) -> float:
+    """Recipient's over donor's measured best fraction of peak (the specs' default
+    ``efficiency_max``): the factor ``borrowed_gemm`` applies."""
+    return (recipient_spec.efficiency.gemm[precision].efficiency_max
+            / donor_spec.efficiency.gemm[precision].efficiency_max)
 
 
 def fit_published(data_path: Path, hardware_ids=PUBLISHED_HARDWARE, out_dir: Path | None = PROFILES_DIR,
@@ -89,7 +96,8 @@ def fit_published(data_path: Path, hardware_ids=PUBLISHED_HARDWARE, out_dir: Pat
         fitted_gemm[hw_id] = ({p: cal.efficiencies.gemm[p] for p in own}, cal.efficiencies.sources)
         extra = {"left_out": "; ".join(pub.skipped)} if pub.skipped else {}
         donor = SAME_GPU_DIE.get(hw_id)
-        borrowed = (borrowed_gemm(fitted_gemm[donor][0], load_hardware(donor), spec)
+        donor_spec = load_hardware(donor) if donor else None
+        borrowed = (borrowed_gemm(fitted_gemm[donor][0], donor_spec, spec)
                     if donor in fitted_gemm and not own else {})
         siblings = {p: SIBLING_PRECISION[p] for p in cal.efficiencies.gemm
                     if p not in own | set(borrowed) and SIBLING_PRECISION.get(p) in own | set(borrowed)}
@@ -97,10 +105,9 @@ def fit_published(data_path: Path, hardware_ids=PUBLISHED_HARDWARE, out_dir: Pat
         gemm.update({p: gemm[q] for p, q in siblings.items()})
         cal = Calibration(cal.efficiencies.model_copy(update={"gemm": gemm}), cal.groups)
         for p in borrowed:
-            scale = spec.efficiency.gemm[p].efficiency_max / load_hardware(donor).efficiency.gemm[p].efficiency_max
             extra[f"gemm.{p}"] = (f"borrowed from {donor} (same GPU die; {hw_id} has no published GEMM sweep), "
-                                  f"efficiency_max x {scale:.4f} = the two specs' MAMF fractions "
-                                  f"(borrowed_gemm in calibration/published.py): "
+                                  f"efficiency_max x {same_die_scale(donor_spec, spec, p):.4f} = the two specs' "
+                                  f"MAMF fractions (borrowed_gemm in calibration/published.py): "
                                   + fitted_gemm[donor][1].get(f"gemm.{p}", ""))
         for p, q in siblings.items():
             extra[f"gemm.{p}"] = f"not measured; takes the {q} efficiency (SIBLING_PRECISION in calibration/published.py)"
