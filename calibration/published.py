@@ -93,7 +93,7 @@ def fit_published(data_path: Path, hardware_ids=PUBLISHED_HARDWARE, out_dir: Pat
         cal = fit_efficiencies([pub.results], spec,
                                missing_reason=f"no published data of trust >= {min_trust} for {hw_id} in {name}")
         own = {g.group.split(".", 1)[1] for g in cal.groups if g.group.startswith("gemm.")}
-        fitted_gemm[hw_id] = ({p: cal.efficiencies.gemm[p] for p in own}, cal.efficiencies.sources)
+        fitted_gemm[hw_id] = ({p: cal.efficiencies.gemm[p] for p in sorted(own)}, cal.efficiencies.sources)
         extra = {"left_out": "; ".join(pub.skipped)} if pub.skipped else {}
         donor = SAME_GPU_DIE.get(hw_id)
         donor_spec = load_hardware(donor) if donor else None
