@@ -223,8 +223,9 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
     # Memory-bound elementwise work: norms and residuals act on the sequence-parallel shard.
     sharded_by_tp = op.name.startswith(("mlp/", "moe/", "output/"))
     tokens = np.where(sharded_by_tp | layouts.sp, T / layouts.tp, T)
-    fwd_bytes = op.bytes_per_token * tokens
-    fwd = memory_time_s(fwd_bytes, hw, eff)
+    runs = (model.moe.num_experts // layouts.ep > 1) if op.multi_local_experts_only else np.ones(len(layouts), bool)
+    fwd_bytes = np.where(runs, op.bytes_per_token * tokens, 0.0)
+    fwd = np.where(runs, memory_time_s(fwd_bytes, hw, eff), 0.0)
     return OpTime(op.name, op.kind, fwd, 2.0 * fwd, np.zeros_like(fwd), fwd_bytes, np.ones_like(fwd, dtype=bool), 1,
                   np.zeros_like(fwd))
 

@@ -92,7 +92,8 @@ class LayerTime:
 
 def _layer_time(kind: LayerKind, c: JobConstants, L: Layouts, fsdp_per_layer_s) -> LayerTime:
     m, hw, eff, ov, seq = c.model, c.hardware, c.efficiency, c.overlap, c.seq_length
-    blk = block_time(layer_ops(m, kind), m, L, seq, c.precision, hw, eff, c.causal, c.attention_backend)
+    blk = block_time(layer_ops(m, kind, c.moe_dispatcher), m, L, seq, c.precision, hw, eff, c.causal,
+                     c.attention_backend)
     phi_tp = tp_phi(ov, L.tp)
     tp_raw = traffic.tp_layer_s(kind, m, L, seq, hw, eff, c.precision)
     tp_f = exposed_s(tp_raw, blk.gemm_fwd_s, phi_tp)

@@ -70,6 +70,8 @@ class Op:
     """Sharded by expert parallelism (and etp) instead of tensor parallelism."""
     bytes_per_token: float = 0.0
     """MEMORY ops: forward HBM bytes read + written per token (16-bit activations)."""
+    multi_local_experts_only: bool = False
+    """MEMORY ops that run only where a GPU holds more than one expert (num_experts / ep > 1)."""
     attn_heads: int = 0
     attn_qk_dim: int = 0
     attn_v_dim: int = 0
@@ -148,7 +150,7 @@ def _moe_mlp_ops(m: ModelSpec) -> list[Op]:
     return ops
 
 
-def _memory_ops(m: ModelSpec, kind: LayerKind) -> list[Op]:
+def _memory_ops(m: ModelSpec, kind: LayerKind, moe_dispatcher: str = "alltoall") -> list[Op]:
     """Elementwise traffic per layer token, forward (Korthikanti et al. 2022, sec. 4.1 tensors).
 
     Two norms (read h, write h), two residual adds (read 2h, write h), the MLP activation
@@ -168,13 +170,23 @@ def _memory_ops(m: ModelSpec, kind: LayerKind) -> list[Op]:
         # Token permutation before the experts and un-permutation after: each reads and
         # writes top_k copies of the h-wide token (Megatron-Core MoE token dispatcher).
         ops.append(Op("moe/permute", OpKind.MEMORY, bytes_per_token=2 * 2 * m.moe.top_k * h * B))
+        if moe_dispatcher == "alltoall":
+            # The all-to-all arrives ordered by source rank; a GPU holding several experts
+            # sorts it by local expert after dispatch and restores the order before combine,
+            # each pass again reading and writing the top_k copies (Megatron-Core
+            # MoEAlltoAllTokenDispatcher.dispatch_postprocess / combine_preprocess,
+            # "Permutation 2", run when num_local_experts > 1). The flex dispatcher (DeepEP,
+            # HybridEP) receives unique tokens and permutes once, as counted above.
+            ops.append(Op("moe/sort_by_local_expert", OpKind.MEMORY,
+                          bytes_per_token=2 * 2 * m.moe.top_k * h * B, multi_local_experts_only=True))
     return ops
 
 
-def layer_ops(m: ModelSpec, kind: LayerKind) -> tuple[Op, ...]:
-    """Operations of one transformer layer of the given kind."""
+def layer_ops(m: ModelSpec, kind: LayerKind, moe_dispatcher: str = "alltoall") -> tuple[Op, ...]:
+    """Operations of one transformer layer of the given kind (``moe_dispatcher``: the
+    scenario's token dispatcher, which decides the MoE permutation passes)."""
     mlp = _dense_mlp_ops(m) if kind is LayerKind.DENSE else _moe_mlp_ops(m)
-    return tuple(_attention_ops(m) + mlp + _memory_ops(m, kind))
+    return tuple(_attention_ops(m) + mlp + _memory_ops(m, kind, moe_dispatcher))
 
 
 def head_ops(m: ModelSpec) -> tuple[Op, ...]:

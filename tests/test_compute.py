@@ -127,3 +127,32 @@ def test_unfused_attention_costs_more_than_flash_and_matters_less_for_wide_model
         ratios.append(float(un.fwd_s[0] + un.bwd_s[0]) / gemms)
     # score traffic grows with a*s^2 while GEMM work grows with s*h^2 (Korthikanti's s/6h term)
     assert ratios[0] > 3 * ratios[1]
+
+
+def _moe_model(num_experts):
+    return ModelSpec(num_layers=2, hidden_size=4096, num_attention_heads=32, num_query_groups=8, ffn_hidden_size=14336,
+                     gated_mlp=True, vocab_size=32000,
+                     moe=dict(num_experts=num_experts, top_k=4, expert_ffn_hidden_size=1536))
+
+
+def test_alltoall_dispatcher_sorts_by_local_expert_by_hand():
+    # Megatron-Core's all-to-all dispatcher sorts the received copies by local expert and
+    # restores the order before combine: two more passes that each read and write top_k
+    # copies of the h-wide token, 2 bytes an element. Only where a GPU holds > 1 expert.
+    m = _moe_model(64)
+    sort = next(op for op in layer_ops(m, LayerKind.MOE, "alltoall") if op.name == "moe/sort_by_local_expert")
+    s = 4096
+    bw = H100.gpu.hbm_bandwidth_bytes_per_s * H100.efficiency.memory_efficiency
+    t = op_time(sort, m, _layouts(ep=8), s, "bf16", H100, H100.efficiency)
+    nbytes = s * 2 * 2 * 4 * 4096 * 2
+    assert float(t.fwd_bytes[0]) == nbytes
+    assert float(t.fwd_s[0]) == pytest.approx(H100.efficiency.kernel_overhead_s + nbytes / bw)
+    assert float(t.bwd_s[0]) == pytest.approx(2 * float(t.fwd_s[0]))
+    one_expert_each = op_time(sort, m, _layouts(ep=64), s, "bf16", H100, H100.efficiency)
+    assert float(one_expert_each.fwd_s[0]) == 0.0 and float(one_expert_each.fwd_bytes[0]) == 0.0
+
+
+def test_flex_dispatcher_permutes_once():
+    names = [op.name for op in layer_ops(_moe_model(64), LayerKind.MOE, "flex")]
+    assert "moe/permute" in names and "moe/sort_by_local_expert" not in names
+    assert "moe/sort_by_local_expert" not in [op.name for op in layer_ops(_moe_model(64), LayerKind.DENSE, "alltoall")]

@@ -198,10 +198,21 @@ def test_moe_dispatcher_is_a_scenario_input():
     a2a = predict(_moe())
     flex = predict(_moe(moe_dispatcher="flex"))
     assert flex.breakdown_s["ep_comm"] < a2a.breakdown_s["ep_comm"]
-    assert a2a.breakdown_s["compute"] == flex.breakdown_s["compute"]
-    # inside one node they are the same
+    # The all-to-all dispatcher also sorts by local expert (8 experts per GPU here): its
+    # compute exceeds flex's by that op, in every layer of every micro-batch.
+    from perfmodel.compute import op_time
+    from perfmodel.layout import layouts_from_job
+    from perfmodel.predict import resolve
+    from perfmodel.workload import LayerKind, layer_ops
+    job = resolve(_moe())
+    sort = next(op for op in layer_ops(job.model, LayerKind.MOE) if op.name == "moe/sort_by_local_expert")
+    t = op_time(sort, job.model, layouts_from_job(job), 4096, "bf16", job.hardware, job.hardware.efficiency)
+    extra = job.num_microbatches * job.model.num_layers * float(t.fwd_s[0] + t.bwd_s[0])
+    assert extra > 0
+    assert a2a.breakdown_s["compute"] - flex.breakdown_s["compute"] == pytest.approx(extra, rel=1e-9)
+    # inside one node they send the same
     one_node = dict(num_gpus=8, global_batch_size=64, parallelism=dict(tp=1, pp=1, ep=8))
-    assert predict(_moe(**one_node)).step_time_s == predict(_moe(moe_dispatcher="flex", **one_node)).step_time_s
+    assert predict(_moe(**one_node)).breakdown_s["ep_comm"] == predict(_moe(moe_dispatcher="flex", **one_node)).breakdown_s["ep_comm"]
     with pytest.raises(InputError) as err:
         _moe(moe_dispatcher="deepep")
     assert "moe_dispatcher: Input should be 'alltoall' or 'flex'" in str(err.value)
