@@ -69,6 +69,8 @@ def roofline(job, efficiency=None) -> Roofline:
         for op in ops:
             t = op_time(op, m, L, s.seq_length, s.precision, hw, eff)
             flop, nbytes = float(t.fwd_flop[0]), float(t.fwd_bytes[0])
+            if flop == 0 and nbytes == 0:
+                continue   # an op this layout does not run (sort by local expert with one expert per GPU)
             fwd_s = float(t.fwd_s[0])
             if op.kind is OpKind.GEMM:
                 prec = gemm_precision(op, s.precision)

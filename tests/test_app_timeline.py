@@ -174,3 +174,15 @@ def test_roofline_bound_follows_the_tokens_per_gemm(seq, bound):
     sc = sc.model_copy(update={"seq_length": seq, "parallelism": par})
     gemms = [p for p in roofline(resolve(sc)).points if p["kind"] == "gemm"]
     assert gemms and all(p["bound"] == bound for p in gemms), [(p["op"], p["bound"]) for p in gemms]
+
+
+@pytest.mark.parametrize("ep,listed", [(8, True), (128, False)])
+def test_roofline_lists_the_expert_sort_only_where_it_runs(ep, listed):
+    """The all-to-all dispatcher's sort by local expert runs only with > 1 expert per GPU."""
+    base = load_scenario(EXAMPLE_SCENARIO)
+    sc = type(base).model_validate({**base.model_dump(exclude_none=True), "model": "qwen3-30b-a3b", "num_gpus": 128,
+                                    "global_batch_size": 128, "seq_length": 4096,
+                                    "parallelism": dict(tp=1, pp=1, ep=ep)})
+    ops = {p["op"] for p in roofline(resolve(sc)).points}
+    assert "moe/permute" in ops
+    assert ("moe/sort_by_local_expert" in ops) is listed
