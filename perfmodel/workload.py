@@ -169,7 +169,8 @@ def _memory_ops(m: ModelSpec, kind: LayerKind, moe_dispatcher: str = "alltoall")
     if kind is LayerKind.MOE:
         # Token permutation before the experts and un-permutation after: each reads and
         # writes top_k copies of the h-wide token (Megatron-Core MoE token dispatcher).
-        ops.append(Op("moe/permute", OpKind.MEMORY, bytes_per_token=2 * 2 * m.moe.top_k * h * B))
+        permute_pair = 2 * 2 * m.moe.top_k * h * B
+        ops.append(Op("moe/permute", OpKind.MEMORY, bytes_per_token=permute_pair))
         if moe_dispatcher == "alltoall":
             # The all-to-all arrives ordered by source rank; a GPU holding several experts
             # sorts it by local expert after dispatch and restores the order before combine,
@@ -178,7 +179,7 @@ def _memory_ops(m: ModelSpec, kind: LayerKind, moe_dispatcher: str = "alltoall")
             # "Permutation 2", run when num_local_experts > 1). The flex dispatcher (DeepEP,
             # HybridEP) receives unique tokens and permutes once, as counted above.
             ops.append(Op("moe/sort_by_local_expert", OpKind.MEMORY,
-                          bytes_per_token=2 * 2 * m.moe.top_k * h * B, multi_local_experts_only=True))
+                          bytes_per_token=permute_pair, multi_local_experts_only=True))
     return ops
 
 
