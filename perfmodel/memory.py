@@ -68,6 +68,18 @@ transient and small next to the states (TransformerEngine "Using FP8" docs). Meg
 optional ``--fp8-param-gather`` (1-byte weights) is not modelled.
 """
 
+GRAD_16BIT_BYTES = 2
+"""Gradient buffer element when gradients are kept and reduced in the 16-bit training dtype
+(Megatron-Core DDP: the buffer takes the parameter dtype unless grad_reduce_in_fp32)."""
+
+
+def state_bytes_per_param(precision: str, grad_reduce_in_fp32: bool = True) -> tuple[int, int, int]:
+    """(weights, gradients, optimizer) bytes per parameter: ``STATE_BYTES_PER_PARAM``, with a
+    16-bit gradient buffer where gradients are not reduced in fp32 (fp16 has one already)."""
+    w, g, o = STATE_BYTES_PER_PARAM[precision]
+    return w, (g if grad_reduce_in_fp32 else min(g, GRAD_16BIT_BYTES)), o
+
+
 CUBLAS_WORKSPACE_BYTES = 32 * MEBI
 """cuBLAS workspace recommended for Hopper (cuBLAS docs, cublasSetWorkspace), PyTorch's
 default on sm90 since PR #120925 (4 MiB on earlier GPUs; we keep the larger figure)."""
@@ -129,9 +141,9 @@ def layer_params_per_gpu(m: ModelSpec, kind: LayerKind, t, ep, etp) -> tuple[np.
 
 
 def model_state_bytes(params_dense, params_expert, zero_stage, group_dense, group_expert,
-                      precision: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                      precision: str, grad_reduce_in_fp32: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(weights, gradients, optimizer states) bytes; ZeRO stage z shards the last z of them."""
-    w, g, o = STATE_BYTES_PER_PARAM[precision]
+    w, g, o = state_bytes_per_param(precision, grad_reduce_in_fp32)
     z = np.asarray(zero_stage)
 
     def held(stage: int):
@@ -249,7 +261,7 @@ def _dense_layers_on_rank(m: ModelSpec, rank, pp, vpp, c) -> np.ndarray:
 
 
 def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Layouts, rank,
-           flash: bool, dropout: bool) -> MemoryBreakdown:
+           flash: bool, dropout: bool, grad_reduce_in_fp32: bool) -> MemoryBreakdown:
     s, h, V = seq_length, m.hidden_size, m.vocab_size
     t = L.tp.astype(float)
     r = np.where(L.sp, t, 1.0)
@@ -281,7 +293,8 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
         p_expert = p_expert + np.where(last, m.mtp_layers * e_mtp, 0)
     group_dense = L.dp * L.cp
     group_expert = L.dp * L.cp * L.tp / (L.ep * L.etp)
-    w, g, o = model_state_bytes(p_dense, p_expert, L.zero_stage, group_dense, group_expert, precision)
+    w, g, o = model_state_bytes(p_dense, p_expert, L.zero_stage, group_dense, group_expert, precision,
+                                grad_reduce_in_fp32)
 
     # activations
     def act(kind, rc):
@@ -305,7 +318,7 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
     # last layer and the output layer) for the all-gather and the gradient reduce-scatter
     layer_unit = np.max([split[k][0] + split[k][1] for k in kinds], axis=0)
     units_in_flight = (FSDP_UNITS_IN_FLIGHT - 1) * layer_unit + np.maximum(layer_unit, vocab)
-    w_b, g_b, _ = STATE_BYTES_PER_PARAM[precision]
+    w_b, g_b, _ = state_bytes_per_param(precision, grad_reduce_in_fp32)
     sharded = group_dense > 1
     zero_buffers = np.where((L.zero_stage >= 3) & sharded, w_b * units_in_flight, 0) \
         + np.where((L.zero_stage >= 2) & sharded, g_b * units_in_flight, 0)
@@ -318,7 +331,7 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
 
 
 def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision: str, layouts: Layouts,
-                   *, flash: bool = True, dropout: bool = False) -> MemoryBreakdown:
+                   *, flash: bool = True, dropout: bool = False, grad_reduce_in_fp32: bool = True) -> MemoryBreakdown:
     """Peak memory per GPU: the larger of the first and the last pipeline stage.
 
     The first stage holds the embedding and the most micro-batches in flight; the last holds
@@ -328,8 +341,10 @@ def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision:
         raise ValueError(f"precision {precision!r} is not one of {tuple(STATE_BYTES_PER_PARAM)}")
     if recompute not in ("none", "selective", "full"):
         raise ValueError(f"recompute {recompute!r} is not one of ('none', 'selective', 'full')")
-    first = _stage(model, seq_length, recompute, precision, layouts, np.zeros_like(layouts.pp), flash, dropout)
-    last = _stage(model, seq_length, recompute, precision, layouts, layouts.pp - 1, flash, dropout)
+    first = _stage(model, seq_length, recompute, precision, layouts, np.zeros_like(layouts.pp), flash, dropout,
+                   grad_reduce_in_fp32)
+    last = _stage(model, seq_length, recompute, precision, layouts, layouts.pp - 1, flash, dropout,
+                  grad_reduce_in_fp32)
     pick_last = last.total > first.total
     return MemoryBreakdown(*(np.where(pick_last, getattr(last, f.name), getattr(first, f.name))
                              for f in fields(MemoryBreakdown)))

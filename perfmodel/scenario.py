@@ -104,6 +104,15 @@ class Scenario(_Frozen):
     (--moe-flex-dispatcher-backend), which crosses the network once per destination domain
     and fans out over NVLink. They differ only when the expert-parallel group spans
     scale-up domains. Ignored for dense models."""
+    grad_reduce_in_fp32: bool = True
+    """Data-parallel gradients kept and reduced in fp32 (perfmodel extension of the contract;
+    Megatron-Core's DistributedDataParallelConfig flag of that name). true: a 4-byte gradient
+    buffer and 4-byte reduce-scatter or all-reduce (Megatron-LM forces it on for bf16;
+    PyTorch FSDP2 reduces in fp32 in torchtitan). false: both in the 16-bit training dtype,
+    half the bytes, as NVIDIA's performance recipes set (NeMo 2 performance_mode recipes and
+    scripts/performance, Megatron-Bridge scripts/performance: grad_reduce_in_fp32 = False;
+    NeMo 1 configs: optim.grad_sync_dtype bf16). Applies to bf16, fp8 and fp4 training; fp16
+    gradients are 2 bytes in memory either way."""
     training_tokens: float | None = Field(None, gt=0)
     """Optional: enables time to train, GPU-hours, cost and energy."""
 

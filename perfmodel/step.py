@@ -69,6 +69,7 @@ class JobConstants:
     fsdp_collectives_per_layer: int = 1
     fsdp_list_api: bool = False
     moe_dispatcher: str = "alltoall"
+    grad_reduce_in_fp32: bool = True
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,7 @@ def evaluate(c: JobConstants, L: Layouts) -> StepArrays:
     layers_per_stage = len(kinds) / pp
     per_layer_units = c.fsdp_collectives_per_layer
     dp = traffic.dp_traffic(sp_params.max_dense(), sp_params.max_expert(), L, hw, eff,
-                            layers_per_stage * per_layer_units, c.fsdp_list_api)
+                            layers_per_stage * per_layer_units, c.fsdp_list_api, c.grad_reduce_in_fp32)
     fsdp_per_layer = per_layer_units * dp.fsdp_per_unit_s
 
     per_layer: dict = {}
@@ -247,7 +248,8 @@ def evaluate(c: JobConstants, L: Layouts) -> StepArrays:
     for k in COMPONENTS:
         bd.setdefault(k, np.zeros(len(L)))
 
-    mem = memory_per_gpu(m, seq, c.recompute, c.precision, L, flash=c.attention_backend == "flash")
+    mem = memory_per_gpu(m, seq, c.recompute, c.precision, L, flash=c.attention_backend == "flash",
+                         grad_reduce_in_fp32=c.grad_reduce_in_fp32)
     flop = training_flop_per_token(m, seq, causal=True).total
     w_layers = num_mb * layers_per_stage
     return StepArrays(

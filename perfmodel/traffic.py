@@ -40,9 +40,14 @@ from .workload import LayerKind
 ACT_BYTES = 2
 PARAM_BYTES = 2
 """16-bit parameters gathered by the distributed optimizer / FSDP."""
-GRAD_REDUCE_BYTES = 4
-"""Gradients reduced in fp32 (Megatron-Core DDP with grad_reduce_in_fp32, as NeMo and
-Megatron-Bridge recipes set; FSDP2 MixedPrecisionPolicy reduce_dtype=float32 in torchtitan)."""
+
+
+def grad_reduce_bytes(grad_reduce_in_fp32: bool) -> int:
+    """Bytes per gradient element in the data-parallel reduction: 4 when gradients are reduced
+    in fp32 (Megatron-Core DDP ``grad_reduce_in_fp32``; FSDP2 MixedPrecisionPolicy
+    reduce_dtype=float32 in torchtitan), 2 when reduced in the 16-bit training dtype (NVIDIA's
+    performance recipes: ``grad_reduce_in_fp32 = False``). The scenario field of that name."""
+    return 4 if grad_reduce_in_fp32 else 2
 
 
 FP8_GATHER_BYTES = 1
@@ -151,7 +156,8 @@ class DpTraffic:
 
 
 def dp_traffic(dense_params_per_gpu, expert_params_per_gpu, layouts: Layouts, hw: HardwareSpec,
-               eff: Efficiencies, fsdp_units=1.0, fsdp_list_api: bool = False) -> DpTraffic:
+               eff: Efficiencies, fsdp_units=1.0, fsdp_list_api: bool = False,
+               grad_reduce_in_fp32: bool = True) -> DpTraffic:
     """Data-parallel traffic for the parameters one GPU holds (before ZeRO-3 sharding);
     ``fsdp_units`` is the number of separately gathered units they split into.
 
@@ -167,7 +173,7 @@ def dp_traffic(dense_params_per_gpu, expert_params_per_gpu, layouts: Layouts, hw
     def sync(params, n, stride, list_api=False):
         # No parameters of a kind (no experts in a dense model): no collective, no latency.
         n = np.where(np.asarray(params) > 0, n, 1)
-        size = params * GRAD_REDUCE_BYTES
+        size = params * grad_reduce_bytes(grad_reduce_in_fp32)
         ar = group_time_s(Collective.ALL_REDUCE, size, n, stride, hw, eff)
         rs = group_time_s(Collective.REDUCE_SCATTER, size, n, stride, hw, eff)
         ag = group_time_s(Collective.ALL_GATHER, params * PARAM_BYTES, n, stride, hw, eff)

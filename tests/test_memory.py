@@ -132,6 +132,16 @@ def test_megatron_distributed_optimizer_table():
         assert float(total) == pytest.approx(fixed + sharded / 32)
 
 
+@pytest.mark.parametrize("precision,grads", [("bf16", 2.0), ("fp8", 2.0), ("fp16", 2.0)])
+def test_gradients_reduced_in_16_bits_keep_a_2_byte_buffer(precision, grads):
+    """grad_reduce_in_fp32 false: the gradient buffer takes the 16-bit dtype (7B params, no
+    sharding: 14 GB); weights and optimizer states do not change."""
+    w1, g1, o1 = model_state_bytes(7e9, 0.0, 0, 8, 8, precision)
+    w2, g2, o2 = model_state_bytes(7e9, 0.0, 0, 8, 8, precision, grad_reduce_in_fp32=False)
+    assert float(g2) == pytest.approx(grads * 7e9)
+    assert (float(w2), float(o2)) == (float(w1), float(o1))
+
+
 def test_model_states_match_param_count_when_unsplit():
     m = ModelSpec(num_layers=8, hidden_size=1024, num_attention_heads=16, ffn_hidden_size=4096,
                   vocab_size=32000)

@@ -161,14 +161,14 @@ def test_list_api_copies_each_rank_chunk_with_its_own_kernel():
     from perfmodel.compute import memory_time_s
     from perfmodel.layout import layouts_from_job
     from perfmodel.predict import resolve
-    from perfmodel.traffic import GRAD_REDUCE_BYTES, PARAM_BYTES, dp_traffic
+    from perfmodel.traffic import PARAM_BYTES, dp_traffic, grad_reduce_bytes
     job = resolve(scenario(num_gpus=32, global_batch_size=64, parallelism=dict(tp=1, pp=1, zero_stage=3)))
     L, hw = layouts_from_job(job), job.hardware
     P, n = 1e8, 32
     flat = dp_traffic(P, 0.0, L, hw, hw.efficiency).fsdp_per_unit_s
     listed = dp_traffic(P, 0.0, L, hw, hw.efficiency, fsdp_list_api=True).fsdp_per_unit_s
     copies = (2 * memory_time_s(2 * P * PARAM_BYTES, hw, hw.efficiency, kernels=n)
-              + memory_time_s(2 * P * GRAD_REDUCE_BYTES, hw, hw.efficiency, kernels=n))
+              + memory_time_s(2 * P * grad_reduce_bytes(True), hw, hw.efficiency, kernels=n))
     assert (listed - flat).item() == pytest.approx(float(copies), rel=1e-9)
 
 
@@ -177,14 +177,43 @@ def test_a_dense_model_pays_no_expert_collectives():
     from perfmodel.comm import Collective, group_time_s
     from perfmodel.layout import layouts_from_job
     from perfmodel.predict import resolve
-    from perfmodel.traffic import GRAD_REDUCE_BYTES, PARAM_BYTES, dp_traffic
+    from perfmodel.traffic import PARAM_BYTES, dp_traffic, grad_reduce_bytes
     job = resolve(scenario(num_gpus=32, global_batch_size=64, parallelism=dict(tp=1, pp=1, zero_stage=3)))
     L, hw = layouts_from_job(job), job.hardware
     P = 1e8
     t = dp_traffic(P, 0.0, L, hw, hw.efficiency).fsdp_per_unit_s
     dense = (2 * group_time_s(Collective.ALL_GATHER, P * PARAM_BYTES, 32, 1, hw, hw.efficiency)
-             + group_time_s(Collective.REDUCE_SCATTER, P * GRAD_REDUCE_BYTES, 32, 1, hw, hw.efficiency))
+             + group_time_s(Collective.REDUCE_SCATTER, P * grad_reduce_bytes(True), 32, 1, hw, hw.efficiency))
     assert t.item() == pytest.approx(float(dense), rel=1e-12)
+
+
+def test_grad_reduce_in_16_bits_halves_the_gradient_reduce_scatter():
+    """ZeRO-1 over 32 data-parallel ranks: the reduce-scatter moves 2 bytes per gradient instead
+    of 4, by hand through comm.group_time_s; the parameter all-gather does not change."""
+    from perfmodel.comm import Collective, group_time_s
+    from perfmodel.layout import layouts_from_job
+    from perfmodel.predict import resolve
+    from perfmodel.traffic import dp_traffic
+    job = resolve(scenario(num_gpus=32, global_batch_size=64, parallelism=dict(tp=1, pp=1, zero_stage=1)))
+    L, hw = layouts_from_job(job), job.hardware
+    P = 1e8
+    fp32 = dp_traffic(P, 0.0, L, hw, hw.efficiency)
+    bf16 = dp_traffic(P, 0.0, L, hw, hw.efficiency, grad_reduce_in_fp32=False)
+    for t, nbytes in ((fp32, 4), (bf16, 2)):
+        rs = group_time_s(Collective.REDUCE_SCATTER, P * nbytes, 32, 1, hw, hw.efficiency)
+        assert t.grad_sync_s.item() == pytest.approx(float(rs), rel=1e-12)
+    assert bf16.param_gather_s.item() == fp32.param_gather_s.item()
+
+
+def test_grad_reduce_in_fp32_is_a_scenario_input():
+    """Data parallelism across nodes, not overlapped: reducing in bf16 exposes less gradient
+    traffic and keeps a 2-byte gradient buffer; compute is unchanged."""
+    over = dict(num_gpus=64, global_batch_size=64, parallelism=dict(tp=8, pp=1, zero_stage=1), overlap=dict(dp=0))
+    fp32 = predict(scenario(**over))
+    bf16 = predict(scenario(**over, grad_reduce_in_fp32=False))
+    assert bf16.breakdown_s["dp_comm"] < fp32.breakdown_s["dp_comm"]
+    assert bf16.breakdown_s["compute"] == fp32.breakdown_s["compute"]
+    assert bf16.memory_per_gpu_bytes < fp32.memory_per_gpu_bytes
 
 
 def _moe(**over):
