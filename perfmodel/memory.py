@@ -49,11 +49,17 @@ LOGITS_BYTES = 4
 SOFTMAX_BYTES = 2
 """The s x s attention probabilities are 16-bit (Korthikanti et al. 2022, sec. 4.1: 2*a*s^2*b)."""
 
+GRAD_FP32_BYTES = 4
+GRAD_16BIT_BYTES = 2
+"""Gradient element in fp32, and in the 16-bit training dtype (Megatron-Core DDP: the buffer
+takes the parameter dtype unless grad_reduce_in_fp32); also the bytes of the data-parallel
+reduction (``traffic.grad_reduce_bytes``)."""
+
 STATE_BYTES_PER_PARAM: dict[str, tuple[int, int, int]] = {
-    "bf16": (2, 4, 12),
-    "fp16": (2, 2, 16),
-    "fp8": (2, 4, 12),
-    "fp4": (2, 4, 12),
+    "bf16": (2, GRAD_FP32_BYTES, 12),
+    "fp16": (2, GRAD_16BIT_BYTES, 16),
+    "fp8": (2, GRAD_FP32_BYTES, 12),
+    "fp4": (2, GRAD_FP32_BYTES, 12),
 }
 """(weights, gradients, optimizer) bytes per parameter under mixed-precision Adam.
 
@@ -67,11 +73,6 @@ weights as the parameters and cast them to fp8 per GEMM; the fp8 copy of the lay
 transient and small next to the states (TransformerEngine "Using FP8" docs). Megatron's
 optional ``--fp8-param-gather`` (1-byte weights) is not modelled.
 """
-
-GRAD_16BIT_BYTES = 2
-"""Gradient buffer element when gradients are kept and reduced in the 16-bit training dtype
-(Megatron-Core DDP: the buffer takes the parameter dtype unless grad_reduce_in_fp32)."""
-
 
 def state_bytes_per_param(precision: str, grad_reduce_in_fp32: bool = True) -> tuple[int, int, int]:
     """(weights, gradients, optimizer) bytes per parameter: ``STATE_BYTES_PER_PARAM``, with a

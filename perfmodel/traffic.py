@@ -34,6 +34,7 @@ from .compute import memory_time_s, moe_tokens, tokens_per_microbatch
 from .efficiency import Efficiencies
 from .hardware import HardwareSpec
 from .layout import Layouts
+from .memory import GRAD_16BIT_BYTES, GRAD_FP32_BYTES
 from .model import ModelSpec
 from .workload import LayerKind
 
@@ -47,7 +48,7 @@ def grad_reduce_bytes(grad_reduce_in_fp32: bool) -> int:
     in fp32 (Megatron-Core DDP ``grad_reduce_in_fp32``; FSDP2 MixedPrecisionPolicy
     reduce_dtype=float32 in torchtitan), 2 when reduced in the 16-bit training dtype (NVIDIA's
     performance recipes: ``grad_reduce_in_fp32 = False``). The scenario field of that name."""
-    return 4 if grad_reduce_in_fp32 else 2
+    return GRAD_FP32_BYTES if grad_reduce_in_fp32 else GRAD_16BIT_BYTES
 
 
 FP8_GATHER_BYTES = 1
