@@ -61,6 +61,7 @@ def cmd_predict(args) -> int:
 def describe_dict(sc) -> dict:
     from .layout import layouts_from_job
     from .memory import fits_in_memory, memory_per_gpu
+    from .placement import job_domain_gpus
     from .scenario import resolve
     from .workload import param_count, training_flop_per_token
     job = resolve(sc)
@@ -70,6 +71,7 @@ def describe_dict(sc) -> dict:
     return {
         "model": job.model.name, "hardware": job.hardware.id, "num_gpus": sc.num_gpus, "dp": job.dp,
         "num_microbatches": job.num_microbatches,
+        "gpus_per_scale_up_domain": job_domain_gpus(job.hardware, sc.num_gpus),
         "model_params_total": int(pc.total), "model_params_active": float(pc.active),
         "model_params_stored": int(pc.stored),
         "model_flops_per_token": training_flop_per_token(job.model, sc.seq_length, causal=True).total,
@@ -87,6 +89,7 @@ def cmd_describe(args) -> int:
         _emit_json(d)
         return 0
     rows = [["model", d["model"]], ["hardware", d["hardware"]], ["GPUs (dp)", f"{d['num_gpus']} ({d['dp']})"],
+            ["GPUs per NVLink domain", str(d["gpus_per_scale_up_domain"])],
             ["params total", fmt.si(d["model_params_total"])], ["params active", fmt.si(d["model_params_active"])],
             ["FLOPs/token (causal)", fmt.si(d["model_flops_per_token"], "FLOP")],
             ["FLOPs/token (full s^2)", fmt.si(d["model_flops_per_token_full_attention"], "FLOP")]]

@@ -127,11 +127,12 @@ def _fit_override(eff: Efficiencies, op: Collective, fabric: str, n):
 
 def group_domains(n, stride, domain_size: int):
     """(g_in, n_out): GPUs of a group of n (members ``stride`` ranks apart) inside one
-    scale-up domain, and the number of domains the group spans."""
+    scale-up domain, and the number of domains the group spans (rounded up: 128 GPUs over
+    domains of 72 span two)."""
     n = np.asarray(n, dtype=np.int64)
     g_in = np.clip(domain_size // np.maximum(np.asarray(stride, dtype=np.int64), 1), 1, None)
     g_in = np.minimum(g_in, n)
-    return g_in, np.maximum(n // g_in, 1)
+    return g_in, np.maximum(-(-n // g_in), 1)
 
 
 def group_time_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: Efficiencies,

@@ -102,6 +102,9 @@ class ScaleUpSpec(_Frozen):
     name: str
     domain_size: int = Field(ge=1)
     """GPUs in one scale-up (NVLink) domain: 8 for HGX, 72 for NVL72."""
+    gpus_per_host: int | None = Field(None, ge=1)
+    """GPUs per host (the unit a scheduler allocates) where a domain spans several hosts:
+    4 per GB200 compute tray. None: one host is the whole domain (HGX). See ``placement``."""
     bandwidth_per_direction_gb_per_s: float = Field(gt=0)
     """Per GPU, one direction."""
     in_network_reduction: bool

@@ -11,6 +11,7 @@ from .hardware import HardwareSpec
 from .layout import layouts_from_job
 from .model import ModelSpec
 from .overlap import Overlap
+from .placement import placed
 from .scenario import Job, Scenario, resolve
 from .step import COMPONENTS, LENS, JobConstants, StepArrays, bottleneck, evaluate
 from .workload import param_count
@@ -64,7 +65,8 @@ def scenario_constants(s: Scenario, model: ModelSpec, hardware: HardwareSpec,
                        efficiency: Efficiencies | None = None, overlap: Overlap | None = None,
                        **override) -> JobConstants:
     """The one place a scenario's fields become ``JobConstants``; ``override`` replaces any of
-    them (search and bench vary num_gpus, precision and recompute)."""
+    them (search and bench vary num_gpus, precision and recompute). The hardware is the job's
+    view of it: its scale-up domain holds the GPUs the job places there (``placement``)."""
     fields = dict(
         model=model, hardware=hardware, efficiency=efficiency or hardware.efficiency,
         seq_length=s.seq_length, global_batch_size=s.global_batch_size, num_gpus=s.num_gpus,
@@ -73,7 +75,9 @@ def scenario_constants(s: Scenario, model: ModelSpec, hardware: HardwareSpec,
         fsdp_list_api=s.fsdp_list_api, moe_dispatcher=s.moe_dispatcher,
         grad_reduce_in_fp32=s.grad_reduce_in_fp32,
     )
-    return JobConstants(**{**fields, **override})
+    merged = {**fields, **override}
+    merged["hardware"] = placed(merged["hardware"], merged["num_gpus"])
+    return JobConstants(**merged)
 
 
 def job_constants(job: Job, efficiency: Efficiencies | None = None, overlap: Overlap | None = None) -> JobConstants:
