@@ -140,9 +140,9 @@ def cmd_validate(args) -> int:
                      for src, v in report.by_source().items()],
                     header=["source", "cases", "MAPE", "mean error"]))
     print()
-    hw_rows = [[h, str(v["cases"]), fmt.percent(v["mape"])] for h, v in report.by_hardware().items()]
-    hw_rows.append(["overall", str(len(report.results)), fmt.percent(report.mape())])
-    print(fmt.table(hw_rows, header=["hardware", "cases", "MAPE tokens/s/GPU"]))
+    hw_rows = [[g, str(v["cases"]), fmt.percent(v["mape"]), ", ".join(v["specs"])] for g, v in report.by_gpu().items()]
+    hw_rows.append(["overall", str(len(report.results)), fmt.percent(report.mape()), ""])
+    print(fmt.table(hw_rows, header=["GPU", "cases", "MAPE tokens/s/GPU", "specs"]))
     return 0
 
 

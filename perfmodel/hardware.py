@@ -168,6 +168,11 @@ class PriceSpec(_Frozen):
 class HardwareSpec(_Frozen):
     id: str
     name: str
+    variant_of: str | None = None
+    """Id of the spec of the same die run by the same kernels, of which this is a variant (a
+    power-capped or differently-memoried SKU). The variant inherits that spec's efficiencies
+    (they are fractions of each SKU's own peaks) and its calibration profile, and validation
+    reports it under that GPU."""
     gpu: GpuSpec
     scale_up: ScaleUpSpec
     scale_out: ScaleOutSpec
@@ -211,7 +216,11 @@ def list_hardware_ids() -> list[str]:
 
 
 def parse_hardware(data: dict, origin: str = "hardware") -> HardwareSpec:
-    """Validate a mapping (e.g. an uploaded YAML) into a HardwareSpec, or raise InputError."""
+    """Validate a mapping (e.g. an uploaded YAML) into a HardwareSpec, or raise InputError.
+    A variant (``variant_of``) without an efficiency block takes its reference's."""
+    ref = data.get("variant_of") if isinstance(data, dict) else None
+    if ref is not None and "efficiency" not in data:
+        data = {**data, "efficiency": load_hardware(str(ref)).efficiency.model_dump()}
     return validated(HardwareSpec, data, origin)
 
 

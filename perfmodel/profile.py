@@ -1,7 +1,8 @@
 """Calibration profiles: fitted efficiencies that replace a hardware spec's defaults.
 
 Profiles live in ``calibration/profiles/<hardware-id>.yaml`` (written by ``perfmodel
-calibrate``). When one exists for a spec, predictions use it; ``--no-profile`` turns it off.
+calibrate``). When one exists for a spec (or for the spec it is a ``variant_of``), predictions use it;
+``--no-profile`` turns it off.
 """
 
 from __future__ import annotations
@@ -24,9 +25,13 @@ def load_profile_efficiency(path: str | Path, hw: HardwareSpec) -> Efficiencies:
 
 @functools.lru_cache(maxsize=32)
 def efficiency_for_hardware(hw_ref: str) -> Efficiencies | None:
-    """The profile's efficiencies for this hardware id, or None (use the spec's defaults)."""
+    """The profile's efficiencies for this hardware id, or None (use the spec's defaults).
+    A variant without a profile of its own (``variant_of``) uses its reference's."""
     hw = load_hardware(hw_ref)
     path = PROFILE_DIR / f"{hw.id}.yaml"
+    if not path.exists() and hw.variant_of is not None:
+        hw = load_hardware(hw.variant_of)
+        path = PROFILE_DIR / f"{hw.id}.yaml"
     if not path.exists():
         return None
     return load_profile_efficiency(path, hw)

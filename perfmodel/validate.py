@@ -15,6 +15,7 @@ import numpy as np
 
 from .efficiency import Efficiencies
 from .errors import InputError, read_data_file
+from .hardware import load_hardware
 from .predict import predict
 from .scenario import parse_scenario
 from .units import GIBI
@@ -41,6 +42,8 @@ class CaseResult:
     """predicted / measured - 1 on tokens/s per GPU."""
     measured_peak_memory_gib: float | None = None
     predicted_memory_gib: float | None = None
+    gpu: str = ""
+    """The GPU the case is grouped under: the spec's ``variant_of``, else the spec id."""
 
     @property
     def memory_error(self) -> float | None:
@@ -106,7 +109,13 @@ def run_case(case: dict, efficiency_for=None) -> CaseResult | Skipped:
         measured_step_time_s=m.get("step_time_s"), measured_mfu=m.get("mfu"), predicted_mfu=p.mfu,
         bottleneck=p.bottleneck, error=p.tokens_per_s_per_gpu / meas - 1.0,
         measured_peak_memory_gib=m.get("peak_memory_gib"), predicted_memory_gib=p.memory_per_gpu_bytes / GIBI,
+        gpu=_gpu_of(sc.hardware),
     )
+
+
+def _gpu_of(hardware_ref: str) -> str:
+    hw = load_hardware(hardware_ref)
+    return hw.variant_of or hw.id
 
 
 @dataclass(frozen=True)
@@ -121,6 +130,16 @@ class Report:
     def by_hardware(self) -> dict:
         hws = sorted({r.hardware for r in self.results})
         return {h: {"cases": sum(r.hardware == h for r in self.results), "mape": self.mape(h)} for h in hws}
+
+    def by_gpu(self) -> dict:
+        """As ``by_hardware``, with each variant spec counted under its GPU (``variant_of``):
+        the per-GPU accuracy targets are judged on these groups."""
+        out = {}
+        for g in sorted({r.gpu for r in self.results}):
+            errs = [abs(r.error) for r in self.results if r.gpu == g]
+            out[g] = {"cases": len(errs), "mape": float(np.mean(errs)),
+                      "specs": sorted({r.hardware for r in self.results if r.gpu == g})}
+        return out
 
     def by_source(self) -> dict:
         """Cases, MAPE and mean signed error per publication (and release): how far the model
@@ -146,7 +165,7 @@ class Report:
         return {
             "mape_tokens_per_s_per_gpu": self.mape(), "num_cases": len(self.results),
             "mape_peak_memory": self.memory_mape(), "num_memory_cases": len(self.memory_results()),
-            "by_hardware": self.by_hardware(), "by_source": self.by_source(),
+            "by_hardware": self.by_hardware(), "by_gpu": self.by_gpu(), "by_source": self.by_source(),
             "worst": [r.id for r in self.worst()],
             "cases": [r.to_dict() for r in self.results],
             "skipped": [s.__dict__ for s in self.skipped],

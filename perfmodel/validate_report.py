@@ -9,8 +9,8 @@ from . import fmt
 from .validate import Report
 
 
-def _median_ape(report: Report, hardware=None) -> float:
-    errs = [abs(r.error) for r in report.results if hardware in (None, r.hardware)]
+def _median_ape(report: Report, gpu=None) -> float:
+    errs = [abs(r.error) for r in report.results if gpu in (None, r.gpu)]
     return statistics.median(errs) if errs else float("nan")
 
 
@@ -41,12 +41,17 @@ def markdown(report: Report, profiles: bool = True, worst_k: int = 10, notes: di
         "",
         "## Summary",
         "",
-        "| hardware | cases | MAPE | median APE |",
-        "|---|---:|---:|---:|",
+        "Per GPU; a variant spec (`variant_of`) counts under its GPU, with its own figure beside it.",
+        "",
+        "| GPU | cases | MAPE | median APE | specs |",
+        "|---|---:|---:|---:|---|",
     ]
-    for h, v in report.by_hardware().items():
-        lines.append(f"| {h} | {v['cases']} | {fmt.percent(v['mape'])} | {fmt.percent(_median_ape(report, h))} |")
-    lines.append(f"| **all** | {len(report.results)} | **{fmt.percent(report.mape())}** | {fmt.percent(_median_ape(report))} |")
+    per_spec = report.by_hardware()
+    for g, v in report.by_gpu().items():
+        specs = ", ".join(f"{h} {per_spec[h]['cases']} at {fmt.percent(per_spec[h]['mape'])}" for h in v["specs"])
+        lines.append(f"| {g} | {v['cases']} | {fmt.percent(v['mape'])} | {fmt.percent(_median_ape(report, g))} | "
+                     f"{specs if len(v['specs']) > 1 else ''} |")
+    lines.append(f"| **all** | {len(report.results)} | **{fmt.percent(report.mape())}** | {fmt.percent(_median_ape(report))} | |")
     lines += ["", "## By source", "",
               "Each publication and release is its own software stack; a positive mean error means the "
               "model is faster than the stack measured.", "",

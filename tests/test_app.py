@@ -322,7 +322,7 @@ def test_calibration_widget_changes_the_figures():
     assert _charts(at) != charts
     assert any(m.label == "Within ±10%" for m in at.metric)
     tables = [df.value for df in at.dataframe]
-    by_hw = next(t for t in tables if "hardware" in t.columns and "cases" in t.columns)
+    by_hw = next(t for t in tables if "GPU" in t.columns and "cases" in t.columns)
     by_source = next(t for t in tables if "source" in t.columns)
     assert by_source["cases"].sum() == by_hw["cases"].sum() > 0
 

@@ -70,9 +70,9 @@ DATASHEET_BIDIRECTIONAL_GB_PER_S = [
     ("mi355x", 1075.2),       # Infinity Fabric, 7 x 153.6
 ]
 
-NO_FP4 = ["a100-sxm-80gb", "a100-sxm-40gb", "h100-sxm", "h200-sxm", "h800-sxm", "mi300x"]
+NO_FP4 = ["a100-sxm-80gb", "a100-sxm-40gb", "h100-sxm", "h100-sxm-hbm2e-500w", "h200-sxm", "h800-sxm", "mi300x"]
 NO_FP8 = ["a100-sxm-80gb", "a100-sxm-40gb"]
-NVLS_SYSTEMS = ["h100-sxm", "h200-sxm", "h800-sxm", "b200", "gb200-nvl72", "b300", "gb300-nvl72"]
+NVLS_SYSTEMS = ["h100-sxm", "h100-sxm-hbm2e-500w", "h200-sxm", "h800-sxm", "b200", "gb200-nvl72", "b300", "gb300-nvl72"]
 NO_IN_NETWORK_REDUCTION = ["a100-sxm-80gb", "a100-sxm-40gb", "mi300x", "mi355x"]
 
 
@@ -280,6 +280,7 @@ def test_rack_scale_domains():
         hw = load_hardware(hw_id)
         assert hw.scale_up.domain_size == 72
         assert hw.power.gpus_per_node == 72
+        assert hw.scale_up.gpus_per_host == 4   # 18 compute trays of 4 GPUs
 
 
 # --- efficiencies ----------------------------------------------------------------------
@@ -318,3 +319,30 @@ def test_raw_yaml_copy_is_not_mutated_by_loading():
 def test_hardware_dir_holds_only_specs():
     for path in Path(HARDWARE_DIR).glob("*.yaml"):
         assert _raw(path.stem)["id"] == path.stem
+
+
+# --- variants --------------------------------------------------------------------------
+
+
+def test_power_limited_h100_peak_is_interpolated_between_its_datasheet_bounds():
+    """torchtitan's 500 W HBM2e H100: between H100 NVL (400 W, 1,671 / 2 TFLOP/s BF16) and
+    SXM (700 W, 989.4), linear in the power limit."""
+    gpu = load_hardware("h100-sxm-hbm2e-500w").gpu
+    nvl, sxm = 1671 / 2, 989.4
+    assert gpu.peak_flop_per_s("bf16") == pytest.approx((nvl + (sxm - nvl) * (500 - 400) / (700 - 400)) * TERA, rel=1e-3)
+    assert gpu.hbm_bandwidth_bytes_per_s == pytest.approx(2.4e12)
+    assert gpu.tdp_w == 500
+
+
+def test_a_variant_inherits_its_reference_efficiencies():
+    var, ref = load_hardware("h100-sxm-hbm2e-500w"), load_hardware("h100-sxm")
+    assert var.variant_of == "h100-sxm"
+    assert var.efficiency == ref.efficiency
+    data = _raw("h100-sxm-hbm2e-500w")
+    data["efficiency"] = copy.deepcopy(_raw("a100-sxm-80gb")["efficiency"])   # an explicit block wins
+    assert parse_hardware(data).efficiency != ref.efficiency
+
+
+def test_a_variant_uses_its_reference_calibration_profile():
+    from perfmodel.profile import efficiency_for_hardware
+    assert efficiency_for_hardware("h100-sxm-hbm2e-500w") == efficiency_for_hardware("h100-sxm") is not None

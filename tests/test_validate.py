@@ -53,6 +53,20 @@ def test_report_figures_are_the_mean_of_single_predictions(small_cases):
     assert report.worst(1)[0].error == max(errors, key=abs)
 
 
+def test_a_variant_spec_counts_under_its_gpu(small_cases):
+    h100 = small_cases[2]
+    variant = {**h100, "id": "same_run_on_the_500w_variant",
+               "scenario": {**h100["scenario"], "hardware": "h100-sxm-hbm2e-500w"}}
+    report = validate([h100, variant])
+    errs = [abs(r.error) for r in report.results]
+    assert set(report.by_hardware()) == {"h100-sxm", "h100-sxm-hbm2e-500w"}
+    assert report.by_gpu() == {"h100-sxm": {"cases": 2, "mape": pytest.approx(np.mean(errs)),
+                                            "specs": ["h100-sxm", "h100-sxm-hbm2e-500w"]}}
+    # the lower peak and HBM bandwidth make the variant slower on the same run
+    assert report.results[1].predicted_tokens_per_s_per_gpu < report.results[0].predicted_tokens_per_s_per_gpu
+    assert "h100-sxm-hbm2e-500w 1 at" in markdown(report, profiles=False, notes={})
+
+
 def test_markdown_lists_summary_sources_and_every_case(small_cases):
     text = markdown(validate(small_cases), profiles=False, notes={})
     assert "--no-profile" in text and "## By source" in text and "## Not runnable" in text

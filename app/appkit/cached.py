@@ -233,7 +233,8 @@ def validation_view(use_profile: bool) -> dict:
     return {"path": str(shown),
             "results": [r.to_dict() for r in report.results],
             "skipped": [s.__dict__ for s in report.skipped],
-            "mape": report.mape(), "by_hardware": report.by_hardware(), "by_source": report.by_source()}
+            "mape": report.mape(), "by_hardware": report.by_hardware(), "by_gpu": report.by_gpu(),
+            "by_source": report.by_source()}
 
 
 @st.cache_data(**CACHE)

@@ -50,8 +50,9 @@ if val is not None and val["results"]:
     c[1].metric("Within ±10%", fmt.percent(within[0.10]))
     c[2].metric("Within ±20%", fmt.percent(within[0.20]))
     page.chart(charts.predicted_vs_measured(val["results"]))
-    st.dataframe(pd.DataFrame([{"hardware": h, "cases": v["cases"], "mean abs. error": fmt.percent(v["mape"])}
-                               for h, v in val["by_hardware"].items()]), hide_index=True)
+    st.dataframe(pd.DataFrame([{"GPU": g, "cases": v["cases"], "mean abs. error": fmt.percent(v["mape"]),
+                                "specs": ", ".join(v["specs"])}
+                               for g, v in val["by_gpu"].items()]), hide_index=True)
     st.caption("By source: each publication and release is its own software stack (co-design: the same GPUs "
                "and layout can differ 2x between releases). A positive mean error means the model is faster "
                "than the stack that was measured.")
