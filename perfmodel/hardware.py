@@ -215,6 +215,11 @@ def list_hardware_ids() -> list[str]:
     return sorted(p.stem for p in HARDWARE_DIR.glob("*.yaml"))
 
 
+def reference_hardware_ids() -> list[str]:
+    """The specs that are not a ``variant_of`` another: what a comparison starts from."""
+    return [i for i in list_hardware_ids() if load_hardware(i).variant_of is None]
+
+
 def parse_hardware(data: dict, origin: str = "hardware") -> HardwareSpec:
     """Validate a mapping (e.g. an uploaded YAML) into a HardwareSpec, or raise InputError.
     A variant (``variant_of``) without an efficiency block takes its reference's."""

@@ -5,7 +5,7 @@ import streamlit as st
 
 from appkit import cached, charts, page
 from perfmodel import fmt
-from perfmodel.hardware import list_hardware_ids
+from perfmodel.hardware import list_hardware_ids, reference_hardware_ids
 from perfmodel.units import KILO, SECONDS_PER_DAY
 
 j = page.job()
@@ -14,7 +14,7 @@ st.caption("The job from the sidebar on each hardware type, with its layout as g
            "layout the search finds there (lens: co-design: what the same work costs on different silicon).")
 ids = list_hardware_ids()
 c1, c2, c3 = st.columns([3, 2, 1])
-chosen = c1.multiselect("Hardware", ids, default=ids, key="cmp_hardware")
+chosen = c1.multiselect("Hardware", ids, default=reference_hardware_ids(), key="cmp_hardware")
 with_search = c2.checkbox("Also search the best layout on each", value=True, key="cmp_search")
 objective = c3.selectbox("Best by", ("time", "cost", "tokens_per_usd"), key="cmp_objective", disabled=not with_search)
 if not chosen:

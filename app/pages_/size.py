@@ -5,7 +5,7 @@ import streamlit as st
 
 from appkit import cached, charts, page
 from perfmodel import fmt
-from perfmodel.hardware import list_hardware_ids
+from perfmodel.hardware import list_hardware_ids, reference_hardware_ids
 from perfmodel.units import GIGA, SECONDS_PER_DAY
 
 COUNTS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
@@ -22,7 +22,7 @@ deadline_d = c2.number_input("Deadline (days, 0 = none)", min_value=0.0, value=6
 budget = c3.number_input("Budget (USD, 0 = none)", min_value=0.0, value=5.0e6, step=1.0e5, key="size_budget")
 ids = list_hardware_ids()
 c1, c2 = st.columns(2)
-hardware = c1.multiselect("Hardware", ids, default=ids, key="size_hardware")
+hardware = c1.multiselect("Hardware", ids, default=reference_hardware_ids(), key="size_hardware")
 counts = c2.multiselect("GPU counts to try", COUNTS, default=[64, 128, 256, 512, 1024, 2048], key="size_counts")
 if not hardware or not counts:
     st.info("Pick at least one hardware type and one GPU count.")
