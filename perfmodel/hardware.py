@@ -184,6 +184,11 @@ class HardwareSpec(_Frozen):
     """Dotted path (or a parent of it) -> citation, for every numeric field."""
     notes: str = ""
 
+    @property
+    def reference_id(self) -> str:
+        """The GPU this spec counts as: its ``variant_of``, else its own id."""
+        return self.variant_of or self.id
+
     @model_validator(mode="after")
     def _every_number_sourced(self) -> "HardwareSpec":
         missing = [p for p in _numeric_paths(self) if not _covered(p, self.sources)]

@@ -109,13 +109,8 @@ def run_case(case: dict, efficiency_for=None) -> CaseResult | Skipped:
         measured_step_time_s=m.get("step_time_s"), measured_mfu=m.get("mfu"), predicted_mfu=p.mfu,
         bottleneck=p.bottleneck, error=p.tokens_per_s_per_gpu / meas - 1.0,
         measured_peak_memory_gib=m.get("peak_memory_gib"), predicted_memory_gib=p.memory_per_gpu_bytes / GIBI,
-        gpu=_gpu_of(sc.hardware),
+        gpu=load_hardware(sc.hardware).reference_id,
     )
-
-
-def _gpu_of(hardware_ref: str) -> str:
-    hw = load_hardware(hardware_ref)
-    return hw.variant_of or hw.id
 
 
 @dataclass(frozen=True)
@@ -127,26 +122,28 @@ class Report:
         errs = [abs(r.error) for r in self.results if hardware in (None, r.hardware)]
         return float(np.mean(errs)) if errs else float("nan")
 
+    def _grouped(self, key: str) -> dict[str, list[CaseResult]]:
+        """Results by the value of one field (hardware, gpu or source), keys sorted."""
+        out: dict[str, list[CaseResult]] = {}
+        for r in sorted(self.results, key=lambda r: getattr(r, key)):
+            out.setdefault(getattr(r, key), []).append(r)
+        return out
+
     def by_hardware(self) -> dict:
-        hws = sorted({r.hardware for r in self.results})
-        return {h: {"cases": sum(r.hardware == h for r in self.results), "mape": self.mape(h)} for h in hws}
+        return {h: {"cases": len(rs), "mape": self.mape(h)} for h, rs in self._grouped("hardware").items()}
 
     def by_gpu(self) -> dict:
         """As ``by_hardware``, with each variant spec counted under its GPU (``variant_of``):
         the per-GPU accuracy targets are judged on these groups."""
-        out = {}
-        for g in sorted({r.gpu for r in self.results}):
-            errs = [abs(r.error) for r in self.results if r.gpu == g]
-            out[g] = {"cases": len(errs), "mape": float(np.mean(errs)),
-                      "specs": sorted({r.hardware for r in self.results if r.gpu == g})}
-        return out
+        return {g: {"cases": len(rs), "mape": float(np.mean([abs(r.error) for r in rs])),
+                    "specs": sorted({r.hardware for r in rs})} for g, rs in self._grouped("gpu").items()}
 
     def by_source(self) -> dict:
         """Cases, MAPE and mean signed error per publication (and release): how far the model
         carries to each software stack, which the per-GPU figures mix together."""
         out = {}
-        for src in sorted({r.source for r in self.results}):
-            errs = [r.error for r in self.results if r.source == src]
+        for src, rs in self._grouped("source").items():
+            errs = [r.error for r in rs]
             out[src] = {"cases": len(errs), "mape": float(np.mean(np.abs(errs))),
                         "mean_error": float(np.mean(errs))}
         return out
