@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt
@@ -23,12 +23,12 @@ Recompute = Literal["none", "selective", "full"]
 Precision = Literal["bf16", "fp16", "fp8", "fp4"]
 PIPELINE_EXTRA_UNITS = 2
 """Embedding and loss, each placeable as a pipeline unit of its own (Megatron-Core)."""
-RECOMPUTE_CHOICES: tuple[str, ...] = ("none", "selective", "full")
-PRECISION_CHOICES: tuple[str, ...] = ("bf16", "fp16", "fp8", "fp4")
 AttentionBackend = Literal["flash", "unfused"]
-ATTENTION_BACKEND_CHOICES: tuple[str, ...] = ("flash", "unfused")
 MoeDispatcher = Literal["alltoall", "flex"]
-MOE_DISPATCHER_CHOICES: tuple[str, ...] = ("alltoall", "flex")
+RECOMPUTE_CHOICES: tuple[str, ...] = get_args(Recompute)
+PRECISION_CHOICES: tuple[str, ...] = get_args(Precision)
+ATTENTION_BACKEND_CHOICES: tuple[str, ...] = get_args(AttentionBackend)
+MOE_DISPATCHER_CHOICES: tuple[str, ...] = get_args(MoeDispatcher)
 
 
 class _Frozen(BaseModel):
@@ -102,8 +102,9 @@ class Scenario(_Frozen):
     --moe-token-dispatcher-type): alltoall sends every routed copy of a token as its own
     message; flex is the hierarchical dispatch of DeepEP and HybridEP
     (--moe-flex-dispatcher-backend), which crosses the network once per destination domain
-    and fans out over NVLink. They differ only when the expert-parallel group spans
-    scale-up domains. Ignored for dense models."""
+    and fans out over NVLink. Across scale-up domains they differ in network bytes; inside
+    one they send the same all-to-all, and only alltoall sorts tokens by local expert after
+    it. Ignored for dense models."""
     grad_reduce_in_fp32: bool = True
     """Data-parallel gradients kept and reduced in fp32 (perfmodel extension of the contract;
     Megatron-Core's DistributedDataParallelConfig flag of that name). true: a 4-byte gradient
