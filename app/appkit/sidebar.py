@@ -187,7 +187,8 @@ def _batch_widgets() -> None:
                       "(Megatron-LM before 2022)")
     c2.selectbox("MoE dispatcher", MOE_DISPATCHER_CHOICES, key="moe_dispatcher",
                  help="alltoall: every routed copy is its own message; flex: DeepEP/HybridEP, one copy "
-                      "per remote NVLink domain, fanned out over NVLink (matters when EP spans domains)")
+                      "per remote NVLink domain, fanned out over NVLink; alltoall also sorts tokens by "
+                      "local expert")
     c1.checkbox("Reduce gradients in fp32", key="grad_reduce_in_fp32",
                 help="on: 4-byte gradient buffer and data-parallel reduction (Megatron-LM bf16 default, "
                      "FSDP2 in torchtitan); off: 16-bit, half the bytes (NVIDIA performance recipes)")
