@@ -36,9 +36,8 @@ from .hardware import HardwareSpec
 from .layout import Layouts
 from .memory import GRAD_16BIT_BYTES, GRAD_FP32_BYTES
 from .model import ModelSpec
-from .workload import LayerKind
+from .workload import ACT_BYTES, LayerKind
 
-ACT_BYTES = 2
 PARAM_BYTES = 2
 """16-bit parameters gathered by the distributed optimizer / FSDP."""
 
