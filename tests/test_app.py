@@ -329,6 +329,15 @@ def test_calibration_widget_changes_the_figures():
     assert by_source["cases"].sum() == by_hw["cases"].sum() > 0
 
 
+def test_calibration_shows_the_software_history_against_the_model():
+    at = _app("pages_/calibration.py")
+    _assert_clean(at)
+    spec = next(s for s in _specs(at) if "measured_tflop_per_s" in json.dumps(s))
+    _check_chart(spec)
+    assert any("Same GPUs, maturing software" in h.value for h in at.subheader)
+    assert any("494 to 970 TFLOP/s" in c.value for c in at.caption)
+
+
 def test_calibration_renders_with_an_invalid_sidebar():
     at = _app("pages_/calibration.py")
     at.number_input(key="num_gpus").set_value(60).run()

@@ -253,6 +253,20 @@ def fit_view(hardware_id: str) -> dict:
     return {"points": points, "params": params, "left_out": list(fits[0].left_out), "path": path.name}
 
 
+@st.cache_data(**CACHE)
+def software_history_view(use_profile: bool) -> list[dict]:
+    """Each published software history with perfmodel's prediction for its layout."""
+    from perfmodel.history import history_rows, load_software_history, predicted_tflop_per_s_per_gpu
+    out = []
+    for h in load_software_history():
+        eff, eff_note = efficiency_for(h.scenario.hardware, use_profile)
+        predicted = predicted_tflop_per_s_per_gpu(h, eff)
+        out.append({"title": h.title, "source": h.source, "unit": h.unit, "notes": list(h.scenario_notes),
+                    "hardware": h.scenario.hardware, "efficiency": eff_note, "predicted_tflop_per_s": predicted,
+                    "rows": history_rows(h, predicted)})
+    return out
+
+
 def breakdown_rows(breakdown_s: dict) -> list[dict]:
     """Long-form rows (component, seconds, share) in the model's component order."""
     total = sum(breakdown_s.values()) or 1.0

@@ -256,6 +256,24 @@ def predicted_vs_measured(rows: list[dict]) -> alt.LayerChart:
     return alt.layer(area, diag, pts).resolve_scale(color="independent").properties(height=440, width=WIDTH)
 
 
+def software_history(rows: list[dict], predicted_tflop_per_s: float) -> alt.LayerChart:
+    """Measured TFLOP/s per GPU after each software change, with perfmodel's prediction as a rule."""
+    df = pd.DataFrame(rows)
+    y = alt.Y("measured_tflop_per_s:Q", title="model FLOP/s per GPU (TFLOP/s)")
+    bars = alt.Chart(df).mark_bar().encode(
+        x=alt.X("step:O", title="software change, in order"), y=y,
+        color=alt.Color("dispatcher:N", title="EP dispatcher", scale=alt.Scale(scheme="tableau10")),
+        tooltip=[alt.Tooltip("step:O"), alt.Tooltip("change:N"), alt.Tooltip("dispatcher:N"),
+                 alt.Tooltip("measured_tflop_per_s:Q", title="measured TFLOP/s", format=",.0f"),
+                 alt.Tooltip("fraction_of_model:Q", title="of perfmodel", format=".0%")],
+    )
+    rule = alt.Chart(pd.DataFrame({"predicted": [predicted_tflop_per_s], "label": ["perfmodel"]})).mark_rule(
+        color="black", strokeDash=[6, 3]).encode(
+        y=alt.Y("predicted:Q", title="model FLOP/s per GPU (TFLOP/s)"),
+        tooltip=[alt.Tooltip("label:N", title=""), alt.Tooltip("predicted:Q", title="TFLOP/s", format=",.0f")])
+    return alt.layer(bars, rule).properties(height=320, width=WIDTH)
+
+
 def breakdown_by(rows: list[dict], by: str, title: str) -> alt.Chart:
     """Stacked step-time breakdown, one bar per value of ``by`` (e.g. GPU count)."""
     df = pd.DataFrame(rows)

@@ -59,6 +59,21 @@ if val is not None and val["results"]:
     st.dataframe(pd.DataFrame([{"source": src, "cases": v["cases"], "mean abs. error": fmt.percent(v["mape"]),
                                 "mean error": f"{100 * v['mean_error']:+.1f}%"}
                                for src, v in val["by_source"].items()]), hide_index=True)
+    st.subheader("Same GPUs, maturing software")
+    for h in page.call(cached.software_history_view, use_profile) or ():
+        first, last = h["rows"][0], h["rows"][-1]
+        st.caption(f"{h['title']}. {h['source']} Unit: {h['unit']}. Dashed: perfmodel for the final layout "
+                   f"({h['efficiency']}), {h['predicted_tflop_per_s']:,.0f} TFLOP/s. The same {h['hardware']} GPUs "
+                   f"went from {first['measured_tflop_per_s']:,.0f} to {last['measured_tflop_per_s']:,.0f} TFLOP/s "
+                   f"({first['fraction_of_model']:.0%} to {last['fraction_of_model']:.0%} of the model) with "
+                   f"software alone (lens: co-design).")
+        page.chart(charts.software_history(h["rows"], h["predicted_tflop_per_s"]))
+        with st.expander("The steps and the scenario's assumptions"):
+            st.dataframe(pd.DataFrame([{"step": r["step"], "change": r["change"], "dispatcher": r["dispatcher"],
+                                        "measured TFLOP/s": f"{r['measured_tflop_per_s']:,.0f}",
+                                        "of perfmodel": fmt.percent(r["fraction_of_model"])}
+                                       for r in h["rows"]]), hide_index=True)
+            st.write("\n".join(f"- {n}" for n in h["notes"]))
     worst = sorted(val["results"], key=lambda r: -abs(r["error"]))[:15]
     st.subheader("Largest errors")
     st.dataframe(pd.DataFrame([{
