@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import InputError, pydantic_message
+from .predict import predict
 from .scenario import Scenario, parse_scenario
 from .units import TERA
 
@@ -71,7 +72,6 @@ def load_software_history(path: str | Path = HISTORY_PATH) -> tuple[SoftwareHist
 def predicted_tflop_per_s_per_gpu(history: SoftwareHistory, efficiency=None) -> float:
     """perfmodel's model FLOP/s per GPU for the series' layout, in TFLOP/s: predicted tokens/s
     per GPU x model FLOPs per token (the convention the series' unit names)."""
-    from .predict import predict
     p = predict(history.scenario, efficiency)
     return p.tokens_per_s_per_gpu * p.model_flops_per_token / TERA
 
