@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import InputError, pydantic_message
+from .errors import InputError, pydantic_message, read_data_file
 from .predict import predict
 from .scenario import Scenario, parse_scenario
 from .units import TERA
@@ -47,10 +46,7 @@ class SoftwareHistory(BaseModel):
 
 def load_software_history(path: str | Path = HISTORY_PATH) -> tuple[SoftwareHistory, ...]:
     """Every series in ``path``; a malformed file raises InputError naming the field."""
-    try:
-        raw = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise InputError("software history", f"cannot read {path}: {exc}") from None
+    raw = read_data_file(path, "software history")
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
         raise InputError("software history", f"{path} is not a {FORMAT} file")
     out = []

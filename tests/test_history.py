@@ -53,5 +53,5 @@ def test_bad_files_name_the_field(tmp_path):
     bad_scenario["series"][0]["scenario"]["num_gpus"] = 0
     with pytest.raises(InputError, match=r"series\[0\]\.scenario.*num_gpus"):
         load_software_history(_write(tmp_path, bad_scenario))
-    with pytest.raises(InputError, match="cannot read"):
+    with pytest.raises(InputError, match="software history: file not found"):
         load_software_history(tmp_path / "missing.yaml")
