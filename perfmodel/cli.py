@@ -67,7 +67,8 @@ def describe_dict(sc) -> dict:
     job = resolve(sc)
     pc = param_count(job.model)
     mem = memory_per_gpu(job.model, sc.seq_length, sc.recompute, sc.precision, layouts_from_job(job),
-                         flash=sc.attention_backend == "flash", grad_reduce_in_fp32=sc.grad_reduce_in_fp32)
+                         flash=sc.attention_backend == "flash", grad_reduce_in_fp32=sc.grad_reduce_in_fp32,
+                         selective_policy=sc.selective_recompute)
     return {
         "model": job.model.name, "hardware": job.hardware.id, "num_gpus": sc.num_gpus, "dp": job.dp,
         "num_microbatches": job.num_microbatches,

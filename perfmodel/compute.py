@@ -220,14 +220,15 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
         # Reads Q, K, V and writes O once (flash attention never materialises s x s).
         fwd_bytes = 2.0 * T * heads * (2 * op.attn_qk_dim + 2 * op.attn_v_dim)
         return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, np.zeros_like(fwd, dtype=bool), 1, np.zeros_like(fwd))
-    # Memory-bound elementwise work: norms and residuals act on the sequence-parallel shard.
-    sharded_by_tp = op.name.startswith(("mlp/", "moe/", "output/"))
+    # Memory-bound elementwise work: norms and residuals act on the sequence-parallel shard;
+    # head-split (rotary, repeat_kv) and MLP-width tensors on the tensor-parallel shard.
+    sharded_by_tp = op.name.startswith(("attention/", "mlp/", "moe/", "output/"))
     tokens = np.where(sharded_by_tp | layouts.sp, T / layouts.tp, T)
     runs = (model.moe.num_experts // layouts.ep > 1) if op.multi_local_experts_only else np.ones(len(layouts), bool)
     fwd_bytes = np.where(runs, op.bytes_per_token * tokens, 0.0)
-    fwd = np.where(runs, memory_time_s(fwd_bytes, hw, eff), 0.0)
-    return OpTime(op.name, op.kind, fwd, 2.0 * fwd, np.zeros_like(fwd), fwd_bytes, np.ones_like(fwd, dtype=bool), 1,
-                  np.zeros_like(fwd))
+    fwd = np.where(runs, memory_time_s(fwd_bytes, hw, eff, kernels=op.kernels), 0.0)
+    return OpTime(op.name, op.kind, fwd, 2.0 * fwd, np.zeros_like(fwd), fwd_bytes, np.ones_like(fwd, dtype=bool),
+                  op.kernels, np.zeros_like(fwd))
 
 
 @dataclass(frozen=True)

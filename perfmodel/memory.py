@@ -38,6 +38,7 @@ import numpy as np
 from .hardware import HardwareSpec
 from .layout import Layouts
 from .model import ModelSpec
+from .recompute import op_sac_saved_bytes_per_token
 from .units import GIBI, MEBI
 from .workload import (ACT_BYTES, LayerKind, OpKind, TpSplit, embedding_params, layer_ops,
                        layer_params, mtp_extra_ops, mtp_layer_kind, mtp_params, output_params)
@@ -183,7 +184,8 @@ saved for backward); norm inputs and attention tensors stay 16-bit."""
 
 
 def activation_bytes_per_layer(m: ModelSpec, kind: LayerKind, s, b, t, sp, cp, etp, recompute: str,
-                               flash: bool = True, dropout: bool = False, precision: str = "bf16") -> np.ndarray:
+                               flash: bool = True, dropout: bool = False, precision: str = "bf16",
+                               selective_policy: str = "core_attn") -> np.ndarray:
     """Bytes one GPU stores for one layer and one micro-batch (Korthikanti et al. 2022, sec. 4.1).
 
     Tensors are sorted as in the paper: "replicated" ones (norm inputs, GEMM inputs of
@@ -201,6 +203,8 @@ def activation_bytes_per_layer(m: ModelSpec, kind: LayerKind, s, b, t, sp, cp, e
     G = SAVED_GEMM_INPUT_BYTES[precision]
     if recompute == "full":
         return tokens * B * h / r
+    if recompute == "selective" and selective_policy == "op_sac":
+        return tokens * op_sac_saved_bytes_per_token(m, t, r)
     mask = DROPOUT_MASK_BYTES * h if dropout else 0
     mats = 2 if m.gated_mlp else 1
     # attention block, per token
@@ -262,7 +266,7 @@ def _dense_layers_on_rank(m: ModelSpec, rank, pp, vpp, c) -> np.ndarray:
 
 
 def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Layouts, rank,
-           flash: bool, dropout: bool, grad_reduce_in_fp32: bool) -> MemoryBreakdown:
+           flash: bool, dropout: bool, grad_reduce_in_fp32: bool, selective_policy: str) -> MemoryBreakdown:
     s, h, V = seq_length, m.hidden_size, m.vocab_size
     t = L.tp.astype(float)
     r = np.where(L.sp, t, 1.0)
@@ -299,7 +303,8 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
 
     # activations
     def act(kind, rc):
-        return activation_bytes_per_layer(m, kind, s, L.mbs, t, L.sp, L.cp, L.etp, rc, flash, dropout, precision)
+        return activation_bytes_per_layer(m, kind, s, L.mbs, t, L.sp, L.cp, L.etp, rc, flash, dropout, precision,
+                                          selective_policy)
 
     per_layer = {k: act(k, recompute) for k in kinds}
     stored = _chunks_in_flight(rank, L.pp, L.vpp, L.num_mb) * c \
@@ -332,7 +337,8 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
 
 
 def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision: str, layouts: Layouts,
-                   *, flash: bool = True, dropout: bool = False, grad_reduce_in_fp32: bool = True) -> MemoryBreakdown:
+                   *, flash: bool = True, dropout: bool = False, grad_reduce_in_fp32: bool = True,
+                   selective_policy: str = "core_attn") -> MemoryBreakdown:
     """Peak memory per GPU: the larger of the first and the last pipeline stage.
 
     The first stage holds the embedding and the most micro-batches in flight; the last holds
@@ -343,9 +349,9 @@ def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision:
     if recompute not in ("none", "selective", "full"):
         raise ValueError(f"recompute {recompute!r} is not one of ('none', 'selective', 'full')")
     first = _stage(model, seq_length, recompute, precision, layouts, np.zeros_like(layouts.pp), flash, dropout,
-                   grad_reduce_in_fp32)
+                   grad_reduce_in_fp32, selective_policy)
     last = _stage(model, seq_length, recompute, precision, layouts, layouts.pp - 1, flash, dropout,
-                  grad_reduce_in_fp32)
+                  grad_reduce_in_fp32, selective_policy)
     pick_last = last.total > first.total
     return MemoryBreakdown(*(np.where(pick_last, getattr(last, f.name), getattr(first, f.name))
                              for f in fields(MemoryBreakdown)))

@@ -73,7 +73,8 @@ def scenario_constants(s: Scenario, model: ModelSpec, hardware: HardwareSpec,
         precision=s.precision, recompute=s.recompute, overlap=overlap or s.overlap,
         attention_backend=s.attention_backend, fsdp_collectives_per_layer=s.fsdp_collectives_per_layer,
         fsdp_list_api=s.fsdp_list_api, moe_dispatcher=s.moe_dispatcher,
-        grad_reduce_in_fp32=s.grad_reduce_in_fp32,
+        grad_reduce_in_fp32=s.grad_reduce_in_fp32, elementwise_kernels=s.elementwise_kernels,
+        selective_recompute=s.selective_recompute,
     )
     merged = {**fields, **override}
     merged["hardware"] = placed(merged["hardware"], merged["num_gpus"])

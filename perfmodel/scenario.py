@@ -25,10 +25,14 @@ PIPELINE_EXTRA_UNITS = 2
 """Embedding and loss, each placeable as a pipeline unit of its own (Megatron-Core)."""
 AttentionBackend = Literal["flash", "unfused"]
 MoeDispatcher = Literal["alltoall", "flex"]
+ElementwiseKernels = Literal["fused", "eager"]
+SelectiveRecompute = Literal["core_attn", "op_sac"]
 RECOMPUTE_CHOICES: tuple[str, ...] = get_args(Recompute)
 PRECISION_CHOICES: tuple[str, ...] = get_args(Precision)
 ATTENTION_BACKEND_CHOICES: tuple[str, ...] = get_args(AttentionBackend)
 MOE_DISPATCHER_CHOICES: tuple[str, ...] = get_args(MoeDispatcher)
+ELEMENTWISE_KERNELS_CHOICES: tuple[str, ...] = get_args(ElementwiseKernels)
+SELECTIVE_RECOMPUTE_CHOICES: tuple[str, ...] = get_args(SelectiveRecompute)
 
 
 class _Frozen(BaseModel):
@@ -114,6 +118,18 @@ class Scenario(_Frozen):
     scripts/performance, Megatron-Bridge scripts/performance: grad_reduce_in_fp32 = False;
     NeMo 1 configs: optim.grad_sync_dtype bf16). Applies to bf16, fp8 and fp4 training; fp16
     gradients are 2 bytes in memory either way."""
+    elementwise_kernels: ElementwiseKernels = "fused"
+    """How norms, rotary embeddings and the MLP activation run (perfmodel extension of the
+    contract): fused = one kernel each (Transformer Engine and Megatron-Core fused kernels, or
+    torch.compile); eager = PyTorch eager, one kernel and one HBM round trip per elementwise
+    op, with the fp32 upcasts of torchtitan's Llama block (RMSNorm 36 bytes per element in 8
+    kernels instead of 4 in 1; see ``perfmodel.workload._eager_elementwise_ops``)."""
+    selective_recompute: SelectiveRecompute = "core_attn"
+    """What ``recompute: selective`` recomputes (perfmodel extension of the contract; ignored
+    for none and full): core_attn = Megatron-Core's default, the attention core; op_sac =
+    torchtitan's operator-level policy (selective_ac_option 'op'), which keeps matmul and SDPA
+    outputs except every second matmul and recomputes the rest (dense Llama-style layers
+    only; see ``perfmodel.recompute``)."""
     training_tokens: float | None = Field(None, gt=0)
     """Optional: enables time to train, GPU-hours, cost and energy."""
 
@@ -271,4 +287,7 @@ def resolve(s: Scenario) -> Job:
     hw = load_hardware(s.hardware)
     m = s.model if isinstance(s.model, ModelSpec) else load_model(s.model)
     dp, num_mb = check_layout(s, m, hw)
+    if s.recompute == "selective" and s.selective_recompute == "op_sac" and (m.moe is not None or m.mla is not None):
+        raise InputError("selective_recompute", f"op_sac is torchtitan's policy for its dense Llama block; "
+                                                f"{m.name} has {'MoE' if m.moe is not None else 'MLA'} layers")
     return Job(scenario=s, hardware=hw, model=m, dp=dp, num_microbatches=num_mb)

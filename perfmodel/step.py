@@ -32,6 +32,7 @@ from .layout import Layouts
 from .memory import MemoryBreakdown, fits_in_memory, memory_per_gpu
 from .model import ModelSpec
 from .overlap import Overlap, exposed_s, tp_phi
+from .recompute import selective_recompute_s
 from .sharding import stage_params
 from .workload import (LayerKind, head_ops, layer_kinds, layer_ops, mtp_extra_ops, mtp_layer_kind,
                        training_flop_per_token)
@@ -70,6 +71,8 @@ class JobConstants:
     fsdp_list_api: bool = False
     moe_dispatcher: str = "alltoall"
     grad_reduce_in_fp32: bool = True
+    elementwise_kernels: str = "fused"
+    selective_recompute: str = "core_attn"
 
 
 @dataclass(frozen=True)
@@ -93,7 +96,8 @@ class LayerTime:
 
 def _layer_time(kind: LayerKind, c: JobConstants, L: Layouts, fsdp_per_layer_s) -> LayerTime:
     m, hw, eff, ov, seq = c.model, c.hardware, c.efficiency, c.overlap, c.seq_length
-    blk = block_time(layer_ops(m, kind, c.moe_dispatcher), m, L, seq, c.precision, hw, eff, c.causal,
+    blk = block_time(layer_ops(m, kind, c.moe_dispatcher, c.elementwise_kernels), m, L, seq, c.precision, hw, eff,
+                     c.causal,
                      c.attention_backend)
     phi_tp = tp_phi(ov, L.tp)
     tp_raw = traffic.tp_layer_s(kind, m, L, seq, hw, eff, c.precision)
@@ -114,7 +118,7 @@ def _layer_time(kind: LayerKind, c: JobConstants, L: Layouts, fsdp_per_layer_s) 
     if c.recompute == "full":
         recompute = blk.fwd_s + tp_f + cp_f + ep_f
     elif c.recompute == "selective":
-        recompute = blk.attn_fwd_s
+        recompute = selective_recompute_s(blk, c.selective_recompute, m)
     else:
         recompute = np.zeros(len(L))
     fsdp = exposed_s(fsdp_per_layer_s, blk.fwd_s + blk.bwd_s, ov.fsdp)
@@ -249,7 +253,7 @@ def evaluate(c: JobConstants, L: Layouts) -> StepArrays:
         bd.setdefault(k, np.zeros(len(L)))
 
     mem = memory_per_gpu(m, seq, c.recompute, c.precision, L, flash=c.attention_backend == "flash",
-                         grad_reduce_in_fp32=c.grad_reduce_in_fp32)
+                         grad_reduce_in_fp32=c.grad_reduce_in_fp32, selective_policy=c.selective_recompute)
     flop = training_flop_per_token(m, seq, causal=True).total
     w_layers = num_mb * layers_per_stage
     return StepArrays(

@@ -186,7 +186,7 @@ def scenario_timeline(job, efficiency=None, overlap=None,
     fwd = bwd = 0.0
     for kind in set(kinds):
         n = sum(1 for k in kinds if k is kind)
-        blk = block_time(layer_ops(c.model, kind, c.moe_dispatcher), c.model, L, c.seq_length, c.precision, c.hardware,
+        blk = block_time(layer_ops(c.model, kind, c.moe_dispatcher, c.elementwise_kernels), c.model, L, c.seq_length, c.precision, c.hardware,
                          c.efficiency, c.causal, c.attention_backend)
         fwd += n * float(blk.fwd_s[0])
         bwd += n * float(blk.bwd_s[0])

@@ -72,6 +72,8 @@ class Op:
     """MEMORY ops: forward HBM bytes read + written per token (16-bit activations)."""
     multi_local_experts_only: bool = False
     """MEMORY ops that run only where a GPU holds more than one expert (num_experts / ep > 1)."""
+    kernels: int = 1
+    """MEMORY ops: GPU kernels (and host dispatches) one forward pass of the op takes."""
     attn_heads: int = 0
     attn_qk_dim: int = 0
     attn_v_dim: int = 0
@@ -90,6 +92,8 @@ class Op:
 
 ACT_BYTES = 2
 """Bytes per 16-bit activation element."""
+FP32_BYTES = 4
+"""Bytes per fp32 element (eager PyTorch upcasts norms and rotary embeddings to fp32)."""
 
 
 def _attention_ops(m: ModelSpec) -> list[Op]:
@@ -150,22 +154,27 @@ def _moe_mlp_ops(m: ModelSpec) -> list[Op]:
     return ops
 
 
-def _memory_ops(m: ModelSpec, kind: LayerKind, moe_dispatcher: str = "alltoall") -> list[Op]:
+def _memory_ops(m: ModelSpec, kind: LayerKind, moe_dispatcher: str = "alltoall",
+                elementwise_kernels: str = "fused") -> list[Op]:
     """Elementwise traffic per layer token, forward (Korthikanti et al. 2022, sec. 4.1 tensors).
 
-    Two norms (read h, write h), two residual adds (read 2h, write h), the MLP activation
-    (read the up-projection output, write its activated half), rotary/bias on Q and K.
+    fused (Transformer Engine / Megatron-Core kernels, or torch.compile): two norms (read h,
+    write h), two residual adds (read 2h, write h), the MLP activation (read the up-projection
+    output, write its activated half). Rotary embeddings are applied inside the fused
+    attention path and are not counted. ``eager``: see ``_eager_elementwise_ops``.
     """
     h, B = m.hidden_size, ACT_BYTES
     width = m.ffn_hidden_size if kind is LayerKind.DENSE else m.moe.expert_ffn_hidden_size * m.moe.top_k
     if kind is LayerKind.MOE and m.moe.num_shared_experts:
         width += m.moe.expert_ffn_hidden_size * m.moe.num_shared_experts
     act_in = _mlp_mats(m) * width
-    ops = [
-        Op("norm", OpKind.MEMORY, bytes_per_token=2 * (2 * h) * B),
-        Op("residual", OpKind.MEMORY, bytes_per_token=2 * (3 * h) * B),
-        Op("mlp/activation", OpKind.MEMORY, bytes_per_token=(act_in + width) * B),
-    ]
+    residual = Op("residual", OpKind.MEMORY, bytes_per_token=2 * (3 * h) * B)
+    if elementwise_kernels == "eager":
+        attention_side, activation = _eager_elementwise_ops(m, width)
+        ops = attention_side + [residual, activation]
+    else:
+        ops = [Op("norm", OpKind.MEMORY, bytes_per_token=2 * (2 * h) * B), residual,
+               Op("mlp/activation", OpKind.MEMORY, bytes_per_token=(act_in + width) * B)]
     if kind is LayerKind.MOE:
         # Token permutation before the experts and un-permutation after: each reads and
         # writes top_k copies of the h-wide token (Megatron-Core MoE token dispatcher).
@@ -183,11 +192,58 @@ def _memory_ops(m: ModelSpec, kind: LayerKind, moe_dispatcher: str = "alltoall")
     return ops
 
 
-def layer_ops(m: ModelSpec, kind: LayerKind, moe_dispatcher: str = "alltoall") -> tuple[Op, ...]:
+def _eager_elementwise_ops(m: ModelSpec, width: int) -> tuple[list[Op], Op]:
+    """Eager PyTorch: every elementwise op is its own kernel with its own HBM round trip.
+
+    Counted op by op from torchtitan's Llama block at commit 9dec370 (the version of its
+    2024-12 benchmark report): ``torchtitan/models/norms.py`` RMSNorm and
+    ``torchtitan/models/llama/model.py`` apply_rotary_emb, repeat_kv and FeedForward. Per
+    element, with b = 2 (bf16) and 4 (fp32) bytes:
+
+    - RMSNorm ``(x.float() * rsqrt(x.pow(2).mean(-1) + eps)).type_as(x) * weight``:
+      cast (2 + 4), pow (4 + 4), mean (4), x * rsqrt (4 + 4), cast back (4 + 2), * weight
+      (2 + 2) = 36 bytes in 8 kernels (the + eps and rsqrt act on one value per token).
+    - Rotary embedding on Q and K, as complex multiplication in fp32: cast (2 + 4), complex
+      multiply (4 + 4), cast back (4 + 2) = 20 bytes in 3 kernels per tensor (view_as_complex,
+      view_as_real and reshape are views).
+    - repeat_kv with GQA (g < a): expand + reshape copies K and V to a heads: read g d, write
+      a d per tensor, 1 kernel each.
+    - SwiGLU ``silu(w1 x) * w3 x``: silu (2 + 2), multiply (2 + 2 + 2) per element of the
+      width = 10 bytes in 2 kernels; a non-gated GeLU is one kernel of 4 bytes, as fused.
+
+    The residual adds are single kernels either way. SDPA's output transpose is free (the
+    flash kernel writes it token-major). The loss is eager in torchtitan with or without
+    torch.compile (only the transformer blocks are compiled) and is not changed here.
+    """
+    h, B, F = m.hidden_size, ACT_BYTES, FP32_BYTES
+    norm_bytes = (B + F) + (F + F) + F + (F + F) + (F + B) + (B + B)
+    if m.mla is not None:
+        rope_q = m.num_attention_heads * m.mla.qk_rope_head_dim
+        rope_k = m.mla.qk_rope_head_dim                      # one k_pe shared by all heads
+        repeat = 0
+    else:
+        d, a, g = m.attn_head_dim, m.num_attention_heads, m.kv_heads
+        rope_q, rope_k = a * d, g * d
+        repeat = 2 * (g + a) * d * B if g < a else 0          # K and V: read g d, write a d
+    rope_bytes = (B + F) + (F + F) + (F + B)
+    if m.gated_mlp:
+        act = Op("mlp/activation", OpKind.MEMORY, bytes_per_token=((B + B) + (B + B + B)) * width, kernels=2)
+    else:
+        act = Op("mlp/activation", OpKind.MEMORY, bytes_per_token=(B + B) * width)
+    ops = [Op("norm", OpKind.MEMORY, bytes_per_token=2 * norm_bytes * h, kernels=2 * 8),
+           Op("attention/rope", OpKind.MEMORY, bytes_per_token=rope_bytes * (rope_q + rope_k), kernels=2 * 3)]
+    if repeat:
+        ops.append(Op("attention/repeat_kv", OpKind.MEMORY, bytes_per_token=repeat, kernels=2))
+    return ops, act
+
+
+def layer_ops(m: ModelSpec, kind: LayerKind, moe_dispatcher: str = "alltoall",
+              elementwise_kernels: str = "fused") -> tuple[Op, ...]:
     """Operations of one transformer layer of the given kind (``moe_dispatcher``: the
-    scenario's token dispatcher, which decides the MoE permutation passes)."""
+    scenario's token dispatcher, which decides the MoE permutation passes;
+    ``elementwise_kernels``: fused or eager norms, rotary embedding and activation)."""
     mlp = _dense_mlp_ops(m) if kind is LayerKind.DENSE else _moe_mlp_ops(m)
-    return tuple(_attention_ops(m) + mlp + _memory_ops(m, kind, moe_dispatcher))
+    return tuple(_attention_ops(m) + mlp + _memory_ops(m, kind, moe_dispatcher, elementwise_kernels))
 
 
 def head_ops(m: ModelSpec) -> tuple[Op, ...]:

@@ -16,7 +16,8 @@ from perfmodel.errors import InputError, parse_data_text
 from perfmodel.hardware import list_hardware_ids
 from perfmodel.hf_config import model_from_hf_config
 from perfmodel.presets import list_presets, load_model
-from perfmodel.scenario import (ATTENTION_BACKEND_CHOICES, MOE_DISPATCHER_CHOICES, PRECISION_CHOICES, RECOMPUTE_CHOICES,
+from perfmodel.scenario import (ATTENTION_BACKEND_CHOICES, ELEMENTWISE_KERNELS_CHOICES, MOE_DISPATCHER_CHOICES,
+                                PRECISION_CHOICES, RECOMPUTE_CHOICES, SELECTIVE_RECOMPUTE_CHOICES,
                                 parse_scenario)
 from perfmodel.units import KIBI
 
@@ -192,6 +193,13 @@ def _batch_widgets() -> None:
     c1.checkbox("Reduce gradients in fp32", key="grad_reduce_in_fp32",
                 help="on: 4-byte gradient buffer and data-parallel reduction (Megatron-LM bf16 default, "
                      "FSDP2 in torchtitan); off: 16-bit, half the bytes (NVIDIA performance recipes)")
+    c2.selectbox("Elementwise kernels", ELEMENTWISE_KERNELS_CHOICES, key="elementwise_kernels",
+                 help="fused: one kernel per norm and activation (Transformer Engine, torch.compile); "
+                      "eager: PyTorch eager, one kernel and HBM round trip per op, norms and rotary in fp32")
+    c1.selectbox("Selective recompute", SELECTIVE_RECOMPUTE_CHOICES, key="selective_recompute",
+                 help="used with Recompute = selective. core_attn: Megatron-Core, the attention core; "
+                      "op_sac: torchtitan's op-level policy, every second matmul and all elementwise ops "
+                      "(dense Llama-style models)")
 
 
 _OVERLAP_HELP = {

@@ -1,0 +1,135 @@
+"""Selective recompute policies and eager elementwise kernels, checked by hand."""
+
+import numpy as np
+import pytest
+
+from perfmodel.compute import block_time
+from perfmodel.errors import InputError
+from perfmodel.hardware import load_hardware
+from perfmodel.layout import layouts_from_arrays
+from perfmodel.memory import activation_bytes_per_layer, memory_per_gpu
+from perfmodel.model import ModelSpec
+from perfmodel.predict import predict
+from perfmodel.recompute import op_sac_recomputed_fraction, op_sac_saved_bytes_per_token, selective_recompute_s
+from perfmodel.scenario import parse_scenario, resolve
+from perfmodel.workload import LayerKind, OpKind, layer_ops
+
+H100 = load_hardware("h100-sxm")
+LLAMA3_8B = ModelSpec(name="Llama 3.1 8B", num_layers=32, hidden_size=4096, num_attention_heads=32,
+                      num_query_groups=8, ffn_hidden_size=14336, gated_mlp=True, vocab_size=128256)
+TINY = ModelSpec(name="tiny", num_layers=2, hidden_size=8, num_attention_heads=2, num_query_groups=1,
+                 head_dim=4, ffn_hidden_size=16, gated_mlp=True, vocab_size=32)
+
+
+def _layouts(**kw):
+    base = dict(tp=1, pp=1, vpp=1, cp=1, ep=1, etp=1, sp=False, zero_stage=0, mbs=1, dp=1, num_mb=1)
+    base.update(kw)
+    return layouts_from_arrays(**{k: [v] for k, v in base.items()})
+
+
+def _scenario(**kw):
+    base = dict(hardware="h100-sxm", num_gpus=8, model=LLAMA3_8B.model_dump(), seq_length=8192,
+                global_batch_size=16, micro_batch_size=2, parallelism=dict(zero_stage=3), recompute="selective")
+    base.update(kw)
+    return parse_scenario(base)
+
+
+# ------------------------------------------------------------------ eager elementwise kernels
+def test_eager_elementwise_bytes_and_kernels_by_hand():
+    # h 8, a 2 heads, g 1 KV head, d 4, f 16 (gated). Per token, forward:
+    ops = {op.name: op for op in layer_ops(TINY, LayerKind.DENSE, elementwise_kernels="eager")}
+    # RMSNorm: cast 2+4, pow 4+4, mean 4, mul 4+4, cast 4+2, weight 2+2 = 36 B/element, 2 norms
+    assert ops["norm"].bytes_per_token == 2 * 36 * 8 and ops["norm"].kernels == 16
+    # rotary on Q (a d = 8) and K (g d = 4): cast 2+4, complex mul 4+4, cast 4+2 = 20 B/element
+    assert ops["attention/rope"].bytes_per_token == 20 * (8 + 4) and ops["attention/rope"].kernels == 6
+    # repeat_kv: K and V each read g d = 4 and write a d = 8 elements of 2 bytes
+    assert ops["attention/repeat_kv"].bytes_per_token == 2 * (4 + 8) * 2
+    # SwiGLU: silu 2+2, multiply 2+2+2 per element of f = 16
+    assert ops["mlp/activation"].bytes_per_token == 10 * 16 and ops["mlp/activation"].kernels == 2
+    # residual adds are one kernel each way: read 2h, write h, twice
+    assert ops["residual"].bytes_per_token == 2 * 3 * 8 * 2
+
+
+def test_fused_default_is_unchanged_and_has_no_rope_op():
+    fused = {op.name: op for op in layer_ops(TINY, LayerKind.DENSE)}
+    assert set(fused) >= {"norm", "residual", "mlp/activation"}
+    assert "attention/rope" not in fused and fused["norm"].bytes_per_token == 2 * 2 * 8 * 2
+
+
+def test_eager_elementwise_costs_more_gpu_time_and_host_ops():
+    L = _layouts(mbs=2)
+    fused = block_time(layer_ops(LLAMA3_8B, LayerKind.DENSE), LLAMA3_8B, L, 8192, "bf16", H100, H100.efficiency)
+    eager = block_time(layer_ops(LLAMA3_8B, LayerKind.DENSE, elementwise_kernels="eager"), LLAMA3_8B, L, 8192,
+                       "bf16", H100, H100.efficiency)
+    assert float(eager.mem_fwd_s[0]) > 3 * float(fused.mem_fwd_s[0])
+    np.testing.assert_allclose(eager.gemm_fwd_s, fused.gemm_fwd_s)
+    assert eager.host_ops > fused.host_ops
+
+
+def test_eager_step_is_slower_than_compiled_and_flops_are_equal():
+    fused = predict(_scenario(selective_recompute="op_sac"))
+    eager = predict(_scenario(selective_recompute="op_sac", elementwise_kernels="eager"))
+    assert eager.step_time_s > fused.step_time_s
+    assert eager.model_flops_per_token == fused.model_flops_per_token
+
+
+# ------------------------------------------------------------------ op-level SAC
+def test_op_sac_recomputes_every_second_matmul_of_the_llama_block():
+    # wq, wk, wv | wo | w1, w3 | w2: wk, wo and w3 are the 2nd, 4th and 6th matmuls
+    frac = op_sac_recomputed_fraction(LLAMA3_8B)
+    assert frac["attention/qkv"] == pytest.approx(1024 / (4096 + 1024 + 1024))
+    assert frac == {"attention/qkv": frac["attention/qkv"], "attention/out": 1.0, "mlp/up": 0.5, "mlp/down": 0.0}
+    gelu = TINY.model_copy(update={"gated_mlp": False})
+    # wq, wk, wv | wo | w1 | w2: the 6th matmul is now w2
+    assert op_sac_recomputed_fraction(gelu)["mlp/up"] == 0.0
+    assert op_sac_recomputed_fraction(gelu)["mlp/down"] == 1.0
+
+
+def test_op_sac_recompute_time_is_the_recomputed_matmuls_plus_all_elementwise_work():
+    L = _layouts(mbs=2)
+    blk = block_time(layer_ops(LLAMA3_8B, LayerKind.DENSE), LLAMA3_8B, L, 8192, "bf16", H100, H100.efficiency)
+    t = {o.name: float(o.fwd_s[0]) for o in blk.ops}
+    hand = (t["attention/qkv"] / 6 + t["attention/out"] + t["mlp/up"] / 2
+            + t["norm"] + t["residual"] + t["mlp/activation"])
+    assert float(selective_recompute_s(blk, "op_sac", LLAMA3_8B)[0]) == pytest.approx(hand)
+    assert float(selective_recompute_s(blk, "core_attn", LLAMA3_8B)[0]) == pytest.approx(t["attention/core"])
+
+
+def test_op_sac_saved_bytes_by_hand():
+    # block input h, wq a d, wv g d, w1 f, w2 h, SDPA out a d (2 bytes), log-sum-exp 4 bytes x a
+    per_token = 2 * (4096 + 4096 + 1024 + 14336 + 4096 + 4096) + 4 * 32
+    assert float(op_sac_saved_bytes_per_token(LLAMA3_8B, 1, 1.0)) == per_token
+    stored = activation_bytes_per_layer(LLAMA3_8B, LayerKind.DENSE, 8192, 2, 1, False, 1, 1, "selective",
+                                        selective_policy="op_sac")
+    assert float(stored) == 2 * 8192 * per_token
+    # tp 2 with SP: input and the two reduce-scatter outputs sequence-sharded; w2's partial sum is full width
+    tp2 = 2 * 4096 / 2 + (2 * (4096 + 14336 + 4096) + 4 * 32) / 2 + 2 * 128 * 4 + 2 * 4096 + 2 * 2 * 4096 / 2
+    assert float(op_sac_saved_bytes_per_token(LLAMA3_8B, 2, 2.0)) == tp2
+
+
+def test_op_sac_stores_less_than_core_attn_recompute():
+    L = _layouts(mbs=2, dp=8, zero_stage=3)
+    core = memory_per_gpu(LLAMA3_8B, 8192, "selective", "bf16", L)
+    op = memory_per_gpu(LLAMA3_8B, 8192, "selective", "bf16", L, selective_policy="op_sac")
+    assert float(op.activations[0]) < float(core.activations[0])
+    assert float(op.weights[0]) == float(core.weights[0])
+
+
+def test_selective_policy_is_ignored_without_selective_recompute():
+    a = predict(_scenario(recompute="full"))
+    b = predict(_scenario(recompute="full", selective_recompute="op_sac"))
+    assert a.step_time_s == b.step_time_s and a.memory_per_gpu_bytes == b.memory_per_gpu_bytes
+
+
+def test_op_sac_on_an_moe_model_is_refused_with_the_field_named():
+    moe = LLAMA3_8B.model_dump() | {"moe": dict(num_experts=8, top_k=2, expert_ffn_hidden_size=1024)}
+    with pytest.raises(InputError) as e:
+        resolve(_scenario(model=moe, selective_recompute="op_sac"))
+    assert e.value.field == "selective_recompute" and "MoE" in str(e.value)
+
+
+@pytest.mark.parametrize("field, value", [("elementwise_kernels", "compiled"), ("selective_recompute", "mlp")])
+def test_unknown_choices_name_the_field(field, value):
+    with pytest.raises(InputError) as e:
+        _scenario(**{field: value})
+    assert field in str(e.value) and "\n" not in str(e.value)
