@@ -68,7 +68,7 @@ def describe_dict(sc) -> dict:
     pc = param_count(job.model)
     mem = memory_per_gpu(job.model, sc.seq_length, sc.recompute, sc.precision, layouts_from_job(job),
                          flash=sc.attention_backend == "flash", grad_reduce_in_fp32=sc.grad_reduce_in_fp32,
-                         selective_policy=sc.selective_recompute)
+                         selective_policy=sc.selective_recompute, cross_entropy=sc.cross_entropy)
     return {
         "model": job.model.name, "hardware": job.hardware.id, "num_gpus": sc.num_gpus, "dp": job.dp,
         "num_microbatches": job.num_microbatches,

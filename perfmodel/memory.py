@@ -47,6 +47,11 @@ DROPOUT_MASK_BYTES = 1
 """Dropout masks are stored as one byte per element (Korthikanti et al. 2022, sec. 4.1)."""
 LOGITS_BYTES = 4
 """Logits for the cross-entropy are kept in fp32: 4*s*b*V/t (Korthikanti et al. 2022, sec. 4.3)."""
+EAGER_FP32_CE_PEAK_BYTES_PER_LOGIT = 12
+"""``F.cross_entropy(logits.float(), labels)`` run eagerly (scenario ``cross_entropy:
+eager_fp32``; torchtitan 9dec370 ``train.py``, which deletes the bf16 logits before the
+backward): the fp32 log-softmax output is saved (4 bytes); the backward's first steps hold it
+with the NLL gradient (4, a dense fp32 tensor) and the log-softmax input gradient (4)."""
 SOFTMAX_BYTES = 2
 """The s x s attention probabilities are 16-bit (Korthikanti et al. 2022, sec. 4.1: 2*a*s^2*b)."""
 
@@ -266,7 +271,8 @@ def _dense_layers_on_rank(m: ModelSpec, rank, pp, vpp, c) -> np.ndarray:
 
 
 def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Layouts, rank,
-           flash: bool, dropout: bool, grad_reduce_in_fp32: bool, selective_policy: str) -> MemoryBreakdown:
+           flash: bool, dropout: bool, grad_reduce_in_fp32: bool, selective_policy: str,
+           cross_entropy: str) -> MemoryBreakdown:
     s, h, V = seq_length, m.hidden_size, m.vocab_size
     t = L.tp.astype(float)
     r = np.where(L.sp, t, 1.0)
@@ -314,7 +320,8 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
     tokens = s / L.cp * L.mbs
     B = ACT_BYTES
     # final norm input, output GEMM input, fp32 logits: 4sbh/t * (1 + V/h) with SP (sec. 4.3)
-    output_layer = tokens * (2 * B * h / r + LOGITS_BYTES * V / t)
+    per_logit = EAGER_FP32_CE_PEAK_BYTES_PER_LOGIT if cross_entropy == "eager_fp32" else LOGITS_BYTES
+    output_layer = tokens * (2 * B * h / r + per_logit * V / t)
     mtp = 0.0
     if m.mtp_layers:   # norms of h and the embedding, 2h-wide projection input, its own head
         mtp = m.mtp_layers * (act(mtp_layer_kind(m), recompute) + tokens * 4 * B * h / r + output_layer)
@@ -338,7 +345,7 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
 
 def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision: str, layouts: Layouts,
                    *, flash: bool = True, dropout: bool = False, grad_reduce_in_fp32: bool = True,
-                   selective_policy: str = "core_attn") -> MemoryBreakdown:
+                   selective_policy: str = "core_attn", cross_entropy: str = "fused") -> MemoryBreakdown:
     """Peak memory per GPU: the larger of the first and the last pipeline stage.
 
     The first stage holds the embedding and the most micro-batches in flight; the last holds
@@ -349,9 +356,9 @@ def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision:
     if recompute not in ("none", "selective", "full"):
         raise ValueError(f"recompute {recompute!r} is not one of ('none', 'selective', 'full')")
     first = _stage(model, seq_length, recompute, precision, layouts, np.zeros_like(layouts.pp), flash, dropout,
-                   grad_reduce_in_fp32, selective_policy)
+                   grad_reduce_in_fp32, selective_policy, cross_entropy)
     last = _stage(model, seq_length, recompute, precision, layouts, layouts.pp - 1, flash, dropout,
-                  grad_reduce_in_fp32, selective_policy)
+                  grad_reduce_in_fp32, selective_policy, cross_entropy)
     pick_last = last.total > first.total
     return MemoryBreakdown(*(np.where(pick_last, getattr(last, f.name), getattr(first, f.name))
                              for f in fields(MemoryBreakdown)))

@@ -74,7 +74,7 @@ def scenario_constants(s: Scenario, model: ModelSpec, hardware: HardwareSpec,
         attention_backend=s.attention_backend, fsdp_collectives_per_layer=s.fsdp_collectives_per_layer,
         fsdp_list_api=s.fsdp_list_api, moe_dispatcher=s.moe_dispatcher,
         grad_reduce_in_fp32=s.grad_reduce_in_fp32, elementwise_kernels=s.elementwise_kernels,
-        selective_recompute=s.selective_recompute,
+        selective_recompute=s.selective_recompute, cross_entropy=s.cross_entropy,
     )
     merged = {**fields, **override}
     merged["hardware"] = placed(merged["hardware"], merged["num_gpus"])

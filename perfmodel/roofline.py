@@ -62,7 +62,7 @@ def roofline(job, efficiency=None) -> Roofline:
     bw = hw.gpu.hbm_bandwidth_bytes_per_s
     bw_achievable = bw * eff.memory_efficiency
     kinds = sorted(set(layer_kinds(m)), key=lambda k: k.value)
-    groups = [(f"{k.value} layer", layer_ops(m, k, s.moe_dispatcher, s.elementwise_kernels)) for k in kinds] + [("output", head_ops(m))]
+    groups = [(f"{k.value} layer", layer_ops(m, k, s.moe_dispatcher, s.elementwise_kernels)) for k in kinds] + [("output", head_ops(m, s.cross_entropy))]
     points = []
     used_precisions = set()
     for group, ops in groups:

@@ -27,12 +27,14 @@ AttentionBackend = Literal["flash", "unfused"]
 MoeDispatcher = Literal["alltoall", "flex"]
 ElementwiseKernels = Literal["fused", "eager"]
 SelectiveRecompute = Literal["core_attn", "op_sac"]
+CrossEntropy = Literal["fused", "eager_fp32"]
 RECOMPUTE_CHOICES: tuple[str, ...] = get_args(Recompute)
 PRECISION_CHOICES: tuple[str, ...] = get_args(Precision)
 ATTENTION_BACKEND_CHOICES: tuple[str, ...] = get_args(AttentionBackend)
 MOE_DISPATCHER_CHOICES: tuple[str, ...] = get_args(MoeDispatcher)
 ELEMENTWISE_KERNELS_CHOICES: tuple[str, ...] = get_args(ElementwiseKernels)
 SELECTIVE_RECOMPUTE_CHOICES: tuple[str, ...] = get_args(SelectiveRecompute)
+CROSS_ENTROPY_CHOICES: tuple[str, ...] = get_args(CrossEntropy)
 
 
 class _Frozen(BaseModel):
@@ -130,6 +132,13 @@ class Scenario(_Frozen):
     torchtitan's operator-level policy (selective_ac_option 'op'), which keeps matmul and SDPA
     outputs except every second matmul and recomputes the rest (dense Llama-style layers
     only; see ``perfmodel.recompute``)."""
+    cross_entropy: CrossEntropy = "fused"
+    """How the loss runs (perfmodel extension of the contract): fused = Megatron-Core's
+    vocab-parallel cross-entropy (or a compiled loss), fp32 logits kept, 4 bytes per logit
+    (Korthikanti et al. 2022, sec. 4.3); eager_fp32 = ``F.cross_entropy(logits.float(),
+    labels)`` in eager PyTorch (torchtitan before it compiled the loss), 12 bytes per logit at
+    the start of the backward and 14 bytes of forward traffic (``perfmodel.memory``,
+    ``perfmodel.workload``)."""
     training_tokens: float | None = Field(None, gt=0)
     """Optional: enables time to train, GPU-hours, cost and energy."""
 

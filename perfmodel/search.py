@@ -346,7 +346,8 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
                 L = L_all.take(slice(start, start + CHUNK))
                 fit = fits_in_memory(memory_per_gpu(m, seq, rc, prec, L, flash=c.attention_backend == "flash",
                                                     grad_reduce_in_fp32=c.grad_reduce_in_fp32,
-                                                    selective_policy=c.selective_recompute), hw)
+                                                    selective_policy=c.selective_recompute,
+                                                    cross_entropy=c.cross_entropy), hw)
                 rejected[DOES_NOT_FIT] += int((~fit).sum())
                 if fit.any():
                     L = L.take(fit)

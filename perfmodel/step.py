@@ -73,6 +73,7 @@ class JobConstants:
     grad_reduce_in_fp32: bool = True
     elementwise_kernels: str = "fused"
     selective_recompute: str = "core_attn"
+    cross_entropy: str = "fused"
 
 
 @dataclass(frozen=True)
@@ -190,7 +191,7 @@ def evaluate(c: JobConstants, L: Layouts) -> StepArrays:
         blocks.append((lt.block, n_moe / len(kinds)))
     middle = _scaled(per_layer, layers_per_stage)
 
-    head = block_time(head_ops(m), m, L, seq, c.precision, hw, eff, c.causal)
+    head = block_time(head_ops(m, c.cross_entropy), m, L, seq, c.precision, hw, eff, c.causal)
     last_extra = {"compute": head.fwd_s + head.bwd_s}
     if m.mtp_layers:
         mtp_lt = _layer_time(mtp_layer_kind(m), c, L, fsdp_per_layer)
@@ -253,7 +254,8 @@ def evaluate(c: JobConstants, L: Layouts) -> StepArrays:
         bd.setdefault(k, np.zeros(len(L)))
 
     mem = memory_per_gpu(m, seq, c.recompute, c.precision, L, flash=c.attention_backend == "flash",
-                         grad_reduce_in_fp32=c.grad_reduce_in_fp32, selective_policy=c.selective_recompute)
+                         grad_reduce_in_fp32=c.grad_reduce_in_fp32, selective_policy=c.selective_recompute,
+                         cross_entropy=c.cross_entropy)
     flop = training_flop_per_token(m, seq, causal=True).total
     w_layers = num_mb * layers_per_stage
     return StepArrays(

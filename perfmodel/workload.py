@@ -246,13 +246,22 @@ def layer_ops(m: ModelSpec, kind: LayerKind, moe_dispatcher: str = "alltoall",
     return tuple(_attention_ops(m) + mlp + _memory_ops(m, kind, moe_dispatcher, elementwise_kernels))
 
 
-def head_ops(m: ModelSpec) -> tuple[Op, ...]:
-    """Output layer: logits GEMM and the softmax cross-entropy over V (read and write logits)."""
+EAGER_FP32_CE_FWD_BYTES_PER_LOGIT = (ACT_BYTES + FP32_BYTES) + (FP32_BYTES + FP32_BYTES)
+"""``F.cross_entropy(logits.float(), labels)`` run eagerly (torchtitan 9dec370 train.py
+``loss_fn``): the cast reads 2 and writes 4 bytes, log-softmax reads 4 and writes 4; the NLL
+gather touches one value per token. 14 bytes per logit in 3 kernels."""
+
+
+def head_ops(m: ModelSpec, cross_entropy: str = "fused") -> tuple[Op, ...]:
+    """Output layer: logits GEMM and the softmax cross-entropy over V (fused: read and write
+    logits; eager_fp32: the eager fp32 upcast and log-softmax, ``EAGER_FP32_CE_FWD_BYTES_PER_LOGIT``)."""
     h, V = m.hidden_size, m.vocab_size
-    return (
-        Op("output/logits", OpKind.GEMM, k=h, n=V, tp_split=TpSplit.COLUMN),
-        Op("output/cross_entropy", OpKind.MEMORY, bytes_per_token=3 * V * ACT_BYTES),
-    )
+    if cross_entropy == "eager_fp32":
+        loss = Op("output/cross_entropy", OpKind.MEMORY, bytes_per_token=EAGER_FP32_CE_FWD_BYTES_PER_LOGIT * V,
+                  kernels=3)
+    else:
+        loss = Op("output/cross_entropy", OpKind.MEMORY, bytes_per_token=3 * V * ACT_BYTES)
+    return (Op("output/logits", OpKind.GEMM, k=h, n=V, tp_split=TpSplit.COLUMN), loss)
 
 
 def mtp_extra_ops(m: ModelSpec) -> tuple[Op, ...]:

@@ -367,7 +367,8 @@ def test_overlap_and_zero3_fields_survive_widgets_url_and_yaml():
     from perfmodel.scenario import parse_scenario, scenario_to_dict
     data = scenario_to_dict(state.default_scenario())
     data.update(overlap={"tp": None, "fsdp": 0.25, "ep": 1.0}, fsdp_collectives_per_layer=12, fsdp_list_api=True,
-                moe_dispatcher="flex", elementwise_kernels="eager", selective_recompute="op_sac")
+                moe_dispatcher="flex", elementwise_kernels="eager", selective_recompute="op_sac",
+                cross_entropy="eager_fp32")
     sc = parse_scenario(data)
     assert sc.overlap.tp is None and sc.overlap.fsdp == 0.25 and sc.overlap.dp == 1.0
     assert state.scenario_from_values(state.widget_values(sc)) == sc
@@ -383,3 +384,4 @@ def test_overlap_and_zero3_fields_survive_widgets_url_and_yaml():
     assert at.selectbox(key="moe_dispatcher").value == "flex" and at.number_input(key="ov_ep").value == 1.0
     assert at.selectbox(key="elementwise_kernels").value == "eager"
     assert at.selectbox(key="selective_recompute").value == "op_sac"
+    assert at.selectbox(key="cross_entropy").value == "eager_fp32"

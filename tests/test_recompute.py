@@ -1,4 +1,5 @@
-"""Selective recompute policies and eager elementwise kernels, checked by hand."""
+"""Framework kernel choices checked by hand: selective recompute policies, eager elementwise
+kernels and the eager fp32 cross-entropy."""
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from perfmodel.model import ModelSpec
 from perfmodel.predict import predict
 from perfmodel.recompute import op_sac_recomputed_fraction, op_sac_saved_bytes_per_token, selective_recompute_s
 from perfmodel.scenario import parse_scenario, resolve
-from perfmodel.workload import LayerKind, OpKind, layer_ops
+from perfmodel.workload import EAGER_FP32_CE_FWD_BYTES_PER_LOGIT, LayerKind, OpKind, head_ops, layer_ops
 
 H100 = load_hardware("h100-sxm")
 LLAMA3_8B = ModelSpec(name="Llama 3.1 8B", num_layers=32, hidden_size=4096, num_attention_heads=32,
@@ -128,8 +129,34 @@ def test_op_sac_on_an_moe_model_is_refused_with_the_field_named():
     assert e.value.field == "selective_recompute" and "MoE" in str(e.value)
 
 
-@pytest.mark.parametrize("field, value", [("elementwise_kernels", "compiled"), ("selective_recompute", "mlp")])
+@pytest.mark.parametrize("field, value", [("elementwise_kernels", "compiled"), ("selective_recompute", "mlp"),
+                                          ("cross_entropy", "eager")])
 def test_unknown_choices_name_the_field(field, value):
     with pytest.raises(InputError) as e:
         _scenario(**{field: value})
     assert field in str(e.value) and "\n" not in str(e.value)
+
+
+# ------------------------------------------------------------------ eager fp32 cross-entropy
+def test_eager_fp32_loss_traffic_by_hand():
+    # cast: read 2 write 4; log-softmax: read 4 write 4 -> 14 bytes per logit, 3 kernels
+    assert EAGER_FP32_CE_FWD_BYTES_PER_LOGIT == 14
+    loss = dict((op.name, op) for op in head_ops(TINY, "eager_fp32"))["output/cross_entropy"]
+    assert loss.bytes_per_token == 14 * 32 and loss.kernels == 3
+    assert dict((op.name, op) for op in head_ops(TINY))["output/cross_entropy"].bytes_per_token == 3 * 32 * 2
+
+
+def test_eager_fp32_loss_holds_12_bytes_per_logit_instead_of_4():
+    L = _layouts(mbs=2, dp=8, zero_stage=3, tp=2, sp=True)
+    fused = memory_per_gpu(LLAMA3_8B, 8192, "full", "bf16", L)
+    eager = memory_per_gpu(LLAMA3_8B, 8192, "full", "bf16", L, cross_entropy="eager_fp32")
+    logits_per_gpu = 2 * 8192 * 128256 / 2          # tokens x vocabulary / tp
+    assert float(eager.activations[0] - fused.activations[0]) == pytest.approx((12 - 4) * logits_per_gpu)
+    assert float(eager.weights[0]) == float(fused.weights[0])
+
+
+def test_eager_fp32_loss_is_slower_and_changes_no_flops():
+    fused = predict(_scenario())
+    eager = predict(_scenario(cross_entropy="eager_fp32"))
+    assert eager.step_time_s > fused.step_time_s
+    assert eager.model_flops_per_token == fused.model_flops_per_token

@@ -16,9 +16,9 @@ from perfmodel.errors import InputError, parse_data_text
 from perfmodel.hardware import list_hardware_ids
 from perfmodel.hf_config import model_from_hf_config
 from perfmodel.presets import list_presets, load_model
-from perfmodel.scenario import (ATTENTION_BACKEND_CHOICES, ELEMENTWISE_KERNELS_CHOICES, MOE_DISPATCHER_CHOICES,
-                                PRECISION_CHOICES, RECOMPUTE_CHOICES, SELECTIVE_RECOMPUTE_CHOICES,
-                                parse_scenario)
+from perfmodel.scenario import (ATTENTION_BACKEND_CHOICES, CROSS_ENTROPY_CHOICES, ELEMENTWISE_KERNELS_CHOICES,
+                                MOE_DISPATCHER_CHOICES, PRECISION_CHOICES, RECOMPUTE_CHOICES,
+                                SELECTIVE_RECOMPUTE_CHOICES, parse_scenario)
 from perfmodel.units import KIBI
 
 from . import state
@@ -200,6 +200,10 @@ def _batch_widgets() -> None:
                  help="used with Recompute = selective. core_attn: Megatron-Core, the attention core; "
                       "op_sac: torchtitan's op-level policy, every second matmul and all elementwise ops "
                       "(dense Llama-style models)")
+    c2.selectbox("Cross-entropy", CROSS_ENTROPY_CHOICES, key="cross_entropy",
+                 help="fused: Megatron-Core vocab-parallel loss or a compiled one, 4 bytes per logit kept; "
+                      "eager_fp32: F.cross_entropy(logits.float()) in eager PyTorch, 12 bytes per logit "
+                      "at the start of the backward")
 
 
 _OVERLAP_HELP = {

@@ -119,6 +119,7 @@ def widget_values(sc: Scenario) -> dict:
         "fsdp_collectives_per_layer": sc.fsdp_collectives_per_layer, "fsdp_list_api": sc.fsdp_list_api,
         "moe_dispatcher": sc.moe_dispatcher, "grad_reduce_in_fp32": sc.grad_reduce_in_fp32,
         "elementwise_kernels": sc.elementwise_kernels, "selective_recompute": sc.selective_recompute,
+        "cross_entropy": sc.cross_entropy,
         "sequence_parallel": p.sp, "zero_stage": p.zero_stage, "scenario_name": sc.name,
         "training_tokens_b": (sc.training_tokens or 0.0) / GIGA,
         **{k: getattr(p, k) for k in LAYOUT_FIELDS},
@@ -199,6 +200,7 @@ def scenario_from_values(v: dict) -> Scenario:
         "grad_reduce_in_fp32": bool(v.get("grad_reduce_in_fp32", True)),
         "elementwise_kernels": v.get("elementwise_kernels", "fused"),
         "selective_recompute": v.get("selective_recompute", "core_attn"),
+        "cross_entropy": v.get("cross_entropy", "fused"),
     }
     if tokens > 0:
         data["training_tokens"] = float(tokens) * GIGA
