@@ -242,15 +242,15 @@ def predict_published(case) -> tuple[float, MemoryBreakdown, str]:
     job = resolve(parse_scenario(data))
     s = job.scenario
     mem = memory_per_gpu(job.model, s.seq_length, s.recompute, s.precision, layouts_from_job(job),
-                         selective_policy=s.selective_recompute)
+                         selective_policy=s.selective_recompute, cross_entropy=s.cross_entropy)
     return float(mem.total[0]) / GIBI, mem, note
 
 
 PEAK_RATIO_TOLERANCE = 2.0
 """Predicted / measured peak must lie within [1/2, 2]. The published figures are torchtitan's
-``max_reserved`` (caching-allocator reserve, not live tensors) and its eager cross-entropy
-keeps about 10 bytes per logit instead of the paper's 4. Its 'selective' is per-op SAC,
-modelled as ``selective_recompute: op_sac``. See
+``max_reserved`` (caching-allocator reserve, not live tensors), and with pipeline parallelism
+FSDP keeps unsharded gradients (the 405B rows). Its per-op SAC and its eager fp32 loss are
+modelled (``selective_recompute: op_sac``, ``cross_entropy: eager_fp32``). See
 docs/memory.md for the row-by-row account; no constant was tuned to these rows."""
 
 
@@ -262,6 +262,18 @@ def test_published_peak_memory(case):
     print(f"{case['id']}: predicted {predicted:.1f} GiB, measured {measured:.1f} GiB, "
           f"error {ratio - 1:+.0%} {note}")
     assert 1 / PEAK_RATIO_TOLERANCE <= ratio <= PEAK_RATIO_TOLERANCE
+
+
+LLAMA3_8B_TORCHTITAN_ROWS_TOLERANCE = 0.10
+"""The Llama 3.1 8B rows of torchtitan's Tables 1-3 and the Trainy report (FSDP, CP; no TP or
+PP, whose torchtitan-specific storage item 4 of docs/memory.md describes) within 10%. Set after
+modelling op-level SAC and the eager fp32 loss from torchtitan's source; nothing was fitted."""
+
+
+@pytest.mark.parametrize("case", [c for c in _published_cases() if "llama3_8b" in c["id"]], ids=lambda c: c["id"])
+def test_published_llama3_8b_peaks_within_ten_percent(case):
+    predicted = predict_published(case)[0]
+    assert predicted == pytest.approx(case["measured"]["peak_memory_gib"], rel=LLAMA3_8B_TORCHTITAN_ROWS_TOLERANCE)
 
 
 FSDP_SCALING_PAIRS = [
