@@ -73,8 +73,8 @@ def markdown(report: Report, profiles: bool = True, worst_k: int = 10, notes: di
     if mem:
         lines += ["", "## Peak memory per GPU", "",
                   f"Cases that publish a peak: MAPE {fmt.percent(report.memory_mape())} over {len(mem)} cases "
-                  "(see docs/memory.md for why: torchtitan reports the allocator's reservation, and with "
-                  "pipeline parallelism FSDP keeps its gradients unsharded).", "",
+                  "(see docs/memory.md: torchtitan reports the allocator's reservation; its checkpointing, "
+                  "loss and pipelined FSDP are modelled).", "",
                   "| case | measured GiB | predicted GiB | error |", "|---|---:|---:|---:|"]
         lines += [f"| {r.id} | {r.measured_peak_memory_gib:.1f} | {r.predicted_memory_gib:.1f} | {100 * r.memory_error:+.0f}% |"
                   for r in mem]
