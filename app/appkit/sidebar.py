@@ -183,28 +183,30 @@ def _batch_widgets() -> None:
     c2.number_input("Training tokens (billions, 0 = none)", min_value=0.0, step=100.0, key="training_tokens_b")
     c1.selectbox("Precision", PRECISION_CHOICES, key="precision")
     c2.selectbox("Recompute", RECOMPUTE_CHOICES, key="recompute")
-    c1.selectbox("Attention kernel", ATTENTION_BACKEND_CHOICES, key="attention_backend",
-                 help="flash: fused FlashAttention kernel; unfused: s x s scores written to HBM "
-                      "(Megatron-LM before 2022)")
-    c2.selectbox("MoE dispatcher", MOE_DISPATCHER_CHOICES, key="moe_dispatcher",
-                 help="alltoall: every routed copy is its own message; flex: DeepEP/HybridEP, one copy "
-                      "per remote NVLink domain, fanned out over NVLink; alltoall also sorts tokens by "
-                      "local expert")
     c1.checkbox("Reduce gradients in fp32", key="grad_reduce_in_fp32",
                 help="on: 4-byte gradient buffer and data-parallel reduction (Megatron-LM bf16 default, "
                      "FSDP2 in torchtitan); off: 16-bit, half the bytes (NVIDIA performance recipes)")
-    c2.selectbox("Elementwise kernels", ELEMENTWISE_KERNELS_CHOICES, key="elementwise_kernels",
-                 help="fused: one kernel per norm and activation (Transformer Engine, torch.compile); "
-                      "eager: PyTorch eager, one kernel and HBM round trip per op, norms and rotary in fp32")
-    c1.selectbox("Selective recompute", SELECTIVE_RECOMPUTE_CHOICES, key="selective_recompute",
-                 help="used with Recompute = selective. core_attn: Megatron-Core, the attention core; "
-                      "op_sac: torchtitan's op-level policy, every second matmul and all elementwise ops "
-                      "(dense Llama-style models)")
-    c2.selectbox("Cross-entropy", CROSS_ENTROPY_CHOICES, key="cross_entropy",
-                 help="fused: Megatron-Core vocab-parallel loss or a compiled one, 4 bytes per logit kept; "
-                      "eager_fp32: F.cross_entropy(logits.float()) in eager PyTorch, 12 bytes per logit "
-                      "at the start of the backward")
+    for i, (label, choices, key, help_text) in enumerate(_IMPLEMENTATION_CHOICES):
+        (c2 if i % 2 == 0 else c1).selectbox(label, choices, key=key, help=help_text)
 
+
+_IMPLEMENTATION_CHOICES = (
+    ("Attention kernel", ATTENTION_BACKEND_CHOICES, "attention_backend",
+     "flash: fused FlashAttention kernel; unfused: s x s scores written to HBM (Megatron-LM before 2022)"),
+    ("MoE dispatcher", MOE_DISPATCHER_CHOICES, "moe_dispatcher",
+     "alltoall: every routed copy is its own message; flex: DeepEP/HybridEP, one copy per remote NVLink "
+     "domain, fanned out over NVLink; alltoall also sorts tokens by local expert"),
+    ("Elementwise kernels", ELEMENTWISE_KERNELS_CHOICES, "elementwise_kernels",
+     "fused: one kernel per norm and activation (Transformer Engine, torch.compile); eager: PyTorch eager, "
+     "one kernel and HBM round trip per op, norms and rotary in fp32"),
+    ("Selective recompute", SELECTIVE_RECOMPUTE_CHOICES, "selective_recompute",
+     "used with Recompute = selective. core_attn: Megatron-Core, the attention core; op_sac: torchtitan's "
+     "op-level policy, every second matmul and all elementwise ops (dense Llama-style models)"),
+    ("Cross-entropy", CROSS_ENTROPY_CHOICES, "cross_entropy",
+     "fused: Megatron-Core vocab-parallel loss or a compiled one, 4 bytes per logit kept; eager_fp32: "
+     "F.cross_entropy(logits.float()) in eager PyTorch, 12 bytes per logit at the start of the backward"),
+)
+"""Which kernel or framework implementation the job runs: (label, choices, widget key, help)."""
 
 _OVERLAP_HELP = {
     "tp": "TP collectives behind the layer's GEMMs (Megatron-Core default 0: tp_comm_overlap off)",
