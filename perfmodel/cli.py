@@ -60,15 +60,15 @@ def cmd_predict(args) -> int:
 # ------------------------------------------------------------------------------ describe
 def describe_dict(sc) -> dict:
     from .layout import layouts_from_job
-    from .memory import fits_in_memory, memory_per_gpu
+    from .memory import fits_in_memory
     from .placement import job_domain_gpus
+    from .predict import job_constants
     from .scenario import resolve
+    from .step import job_memory
     from .workload import param_count, training_flop_per_token
     job = resolve(sc)
     pc = param_count(job.model)
-    mem = memory_per_gpu(job.model, sc.seq_length, sc.recompute, sc.precision, layouts_from_job(job),
-                         flash=sc.attention_backend == "flash", grad_reduce_in_fp32=sc.grad_reduce_in_fp32,
-                         selective_policy=sc.selective_recompute, cross_entropy=sc.cross_entropy)
+    mem = job_memory(job_constants(job), layouts_from_job(job))
     return {
         "model": job.model.name, "hardware": job.hardware.id, "num_gpus": sc.num_gpus, "dp": job.dp,
         "num_microbatches": job.num_microbatches,

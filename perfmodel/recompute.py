@@ -28,8 +28,6 @@ from .compute import BlockTime
 from .model import ModelSpec
 from .workload import ACT_BYTES, FP32_BYTES, OpKind
 
-SELECTIVE_POLICIES = ("core_attn", "op_sac")
-
 
 def _llama_matmul_order(m: ModelSpec) -> list[tuple[str, float]]:
     """(perfmodel GEMM op, output width) of each matmul of torchtitan's Llama block, in order."""

@@ -38,12 +38,12 @@ from .efficiency import Efficiencies
 from .errors import validated
 from .hardware import HardwareSpec, load_hardware
 from .layout import Layouts, layouts_from_arrays
-from .memory import fits_in_memory, memory_per_gpu
+from .memory import fits_in_memory
 from .model import ModelSpec
 from .overlap import Overlap
 from .scenario import RECOMPUTE_CHOICES, Parallelism, Precision, Recompute, Scenario, layout_violation_fields
 from .predict import scenario_constants
-from .step import COMPONENTS, evaluate
+from .step import COMPONENTS, evaluate, job_memory
 from .workload import training_flop_per_token
 
 Objective = Literal["time", "cost", "tokens_per_usd"]
@@ -344,10 +344,7 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
             c = scenario_constants(scenario, m, hw, eff, ov, num_gpus=N, precision=prec, recompute=rc)
             for start in range(0, len(L_all), CHUNK):
                 L = L_all.take(slice(start, start + CHUNK))
-                fit = fits_in_memory(memory_per_gpu(m, seq, rc, prec, L, flash=c.attention_backend == "flash",
-                                                    grad_reduce_in_fp32=c.grad_reduce_in_fp32,
-                                                    selective_policy=c.selective_recompute,
-                                                    cross_entropy=c.cross_entropy), hw)
+                fit = fits_in_memory(job_memory(c, L), hw)
                 rejected[DOES_NOT_FIT] += int((~fit).sum())
                 if fit.any():
                     L = L.take(fit)

@@ -76,6 +76,14 @@ class JobConstants:
     cross_entropy: str = "fused"
 
 
+def job_memory(c: JobConstants, L: Layouts) -> MemoryBreakdown:
+    """Peak memory per GPU of the job over its layouts: the one place a job's fields become
+    ``memory_per_gpu`` arguments (step, search and ``describe`` all call this)."""
+    return memory_per_gpu(c.model, c.seq_length, c.recompute, c.precision, L, flash=c.attention_backend == "flash",
+                          grad_reduce_in_fp32=c.grad_reduce_in_fp32, selective_policy=c.selective_recompute,
+                          cross_entropy=c.cross_entropy)
+
+
 @dataclass(frozen=True)
 class LayerTime:
     """One layer of one kind, per micro-batch, with its exposed communication."""
@@ -98,8 +106,7 @@ class LayerTime:
 def _layer_time(kind: LayerKind, c: JobConstants, L: Layouts, fsdp_per_layer_s) -> LayerTime:
     m, hw, eff, ov, seq = c.model, c.hardware, c.efficiency, c.overlap, c.seq_length
     blk = block_time(layer_ops(m, kind, c.moe_dispatcher, c.elementwise_kernels), m, L, seq, c.precision, hw, eff,
-                     c.causal,
-                     c.attention_backend)
+                     c.causal, c.attention_backend)
     phi_tp = tp_phi(ov, L.tp)
     tp_raw = traffic.tp_layer_s(kind, m, L, seq, hw, eff, c.precision)
     tp_f = exposed_s(tp_raw, blk.gemm_fwd_s, phi_tp)
@@ -253,9 +260,7 @@ def evaluate(c: JobConstants, L: Layouts) -> StepArrays:
     for k in COMPONENTS:
         bd.setdefault(k, np.zeros(len(L)))
 
-    mem = memory_per_gpu(m, seq, c.recompute, c.precision, L, flash=c.attention_backend == "flash",
-                         grad_reduce_in_fp32=c.grad_reduce_in_fp32, selective_policy=c.selective_recompute,
-                         cross_entropy=c.cross_entropy)
+    mem = job_memory(c, L)
     flop = training_flop_per_token(m, seq, causal=True).total
     w_layers = num_mb * layers_per_stage
     return StepArrays(

@@ -113,14 +113,19 @@ def run_case(case: dict, efficiency_for=None) -> CaseResult | Skipped:
     )
 
 
+def _mape(results) -> float:
+    """Mean absolute error on tokens/s per GPU of some results (nan for none)."""
+    errs = [abs(r.error) for r in results]
+    return float(np.mean(errs)) if errs else float("nan")
+
+
 @dataclass(frozen=True)
 class Report:
     results: tuple[CaseResult, ...]
     skipped: tuple[Skipped, ...]
 
     def mape(self, hardware: str | None = None) -> float:
-        errs = [abs(r.error) for r in self.results if hardware in (None, r.hardware)]
-        return float(np.mean(errs)) if errs else float("nan")
+        return _mape([r for r in self.results if hardware in (None, r.hardware)])
 
     def _grouped(self, key: str) -> dict[str, list[CaseResult]]:
         """Results by the value of one field (hardware, gpu or source), keys sorted."""
@@ -130,23 +135,19 @@ class Report:
         return out
 
     def by_hardware(self) -> dict:
-        return {h: {"cases": len(rs), "mape": self.mape(h)} for h, rs in self._grouped("hardware").items()}
+        return {h: {"cases": len(rs), "mape": _mape(rs)} for h, rs in self._grouped("hardware").items()}
 
     def by_gpu(self) -> dict:
         """As ``by_hardware``, with each variant spec counted under its GPU (``variant_of``):
         the per-GPU accuracy targets are judged on these groups."""
-        return {g: {"cases": len(rs), "mape": float(np.mean([abs(r.error) for r in rs])),
-                    "specs": sorted({r.hardware for r in rs})} for g, rs in self._grouped("gpu").items()}
+        return {g: {"cases": len(rs), "mape": _mape(rs), "specs": sorted({r.hardware for r in rs})}
+                for g, rs in self._grouped("gpu").items()}
 
     def by_source(self) -> dict:
         """Cases, MAPE and mean signed error per publication (and release): how far the model
         carries to each software stack, which the per-GPU figures mix together."""
-        out = {}
-        for src, rs in self._grouped("source").items():
-            errs = [r.error for r in rs]
-            out[src] = {"cases": len(errs), "mape": float(np.mean(np.abs(errs))),
-                        "mean_error": float(np.mean(errs))}
-        return out
+        return {src: {"cases": len(rs), "mape": _mape(rs), "mean_error": float(np.mean([r.error for r in rs]))}
+                for src, rs in self._grouped("source").items()}
 
     def memory_results(self) -> list[CaseResult]:
         return [r for r in self.results if r.measured_peak_memory_gib is not None]

@@ -18,7 +18,9 @@ from perfmodel.memory import (STATE_BYTES_PER_PARAM, MemoryBreakdown, activation
                               fits_in_memory, korthikanti_activation_bytes_per_layer,
                               memory_per_gpu, model_state_bytes)
 from perfmodel.model import MlaSpec, ModelSpec, MoeSpec
+from perfmodel.predict import job_constants
 from perfmodel.scenario import Scenario, check_layout, parse_scenario, resolve
+from perfmodel.step import job_memory
 from perfmodel.units import GIBI
 from perfmodel.workload import LayerKind, param_count
 
@@ -240,9 +242,7 @@ def predict_published(case) -> tuple[float, MemoryBreakdown, str]:
     if data["hardware"] not in list_hardware_ids():
         note, data["hardware"] = f"(resolved on h100-sxm; {data['hardware']} not in hardware/)", "h100-sxm"
     job = resolve(parse_scenario(data))
-    s = job.scenario
-    mem = memory_per_gpu(job.model, s.seq_length, s.recompute, s.precision, layouts_from_job(job),
-                         selective_policy=s.selective_recompute, cross_entropy=s.cross_entropy)
+    mem = job_memory(job_constants(job), layouts_from_job(job))
     return float(mem.total[0]) / GIBI, mem, note
 
 
