@@ -127,8 +127,9 @@ class Scenario(_Frozen):
     op, with the fp32 upcasts of torchtitan's Llama block (RMSNorm 36 bytes per element in 8
     kernels instead of 4 in 1; see ``perfmodel.workload._eager_elementwise_ops``)."""
     selective_recompute: SelectiveRecompute = "core_attn"
-    """What ``recompute: selective`` recomputes (perfmodel extension of the contract; ignored
-    for none and full): core_attn = Megatron-Core's default, the attention core; op_sac =
+    """What ``recompute: selective`` recomputes (perfmodel extension of the contract; unused
+    for none and full, but always checked against the model, since the layout search tries
+    selective too): core_attn = Megatron-Core's default, the attention core; op_sac =
     torchtitan's operator-level policy (selective_ac_option 'op'), which keeps matmul and SDPA
     outputs except every second matmul and recomputes the rest (dense Llama-style layers
     only; see ``perfmodel.recompute``)."""
@@ -296,7 +297,8 @@ def resolve(s: Scenario) -> Job:
     hw = load_hardware(s.hardware)
     m = s.model if isinstance(s.model, ModelSpec) else load_model(s.model)
     dp, num_mb = check_layout(s, m, hw)
-    if s.recompute == "selective" and s.selective_recompute == "op_sac" and (m.moe is not None or m.mla is not None):
+    # Checked whatever ``recompute`` says: the layout search tries selective recompute too.
+    if s.selective_recompute == "op_sac" and (m.moe is not None or m.mla is not None):
         raise InputError("selective_recompute", f"op_sac is torchtitan's policy for its dense Llama block; "
                                                 f"{m.name} has {'MoE' if m.moe is not None else 'MLA'} layers")
     return Job(scenario=s, hardware=hw, model=m, dp=dp, num_microbatches=num_mb)

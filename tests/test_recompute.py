@@ -133,10 +133,12 @@ def test_selective_policy_is_ignored_without_selective_recompute():
     assert a.step_time_s == b.step_time_s and a.memory_per_gpu_bytes == b.memory_per_gpu_bytes
 
 
-def test_op_sac_on_an_moe_model_is_refused_with_the_field_named():
+@pytest.mark.parametrize("recompute", ["selective", "full"])
+def test_op_sac_on_an_moe_model_is_refused_with_the_field_named(recompute):
+    # refused even with full recompute: the layout search also tries selective
     moe = LLAMA3_8B.model_dump() | {"moe": dict(num_experts=8, top_k=2, expert_ffn_hidden_size=1024)}
     with pytest.raises(InputError) as e:
-        resolve(_scenario(model=moe, selective_recompute="op_sac"))
+        resolve(_scenario(model=moe, selective_recompute="op_sac", recompute=recompute))
     assert e.value.field == "selective_recompute" and "MoE" in str(e.value)
 
 
