@@ -40,14 +40,14 @@ from .layout import Layouts
 from .model import ModelSpec
 from .recompute import op_sac_saved_bytes_per_token
 from .units import GIBI, MEBI
-from .workload import (ACT_BYTES, LayerKind, OpKind, TpSplit, embedding_params, layer_ops,
+from .workload import (ACT_BYTES, FP32_BYTES, LayerKind, OpKind, TpSplit, embedding_params, layer_ops,
                        layer_params, mtp_extra_ops, mtp_layer_kind, mtp_params, output_params)
 
 DROPOUT_MASK_BYTES = 1
 """Dropout masks are stored as one byte per element (Korthikanti et al. 2022, sec. 4.1)."""
 LOGITS_BYTES = 4
 """Logits for the cross-entropy are kept in fp32: 4*s*b*V/t (Korthikanti et al. 2022, sec. 4.3)."""
-EAGER_FP32_CE_PEAK_BYTES_PER_LOGIT = 12
+EAGER_FP32_CE_PEAK_BYTES_PER_LOGIT = 3 * FP32_BYTES
 """``F.cross_entropy(logits.float(), labels)`` run eagerly (scenario ``cross_entropy:
 eager_fp32``; torchtitan 9dec370 ``train.py``, which deletes the bf16 logits before the
 backward): the fp32 log-softmax output is saved (4 bytes); the backward's first steps hold it
@@ -55,8 +55,8 @@ with the NLL gradient (4, a dense fp32 tensor) and the log-softmax input gradien
 SOFTMAX_BYTES = 2
 """The s x s attention probabilities are 16-bit (Korthikanti et al. 2022, sec. 4.1: 2*a*s^2*b)."""
 
-GRAD_FP32_BYTES = 4
-GRAD_16BIT_BYTES = 2
+GRAD_FP32_BYTES = FP32_BYTES
+GRAD_16BIT_BYTES = ACT_BYTES
 """Gradient element in fp32, and in the 16-bit training dtype (Megatron-Core DDP: the buffer
 takes the parameter dtype unless grad_reduce_in_fp32); also the bytes of the data-parallel
 reduction (``traffic.grad_reduce_bytes``)."""
