@@ -144,6 +144,9 @@ def cmd_validate(args) -> int:
     hw_rows = [[g, str(v["cases"]), fmt.percent(v["mape"]), ", ".join(v["specs"])] for g, v in report.by_gpu().items()]
     hw_rows.append(["overall", str(len(report.results)), fmt.percent(report.mape()), ""])
     print(fmt.table(hw_rows, header=["GPU", "cases", "MAPE tokens/s/GPU", "specs"]))
+    wi = report.what_if()
+    print(f"what-if accuracy (ratios between cases of one source, GPU and model): mean {fmt.percent(wi['mean'])}, "
+          f"median {fmt.percent(wi['median'])} over {wi['pairs']} pairs of {wi['cases']} cases")
     return 0
 
 

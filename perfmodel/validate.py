@@ -8,6 +8,7 @@ when the source published only a step time or a TFLOP/s figure.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +45,8 @@ class CaseResult:
     predicted_memory_gib: float | None = None
     gpu: str = ""
     """The GPU the case is grouped under: the spec's ``variant_of``, else the spec id."""
+    model: str = ""
+    """The scenario's model (preset name or the inline model's name)."""
 
     @property
     def memory_error(self) -> float | None:
@@ -109,8 +112,15 @@ def run_case(case: dict, efficiency_for=None) -> CaseResult | Skipped:
         measured_step_time_s=m.get("step_time_s"), measured_mfu=m.get("mfu"), predicted_mfu=p.mfu,
         bottleneck=p.bottleneck, error=p.tokens_per_s_per_gpu / meas - 1.0,
         measured_peak_memory_gib=m.get("peak_memory_gib"), predicted_memory_gib=p.memory_per_gpu_bytes / GIBI,
-        gpu=load_hardware(sc.hardware).reference_id,
+        gpu=load_hardware(sc.hardware).reference_id, model=sc.model if isinstance(sc.model, str) else sc.model.name,
     )
+
+
+def ratio_error(a: CaseResult, b: CaseResult) -> float:
+    """Error of the predicted speed-up of case ``a`` over case ``b``: (pred_a / pred_b) /
+    (meas_a / meas_b) - 1, which is (1 + e_a) / (1 + e_b) - 1 for errors e on tokens/s per GPU.
+    A common offset of both cases (a software stack faster or slower than the model) cancels."""
+    return (1.0 + a.error) / (1.0 + b.error) - 1.0
 
 
 def _mape(results) -> float:
@@ -149,6 +159,25 @@ class Report:
         return {src: {"cases": len(rs), "mape": _mape(rs), "mean_error": float(np.mean([r.error for r in rs]))}
                 for src, rs in self._grouped("source").items()}
 
+    def what_if(self) -> dict:
+        """Accuracy of predicted ratios, the question a what-if asks: every pair of cases that
+        share a source (publication and release), a GPU and a model, and differ in anything
+        else (GPU count, layout, precision, sequence length). ``mean`` and ``median`` are over
+        pairs of |ratio_error|; ``groups`` gives each group's cases, pairs and mean."""
+        groups: dict[tuple, list[CaseResult]] = {}
+        for r in self.results:
+            groups.setdefault((r.source, r.gpu, r.model), []).append(r)
+        rows, errs = [], []
+        for (src, gpu, model), rs in sorted(groups.items()):
+            pair_errs = [abs(ratio_error(a, b)) for a, b in itertools.combinations(rs, 2)]
+            if pair_errs:
+                errs += pair_errs
+                rows.append({"source": src, "gpu": gpu, "model": model, "cases": len(rs),
+                             "pairs": len(pair_errs), "mean": float(np.mean(pair_errs))})
+        return {"pairs": len(errs), "cases": sum(r["cases"] for r in rows),
+                "mean": float(np.mean(errs)) if errs else float("nan"),
+                "median": float(np.median(errs)) if errs else float("nan"), "groups": rows}
+
     def memory_results(self) -> list[CaseResult]:
         return [r for r in self.results if r.measured_peak_memory_gib is not None]
 
@@ -164,7 +193,7 @@ class Report:
             "mape_tokens_per_s_per_gpu": self.mape(), "num_cases": len(self.results),
             "mape_peak_memory": self.memory_mape(), "num_memory_cases": len(self.memory_results()),
             "by_hardware": self.by_hardware(), "by_gpu": self.by_gpu(), "by_source": self.by_source(),
-            "worst": [r.id for r in self.worst()],
+            "what_if": self.what_if(), "worst": [r.id for r in self.worst()],
             "cases": [r.to_dict() for r in self.results],
             "skipped": [s.__dict__ for s in self.skipped],
         }

@@ -58,6 +58,17 @@ def markdown(report: Report, profiles: bool = True, worst_k: int = 10, notes: di
               "| source | cases | MAPE | mean error |", "|---|---:|---:|---:|"]
     for src, v in report.by_source().items():
         lines.append(f"| {src} | {v['cases']} | {fmt.percent(v['mape'])} | {100 * v['mean_error']:+.1f}% |")
+    wi = report.what_if()
+    lines += ["", "## What-if accuracy", "",
+              "A what-if changes one job and asks how much faster or slower it gets. Here every pair of cases "
+              "that share a source (publication and release), a GPU and a model is one what-if: the error is "
+              "that of the predicted ratio of their tokens/s per GPU, (1 + e_a) / (1 + e_b) - 1, in which an "
+              "offset common to the pair (the release's software against the model) cancels.", "",
+              f"Over {wi['pairs']} pairs from {wi['cases']} cases: mean {fmt.percent(wi['mean'])}, "
+              f"median {fmt.percent(wi['median'])}.", "",
+              "| source | GPU | model | cases | pairs | mean ratio error |", "|---|---|---|---:|---:|---:|"]
+    lines += [f"| {g['source']} | {g['gpu']} | {g['model']} | {g['cases']} | {g['pairs']} | {fmt.percent(g['mean'])} |"
+              for g in wi["groups"]]
     lines += ["", f"## Worst {worst_k} cases", "", "| case | hardware | measured tok/s/GPU | predicted | error | bottleneck | why it misses |",
               "|---|---|---:|---:|---:|---|---|"]
     for r in report.worst(worst_k):

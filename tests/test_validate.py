@@ -87,3 +87,36 @@ def test_cli_json_and_one_line_errors(tmp_path, capsys, small_cases):
     assert main(["validate", str(bad)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "cases[0]" in err and "id" in err
+
+
+def _result(id_, error, source="s", gpu="g", model="m"):
+    from perfmodel.validate import CaseResult
+    return CaseResult(id=id_, hardware=gpu, source=source, trust="high", basis="measured",
+                      measured_tokens_per_s_per_gpu=100.0, predicted_tokens_per_s_per_gpu=100.0 * (1 + error),
+                      predicted_step_time_s=1.0, measured_step_time_s=None, measured_mfu=None, predicted_mfu=0.5,
+                      bottleneck="compute", error=error, gpu=gpu, model=model)
+
+
+def test_what_if_pairs_only_cases_of_one_source_gpu_and_model():
+    from perfmodel.validate import Report
+    # +10% and -10% on one stack: the predicted ratio 1.1 / 0.9 is 22.2% off the measured 1.
+    # +50% and +50%: a common offset, the ratio is exact. The lone cases pair with nothing.
+    results = (_result("a", 0.10), _result("b", -0.10),
+               _result("c", 0.50, source="t"), _result("d", 0.50, source="t"),
+               _result("e", 0.30, gpu="other"), _result("f", -0.30, model="other"))
+    wi = Report(results=results, skipped=()).what_if()
+    assert wi["pairs"] == 2 and wi["cases"] == 4
+    assert wi["mean"] == pytest.approx((1.1 / 0.9 - 1 + 0.0) / 2)
+    assert [(g["source"], g["pairs"]) for g in wi["groups"]] == [("s", 1), ("t", 1)]
+    assert wi["groups"][0]["mean"] == pytest.approx(2 / 9)
+
+
+def test_what_if_ratio_is_the_ratio_of_single_predictions():
+    by_id = {c["id"]: c for c in load_cases(RUNS)}
+    a, b = (by_id[f"dgxc_1b9bb6b_h100_llama3_8b_bf16_{n}gpu"] for n in (8, 16))
+    report = validate([a, b])
+    pred = [predict(parse_scenario(c["scenario"])).tokens_per_s_per_gpu for c in (a, b)]
+    expected = abs((pred[0] / pred[1]) / (_tps(a) / _tps(b)) - 1)
+    wi = report.to_dict()["what_if"]
+    assert wi["pairs"] == 1 and wi["mean"] == pytest.approx(expected)
+    assert "## What-if accuracy" in markdown(report, profiles=False, notes={})

@@ -234,7 +234,7 @@ def validation_view(use_profile: bool) -> dict:
             "results": [r.to_dict() for r in report.results],
             "skipped": [s.__dict__ for s in report.skipped],
             "mape": report.mape(), "by_hardware": report.by_hardware(), "by_gpu": report.by_gpu(),
-            "by_source": report.by_source()}
+            "by_source": report.by_source(), "what_if": report.what_if()}
 
 
 @st.cache_data(**CACHE)

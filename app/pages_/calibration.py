@@ -45,10 +45,15 @@ if val is not None and val["results"]:
                f"derived where the source gave only a step time or TFLOP/s). Efficiencies: "
                f"{'calibration profiles where they exist' if use_profile else 'hardware spec defaults'}.")
     within = {b: sum(abs(r["error"]) <= b for r in val["results"]) / len(val["results"]) for b in charts.BANDS}
-    c = st.columns(3)
+    wi = val["what_if"]
+    c = st.columns(4)
     c[0].metric("Mean absolute error", fmt.percent(val["mape"]))
     c[1].metric("Within ±10%", fmt.percent(within[0.10]))
     c[2].metric("Within ±20%", fmt.percent(within[0.20]))
+    c[3].metric("What-if ratio error", fmt.percent(wi["mean"]),
+                help=f"Mean error of the predicted tokens/s ratio over {wi['pairs']} pairs of cases that share a "
+                     "source, a GPU and a model (median " + fmt.percent(wi["median"]) + "): how far a what-if "
+                     "on one software stack can be trusted, with the stack's common offset cancelled.")
     page.chart(charts.predicted_vs_measured(val["results"]))
     st.dataframe(pd.DataFrame([{"GPU": g, "cases": v["cases"], "mean abs. error": fmt.percent(v["mape"]),
                                 "specs": ", ".join(v["specs"])}
