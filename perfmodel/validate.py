@@ -75,7 +75,7 @@ def load_cases(path: str | Path) -> list[dict]:
     return data["cases"]
 
 
-def _measured_tps(case: dict) -> tuple[float | None, str]:
+def measured_tps(case: dict) -> tuple[float | None, str]:
     m = case.get("measured") or {}
     d = case.get("derived") or {}
     s = case["scenario"]
@@ -95,7 +95,7 @@ def run_case(case: dict, efficiency_for=None) -> CaseResult | Skipped:
     s = case.get("scenario")
     if not s:
         return Skipped(case["id"], case.get("why_not_runnable", "no scenario"))
-    meas, basis = _measured_tps(case)
+    meas, basis = measured_tps(case)
     if meas is None:
         return Skipped(case["id"], "no tokens/s or step time published or derived")
     try:
@@ -123,10 +123,15 @@ def ratio_error(a: CaseResult, b: CaseResult) -> float:
     return (1.0 + a.error) / (1.0 + b.error) - 1.0
 
 
+def _mean(values, average=np.mean) -> float:
+    """``average`` (mean or median) of some numbers, nan for none."""
+    values = list(values)
+    return float(average(values)) if values else float("nan")
+
+
 def _mape(results) -> float:
     """Mean absolute error on tokens/s per GPU of some results (nan for none)."""
-    errs = [abs(r.error) for r in results]
-    return float(np.mean(errs)) if errs else float("nan")
+    return _mean(abs(r.error) for r in results)
 
 
 @dataclass(frozen=True)
@@ -137,11 +142,15 @@ class Report:
     def mape(self, hardware: str | None = None) -> float:
         return _mape([r for r in self.results if hardware in (None, r.hardware)])
 
-    def _grouped(self, key: str) -> dict[str, list[CaseResult]]:
-        """Results by the value of one field (hardware, gpu or source), keys sorted."""
-        out: dict[str, list[CaseResult]] = {}
-        for r in sorted(self.results, key=lambda r: getattr(r, key)):
-            out.setdefault(getattr(r, key), []).append(r)
+    def _grouped(self, *keys: str) -> dict:
+        """Results by the value of one field (hardware, gpu or source), or by the tuple of the
+        values of several, keys sorted."""
+        def key(r):
+            values = tuple(getattr(r, k) for k in keys)
+            return values if len(keys) > 1 else values[0]
+        out: dict = {}
+        for r in sorted(self.results, key=key):
+            out.setdefault(key(r), []).append(r)
         return out
 
     def by_hardware(self) -> dict:
@@ -164,26 +173,21 @@ class Report:
         share a source (publication and release), a GPU and a model, and differ in anything
         else (GPU count, layout, precision, sequence length). ``mean`` and ``median`` are over
         pairs of |ratio_error|; ``groups`` gives each group's cases, pairs and mean."""
-        groups: dict[tuple, list[CaseResult]] = {}
-        for r in self.results:
-            groups.setdefault((r.source, r.gpu, r.model), []).append(r)
         rows, errs = [], []
-        for (src, gpu, model), rs in sorted(groups.items()):
+        for (src, gpu, model), rs in self._grouped("source", "gpu", "model").items():
             pair_errs = [abs(ratio_error(a, b)) for a, b in itertools.combinations(rs, 2)]
             if pair_errs:
                 errs += pair_errs
                 rows.append({"source": src, "gpu": gpu, "model": model, "cases": len(rs),
-                             "pairs": len(pair_errs), "mean": float(np.mean(pair_errs))})
-        return {"pairs": len(errs), "cases": sum(r["cases"] for r in rows),
-                "mean": float(np.mean(errs)) if errs else float("nan"),
-                "median": float(np.median(errs)) if errs else float("nan"), "groups": rows}
+                             "pairs": len(pair_errs), "mean": _mean(pair_errs)})
+        return {"pairs": len(errs), "cases": sum(r["cases"] for r in rows), "mean": _mean(errs),
+                "median": _mean(errs, np.median), "groups": rows}
 
     def memory_results(self) -> list[CaseResult]:
         return [r for r in self.results if r.measured_peak_memory_gib is not None]
 
     def memory_mape(self) -> float:
-        errs = [abs(r.memory_error) for r in self.memory_results()]
-        return float(np.mean(errs)) if errs else float("nan")
+        return _mean(abs(r.memory_error) for r in self.memory_results())
 
     def worst(self, k: int = 10) -> list[CaseResult]:
         return sorted(self.results, key=lambda r: -abs(r.error))[:k]

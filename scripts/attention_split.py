@@ -21,7 +21,7 @@ from perfmodel.errors import InputError
 from perfmodel.predict import predict
 from perfmodel.profile import efficiency_for_hardware
 from perfmodel.scenario import parse_scenario
-from perfmodel.validate import _measured_tps, load_cases
+from perfmodel.validate import measured_tps, load_cases
 
 RUNS = Path(__file__).resolve().parent.parent / "perfmodel" / "data" / "published_runs.yaml"
 FREE = 1e6
@@ -36,7 +36,7 @@ def split(case: dict) -> tuple[float, float, float]:
     free = eff.model_copy(update={"attention": eff.attention.model_copy(
         update={"fwd_efficiency_max": FREE, "bwd_efficiency_max": FREE})})
     rest = predict(sc, free).step_time_s
-    tps, _ = _measured_tps(case)
+    tps, _ = measured_tps(case)
     measured = sc.global_batch_size * sc.seq_length / (tps * sc.num_gpus)
     return measured, full - rest, rest
 

@@ -13,7 +13,7 @@ import yaml
 from perfmodel.predict import predict
 from perfmodel.profile import efficiency_for_hardware
 from perfmodel.scenario import parse_scenario
-from perfmodel.validate import _measured_tps
+from perfmodel.validate import measured_tps
 
 CASES = {c["id"]: c for c in yaml.safe_load(
     (Path(__file__).resolve().parent.parent / "perfmodel" / "data" / "published_runs.yaml").read_text())["cases"]}
@@ -36,7 +36,7 @@ KNOWN_MISSES = {"dgxc_1b9bb6b_h100_gpt3_175b_fp8_2048gpu"}
 def _error(case_id: str) -> float:
     case = CASES[case_id]
     sc = parse_scenario(case["scenario"])
-    measured, _ = _measured_tps(case)
+    measured, _ = measured_tps(case)
     p = predict(sc, efficiency=efficiency_for_hardware(sc.hardware))
     return p.tokens_per_s_per_gpu / measured - 1.0
 
