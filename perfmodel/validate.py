@@ -47,6 +47,14 @@ class CaseResult:
     """The GPU the case is grouped under: the spec's ``variant_of``, else the spec id."""
     model: str = ""
     """The scenario's model (preset name or the inline model's name)."""
+    predicted_fits: bool = True
+    """Whether the model says the job fits in the GPU's memory. Every published run ran, so a
+    False here is a miss of the memory model (or of a recipe feature the scenario cannot
+    express), whether or not the source published a peak."""
+    usable_memory_gib: float | None = None
+    """The hardware spec's memory a training process can allocate."""
+    memory_note: str = ""
+    """The case file's ``memory:`` assumption, if any: what the scenario leaves out of memory."""
 
     @property
     def memory_error(self) -> float | None:
@@ -105,6 +113,7 @@ def run_case(case: dict, efficiency_for=None) -> CaseResult | Skipped:
     except InputError as exc:
         return Skipped(case["id"], str(exc))
     m = case.get("measured") or {}
+    hw = load_hardware(sc.hardware)
     return CaseResult(
         id=case["id"], hardware=sc.hardware, source=str(case.get("source", "")).split(" — ")[0][:80],
         trust=str(case.get("trust", "")), basis=basis, measured_tokens_per_s_per_gpu=meas,
@@ -112,7 +121,10 @@ def run_case(case: dict, efficiency_for=None) -> CaseResult | Skipped:
         measured_step_time_s=m.get("step_time_s"), measured_mfu=m.get("mfu"), predicted_mfu=p.mfu,
         bottleneck=p.bottleneck, error=p.tokens_per_s_per_gpu / meas - 1.0,
         measured_peak_memory_gib=m.get("peak_memory_gib"), predicted_memory_gib=p.memory_per_gpu_bytes / GIBI,
-        gpu=load_hardware(sc.hardware).reference_id, model=sc.model if isinstance(sc.model, str) else sc.model.name,
+        gpu=hw.reference_id, model=sc.model if isinstance(sc.model, str) else sc.model.name,
+        predicted_fits=p.fits_in_memory, usable_memory_gib=hw.gpu.hbm_usable_gib,
+        memory_note=next((" ".join(str(a).split()) for a in case.get("assumptions") or ()
+                          if str(a).startswith("memory:")), ""),
     )
 
 
@@ -189,6 +201,10 @@ class Report:
     def memory_mape(self) -> float:
         return _mean(abs(r.memory_error) for r in self.memory_results())
 
+    def not_fitting(self) -> list[CaseResult]:
+        """Published runs (so runs that fitted) that the model says do not fit in memory."""
+        return [r for r in self.results if not r.predicted_fits]
+
     def worst(self, k: int = 10) -> list[CaseResult]:
         return sorted(self.results, key=lambda r: -abs(r.error))[:k]
 
@@ -197,7 +213,8 @@ class Report:
             "mape_tokens_per_s_per_gpu": self.mape(), "num_cases": len(self.results),
             "mape_peak_memory": self.memory_mape(), "num_memory_cases": len(self.memory_results()),
             "by_hardware": self.by_hardware(), "by_gpu": self.by_gpu(), "by_source": self.by_source(),
-            "what_if": self.what_if(), "worst": [r.id for r in self.worst()],
+            "what_if": self.what_if(), "predicted_not_to_fit": [r.id for r in self.not_fitting()],
+            "worst": [r.id for r in self.worst()],
             "cases": [r.to_dict() for r in self.results],
             "skipped": [s.__dict__ for s in self.skipped],
         }

@@ -89,6 +89,16 @@ def markdown(report: Report, profiles: bool = True, worst_k: int = 10, notes: di
                   "| case | measured GiB | predicted GiB | error |", "|---|---:|---:|---:|"]
         lines += [f"| {r.id} | {r.measured_peak_memory_gib:.1f} | {r.predicted_memory_gib:.1f} | {100 * r.memory_error:+.0f}% |"
                   for r in mem]
+    unfit = report.not_fitting()
+    lines += ["", "## Memory fit of published runs", "",
+              "Every published run fitted in its GPUs' memory, so each one the model says does not fit is a miss "
+              "of the memory model, or of a recipe feature the scenario cannot express (activation offloading, "
+              f"per-module recompute), whether or not the source published a peak: {len(unfit)} of "
+              f"{len(report.results)} runs.", ""]
+    if unfit:
+        lines += ["| case | predicted GiB | usable GiB | the case file's memory note |", "|---|---:|---:|---|"]
+        lines += [f"| {r.id} | {r.predicted_memory_gib:.1f} | {r.usable_memory_gib:.1f} | {r.memory_note} |"
+                  for r in unfit]
     if report.skipped:
         lines += ["", "## Not runnable", ""]
         lines += [f"- `{s.id}`: {s.reason}" for s in report.skipped]

@@ -327,6 +327,10 @@ def test_calibration_widget_changes_the_figures():
     by_hw = next(t for t in tables if "GPU" in t.columns and "cases" in t.columns)
     by_source = next(t for t in tables if "source" in t.columns)
     assert by_source["cases"].sum() == by_hw["cases"].sum() > 0
+    fit = next(c.value for c in at.caption if c.value.startswith("Memory fit:"))
+    unfit = next((t for t in tables if "usable GiB" in t.columns), None)
+    n = 0 if unfit is None else len(unfit)
+    assert f"the model says {n} of {by_hw['cases'].sum()} do not" in fit
 
 
 def test_calibration_shows_the_software_history_against_the_model():

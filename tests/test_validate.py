@@ -120,3 +120,25 @@ def test_what_if_ratio_is_the_ratio_of_single_predictions():
     wi = report.to_dict()["what_if"]
     assert wi["pairs"] == 1 and wi["mean"] == pytest.approx(expected)
     assert "## What-if accuracy" in markdown(report, profiles=False, notes={})
+
+
+def test_published_runs_the_model_says_do_not_fit_are_listed(small_cases):
+    h100 = small_cases[2]
+    s = h100["scenario"]
+    # the same run with 64 sequences per micro-batch: its activations alone exceed 80 GB
+    big = {**h100, "id": "same_run_64_sequences_per_micro_batch",
+           "scenario": {**s, "micro_batch_size": 64, "global_batch_size": 64 * s["num_gpus"]},
+           "assumptions": ["zero_stage: 1 assumed", "memory: the recipe\n  offloads activations"]}
+    report = validate([h100, big])
+    fits = [predict(parse_scenario(c["scenario"])).fits_in_memory for c in (h100, big)]
+    assert fits == [True, False]
+    assert [r.predicted_fits for r in report.results] == fits
+    assert [r.id for r in report.not_fitting()] == [big["id"]]
+    assert report.to_dict()["predicted_not_to_fit"] == [big["id"]]
+    assert report.results[1].usable_memory_gib == pytest.approx(79.1, abs=0.05)
+    text = markdown(report, profiles=False, notes={})
+    assert "## Memory fit of published runs" in text and "1 of 2 runs" in text
+    assert f"| {big['id']} |" in text.split("## Memory fit of published runs")[1]
+    assert report.results[1].memory_note == "memory: the recipe offloads activations"
+    assert report.results[0].memory_note == ""
+    assert "| memory: the recipe offloads activations |" in text

@@ -64,6 +64,15 @@ if val is not None and val["results"]:
     st.dataframe(pd.DataFrame([{"source": src, "cases": v["cases"], "mean abs. error": fmt.percent(v["mape"]),
                                 "mean error": f"{100 * v['mean_error']:+.1f}%"}
                                for src, v in val["by_source"].items()]), hide_index=True)
+    unfit = [r for r in val["results"] if not r["predicted_fits"]]
+    st.caption(f"Memory fit: every published run fitted, yet the model says {len(unfit)} of "
+               f"{len(val['results'])} do not. Each is a miss of the memory model, or a recipe feature the "
+               "scenario cannot express (activation offloading, per-module recompute).")
+    if unfit:
+        with st.expander(f"The {len(unfit)} runs the model says do not fit"):
+            st.dataframe(pd.DataFrame([{"case": r["id"], "predicted GiB": f"{r['predicted_memory_gib']:.1f}",
+                                        "usable GiB": f"{r['usable_memory_gib']:.1f}"} for r in unfit]),
+                         hide_index=True)
     st.subheader("Same GPUs, maturing software")
     for h in page.call(cached.software_history_view, use_profile) or ():
         first, last = h["rows"][0], h["rows"][-1]
