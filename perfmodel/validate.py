@@ -154,6 +154,10 @@ class Report:
     def mape(self, hardware: str | None = None) -> float:
         return _mape([r for r in self.results if hardware in (None, r.hardware)])
 
+    def median_ape(self, gpu: str | None = None) -> float:
+        """Median absolute error on tokens/s per GPU, over all cases or those of one GPU."""
+        return _mean((abs(r.error) for r in self.results if gpu in (None, r.gpu)), np.median)
+
     def _grouped(self, *keys: str) -> dict:
         """Results by the value of one field (hardware, gpu or source), or by the tuple of the
         values of several, keys sorted."""

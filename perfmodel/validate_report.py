@@ -3,15 +3,8 @@ from which ``docs/validation.md`` is generated. Formatting lives here and in ``f
 
 from __future__ import annotations
 
-import statistics
-
 from . import fmt
 from .validate import Report
-
-
-def _median_ape(report: Report, gpu=None) -> float:
-    errs = [abs(r.error) for r in report.results if gpu in (None, r.gpu)]
-    return statistics.median(errs) if errs else float("nan")
 
 
 def load_notes() -> dict:
@@ -49,9 +42,9 @@ def markdown(report: Report, profiles: bool = True, worst_k: int = 10, notes: di
     per_spec = report.by_hardware()
     for g, v in report.by_gpu().items():
         specs = ", ".join(f"{h} {per_spec[h]['cases']} at {fmt.percent(per_spec[h]['mape'])}" for h in v["specs"])
-        lines.append(f"| {g} | {v['cases']} | {fmt.percent(v['mape'])} | {fmt.percent(_median_ape(report, g))} | "
+        lines.append(f"| {g} | {v['cases']} | {fmt.percent(v['mape'])} | {fmt.percent(report.median_ape(g))} | "
                      f"{specs if len(v['specs']) > 1 else ''} |")
-    lines.append(f"| **all** | {len(report.results)} | **{fmt.percent(report.mape())}** | {fmt.percent(_median_ape(report))} | |")
+    lines.append(f"| **all** | {len(report.results)} | **{fmt.percent(report.mape())}** | {fmt.percent(report.median_ape())} | |")
     lines += ["", "## By source", "",
               "Each publication and release is its own software stack; a positive mean error means the "
               "model is faster than the stack measured.", "",
