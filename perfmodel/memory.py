@@ -38,7 +38,8 @@ import numpy as np
 from .hardware import HardwareSpec
 from .layout import Layouts
 from .model import ModelSpec
-from .recompute import op_sac_saved_bytes_per_token
+from .offload import resident_activation_bytes
+from .recompute import op_sac_saved_bytes_per_token, selective_modules
 from .units import GIBI, MEBI
 from .workload import (ACT_BYTES, FP32_BYTES, LayerKind, OpKind, TpSplit, embedding_params, layer_ops,
                        layer_params, mtp_extra_ops, mtp_layer_kind, mtp_params, output_params)
@@ -210,6 +211,7 @@ def activation_bytes_per_layer(m: ModelSpec, kind: LayerKind, s, b, t, sp, cp, e
         return tokens * B * h / r
     if recompute == "selective" and selective_policy == "op_sac":
         return tokens * op_sac_saved_bytes_per_token(m, t, r)
+    mods = set(selective_modules(selective_policy)) if recompute == "selective" else set()
     mask = DROPOUT_MASK_BYTES * h if dropout else 0
     mats = 2 if m.gated_mlp else 1
     # attention block, per token
@@ -217,31 +219,42 @@ def activation_bytes_per_layer(m: ModelSpec, kind: LayerKind, s, b, t, sp, cp, e
     if m.mla is not None:
         x = m.mla
         qk = x.qk_nope_head_dim + x.qk_rope_head_dim
+        if "layernorm" in mods:                                          # the standalone input norm's
+            replicated = replicated - G * h                              # output is freed
         low_rank = 2 * x.q_lora_rank if x.q_lora_rank else 0            # q_down out, q_up in
         low_rank += x.kv_lora_rank + x.qk_rope_head_dim + x.kv_lora_rank  # kv_down out, kv_up in
         replicated = replicated + B * low_rank
-        split = B * a * (2 * qk + 2 * x.v_head_dim) / t                # Q, K, V, core output
+        qkv = 0 if "mla_up_proj" in mods else 2 * qk + x.v_head_dim     # freed after the core
+        split = B * a * (qkv + x.v_head_dim) / t                       # Q, K, V, core output
     else:
         d, g = m.attn_head_dim, m.kv_heads
         split = (B + G) * a * d / t + B * 2 * d * np.maximum(g / t, 1)  # Q, core output; K, V
     scores = 0.0
-    if not flash and recompute == "none":
+    if not flash and (recompute == "none" or (recompute == "selective" and "core_attn" not in mods)):
         per_score = SOFTMAX_BYTES + (DROPOUT_MASK_BYTES + SOFTMAX_BYTES if dropout else 0)
         scores = per_score * a * np.asarray(s) / t                   # a*s keys per query token
     # MLP block, per token
-    replicated = replicated + (B + G) * h + mask                    # norm input, MLP input; mask
+    replicated = replicated + B * h + mask                          # norm input; mask
     routed = 0.0
     if kind is LayerKind.DENSE:
         f = m.ffn_hidden_size
-        split = split + (B * mats * f + G * f) / t                  # activation in, down-proj in
+        if "mlp" not in mods:                                       # checkpointed: its input only
+            replicated = replicated + G * h                         # MLP input
+            split = split + (B * mats * f + G * f) / t              # activation in, down-proj in
+    elif "moe" in mods:
+        replicated = replicated + B * h                             # the checkpoint's input
     else:
         e = m.moe
         fe, sf = e.expert_ffn_hidden_size, e.num_shared_experts * e.expert_ffn_hidden_size
+        if "layernorm" not in mods:                                 # the pre-MLP norm's output
+            replicated = replicated + G * h
         replicated = replicated + B * e.num_experts                 # router probabilities
-        split = split + (B * mats * sf + G * sf) / t                # shared experts
+        if "shared_experts" not in mods:
+            split = split + (B * mats * sf + G * sf) / t            # shared experts
         etp = np.asarray(etp, dtype=float)
+        act_out = 0 if "moe_act" in mods else G * fe                # fc2 input, freed by moe_act
         # per token entering the layer on this GPU: k_e copies, each seen by etp ranks
-        routed = e.top_k * (G * h * etp + B * mats * fe + G * fe + B * h)
+        routed = e.top_k * (G * h * etp + B * mats * fe + act_out + B * h)
     per_token = replicated / r + split + routed / r + scores
     return tokens * per_token
 
@@ -271,8 +284,8 @@ def _dense_layers_on_rank(m: ModelSpec, rank, pp, vpp, c) -> np.ndarray:
 
 
 def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Layouts, rank,
-           flash: bool, dropout: bool, grad_reduce_in_fp32: bool, selective_policy: str,
-           cross_entropy: str) -> MemoryBreakdown:
+           flash: bool, dropout: bool, grad_reduce_in_fp32: bool, selective_policy,
+           cross_entropy: str, recompute_num_layers: int | None, offload_layers: int) -> MemoryBreakdown:
     s, h, V = seq_length, m.hidden_size, m.vocab_size
     t = L.tp.astype(float)
     r = np.where(L.sp, t, 1.0)
@@ -312,11 +325,19 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
         return activation_bytes_per_layer(m, kind, s, L.mbs, t, L.sp, L.cp, L.etp, rc, flash, dropout, precision,
                                           selective_policy)
 
-    per_layer = {k: act(k, recompute) for k in kinds}
+    if recompute == "full" and recompute_num_layers is not None:
+        # block method: the first N layers of each chunk store their input, the rest all
+        share = np.minimum(recompute_num_layers, c) / c
+        per_layer = {k: share * act(k, "full") + (1 - share) * act(k, "none") for k in kinds}
+        rebuilt = {k: act(k, "full") for k in kinds}
+    else:
+        per_layer = rebuilt = {k: act(k, recompute) for k in kinds}
     stored = _chunks_in_flight(rank, L.pp, L.vpp, L.num_mb) * c \
         * sum(count[k] * per_layer[k] for k in kinds) / n
+    if offload_layers:
+        stored = np.where(L.pp == 1, resident_activation_bytes(m, offload_layers, per_layer), stored)
     # backward rebuilds one layer's dropped tensors at a time (Chen et al. 2016, sec. 3)
-    rebuild = np.max([np.where(count[k] > 0, act(k, "none") - per_layer[k], 0) for k in kinds], axis=0)
+    rebuild = np.max([np.where(count[k] > 0, act(k, "none") - rebuilt[k], 0) for k in kinds], axis=0)
     tokens = s / L.cp * L.mbs
     B = ACT_BYTES
     # final norm input, output GEMM input, fp32 logits: 4sbh/t * (1 + V/h) with SP (sec. 4.3)
@@ -345,20 +366,26 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
 
 def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision: str, layouts: Layouts,
                    *, flash: bool = True, dropout: bool = False, grad_reduce_in_fp32: bool = True,
-                   selective_policy: str = "core_attn", cross_entropy: str = "fused") -> MemoryBreakdown:
+                   selective_policy="core_attn", cross_entropy: str = "fused",
+                   recompute_num_layers: int | None = None, activation_offload_layers: int = 0) -> MemoryBreakdown:
     """Peak memory per GPU: the larger of the first and the last pipeline stage.
 
     The first stage holds the embedding and the most micro-batches in flight; the last holds
     the output layer, MTP modules and the fp32 logits. With pp = 1 they are the same stage.
+    ``recompute_num_layers``: full recompute of that many layers per chunk (block method);
+    ``activation_offload_layers``: layers whose activations wait in host memory (pp = 1 only,
+    ``perfmodel.offload``).
     """
     if precision not in STATE_BYTES_PER_PARAM:
         raise ValueError(f"precision {precision!r} is not one of {tuple(STATE_BYTES_PER_PARAM)}")
     if recompute not in ("none", "selective", "full"):
         raise ValueError(f"recompute {recompute!r} is not one of ('none', 'selective', 'full')")
     first = _stage(model, seq_length, recompute, precision, layouts, np.zeros_like(layouts.pp), flash, dropout,
-                   grad_reduce_in_fp32, selective_policy, cross_entropy)
+                   grad_reduce_in_fp32, selective_policy, cross_entropy, recompute_num_layers,
+                   activation_offload_layers)
     last = _stage(model, seq_length, recompute, precision, layouts, layouts.pp - 1, flash, dropout,
-                  grad_reduce_in_fp32, selective_policy, cross_entropy)
+                  grad_reduce_in_fp32, selective_policy, cross_entropy, recompute_num_layers,
+                  activation_offload_layers)
     pick_last = last.total > first.total
     return MemoryBreakdown(*(np.where(pick_last, getattr(last, f.name), getattr(first, f.name))
                              for f in fields(MemoryBreakdown)))

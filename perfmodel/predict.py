@@ -75,6 +75,7 @@ def scenario_constants(s: Scenario, model: ModelSpec, hardware: HardwareSpec,
         fsdp_list_api=s.fsdp_list_api, moe_dispatcher=s.moe_dispatcher,
         grad_reduce_in_fp32=s.grad_reduce_in_fp32, elementwise_kernels=s.elementwise_kernels,
         selective_recompute=s.selective_recompute, cross_entropy=s.cross_entropy,
+        recompute_num_layers=s.recompute_num_layers, activation_offload_layers=s.activation_offload_layers,
     )
     merged = {**fields, **override}
     merged["hardware"] = placed(merged["hardware"], merged["num_gpus"])

@@ -1,6 +1,7 @@
 """Selective activation recompute: which forward work the backward redoes, and what stays stored.
 
-Two policies (scenario field ``selective_recompute``, used with ``recompute: selective``):
+The scenario field ``selective_recompute`` (used with ``recompute: selective``) names a policy
+or lists Megatron-Core modules:
 
 ``core_attn``
     Megatron-Core's default (``--recompute-granularity selective``, recompute module
@@ -18,6 +19,32 @@ Two policies (scenario field ``selective_recompute``, used with ``recompute: sel
     gate), so wk, wo and w3 (w2) are recomputed, and so are all elementwise ops (norms,
     rotary embedding, activation, residual adds). Defined for that block only: dense
     layers, no MLA.
+
+a list of Megatron-Core ``recompute_modules``
+    (``TransformerConfig.recompute_modules``; Megatron-LM ``megatron/core/transformer/``
+    ``transformer_layer.py``, ``multi_latent_attention.py``, ``moe/experts.py``, commit
+    d98e8a6). ``core_attn``, ``mlp``, ``moe`` and ``shared_experts`` checkpoint a submodule
+    (its input is kept, everything inside is recomputed); ``layernorm``, ``mla_up_proj`` and
+    ``moe_act`` run the op under ``CheckpointWithoutOutput`` and free its output once the
+    next op has consumed it (``discard_output_and_register_recompute``), so the freed tensor
+    is that output, whoever else saved it:
+
+    ==============  ==========================================  ==============================
+    module          recomputed forward work                     no longer stored, per token
+    ==============  ==========================================  ==============================
+    core_attn       the attention core                          nothing with flash attention
+                                                                (s x s scores without it)
+    layernorm       norms not fused into the next GEMM: the     each such norm's output (the
+                    MLA input norm, the MoE pre-MLP norm (TE     next GEMM's input)
+                    spec fuses the others into linear_qkv /
+                    linear_fc1, and IdentityOp is skipped)
+    mla_up_proj     q_up and kv_up GEMMs and RoPE                Q, K and V (the core's inputs)
+    moe_act         the routed experts' activation              its output (fc2's input), per
+                                                                routed copy
+    mlp             the dense MLP (dense layers only)           the MLP input and internals
+    moe             the MoE layer, all-to-alls included         everything but its input
+    shared_experts  the shared experts                          their internals
+    ==============  ==========================================  ==============================
 """
 
 from __future__ import annotations
@@ -26,7 +53,10 @@ import numpy as np
 
 from .compute import BlockTime
 from .model import ModelSpec
-from .workload import ACT_BYTES, FP32_BYTES, OpKind
+from .workload import ACT_BYTES, FP32_BYTES, LayerKind, OpKind
+
+NORMS_PER_LAYER = 2
+"""The fused ``norm`` op of ``workload`` counts a layer's two norms (input and pre-MLP)."""
 
 
 def _llama_matmul_order(m: ModelSpec) -> list[tuple[str, float]]:
@@ -53,10 +83,62 @@ def op_sac_recomputed_fraction(m: ModelSpec) -> dict[str, float]:
     return {name: redone.get(name, 0.0) / total[name] for name in total}
 
 
-def selective_recompute_s(block: BlockTime, policy: str, m: ModelSpec) -> np.ndarray:
-    """Forward time the backward redoes per layer and micro-batch under a selective policy."""
-    if policy == "core_attn":
-        return block.attn_fwd_s
+def selective_modules(policy) -> tuple[str, ...]:
+    """The Megatron-Core modules a selective policy recomputes (``()`` for op_sac)."""
+    if policy == "op_sac":
+        return ()
+    return (policy,) if isinstance(policy, str) else tuple(policy)
+
+
+def standalone_norms(m: ModelSpec, kind: LayerKind) -> int:
+    """Norms of a layer that Megatron-Core's Transformer Engine spec does not fuse into the
+    following GEMM (gpt_layer_specs.py, ``get_gpt_layer_with_transformer_engine_submodules``):
+    the MLA input norm (down-projections are plain linears) and the MoE pre-MLP norm (the
+    router and the dispatcher read it). The others live inside TELayerNormColumnParallelLinear."""
+    return int(m.mla is not None) + int(kind is LayerKind.MOE)
+
+
+def _module_op_shares(module: str, m: ModelSpec, kind: LayerKind) -> dict[str, float]:
+    """Share of each op's forward work that recomputing ``module`` redoes, for one layer kind."""
+    moe = kind is LayerKind.MOE
+    if module == "core_attn":
+        return {"attention/core": 1.0}
+    if module == "layernorm":
+        return {"norm": standalone_norms(m, kind) / NORMS_PER_LAYER}
+    if module == "mla_up_proj":
+        return {"attention/q_up": 1.0, "attention/kv_up": 1.0, "attention/rope": 1.0}
+    if module == "mlp":
+        return {} if moe else {"mlp/up": 1.0, "mlp/down": 1.0, "mlp/activation": 1.0}
+    if not moe:
+        return {}
+    k, shared = m.moe.top_k, m.moe.num_shared_experts
+    if module == "moe_act":
+        return {"mlp/activation": k / (k + shared)}
+    if module == "shared_experts":
+        return {"moe/shared_up": 1.0, "moe/shared_down": 1.0, "mlp/activation": shared / (k + shared)}
+    if module == "moe":
+        return {name: 1.0 for name in ("moe/router", "moe/shared_up", "moe/shared_down", "moe/expert_up",
+                                       "moe/expert_down", "moe/permute", "moe/sort_by_local_expert",
+                                       "mlp/activation")}
+    raise ValueError(f"unknown recompute module {module!r}")
+
+
+def module_op_shares(modules, m: ModelSpec, kind: LayerKind) -> dict[str, float]:
+    """Union of the modules' shares: parts of one op are disjoint (routed and shared
+    activation), and a module that covers an op whole caps it at 1."""
+    out: dict[str, float] = {}
+    for module in modules:
+        for name, share in _module_op_shares(module, m, kind).items():
+            out[name] = min(1.0, out.get(name, 0.0) + share)
+    return out
+
+
+def selective_recompute_s(block: BlockTime, policy, m: ModelSpec, kind: LayerKind) -> np.ndarray:
+    """Forward time the backward redoes per layer and micro-batch under a selective policy
+    (compute only; ``step`` adds the all-to-alls that ``moe`` recompute repeats)."""
+    if policy != "op_sac":
+        share = module_op_shares(selective_modules(policy), m, kind)
+        return sum((t.fwd_s * share.get(t.name, 0.0) for t in block.ops), np.zeros_like(block.mem_fwd_s))
     frac = op_sac_recomputed_fraction(m)
     gemm = sum((t.fwd_s * frac.get(t.name, 0.0) for t in block.ops if t.kind is OpKind.GEMM),
                np.zeros_like(block.mem_fwd_s))
@@ -78,3 +160,13 @@ def op_sac_saved_bytes_per_token(m: ModelSpec, t, r):
     wv_out = B * d * np.maximum(g / t, 1)                 # KV heads replicate when g < t
     reduce_scatter_outputs = np.where(t > 1, 2 * B * h, 0.0)
     return B * h / r + per_tp_shard / t + wv_out + B * h + reduce_scatter_outputs / r
+
+
+def recomputed_layer_fraction(m: ModelSpec, L, recompute_num_layers: int | None) -> np.ndarray:
+    """Share of layers that ``recompute: full`` recomputes: all of them, or with the block
+    method the first N of each model chunk of l / (p v) layers (Megatron-Core
+    ``TransformerBlock._checkpointed_forward``, ``recompute_method == 'block'``)."""
+    if recompute_num_layers is None:
+        return np.ones(len(L))
+    per_chunk = m.num_layers / (L.pp * L.vpp).astype(float)
+    return np.minimum(recompute_num_layers, per_chunk) / per_chunk

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal, get_args
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
 
 from .errors import InputError, read_data_file, validated
 from .hardware import HardwareSpec, load_hardware
@@ -27,6 +27,7 @@ AttentionBackend = Literal["flash", "unfused"]
 MoeDispatcher = Literal["alltoall", "flex"]
 ElementwiseKernels = Literal["fused", "eager"]
 SelectiveRecompute = Literal["core_attn", "op_sac"]
+RecomputeModule = Literal["core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp", "moe", "shared_experts"]
 CrossEntropy = Literal["fused", "eager_fp32"]
 RECOMPUTE_CHOICES: tuple[str, ...] = get_args(Recompute)
 PRECISION_CHOICES: tuple[str, ...] = get_args(Precision)
@@ -34,6 +35,7 @@ ATTENTION_BACKEND_CHOICES: tuple[str, ...] = get_args(AttentionBackend)
 MOE_DISPATCHER_CHOICES: tuple[str, ...] = get_args(MoeDispatcher)
 ELEMENTWISE_KERNELS_CHOICES: tuple[str, ...] = get_args(ElementwiseKernels)
 SELECTIVE_RECOMPUTE_CHOICES: tuple[str, ...] = get_args(SelectiveRecompute)
+RECOMPUTE_MODULE_CHOICES: tuple[str, ...] = get_args(RecomputeModule)
 CROSS_ENTROPY_CHOICES: tuple[str, ...] = get_args(CrossEntropy)
 
 
@@ -126,13 +128,28 @@ class Scenario(_Frozen):
     torch.compile); eager = PyTorch eager, one kernel and one HBM round trip per elementwise
     op, with the fp32 upcasts of torchtitan's Llama block (RMSNorm 36 bytes per element in 8
     kernels instead of 4 in 1; see ``perfmodel.workload._eager_elementwise_ops``)."""
-    selective_recompute: SelectiveRecompute = "core_attn"
+    selective_recompute: SelectiveRecompute | tuple[RecomputeModule, ...] = "core_attn"
     """What ``recompute: selective`` recomputes (perfmodel extension of the contract; unused
     for none and full, but always checked against the model, since the layout search tries
     selective too): core_attn = Megatron-Core's default, the attention core; op_sac =
     torchtitan's operator-level policy (selective_ac_option 'op'), which keeps matmul and SDPA
     outputs except every second matmul and recomputes the rest (dense Llama-style layers
-    only; see ``perfmodel.recompute``)."""
+    only); or a list of Megatron-Core ``recompute_modules`` (core_attn, layernorm,
+    mla_up_proj, moe_act, mlp, moe, shared_experts), each recomputed as Megatron-Core does it
+    (see ``perfmodel.recompute``). ``core_attn`` and ``[core_attn]`` are the same policy."""
+    recompute_num_layers: PositiveInt | None = None
+    """With ``recompute: full``, how many layers of each model chunk (pipeline stage, or
+    virtual stage with interleaving) are recomputed (perfmodel extension of the contract;
+    Megatron-Core ``recompute_method: block`` with ``recompute_num_layers``): the first N
+    layers of every chunk store only their input and are recomputed, the others store
+    everything. null = every layer (``full`` as the contract defines it). A chunk with fewer
+    layers recomputes all of them, as in Megatron-Core."""
+    activation_offload_layers: NonNegativeInt = 0
+    """Transformer layers whose activations are copied to host memory during the forward and
+    back before their backward (perfmodel extension of the contract; Megatron-Core
+    ``cpu_offloading`` with ``cpu_offloading_num_layers``, through Transformer Engine's
+    ``get_cpu_offload_context``). The first N layers are offloaded; Megatron-Core allows it
+    only with pp = 1, no recompute and N < num_layers. 0 = off. See ``perfmodel.offload``."""
     cross_entropy: CrossEntropy = "fused"
     """How the loss runs (perfmodel extension of the contract): fused = Megatron-Core's
     vocab-parallel cross-entropy (or a compiled loss), fp32 logits kept, 4 bytes per logit
@@ -180,7 +197,7 @@ def _divides(a, b):
 
 def layout_violation_fields(model: ModelSpec, hw: HardwareSpec, seq_length: int, global_batch_size,
                             num_gpus, precision: str, *, tp, pp, vpp, cp, ep, etp, sp,
-                            micro_batch_size) -> tuple[np.ndarray, np.ndarray]:
+                            micro_batch_size, activation_offload_layers: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """The layout rules of the scenario contract, over arrays of layouts.
 
     Every argument after ``precision`` is an integer (``sp``: boolean) array; ``num_gpus`` and
@@ -240,6 +257,11 @@ def layout_violation_fields(model: ModelSpec, hw: HardwareSpec, seq_length: int,
     rule("parallelism.pp", pp * vpp > units,
          lambda pp, vpp: f"pp({pp}) * vpp({vpp}) = {pp * vpp} exceeds num_layers({units - PIPELINE_EXTRA_UNITS}) + "
                          f"embedding + loss = {units} pipeline units", pp=pp, vpp=vpp)
+    if activation_offload_layers:
+        n_off = activation_offload_layers
+        rule("parallelism.pp", pp > 1,
+             lambda pp: f"activation_offload_layers({n_off}) needs pp = 1 (Megatron-Core offloads activations "
+                        f"only without pipeline parallelism); pp = {pp}", pp=pp)
     if model.moe is None:
         rule("parallelism.ep", (ep > 1) | (etp > 1),
              lambda ep, etp: f"ep({ep}) and etp({etp}) need an MoE model", ep=ep, etp=etp)
@@ -268,11 +290,13 @@ def layout_violation_fields(model: ModelSpec, hw: HardwareSpec, seq_length: int,
 
 
 def layout_violation(model: ModelSpec, hw: HardwareSpec, seq_length: int, global_batch_size, num_gpus,
-                     precision: str, *, tp, pp, vpp, cp, ep, etp, sp, micro_batch_size) -> np.ndarray:
+                     precision: str, *, tp, pp, vpp, cp, ep, etp, sp, micro_batch_size,
+                     activation_offload_layers: int = 0) -> np.ndarray:
     """Reason each layout cannot run (``''`` = valid); see ``layout_violation_fields``."""
     return layout_violation_fields(model, hw, seq_length, global_batch_size, num_gpus, precision, tp=tp,
                                    pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp, sp=sp,
-                                   micro_batch_size=micro_batch_size)[1]
+                                   micro_batch_size=micro_batch_size,
+                                   activation_offload_layers=activation_offload_layers)[1]
 
 
 def check_layout(s: Scenario, m: ModelSpec, hw: HardwareSpec) -> tuple[int, int]:
@@ -283,11 +307,47 @@ def check_layout(s: Scenario, m: ModelSpec, hw: HardwareSpec) -> tuple[int, int]
     p = s.parallelism
     field, reason = layout_violation_fields(
         m, hw, s.seq_length, s.global_batch_size, s.num_gpus, s.precision, tp=p.tp, pp=p.pp, vpp=p.vpp,
-        cp=p.cp, ep=p.ep, etp=p.etp, sp=p.sp, micro_batch_size=s.micro_batch_size)
+        cp=p.cp, ep=p.ep, etp=p.etp, sp=p.sp, micro_batch_size=s.micro_batch_size,
+        activation_offload_layers=s.activation_offload_layers)
     if reason[0]:
         raise InputError(field[0], reason[0])
     dp = s.num_gpus // (p.tp * p.pp * p.cp)
     return dp, s.global_batch_size // (s.micro_batch_size * dp)
+
+
+def check_recompute(s: Scenario, m: ModelSpec) -> None:
+    """Recompute and offload fields against the model (Megatron-Core's own rules, in
+    ``TransformerConfig.__post_init__``). Raises InputError."""
+    from .recompute import selective_modules
+
+    # Checked whatever ``recompute`` says: the layout search tries selective recompute too.
+    policy = s.selective_recompute
+    if policy == "op_sac" and (m.moe is not None or m.mla is not None):
+        raise InputError("selective_recompute", f"op_sac is torchtitan's policy for its dense Llama block; "
+                                                f"{m.name} has {'MoE' if m.moe is not None else 'MLA'} layers")
+    if not isinstance(policy, str):
+        if not policy:
+            raise InputError("selective_recompute", "an empty module list recomputes nothing; "
+                                                    "use recompute: none")
+        needs = {"mla_up_proj": (m.mla is not None, "multi-latent attention"),
+                 "moe_act": (m.moe is not None, "MoE layers"), "moe": (m.moe is not None, "MoE layers"),
+                 "shared_experts": (m.moe is not None and m.moe.num_shared_experts > 0, "shared experts"),
+                 "mlp": (m.num_dense_mlp_layers > 0, "dense-MLP layers")}
+        for name in selective_modules(policy):
+            has, what = needs.get(name, (True, ""))
+            if not has:
+                raise InputError("selective_recompute", f"module {name} recomputes {what}; {m.name} has none")
+    if s.recompute_num_layers is not None and s.recompute != "full":
+        raise InputError("recompute_num_layers", f"applies to recompute: full (block method); "
+                                                 f"recompute is {s.recompute}")
+    n = s.activation_offload_layers
+    if n:
+        if n >= m.num_layers:
+            raise InputError("activation_offload_layers", f"{n} must be less than num_layers({m.num_layers}) "
+                                                          f"(Megatron-Core)")
+        if s.recompute != "none":
+            raise InputError("activation_offload_layers", f"Megatron-Core offloads activations only without "
+                                                          f"recompute; recompute is {s.recompute}")
 
 
 def resolve(s: Scenario) -> Job:
@@ -297,8 +357,5 @@ def resolve(s: Scenario) -> Job:
     hw = load_hardware(s.hardware)
     m = s.model if isinstance(s.model, ModelSpec) else load_model(s.model)
     dp, num_mb = check_layout(s, m, hw)
-    # Checked whatever ``recompute`` says: the layout search tries selective recompute too.
-    if s.selective_recompute == "op_sac" and (m.moe is not None or m.mla is not None):
-        raise InputError("selective_recompute", f"op_sac is torchtitan's policy for its dense Llama block; "
-                                                f"{m.name} has {'MoE' if m.moe is not None else 'MLA'} layers")
+    check_recompute(s, m)
     return Job(scenario=s, hardware=hw, model=m, dp=dp, num_microbatches=num_mb)

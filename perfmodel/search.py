@@ -41,7 +41,7 @@ from .layout import Layouts, layouts_from_arrays
 from .memory import fits_in_memory
 from .model import ModelSpec
 from .overlap import Overlap
-from .scenario import RECOMPUTE_CHOICES, Parallelism, Precision, Recompute, Scenario, layout_violation_fields
+from .scenario import RECOMPUTE_CHOICES, Parallelism, Precision, Recompute, Scenario, check_recompute, layout_violation_fields
 from .predict import scenario_constants
 from .step import COMPONENTS, evaluate, job_memory
 from .workload import training_flop_per_token
@@ -291,6 +291,7 @@ def bind(scenario: Scenario) -> tuple[ModelSpec, HardwareSpec]:
     from .presets import load_model
     hw = load_hardware(scenario.hardware)
     m = scenario.model if isinstance(scenario.model, ModelSpec) else load_model(scenario.model)
+    check_recompute(scenario, m)
     return m, hw
 
 
@@ -311,6 +312,9 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
     counts = options.gpu_counts or (scenario.num_gpus,)
     seq, gbs = scenario.seq_length, scenario.global_batch_size
     rejected: Counter = Counter()
+    # Megatron-Core offloads activations only without recompute (scenario.check_recompute).
+    recompute_options = tuple(rc for rc in options.recompute
+                              if not (scenario.activation_offload_layers and rc != "none"))
     groups = []   # (num_gpus, precision, valid layout columns)
     num_enumerated = num_valid = 0
     for N in dict.fromkeys(counts):
@@ -318,9 +322,10 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
         for prec in dict.fromkeys(precisions):
             _, reason = layout_violation_fields(
                 m, hw, seq, gbs, N, prec, tp=cols["tp"], pp=cols["pp"], vpp=cols["vpp"], cp=cols["cp"],
-                ep=cols["ep"], etp=cols["etp"], sp=cols["sp"], micro_batch_size=cols["mbs"])
+                ep=cols["ep"], etp=cols["etp"], sp=cols["sp"], micro_batch_size=cols["mbs"],
+                activation_offload_layers=scenario.activation_offload_layers)
             bad = reason != ""
-            nrc = len(options.recompute)
+            nrc = len(recompute_options)
             if bad.any():
                 texts, counts_ = np.unique(reason[bad], return_counts=True)
                 rejected.update({str(t): int(k) * nrc for t, k in zip(texts, counts_)})
@@ -340,7 +345,7 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
                                     ep=cols["ep"], etp=cols["etp"], sp=cols["sp"],
                                     zero_stage=cols["zero_stage"], mbs=cols["mbs"], dp=dp,
                                     num_mb=gbs // (cols["mbs"] * dp))
-        for rc in options.recompute:
+        for rc in recompute_options:
             c = scenario_constants(scenario, m, hw, eff, ov, num_gpus=N, precision=prec, recompute=rc)
             for start in range(0, len(L_all), CHUNK):
                 L = L_all.take(slice(start, start + CHUNK))

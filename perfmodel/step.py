@@ -12,6 +12,7 @@ Per step:
          + (sum_i t_i - max_i t_i) / v        (pipeline bubble)
          + fill/drain activation transfers
          + exposed DP gradient sync and parameter gather
+         + exposed activation-offload copies (pp = 1 only)
          + optimizer + launch exposure + fixed per-step syncs + input-pipeline wait
 
 Every term is an array over layouts; ``evaluate`` is used both by ``predict`` (one layout)
@@ -24,21 +25,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import comm, overheads, pipeline, traffic
+from . import comm, offload, overheads, pipeline, traffic
 from .compute import BACKWARD_HOST_OPS_OVER_FORWARD, BlockTime, block_time
 from .efficiency import Efficiencies
 from .hardware import HardwareSpec
 from .layout import Layouts
-from .memory import MemoryBreakdown, fits_in_memory, memory_per_gpu
+from .memory import MemoryBreakdown, activation_bytes_per_layer, fits_in_memory, memory_per_gpu
 from .model import ModelSpec
 from .overlap import Overlap, exposed_s, tp_phi
-from .recompute import selective_recompute_s
+from .recompute import recomputed_layer_fraction, selective_modules, selective_recompute_s
 from .sharding import stage_params
 from .workload import (LayerKind, head_ops, layer_kinds, layer_ops, mtp_extra_ops, mtp_layer_kind,
                        training_flop_per_token)
 
 COMPONENTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "fsdp_comm", "pp_comm",
-              "pipeline_bubble", "dp_comm", "optimizer", "overheads", "data_wait")
+              "pipeline_bubble", "dp_comm", "offload", "optimizer", "overheads", "data_wait")
 """Breakdown keys of ``breakdown_s``; their sum is the step time."""
 
 LENS = {
@@ -46,7 +47,7 @@ LENS = {
     "tp_comm": "scale serves purpose", "cp_comm": "scale serves purpose",
     "ep_comm": "scale serves purpose", "dp_comm": "scale serves purpose",
     "fsdp_comm": "scale serves purpose",
-    "pp_comm": "balanced pipeline", "pipeline_bubble": "balanced pipeline",
+    "pp_comm": "balanced pipeline", "pipeline_bubble": "balanced pipeline", "offload": "balanced pipeline",
     "optimizer": "amortisation", "overheads": "amortisation", "data_wait": "balanced pipeline",
 }
 """Which of the product's four lenses explains each bottleneck."""
@@ -72,8 +73,10 @@ class JobConstants:
     moe_dispatcher: str = "alltoall"
     grad_reduce_in_fp32: bool = True
     elementwise_kernels: str = "fused"
-    selective_recompute: str = "core_attn"
+    selective_recompute: str | tuple[str, ...] = "core_attn"
     cross_entropy: str = "fused"
+    recompute_num_layers: int | None = None
+    activation_offload_layers: int = 0
 
 
 def job_memory(c: JobConstants, L: Layouts) -> MemoryBreakdown:
@@ -81,7 +84,8 @@ def job_memory(c: JobConstants, L: Layouts) -> MemoryBreakdown:
     ``memory_per_gpu`` arguments (step, search and ``describe`` all call this)."""
     return memory_per_gpu(c.model, c.seq_length, c.recompute, c.precision, L, flash=c.attention_backend == "flash",
                           grad_reduce_in_fp32=c.grad_reduce_in_fp32, selective_policy=c.selective_recompute,
-                          cross_entropy=c.cross_entropy)
+                          cross_entropy=c.cross_entropy, recompute_num_layers=c.recompute_num_layers,
+                          activation_offload_layers=c.activation_offload_layers)
 
 
 @dataclass(frozen=True)
@@ -124,9 +128,11 @@ def _layer_time(kind: LayerKind, c: JobConstants, L: Layouts, fsdp_per_layer_s) 
     else:
         ep_f = ep_b = np.zeros(len(L))
     if c.recompute == "full":
-        recompute = blk.fwd_s + tp_f + cp_f + ep_f
+        recompute = recomputed_layer_fraction(m, L, c.recompute_num_layers) * (blk.fwd_s + tp_f + cp_f + ep_f)
     elif c.recompute == "selective":
-        recompute = selective_recompute_s(blk, c.selective_recompute, m)
+        recompute = selective_recompute_s(blk, c.selective_recompute, m, kind)
+        if "moe" in selective_modules(c.selective_recompute):
+            recompute = recompute + ep_f          # the recomputed layer dispatches and combines again
     else:
         recompute = np.zeros(len(L))
     fsdp = exposed_s(fsdp_per_layer_s, blk.fwd_s + blk.bwd_s, ov.fsdp)
@@ -242,6 +248,18 @@ def evaluate(c: JobConstants, L: Layouts) -> StepArrays:
                           (1.0 - bwd_host_frac) * host_s_per_mb)
     slow_bwd = np.maximum(sum(b.bwd_s * w for b, w in blocks) * layers_per_stage, bwd_host_frac * host_s_per_mb)
     bd["dp_comm"] = exposed_s(dp.grad_sync_s, slow_bwd, ov.dp) + exposed_s(dp.param_gather_s, slow_fwd, ov.dp)
+
+    # Activation offload: host copies beside the layers' compute (perfmodel.offload).
+    n_off = c.activation_offload_layers
+    if n_off:
+        per_kind = {k: activation_bytes_per_layer(m, k, seq, L.mbs, L.tp, L.sp, L.cp, L.etp, "none",
+                                                  flash=c.attention_backend == "flash", precision=c.precision)
+                    for k in set(kinds)}
+        copy_s = offload.offloaded_bytes_per_layer(m, n_off, per_kind) / (
+            hw.host_link.bandwidth_bytes_per_s * offload.HOST_COPY_EFFICIENCY)
+        bd["offload"] = num_mb * offload.exposed_copy_s(n_off, len(kinds), copy_s,
+                                                        sum(b.fwd_s * w for b, w in blocks),
+                                                        sum(b.bwd_s * w for b, w in blocks))
 
     # Optimizer over the parameters this GPU owns.
     n_dp = (L.dp * L.cp).astype(float)

@@ -387,5 +387,26 @@ def test_overlap_and_zero3_fields_survive_widgets_url_and_yaml():
     assert at.number_input(key="ov_fsdp").value == 0.25
     assert at.selectbox(key="moe_dispatcher").value == "flex" and at.number_input(key="ov_ep").value == 1.0
     assert at.selectbox(key="elementwise_kernels").value == "eager"
-    assert at.selectbox(key="selective_recompute").value == "op_sac"
+    assert at.multiselect(key="selective_recompute").value == ["op_sac"]
     assert at.selectbox(key="cross_entropy").value == "eager_fp32"
+
+
+def test_recompute_modules_block_recompute_and_offload_survive_the_widgets():
+    """Megatron-Core recompute modules (a list), block-method layers and activation offload
+    round-trip through the sidebar values; op_sac mixed with modules is a one-line error."""
+    import sys
+    sys.path.insert(0, str(APP.parent))
+    from appkit import state
+
+    from perfmodel.errors import InputError
+    from perfmodel.scenario import parse_scenario, scenario_to_dict
+    data = scenario_to_dict(state.default_scenario())
+    for extra in (dict(selective_recompute=["layernorm", "core_attn"], recompute_num_layers=3),
+                  dict(activation_offload_layers=4, recompute="none")):
+        sc = parse_scenario({**data, **extra})
+        assert state.scenario_from_values(state.widget_values(sc)) == sc
+        assert parse_scenario(yaml.safe_load(state.scenario_yaml(sc))) == sc
+    with pytest.raises(InputError) as e:
+        state.selective_recompute_value(["op_sac", "mlp"])
+    assert e.value.field == "selective_recompute"
+    assert state.selective_recompute_value(["core_attn"]) == "core_attn"

@@ -17,8 +17,7 @@ from perfmodel.hardware import list_hardware_ids
 from perfmodel.hf_config import model_from_hf_config
 from perfmodel.presets import list_presets, load_model
 from perfmodel.scenario import (ATTENTION_BACKEND_CHOICES, CROSS_ENTROPY_CHOICES, ELEMENTWISE_KERNELS_CHOICES,
-                                MOE_DISPATCHER_CHOICES, PRECISION_CHOICES, RECOMPUTE_CHOICES,
-                                SELECTIVE_RECOMPUTE_CHOICES, parse_scenario)
+                                MOE_DISPATCHER_CHOICES, PRECISION_CHOICES, RECOMPUTE_CHOICES, parse_scenario)
 from perfmodel.units import KIBI
 
 from . import state
@@ -188,6 +187,18 @@ def _batch_widgets() -> None:
                      "FSDP2 in torchtitan); off: 16-bit, half the bytes (NVIDIA performance recipes)")
     for i, (label, choices, key, help_text) in enumerate(_IMPLEMENTATION_CHOICES):
         (c2 if i % 2 == 0 else c1).selectbox(label, choices, key=key, help=help_text)
+    st.multiselect("Selective recompute", state.SELECTIVE_RECOMPUTE_OPTIONS, key="selective_recompute",
+                   help="used with Recompute = selective. Megatron-Core recompute_modules (core_attn: the "
+                        "attention core, its default; layernorm, mla_up_proj, moe_act: free an op's output "
+                        "and redo it; mlp, moe, shared_experts: checkpoint the submodule), or op_sac alone: "
+                        "torchtitan's op-level policy (dense Llama-style models)")
+    c1, c2 = st.columns(2)
+    c1.number_input("Full-recompute layers per chunk (0 = all)", min_value=0, step=1, key="recompute_num_layers",
+                    help="used with Recompute = full: Megatron-Core's block method recomputes the first N layers "
+                         "of every pipeline chunk and stores the rest")
+    c2.number_input("Activation offload layers", min_value=0, step=1, key="activation_offload_layers",
+                    help="Megatron-Core cpu_offloading_num_layers: the first N layers' activations wait in host "
+                         "memory (pp = 1 and no recompute only); copies the compute does not hide are 'offload'")
 
 
 _IMPLEMENTATION_CHOICES = (
@@ -199,9 +210,6 @@ _IMPLEMENTATION_CHOICES = (
     ("Elementwise kernels", ELEMENTWISE_KERNELS_CHOICES, "elementwise_kernels",
      "fused: one kernel per norm and activation (Transformer Engine, torch.compile); eager: PyTorch eager, "
      "one kernel and HBM round trip per op, norms and rotary in fp32"),
-    ("Selective recompute", SELECTIVE_RECOMPUTE_CHOICES, "selective_recompute",
-     "used with Recompute = selective. core_attn: Megatron-Core, the attention core; op_sac: torchtitan's "
-     "op-level policy, every second matmul and all elementwise ops (dense Llama-style models)"),
     ("Cross-entropy", CROSS_ENTROPY_CHOICES, "cross_entropy",
      "fused: Megatron-Core vocab-parallel loss or a compiled one, 4 bytes per logit kept; eager_fp32: "
      "F.cross_entropy(logits.float()) in eager PyTorch, 12 bytes per logit at the start of the backward"),

@@ -22,7 +22,7 @@ from perfmodel.hardware import HARDWARE_DIR, list_hardware_ids, parse_hardware
 from perfmodel.model import ModelSpec
 from perfmodel.overlap import Overlap
 from perfmodel.presets import list_presets, load_model, parse_model
-from perfmodel.scenario import Scenario, load_scenario, parse_scenario, scenario_to_dict
+from perfmodel.scenario import RECOMPUTE_MODULE_CHOICES, Scenario, load_scenario, parse_scenario, scenario_to_dict
 from perfmodel.units import GIGA, KIBI
 
 EXAMPLE_SCENARIO = Path(__file__).resolve().parents[2] / "perfmodel" / "data" / "example_scenario.yaml"
@@ -118,7 +118,11 @@ def widget_values(sc: Scenario) -> dict:
         **overlap_widget_values(sc.overlap),
         "fsdp_collectives_per_layer": sc.fsdp_collectives_per_layer, "fsdp_list_api": sc.fsdp_list_api,
         "moe_dispatcher": sc.moe_dispatcher, "grad_reduce_in_fp32": sc.grad_reduce_in_fp32,
-        "elementwise_kernels": sc.elementwise_kernels, "selective_recompute": sc.selective_recompute,
+        "elementwise_kernels": sc.elementwise_kernels,
+        "selective_recompute": ([sc.selective_recompute] if isinstance(sc.selective_recompute, str)
+                                else list(sc.selective_recompute)),
+        "recompute_num_layers": sc.recompute_num_layers or 0,
+        "activation_offload_layers": sc.activation_offload_layers,
         "cross_entropy": sc.cross_entropy,
         "sequence_parallel": p.sp, "zero_stage": p.zero_stage, "scenario_name": sc.name,
         "training_tokens_b": (sc.training_tokens or 0.0) / GIGA,
@@ -164,6 +168,21 @@ def hardware_path_from_text(text: str, origin: str = "hardware YAML") -> str:
     return str(path)
 
 
+SELECTIVE_RECOMPUTE_OPTIONS = ("op_sac",) + RECOMPUTE_MODULE_CHOICES
+"""The sidebar's selective-recompute choices: torchtitan's policy, or Megatron-Core modules."""
+
+
+def selective_recompute_value(chosen) -> str | tuple[str, ...]:
+    """The multiselect's list as the scenario field: a named policy alone, else the modules."""
+    chosen = list(chosen)
+    if "op_sac" in chosen:
+        if len(chosen) > 1:
+            raise InputError("selective_recompute", "op_sac is torchtitan's policy on its own; it does not "
+                                                    "combine with Megatron-Core modules")
+        return "op_sac"
+    return "core_attn" if chosen == ["core_attn"] else tuple(chosen)
+
+
 def scenario_from_values(v: dict) -> Scenario:
     """Widget values -> Scenario, or InputError naming the field."""
     src = v["model_source"]
@@ -199,7 +218,9 @@ def scenario_from_values(v: dict) -> Scenario:
         "moe_dispatcher": v.get("moe_dispatcher", "alltoall"),
         "grad_reduce_in_fp32": bool(v.get("grad_reduce_in_fp32", True)),
         "elementwise_kernels": v.get("elementwise_kernels", "fused"),
-        "selective_recompute": v.get("selective_recompute", "core_attn"),
+        "selective_recompute": selective_recompute_value(v.get("selective_recompute", ["core_attn"])),
+        "recompute_num_layers": int(v.get("recompute_num_layers", 0)) or None,
+        "activation_offload_layers": int(v.get("activation_offload_layers", 0)),
         "cross_entropy": v.get("cross_entropy", "fused"),
     }
     if tokens > 0:
