@@ -85,8 +85,8 @@ def markdown(report: Report, profiles: bool = True, worst_k: int = 10, notes: di
     unfit = report.not_fitting()
     lines += ["", "## Memory fit of published runs", "",
               "Every published run fitted in its GPUs' memory, so each one the model says does not fit is a miss "
-              "of the memory model, or of a recipe feature the scenario cannot express (activation offloading, "
-              f"per-module recompute), whether or not the source published a peak: {len(unfit)} of "
+              "of the memory model, or of the case file (a recipe's recompute or activation offloading not yet "
+              f"audited into the case), whether or not the source published a peak: {len(unfit)} of "
               f"{len(report.results)} runs.", ""]
     if unfit:
         lines += ["| case | predicted GiB | usable GiB | the case file's memory note |", "|---|---:|---:|---|"]
