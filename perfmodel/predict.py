@@ -12,7 +12,7 @@ from .layout import layouts_from_job
 from .model import ModelSpec
 from .overlap import Overlap
 from .placement import placed
-from .scenario import Job, Scenario, resolve
+from .scenario import Job, Scenario, pipeline_stages, resolve
 from .step import COMPONENTS, LENS, JobConstants, StepArrays, bottleneck, evaluate
 from .workload import param_count
 
@@ -76,6 +76,7 @@ def scenario_constants(s: Scenario, model: ModelSpec, hardware: HardwareSpec,
         grad_reduce_in_fp32=s.grad_reduce_in_fp32, elementwise_kernels=s.elementwise_kernels,
         selective_recompute=s.selective_recompute, cross_entropy=s.cross_entropy,
         recompute_num_layers=s.recompute_num_layers, activation_offload_layers=s.activation_offload_layers,
+        pipeline_layout=pipeline_stages(s),
     )
     merged = {**fields, **override}
     merged["hardware"] = placed(merged["hardware"], merged["num_gpus"])

@@ -150,6 +150,13 @@ class Scenario(_Frozen):
     ``cpu_offloading`` with ``cpu_offloading_num_layers``, through Transformer Engine's
     ``get_cpu_offload_context``). The first N layers are offloaded; Megatron-Core allows it
     only with pp = 1, no recompute and N < num_layers. 0 = off. See ``perfmodel.offload``."""
+    pipeline_layout: str | None = None
+    """Which layers each virtual pipeline stage runs (perfmodel extension of the contract;
+    Megatron-Core ``pipeline_model_parallel_layout`` in its string form, e.g.
+    ``Et*4|(t*4|)*14tmL``): ``|`` separates the pp * vpp virtual stages, E is the embedding,
+    t a decoder layer, m an MTP module, L the output layer and loss, ``x*n`` and ``(...)*n``
+    repeat. null = the even split, l / pp layers per rank with the embedding on the first and
+    the output layer on the last. See ``perfmodel.pipeline_layout``."""
     cross_entropy: CrossEntropy = "fused"
     """How the loss runs (perfmodel extension of the contract): fused = Megatron-Core's
     vocab-parallel cross-entropy (or a compiled loss), fp32 logits kept, 4 bytes per logit
@@ -197,7 +204,8 @@ def _divides(a, b):
 
 def layout_violation_fields(model: ModelSpec, hw: HardwareSpec, seq_length: int, global_batch_size,
                             num_gpus, precision: str, *, tp, pp, vpp, cp, ep, etp, sp,
-                            micro_batch_size, activation_offload_layers: int = 0) -> tuple[np.ndarray, np.ndarray]:
+                            micro_batch_size, activation_offload_layers: int = 0,
+                            pipeline_stages: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """The layout rules of the scenario contract, over arrays of layouts.
 
     Every argument after ``precision`` is an integer (``sp``: boolean) array; ``num_gpus`` and
@@ -257,6 +265,10 @@ def layout_violation_fields(model: ModelSpec, hw: HardwareSpec, seq_length: int,
     rule("parallelism.pp", pp * vpp > units,
          lambda pp, vpp: f"pp({pp}) * vpp({vpp}) = {pp * vpp} exceeds num_layers({units - PIPELINE_EXTRA_UNITS}) + "
                          f"embedding + loss = {units} pipeline units", pp=pp, vpp=vpp)
+    if pipeline_stages:
+        rule("parallelism.pp", pp * vpp != pipeline_stages,
+             lambda pp, vpp: f"pipeline_layout has {pipeline_stages} virtual stages; pp({pp}) * vpp({vpp}) = "
+                             f"{pp * vpp}", pp=pp, vpp=vpp)
     if activation_offload_layers:
         n_off = activation_offload_layers
         rule("parallelism.pp", pp > 1,
@@ -291,12 +303,20 @@ def layout_violation_fields(model: ModelSpec, hw: HardwareSpec, seq_length: int,
 
 def layout_violation(model: ModelSpec, hw: HardwareSpec, seq_length: int, global_batch_size, num_gpus,
                      precision: str, *, tp, pp, vpp, cp, ep, etp, sp, micro_batch_size,
-                     activation_offload_layers: int = 0) -> np.ndarray:
+                     activation_offload_layers: int = 0, pipeline_stages: int = 0) -> np.ndarray:
     """Reason each layout cannot run (``''`` = valid); see ``layout_violation_fields``."""
     return layout_violation_fields(model, hw, seq_length, global_batch_size, num_gpus, precision, tp=tp,
                                    pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp, sp=sp,
                                    micro_batch_size=micro_batch_size,
-                                   activation_offload_layers=activation_offload_layers)[1]
+                                   activation_offload_layers=activation_offload_layers,
+                                   pipeline_stages=pipeline_stages)[1]
+
+
+def pipeline_stages(s: Scenario) -> tuple[str, ...] | None:
+    """The scenario's pipeline layout as virtual stages (``perfmodel.pipeline_layout.parse``)."""
+    from . import pipeline_layout
+
+    return None if s.pipeline_layout is None else pipeline_layout.parse(s.pipeline_layout)
 
 
 def check_layout(s: Scenario, m: ModelSpec, hw: HardwareSpec) -> tuple[int, int]:
@@ -308,7 +328,8 @@ def check_layout(s: Scenario, m: ModelSpec, hw: HardwareSpec) -> tuple[int, int]
     field, reason = layout_violation_fields(
         m, hw, s.seq_length, s.global_batch_size, s.num_gpus, s.precision, tp=p.tp, pp=p.pp, vpp=p.vpp,
         cp=p.cp, ep=p.ep, etp=p.etp, sp=p.sp, micro_batch_size=s.micro_batch_size,
-        activation_offload_layers=s.activation_offload_layers)
+        activation_offload_layers=s.activation_offload_layers,
+        pipeline_stages=len(pipeline_stages(s) or ()))
     if reason[0]:
         raise InputError(field[0], reason[0])
     dp = s.num_gpus // (p.tp * p.pp * p.cp)
@@ -356,6 +377,10 @@ def resolve(s: Scenario) -> Job:
 
     hw = load_hardware(s.hardware)
     m = s.model if isinstance(s.model, ModelSpec) else load_model(s.model)
+    stages = pipeline_stages(s)
+    if stages is not None:
+        from . import pipeline_layout
+        pipeline_layout.validate(stages, m.num_layers, m.mtp_layers)
     dp, num_mb = check_layout(s, m, hw)
     check_recompute(s, m)
     return Job(scenario=s, hardware=hw, model=m, dp=dp, num_microbatches=num_mb)

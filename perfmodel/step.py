@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import comm, offload, overheads, pipeline, traffic
+from . import comm, offload, overheads, pipeline, pipeline_layout, traffic
 from .compute import BACKWARD_HOST_OPS_OVER_FORWARD, BlockTime, block_time
 from .efficiency import Efficiencies
 from .hardware import HardwareSpec
@@ -77,6 +77,8 @@ class JobConstants:
     cross_entropy: str = "fused"
     recompute_num_layers: int | None = None
     activation_offload_layers: int = 0
+    pipeline_layout: tuple[str, ...] | None = None
+    """Virtual stages of an explicit pipeline layout (``perfmodel.pipeline_layout``); None = even split."""
 
 
 def job_memory(c: JobConstants, L: Layouts) -> MemoryBreakdown:
@@ -178,6 +180,49 @@ class StepArrays:
         return sum(self.breakdown[k] for k in COMPONENTS)
 
 
+def _layout_stages(stages_text: tuple[str, ...], L: Layouts, per_layer: dict, head_parts: dict, mtp_parts: dict):
+    """Stage times under an explicit layout: rank r runs d_r decoder layers (of the average
+    kind), m_r MTP modules and l_r output layers. Returns (StageTimes of the first, slowest
+    middle and last rank; components of the slowest rank; bubble = (sum - max) / vpp)."""
+    n = len(L)
+    coef = {c: np.zeros((3, n)) for c in ("t", "m", "L")}   # slowest, first, last rank
+    mid = {c: np.zeros(n) for c in ("t", "m", "L")}
+    rank_sum = {c: np.zeros(n) for c in ("t", "m", "L")}
+    layer_s = sum(per_layer.values())
+    mtp_s = sum(mtp_parts.values()) if mtp_parts else np.zeros(n)
+    head_s = sum(head_parts.values())
+    for pp in np.unique(L.pp):
+        rows = np.flatnonzero(L.pp == pp)
+        load = pipeline_layout.rank_load(stages_text, int(pp))
+        counts = {"t": load.decoder, "m": load.mtp, "L": load.loss}
+        # rank totals, (pp, rows)
+        t_rank = (counts["t"][:, None] * layer_s[rows] + counts["m"][:, None] * mtp_s[rows]
+                  + counts["L"][:, None] * head_s[rows])
+        slow = np.argmax(t_rank, axis=0)
+        inner = t_rank[1:-1] if pp > 2 else np.zeros((1, rows.size))
+        mid_rank = 1 + np.argmax(inner, axis=0)
+        for key, cnt in counts.items():
+            coef[key][0, rows] = cnt[slow]
+            coef[key][1, rows] = cnt[0]
+            coef[key][2, rows] = cnt[-1]
+            mid[key][rows] = np.where(pp > 2, cnt[np.minimum(mid_rank, pp - 1)], 0.0)
+            rank_sum[key][rows] = cnt.sum()
+
+    def parts(tc, mc, lc):
+        return _add(_scaled(per_layer, tc), _scaled(mtp_parts, mc), _scaled(head_parts, lc))
+
+    def tot(tc, mc, lc):
+        return tc * layer_s + mc * mtp_s + lc * head_s
+
+    slowest = parts(coef["t"][0], coef["m"][0], coef["L"][0])
+    t_max = tot(coef["t"][0], coef["m"][0], coef["L"][0])
+    st = pipeline.StageTimes(first_s=tot(coef["t"][1], coef["m"][1], coef["L"][1]),
+                             middle_s=tot(mid["t"], mid["m"], mid["L"]),
+                             last_s=tot(coef["t"][2], coef["m"][2], coef["L"][2]))
+    bubble = (tot(rank_sum["t"], rank_sum["m"], rank_sum["L"]) - t_max) / L.vpp.astype(float)
+    return st, slowest, bubble
+
+
 def evaluate(c: JobConstants, L: Layouts) -> StepArrays:
     m, hw, eff, seq, ov = c.model, c.hardware, c.efficiency, c.seq_length, c.overlap
     kinds = layer_kinds(m)
@@ -205,25 +250,30 @@ def evaluate(c: JobConstants, L: Layouts) -> StepArrays:
     middle = _scaled(per_layer, layers_per_stage)
 
     head = block_time(head_ops(m, c.cross_entropy), m, L, seq, c.precision, hw, eff, c.causal)
-    last_extra = {"compute": head.fwd_s + head.bwd_s}
+    head_parts = {"compute": head.fwd_s + head.bwd_s}
+    mtp_parts: dict = {}   # one MTP module: its layer, its projection and its own head
     if m.mtp_layers:
         mtp_lt = _layer_time(mtp_layer_kind(m), c, L, fsdp_per_layer)
         mtp_proj = block_time(mtp_extra_ops(m), m, L, seq, c.precision, hw, eff, c.causal)
-        last_extra = _add(last_extra, _scaled(_layer_parts(mtp_lt), m.mtp_layers),
-                          {"compute": m.mtp_layers * (mtp_proj.fwd_s + mtp_proj.bwd_s + head.fwd_s + head.bwd_s)})
-    single = L.pp == 1
-    last = _add(middle, last_extra)
-    first = {k: np.where(single, last[k], middle[k]) for k in last}
+        mtp_parts = _add(_layer_parts(mtp_lt), {"compute": mtp_proj.fwd_s + mtp_proj.bwd_s + head.fwd_s + head.bwd_s})
 
     def total(d):
         return sum(d.values())
 
-    stages = pipeline.StageTimes(first_s=total(first), middle_s=total(middle), last_s=total(last))
-    t_max = pipeline.slowest_stage_s(stages, L.pp)
-    # Components of the slowest stage (first == last when pp == 1).
-    slow_is_last = total(last) >= np.maximum(total(first), np.where(L.pp > 2, total(middle), 0.0))
-    slow_is_first = ~slow_is_last & (total(first) >= total(middle))
-    slowest = {k: np.where(slow_is_last, last[k], np.where(slow_is_first, first[k], middle[k])) for k in last}
+    if c.pipeline_layout is None:
+        single = L.pp == 1
+        last = _add(middle, head_parts, _scaled(mtp_parts, m.mtp_layers))
+        first = {k: np.where(single, last[k], middle[k]) for k in last}
+        stages = pipeline.StageTimes(first_s=total(first), middle_s=total(middle), last_s=total(last))
+        t_max = pipeline.slowest_stage_s(stages, L.pp)
+        # Components of the slowest stage (first == last when pp == 1).
+        slow_is_last = total(last) >= np.maximum(total(first), np.where(L.pp > 2, total(middle), 0.0))
+        slow_is_first = ~slow_is_last & (total(first) >= total(middle))
+        slowest = {k: np.where(slow_is_last, last[k], np.where(slow_is_first, first[k], middle[k])) for k in last}
+        bubble = pipeline.bubble_s(stages, L.pp, L.vpp)
+    else:
+        stages, slowest, bubble = _layout_stages(c.pipeline_layout, L, per_layer, head_parts, mtp_parts)
+        t_max = total(slowest)
 
     num_mb = L.num_mb.astype(float)
     bd = {k: num_mb * v for k, v in slowest.items()}
@@ -233,7 +283,7 @@ def evaluate(c: JobConstants, L: Layouts) -> StepArrays:
     steady_p2p = 2.0 * L.vpp * t_p2p   # forward activation + backward gradient, per chunk
     bd["pp_comm"] = (num_mb * exposed_s(steady_p2p, t_max, ov.pp)
                      + pipeline.fill_drain_transfers(L.pp, L.vpp) * t_p2p)
-    bd["pipeline_bubble"] = pipeline.bubble_s(stages, L.pp, L.vpp)
+    bd["pipeline_bubble"] = bubble
 
     # Host dispatch of one micro-batch (forward share 1/3, backward 2/3 of the operations).
     host_ops_per_mb = sum(b.host_ops * w for b, w in blocks) * layers_per_stage

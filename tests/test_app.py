@@ -392,8 +392,8 @@ def test_overlap_and_zero3_fields_survive_widgets_url_and_yaml():
 
 
 def test_recompute_modules_block_recompute_and_offload_survive_the_widgets():
-    """Megatron-Core recompute modules (a list), block-method layers and activation offload
-    round-trip through the sidebar values; op_sac mixed with modules is a one-line error."""
+    """Megatron-Core recompute modules (a list), block-method layers, activation offload and a
+    pipeline layout round-trip through the sidebar values; op_sac mixed with modules is a one-line error."""
     import sys
     sys.path.insert(0, str(APP.parent))
     from appkit import state
@@ -402,7 +402,8 @@ def test_recompute_modules_block_recompute_and_offload_survive_the_widgets():
     from perfmodel.scenario import parse_scenario, scenario_to_dict
     data = scenario_to_dict(state.default_scenario())
     for extra in (dict(selective_recompute=["layernorm", "core_attn"], recompute_num_layers=3),
-                  dict(activation_offload_layers=4, recompute="none")):
+                  dict(activation_offload_layers=4, recompute="none"),
+                  dict(pipeline_layout="Et*4|(t*4|)*14tmL")):
         sc = parse_scenario({**data, **extra})
         assert state.scenario_from_values(state.widget_values(sc)) == sc
         assert parse_scenario(yaml.safe_load(state.scenario_yaml(sc))) == sc

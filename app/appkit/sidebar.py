@@ -199,6 +199,10 @@ def _batch_widgets() -> None:
     c2.number_input("Activation offload layers", min_value=0, step=1, key="activation_offload_layers",
                     help="Megatron-Core cpu_offloading_num_layers: the first N layers' activations wait in host "
                          "memory (pp = 1 and no recompute only); copies the compute does not hide are 'offload'")
+    st.text_input("Pipeline layout (empty = even split)", key="pipeline_layout",
+                  help="Megatron-Core pipeline_model_parallel_layout: pp x vpp virtual stages separated by |, "
+                       "E embedding, t decoder layer, m MTP module, L loss; x*n and (...)*n repeat, e.g. "
+                       "Et*4|(t*4|)*14tmL. The slowest rank sets the pace")
 
 
 _IMPLEMENTATION_CHOICES = (

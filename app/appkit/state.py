@@ -123,6 +123,7 @@ def widget_values(sc: Scenario) -> dict:
                                 else list(sc.selective_recompute)),
         "recompute_num_layers": sc.recompute_num_layers or 0,
         "activation_offload_layers": sc.activation_offload_layers,
+        "pipeline_layout": sc.pipeline_layout or "",
         "cross_entropy": sc.cross_entropy,
         "sequence_parallel": p.sp, "zero_stage": p.zero_stage, "scenario_name": sc.name,
         "training_tokens_b": (sc.training_tokens or 0.0) / GIGA,
@@ -221,6 +222,7 @@ def scenario_from_values(v: dict) -> Scenario:
         "selective_recompute": selective_recompute_value(v.get("selective_recompute", ["core_attn"])),
         "recompute_num_layers": int(v.get("recompute_num_layers", 0)) or None,
         "activation_offload_layers": int(v.get("activation_offload_layers", 0)),
+        "pipeline_layout": str(v.get("pipeline_layout", "")).strip() or None,
         "cross_entropy": v.get("cross_entropy", "fused"),
     }
     if tokens > 0:
