@@ -46,8 +46,13 @@ def sum_stages_s(st: StageTimes, pp):
     return np.where(pp == 1, st.first_s, st.first_s + st.last_s + np.maximum(pp - 2, 0) * st.middle_s)
 
 
+def bubble_from_stages_s(sum_s, max_s, vpp):
+    """Fill and drain: every stage but the slowest once, in chunks of 1/v: (sum - max) / v."""
+    return (np.asarray(sum_s) - np.asarray(max_s)) / np.asarray(vpp, dtype=float)
+
+
 def bubble_s(st: StageTimes, pp, vpp):
-    return (sum_stages_s(st, pp) - slowest_stage_s(st, pp)) / np.asarray(vpp, dtype=float)
+    return bubble_from_stages_s(sum_stages_s(st, pp), slowest_stage_s(st, pp), vpp)
 
 
 def bubble_fraction(pp, vpp, num_mb):

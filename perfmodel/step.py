@@ -219,7 +219,7 @@ def _layout_stages(stages_text: tuple[str, ...], L: Layouts, per_layer: dict, he
     st = pipeline.StageTimes(first_s=tot(coef["t"][1], coef["m"][1], coef["L"][1]),
                              middle_s=tot(mid["t"], mid["m"], mid["L"]),
                              last_s=tot(coef["t"][2], coef["m"][2], coef["L"][2]))
-    bubble = (tot(rank_sum["t"], rank_sum["m"], rank_sum["L"]) - t_max) / L.vpp.astype(float)
+    bubble = pipeline.bubble_from_stages_s(tot(rank_sum["t"], rank_sum["m"], rank_sum["L"]), t_max, L.vpp)
     return st, slowest, bubble
 
 
