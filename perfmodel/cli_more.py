@@ -232,7 +232,7 @@ def cmd_bench(args) -> int:
     import time
 
     from .layout import layouts_from_arrays
-    from .scenario import layout_violation, parse_scenario, pipeline_stages
+    from .scenario import layout_rule_fields, layout_violation, parse_scenario
     from .search import CHUNK, SearchOptions, bind, enumerate_layouts, search
     from .predict import scenario_constants
     from .step import evaluate
@@ -252,9 +252,7 @@ def cmd_bench(args) -> int:
     cols = enumerate_layouts(m, hw, sc.num_gpus, sc.global_batch_size, sc.seq_length, opts)
     ok = layout_violation(m, hw, sc.seq_length, sc.global_batch_size, sc.num_gpus, sc.precision, tp=cols["tp"],
                           pp=cols["pp"], vpp=cols["vpp"], cp=cols["cp"], ep=cols["ep"], etp=cols["etp"],
-                          sp=cols["sp"], micro_batch_size=cols["mbs"],
-                          activation_offload_layers=sc.activation_offload_layers,
-                          pipeline_stages=len(pipeline_stages(sc) or ())) == ""
+                          sp=cols["sp"], micro_batch_size=cols["mbs"], **layout_rule_fields(sc)) == ""
     cols = {k: v[ok] for k, v in cols.items()}
     dp = sc.num_gpus // (cols["tp"] * cols["pp"] * cols["cp"])
     L = layouts_from_arrays(**{k: cols[k] for k in ("tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero_stage", "mbs")},

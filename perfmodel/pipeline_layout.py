@@ -29,7 +29,7 @@ import numpy as np
 from .errors import InputError
 
 FIELD = "pipeline_layout"
-SYMBOLS = {"E": "embedding", "t": "decoder", "m": "mtp", "L": "loss"}
+SYMBOLS = "EtmL"   # embedding, decoder layer, MTP module, output layer and loss
 
 
 def parse(text: str) -> tuple[str, ...]:

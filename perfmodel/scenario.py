@@ -319,6 +319,13 @@ def pipeline_stages(s: Scenario) -> tuple[str, ...] | None:
     return None if s.pipeline_layout is None else pipeline_layout.parse(s.pipeline_layout)
 
 
+def layout_rule_fields(s: Scenario) -> dict:
+    """The scenario fields beyond the layout itself that the layout rules read: the keyword
+    arguments every caller of ``layout_violation(_fields)`` passes for this scenario."""
+    return {"activation_offload_layers": s.activation_offload_layers,
+            "pipeline_stages": len(pipeline_stages(s) or ())}
+
+
 def check_layout(s: Scenario, m: ModelSpec, hw: HardwareSpec) -> tuple[int, int]:
     """Check that the layout divides; return (dp, micro-batches). Raises InputError.
 
@@ -327,9 +334,7 @@ def check_layout(s: Scenario, m: ModelSpec, hw: HardwareSpec) -> tuple[int, int]
     p = s.parallelism
     field, reason = layout_violation_fields(
         m, hw, s.seq_length, s.global_batch_size, s.num_gpus, s.precision, tp=p.tp, pp=p.pp, vpp=p.vpp,
-        cp=p.cp, ep=p.ep, etp=p.etp, sp=p.sp, micro_batch_size=s.micro_batch_size,
-        activation_offload_layers=s.activation_offload_layers,
-        pipeline_stages=len(pipeline_stages(s) or ()))
+        cp=p.cp, ep=p.ep, etp=p.etp, sp=p.sp, micro_batch_size=s.micro_batch_size, **layout_rule_fields(s))
     if reason[0]:
         raise InputError(field[0], reason[0])
     dp = s.num_gpus // (p.tp * p.pp * p.cp)

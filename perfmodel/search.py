@@ -42,7 +42,7 @@ from .memory import fits_in_memory
 from .model import ModelSpec
 from .overlap import Overlap
 from .scenario import (RECOMPUTE_CHOICES, Parallelism, Precision, Recompute, Scenario, check_recompute,
-                       layout_violation_fields, pipeline_stages)
+                       layout_rule_fields, layout_violation_fields)
 from .predict import scenario_constants
 from .step import COMPONENTS, evaluate, job_memory
 from .workload import training_flop_per_token
@@ -324,8 +324,7 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
             _, reason = layout_violation_fields(
                 m, hw, seq, gbs, N, prec, tp=cols["tp"], pp=cols["pp"], vpp=cols["vpp"], cp=cols["cp"],
                 ep=cols["ep"], etp=cols["etp"], sp=cols["sp"], micro_batch_size=cols["mbs"],
-                activation_offload_layers=scenario.activation_offload_layers,
-                pipeline_stages=len(pipeline_stages(scenario) or ()))
+                **layout_rule_fields(scenario))
             bad = reason != ""
             nrc = len(recompute_options)
             if bad.any():
