@@ -35,6 +35,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from .pipeline_layout import rank_load
 from .hardware import HardwareSpec
 from .layout import Layouts
 from .model import ModelSpec
@@ -283,16 +284,35 @@ def _dense_layers_on_rank(m: ModelSpec, rank, pp, vpp, c) -> np.ndarray:
     return held.sum(axis=0)
 
 
+@dataclass(frozen=True)
+class RankLayers:
+    """What one pipeline rank holds under an explicit layout (arrays over layouts):
+    decoder layers, dense-MLP layers among them, MTP modules."""
+
+    decoder: np.ndarray
+    dense: np.ndarray
+    mtp: np.ndarray
+
+
 def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Layouts, rank,
            flash: bool, dropout: bool, grad_reduce_in_fp32: bool, selective_policy,
-           cross_entropy: str, recompute_num_layers: int | None, offload_layers: int) -> MemoryBreakdown:
+           cross_entropy: str, recompute_num_layers: int | None, offload_layers: int,
+           held: RankLayers | None = None) -> MemoryBreakdown:
+    """One rank's memory. Without ``held`` (even split) every rank holds v chunks of the
+    fullest chunk's ceil(l / (p v)) layers; with it, the layout's layers, in chunks of n / v."""
     s, h, V = seq_length, m.hidden_size, m.vocab_size
     t = L.tp.astype(float)
     r = np.where(L.sp, t, 1.0)
     first, last = rank == 0, rank == L.pp - 1
-    c = -(-m.num_layers // (L.pp * L.vpp))            # ceil: the fullest chunk
-    n = L.vpp * c
-    n_dense = _dense_layers_on_rank(m, rank, L.pp, L.vpp, c)
+    if held is None:
+        c = -(-m.num_layers // (L.pp * L.vpp))            # ceil: the fullest chunk
+        n = L.vpp * c
+        n_dense = _dense_layers_on_rank(m, rank, L.pp, L.vpp, c)
+        n_mtp = np.where(last, m.mtp_layers, 0)
+    else:
+        n, n_mtp = held.decoder, held.mtp
+        n_dense = held.dense if m.moe is not None else n
+        c = n / L.vpp
     n_moe = n - n_dense
     kinds = [LayerKind.DENSE] + ([LayerKind.MOE] if m.moe is not None else [])
     count = {LayerKind.DENSE: n_dense, LayerKind.MOE: n_moe}
@@ -313,8 +333,8 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
         extra_ops = mtp_extra_ops(m)
         extra = sum(op.params / (1 if op.tp_split is TpSplit.NONE else t) for op in extra_ops)
         norms = mtp_params(m) / m.mtp_layers - layer_params(m, mk) - sum(op.params for op in extra_ops)
-        p_dense = p_dense + np.where(last, m.mtp_layers * (d_mtp + extra + norms), 0)
-        p_expert = p_expert + np.where(last, m.mtp_layers * e_mtp, 0)
+        p_dense = p_dense + n_mtp * (d_mtp + extra + norms)
+        p_expert = p_expert + n_mtp * e_mtp
     group_dense = L.dp * L.cp
     group_expert = L.dp * L.cp * L.tp / (L.ep * L.etp)
     w, g, o = model_state_bytes(p_dense, p_expert, L.zero_stage, group_dense, group_expert, precision,
@@ -327,13 +347,13 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
 
     if recompute == "full" and recompute_num_layers is not None:
         # block method: the first N layers of each chunk store their input, the rest all
-        share = np.minimum(recompute_num_layers, c) / c
+        share = np.where(c > 0, np.minimum(recompute_num_layers, c) / np.where(c > 0, c, 1), 0.0)
         per_layer = {k: share * act(k, "full") + (1 - share) * act(k, "none") for k in kinds}
         rebuilt = {k: act(k, "full") for k in kinds}
     else:
         per_layer = rebuilt = {k: act(k, recompute) for k in kinds}
-    stored = _chunks_in_flight(rank, L.pp, L.vpp, L.num_mb) * c \
-        * sum(count[k] * per_layer[k] for k in kinds) / n
+    stored = _chunks_in_flight(rank, L.pp, L.vpp, L.num_mb) \
+        * sum(count[k] * per_layer[k] for k in kinds) / L.vpp          # chunks x n / v layers
     if offload_layers:
         stored = np.where(L.pp == 1, resident_activation_bytes(m, offload_layers, per_layer), stored)
     # backward rebuilds one layer's dropped tensors at a time (Chen et al. 2016, sec. 3)
@@ -345,8 +365,8 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
     output_layer = tokens * (2 * B * h / r + per_logit * V / t)
     mtp = 0.0
     if m.mtp_layers:   # norms of h and the embedding, 2h-wide projection input, its own head
-        mtp = m.mtp_layers * (act(mtp_layer_kind(m), recompute) + tokens * 4 * B * h / r + output_layer)
-    activations = stored + rebuild + np.where(last, output_layer + mtp, 0)
+        mtp = n_mtp * (act(mtp_layer_kind(m), recompute) + tokens * 4 * B * h / r + output_layer)
+    activations = stored + rebuild + np.where(last, output_layer, 0) + mtp
 
     # workspace: ZeRO-2/3 unshard two consecutive units (a layer and the next layer, or the
     # last layer and the output layer) for the all-gather and the gradient reduce-scatter
@@ -367,11 +387,14 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
 def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision: str, layouts: Layouts,
                    *, flash: bool = True, dropout: bool = False, grad_reduce_in_fp32: bool = True,
                    selective_policy="core_attn", cross_entropy: str = "fused",
-                   recompute_num_layers: int | None = None, activation_offload_layers: int = 0) -> MemoryBreakdown:
+                   recompute_num_layers: int | None = None, activation_offload_layers: int = 0,
+                   pipeline_layout: tuple[str, ...] | None = None) -> MemoryBreakdown:
     """Peak memory per GPU: the larger of the first and the last pipeline stage.
 
     The first stage holds the embedding and the most micro-batches in flight; the last holds
     the output layer, MTP modules and the fp32 logits. With pp = 1 they are the same stage.
+    ``pipeline_layout`` (virtual stages, ``perfmodel.pipeline_layout``): every rank holds the
+    layers the layout gives it, and the peak is the most loaded rank's.
     ``recompute_num_layers``: full recompute of that many layers per chunk (block method);
     ``activation_offload_layers``: layers whose activations wait in host memory (pp = 1 only,
     ``perfmodel.offload``).
@@ -380,15 +403,38 @@ def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision:
         raise ValueError(f"precision {precision!r} is not one of {tuple(STATE_BYTES_PER_PARAM)}")
     if recompute not in ("none", "selective", "full"):
         raise ValueError(f"recompute {recompute!r} is not one of ('none', 'selective', 'full')")
-    first = _stage(model, seq_length, recompute, precision, layouts, np.zeros_like(layouts.pp), flash, dropout,
-                   grad_reduce_in_fp32, selective_policy, cross_entropy, recompute_num_layers,
-                   activation_offload_layers)
-    last = _stage(model, seq_length, recompute, precision, layouts, layouts.pp - 1, flash, dropout,
-                  grad_reduce_in_fp32, selective_policy, cross_entropy, recompute_num_layers,
-                  activation_offload_layers)
-    pick_last = last.total > first.total
-    return MemoryBreakdown(*(np.where(pick_last, getattr(last, f.name), getattr(first, f.name))
-                             for f in fields(MemoryBreakdown)))
+    def stage(rank, held=None):
+        return _stage(model, seq_length, recompute, precision, layouts, rank, flash, dropout, grad_reduce_in_fp32,
+                      selective_policy, cross_entropy, recompute_num_layers, activation_offload_layers, held)
+
+    def larger(a: MemoryBreakdown, b: MemoryBreakdown, take_b) -> MemoryBreakdown:
+        return MemoryBreakdown(*(np.where(take_b, getattr(b, f.name), getattr(a, f.name))
+                                 for f in fields(MemoryBreakdown)))
+
+    if pipeline_layout is None:
+        first, last = stage(np.zeros_like(layouts.pp)), stage(layouts.pp - 1)
+        peak = larger(first, last, last.total > first.total)
+        if model.moe is not None and model.num_dense_mlp_layers:
+            # The leading dense-MLP layers fill the first chunks; the first rank without one
+            # (and the one before it, partly dense) hold more MoE layers with nearly as many
+            # micro-batches in flight as the first rank, so either may peak instead.
+            c = -(-model.num_layers // (layouts.pp * layouts.vpp))
+            r1 = np.minimum(-(-model.num_dense_mlp_layers // c), layouts.pp - 1)
+            for rank in (r1, np.maximum(r1 - 1, 0)):
+                mb = stage(rank)
+                peak = larger(peak, mb, mb.total > peak.total)
+        return peak
+    shape = np.shape(layouts.pp)
+    peak = None
+    leading = model.num_dense_mlp_layers if model.moe is not None else 0
+    for pp in np.unique(layouts.pp):
+        load = rank_load(pipeline_layout, int(pp), leading)
+        rows = layouts.pp == pp
+        for r in range(int(pp)):
+            held = RankLayers(*(np.full(shape, float(x[r])) for x in (load.decoder, load.leading, load.mtp)))
+            mb = stage(np.where(rows, r, layouts.pp - 1), held)
+            peak = mb if peak is None else larger(peak, mb, rows & (mb.total > peak.total))
+    return peak
 
 
 def fits_in_memory(mem: MemoryBreakdown, hw: HardwareSpec) -> np.ndarray:

@@ -14,9 +14,9 @@ the output layer and loss; ``x*n`` repeats a symbol and ``(...)*n`` a group; com
 cosmetic. Virtual stage k runs on pipeline rank k mod pp (Megatron-Core's interleaved
 assignment), so a rank's work per micro-batch is the sum over its vpp stages.
 
-The layout sets the time of each stage (the slowest one paces the pipeline). Memory keeps the
-fullest chunk of the even split (``perfmodel.memory``) and data-parallel traffic the even
-split of the parameters (``perfmodel.sharding``).
+The layout sets the time of each stage (the slowest one paces the pipeline) and the memory of
+each rank (``perfmodel.memory`` takes the most loaded rank); data-parallel traffic keeps the
+even split of the parameters (``perfmodel.sharding``).
 """
 
 from __future__ import annotations
@@ -50,6 +50,9 @@ class RankLoad:
     decoder: np.ndarray
     mtp: np.ndarray
     loss: np.ndarray
+    leading: np.ndarray
+    """Decoder layers among the model's first ``num_leading`` (``rank_load`` argument): the
+    dense-MLP layers that lead a MoE model."""
 
 
 def validate(stages: tuple[str, ...], num_layers: int, mtp_layers: int) -> None:
@@ -67,8 +70,11 @@ def validate(stages: tuple[str, ...], num_layers: int, mtp_layers: int) -> None:
         raise InputError(FIELD, "decoder layers t must come before the MTP modules m")
 
 
-def rank_load(stages: tuple[str, ...], pp: int) -> RankLoad:
+def rank_load(stages: tuple[str, ...], pp: int, num_leading: int = 0) -> RankLoad:
     """Per-rank sums over the rank's virtual stages k, k + pp, k + 2 pp, ..."""
     rank = np.arange(len(stages)) % pp
     count = {c: np.bincount(rank, weights=[st.count(c) for st in stages], minlength=pp) for c in "tmL"}
-    return RankLoad(decoder=count["t"], mtp=count["m"], loss=count["L"])
+    first_layer = np.cumsum([0] + [st.count("t") for st in stages[:-1]])   # global index of each stage's first t
+    leading = [np.clip(num_leading - f, 0, st.count("t")) for f, st in zip(first_layer, stages)]
+    return RankLoad(decoder=count["t"], mtp=count["m"], loss=count["L"],
+                    leading=np.bincount(rank, weights=leading, minlength=pp))

@@ -87,7 +87,7 @@ def job_memory(c: JobConstants, L: Layouts) -> MemoryBreakdown:
     return memory_per_gpu(c.model, c.seq_length, c.recompute, c.precision, L, flash=c.attention_backend == "flash",
                           grad_reduce_in_fp32=c.grad_reduce_in_fp32, selective_policy=c.selective_recompute,
                           cross_entropy=c.cross_entropy, recompute_num_layers=c.recompute_num_layers,
-                          activation_offload_layers=c.activation_offload_layers)
+                          activation_offload_layers=c.activation_offload_layers, pipeline_layout=c.pipeline_layout)
 
 
 @dataclass(frozen=True)

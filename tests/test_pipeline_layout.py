@@ -1,17 +1,19 @@
 """Explicit pipeline layouts (Megatron-Core pipeline_model_parallel_layout), checked by hand:
 the parser, the rank each virtual stage runs on, Megatron-Core's validity rules, and the
-stage times and bubble that follow from moving layers between ranks."""
+stage times, bubble and memory that follow from moving layers between ranks."""
 
 import numpy as np
 import pytest
 
 from perfmodel.errors import InputError
-from perfmodel.model import ModelSpec
+from perfmodel.memory import state_bytes_per_param
+from perfmodel.model import ModelSpec, MoeSpec
 from perfmodel.pipeline_layout import parse, rank_load, validate
 from perfmodel.predict import evaluate, job_constants, predict
 from perfmodel.layout import layouts_from_job
 from perfmodel.scenario import parse_scenario, resolve
 from perfmodel.search import SearchOptions, search
+from perfmodel.workload import LayerKind, layer_params
 
 DENSE = ModelSpec(name="dense", num_layers=4, hidden_size=1024, num_attention_heads=8, num_query_groups=8,
                   ffn_hidden_size=4096, gated_mlp=True, vocab_size=32000)
@@ -106,3 +108,30 @@ def test_search_with_a_layout_tries_only_layouts_with_its_stage_count():
     res = search(_scenario("Et|t|t|tL", pp=2, vpp=2), SearchOptions(top_k=50))
     pp, vpp = res.table.layouts.pp, res.table.layouts.vpp
     assert len(res.table) > 0 and (pp * vpp == 4).all()
+
+
+# ------------------------------------------------------------------------ memory, by hand
+def test_the_even_layout_spelled_out_holds_the_memory_no_layout_holds():
+    a, b = predict(_scenario(None)), predict(_scenario("Et*2|t*2L"))
+    assert b.memory_breakdown_bytes == pytest.approx(a.memory_breakdown_bytes, rel=1e-12)
+
+
+def test_a_middle_rank_with_the_most_layers_sets_the_peak():
+    six = DENSE.model_copy(update={"num_layers": 6})
+    even = predict(_scenario(None, pp=3, model=six, num_gpus=3)).memory_breakdown_bytes
+    uneven = predict(_scenario("Et|t*4|tL", pp=3, model=six, num_gpus=3)).memory_breakdown_bytes
+    # no recompute: a rank stores (micro-batches in flight) x (its layers) layer activations.
+    # Even split: rank 0 holds 3 in flight x 2 layers = 6; the layout's rank 1 holds 2 x 4 = 8.
+    assert uneven["activations"] == pytest.approx(even["activations"] * 8 / 6, rel=1e-12)
+    w_bytes = state_bytes_per_param("bf16")[0]
+    assert uneven["weights"] == pytest.approx(4 * layer_params(six, LayerKind.DENSE) * w_bytes, rel=1e-12)
+
+
+def test_moe_without_a_layout_weighs_the_first_rank_past_the_dense_layers():
+    # two dense-MLP layers on ranks 0 and 1, MoE layers on 2 and 3: rank 2 holds a MoE layer with
+    # 2 micro-batches in flight, and the even split must find it as the layout spelled out does
+    moe = DENSE.model_copy(update={"moe": MoeSpec(num_experts=8, top_k=8, expert_ffn_hidden_size=16384,
+                                                   num_dense_layers=2)})
+    a = predict(_scenario(None, pp=4, model=moe, num_gpus=4)).memory_breakdown_bytes
+    b = predict(_scenario("Et|t|t|tL", pp=4, model=moe, num_gpus=4)).memory_breakdown_bytes
+    assert b == pytest.approx(a, rel=1e-12)
