@@ -35,11 +35,11 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .pipeline_layout import rank_load
 from .hardware import HardwareSpec
 from .layout import Layouts
 from .model import ModelSpec
 from .offload import resident_activation_bytes
+from .pipeline_layout import rank_load
 from .recompute import op_sac_saved_bytes_per_token, selective_modules
 from .units import GIBI, MEBI
 from .workload import (ACT_BYTES, FP32_BYTES, LayerKind, OpKind, TpSplit, embedding_params, layer_ops,
@@ -389,12 +389,13 @@ def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision:
                    selective_policy="core_attn", cross_entropy: str = "fused",
                    recompute_num_layers: int | None = None, activation_offload_layers: int = 0,
                    pipeline_layout: tuple[str, ...] | None = None) -> MemoryBreakdown:
-    """Peak memory per GPU: the larger of the first and the last pipeline stage.
+    """Peak memory per GPU: the most loaded pipeline rank.
 
-    The first stage holds the embedding and the most micro-batches in flight; the last holds
-    the output layer, MTP modules and the fp32 logits. With pp = 1 they are the same stage.
-    ``pipeline_layout`` (virtual stages, ``perfmodel.pipeline_layout``): every rank holds the
-    layers the layout gives it, and the peak is the most loaded rank's.
+    Even split: the larger of the first stage (the embedding and the most micro-batches in
+    flight) and the last (the output layer, MTP modules and the fp32 logits; with pp = 1 they
+    are the same stage), and for MoE models with leading dense-MLP layers also the ranks just
+    past them. ``pipeline_layout`` (virtual stages, ``perfmodel.pipeline_layout``): every rank
+    holds the layers the layout gives it, and all ranks are weighed.
     ``recompute_num_layers``: full recompute of that many layers per chunk (block method);
     ``activation_offload_layers``: layers whose activations wait in host memory (pp = 1 only,
     ``perfmodel.offload``).
@@ -433,7 +434,8 @@ def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision:
         for r in range(int(pp)):
             held = RankLayers(*(np.full(shape, float(x[r])) for x in (load.decoder, load.leading, load.mtp)))
             mb = stage(np.where(rows, r, layouts.pp - 1), held)
-            peak = mb if peak is None else larger(peak, mb, rows & (mb.total > peak.total))
+            # rank 0 of each pp group resets that group's rows (they may hold another group's)
+            peak = mb if peak is None else larger(peak, mb, rows & ((r == 0) | (mb.total > peak.total)))
     return peak
 
 

@@ -2,6 +2,8 @@
 the parser, the rank each virtual stage runs on, Megatron-Core's validity rules, and the
 stage times, bubble and memory that follow from moving layers between ranks."""
 
+from dataclasses import fields
+
 import numpy as np
 import pytest
 
@@ -10,9 +12,10 @@ from perfmodel.memory import state_bytes_per_param
 from perfmodel.model import ModelSpec, MoeSpec
 from perfmodel.pipeline_layout import parse, rank_load, validate
 from perfmodel.predict import evaluate, job_constants, predict
-from perfmodel.layout import layouts_from_job
+from perfmodel.layout import Layouts, layouts_from_job
 from perfmodel.scenario import parse_scenario, resolve
 from perfmodel.search import SearchOptions, search
+from perfmodel.step import job_memory
 from perfmodel.workload import LayerKind, layer_params
 
 DENSE = ModelSpec(name="dense", num_layers=4, hidden_size=1024, num_attention_heads=8, num_query_groups=8,
@@ -135,3 +138,17 @@ def test_moe_without_a_layout_weighs_the_first_rank_past_the_dense_layers():
     a = predict(_scenario(None, pp=4, model=moe, num_gpus=4)).memory_breakdown_bytes
     b = predict(_scenario("Et|t|t|tL", pp=4, model=moe, num_gpus=4)).memory_breakdown_bytes
     assert b == pytest.approx(a, rel=1e-12)
+
+
+def test_layout_memory_over_layouts_of_several_pp_is_each_layouts_own():
+    # a layout with 4 virtual stages runs as pp 4 or as pp 2 x vpp 2; evaluated together, each
+    # row must get the memory it gets alone (the search evaluates them together)
+    four = _arrays(_scenario("Et|t|t|tL", pp=4, vpp=1, num_gpus=4))
+    two = _arrays(_scenario("Et|t|t|tL", pp=2, vpp=2, num_gpus=4))
+    job = resolve(_scenario("Et|t|t|tL", pp=4, vpp=1, num_gpus=4))
+    both = Layouts(**{f.name: np.concatenate([getattr(layouts_from_job(resolve(_scenario("Et|t|t|tL", pp=p, vpp=v,
+                                                                                         num_gpus=4))), f.name)
+                                              for p, v in ((2, 2), (4, 1))]) for f in fields(Layouts)})
+    mem = job_memory(job_constants(job), both)
+    assert float(mem.total[0]) == pytest.approx(float(two.memory.total[0]), rel=1e-12)
+    assert float(mem.total[1]) == pytest.approx(float(four.memory.total[0]), rel=1e-12)
