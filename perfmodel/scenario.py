@@ -14,6 +14,7 @@ from typing import Literal, get_args
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
 
+from . import pipeline_layout
 from .errors import InputError, read_data_file, validated
 from .hardware import HardwareSpec, load_hardware
 from .model import ModelSpec
@@ -314,8 +315,6 @@ def layout_violation(model: ModelSpec, hw: HardwareSpec, seq_length: int, global
 
 def pipeline_stages(s: Scenario) -> tuple[str, ...] | None:
     """The scenario's pipeline layout as virtual stages (``perfmodel.pipeline_layout.parse``)."""
-    from . import pipeline_layout
-
     return None if s.pipeline_layout is None else pipeline_layout.parse(s.pipeline_layout)
 
 
@@ -384,7 +383,6 @@ def resolve(s: Scenario) -> Job:
     m = s.model if isinstance(s.model, ModelSpec) else load_model(s.model)
     stages = pipeline_stages(s)
     if stages is not None:
-        from . import pipeline_layout
         pipeline_layout.validate(stages, m.num_layers, m.mtp_layers)
     dp, num_mb = check_layout(s, m, hw)
     check_recompute(s, m)
