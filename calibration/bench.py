@@ -4,6 +4,8 @@
 gemm           square sweep plus the shapes ``perfmodel.workload.layer_ops`` gives for a few
                model presets (forward m x n x k, input gradient m x k x n, weight gradient
                k x n x m), per precision
+grouped        MoE expert GEMMs (forward up and down) of a few MoE presets: one grouped
+               kernel, and one GEMM per expert, over tokens per expert
 attention      softmax(Q K^T / sqrt(d)) V forward (and backward where autograd exists) at a
                fixed token count b * s, over sequence lengths
 hbm            STREAM copy (2 arrays) and triad (3 arrays), bytes = arrays x array size
@@ -16,7 +18,11 @@ collective     all_reduce, all_gather, reduce_scatter, all_to_all over 8 B .. 1 
 
 Each point is warmed up, then timed ``repeats`` times; a repeat runs ``inner`` calls back
 to back, with ``inner`` chosen so that one repeat lasts about ``target_sample_s`` (timer
-resolution and launch jitter then average out). The record keeps every repeat, the median
+resolution and launch jitter then average out). On a GPU the kernels are captured once in a
+CUDA graph and each repeat replays it between CUDA events, so a small kernel is timed on
+the GPU and not at the rate the host can issue it. Launch and h2d keep eager calls, whose
+host cost is what they measure, and so do attention, the STREAM kernels and the one-kernel
+grouped GEMM, whose kernels outlast the host's issue time; ``Record.timing`` says which. The record keeps every repeat, the median
 and the 10th/90th percentiles.
 """
 
@@ -69,6 +75,9 @@ class Plan:
     """Tensor-parallel degrees whose sharded shapes are measured."""
     gemm_max_flop: float
     """Shapes above this work are skipped (keeps CPU runs short)."""
+    grouped_models: tuple[str, ...]
+    grouped_tokens: tuple[int, ...]
+    """Tokens per expert (m of each expert GEMM)."""
     attention_seqs: tuple[int, ...]
     attention_tokens: int
     attention_heads: int
@@ -87,8 +96,10 @@ def plan_for(device_kind: str, quick: bool) -> Plan:
     if device_kind == "cuda":
         return Plan(
             gemm_squares=(256, 512, 1024, 2048, 4096) if quick else (256, 512, 1024, 2048, 4096, 8192, 16384),
-            gemm_models=("llama3-8b",) if quick else ("llama3-8b", "llama3-70b"),
+            gemm_models=("llama3-8b",) if quick else ("llama3-8b", "llama3-70b", "gpt3-175b"),
             gemm_tokens=(4096,) if quick else (2048, 8192), gemm_tps=(1, 8), gemm_max_flop=2e13,
+            grouped_models=("qwen3-30b-a3b",) if quick else ("qwen3-30b-a3b", "mixtral-8x7b", "deepseek-v3"),
+            grouped_tokens=(512,) if quick else (128, 512, 2048, 8192),
             attention_seqs=(1024, 4096) if quick else (512, 1024, 2048, 4096, 8192, 16384),
             attention_tokens=16384, attention_heads=32, attention_head_dim=128,
             stream_array_bytes=(256 * MiB,) if quick else (256 * MiB, 1 * GiB, 2 * GiB),
@@ -99,7 +110,7 @@ def plan_for(device_kind: str, quick: bool) -> Plan:
         gemm_squares=(64, 128, 256) if quick else (64, 128, 256, 512, 1024, 2048),
         gemm_models=("tiny",) if quick else ("tiny", "llama3-8b"),
         gemm_tokens=(64,) if quick else (256,), gemm_tps=(1, 8),
-        gemm_max_flop=2e8 if quick else 2e10,
+        gemm_max_flop=2e8 if quick else 2e10, grouped_models=(), grouped_tokens=(),
         attention_seqs=(64, 128, 256) if quick else (128, 256, 512, 1024),
         attention_tokens=512 if quick else 2048, attention_heads=2, attention_head_dim=32,
         stream_array_bytes=(4 * MiB,) if quick else (64 * MiB, 256 * MiB),
@@ -110,20 +121,23 @@ def plan_for(device_kind: str, quick: bool) -> Plan:
 
 
 # --------------------------------------------------------------------------------- timing
-def measure(backend, fn, plan: Plan) -> tuple[float, ...]:
-    """Seconds per call, one value per repeat."""
+def measure(backend, fn, plan: Plan, graph: bool = True) -> tuple[tuple[float, ...], str]:
+    """Seconds per call, one value per repeat, and how they were timed. ``graph`` asks for
+    GPU time alone (kernels replayed from a CUDA graph) where the backend can give it."""
     for _ in range(plan.warmup):
         fn()
     backend.sync()
-    first = min(backend.time_calls(fn, 1, 2))
-    inner = int(min(MAX_INNER, max(1, math.ceil(plan.target_sample_s / max(first, 1e-9)))))
-    return tuple(backend.time_calls(fn, inner, plan.repeats))
+    first, _ = backend.time_calls(fn, 1, 2, graph)
+    inner = int(min(MAX_INNER, max(1, math.ceil(plan.target_sample_s / max(min(first), 1e-9)))))
+    times, timing = backend.time_calls(fn, inner, plan.repeats, graph)
+    return tuple(times), timing
 
 
-def timed_record(times, **fields) -> Record:
+def timed_record(measured, **fields) -> Record:
+    times, timing = measured
     t = np.asarray(times, dtype=float)
     p10, median, p90 = np.percentile(t, [10, 50, 90])
-    return Record(times_s=tuple(float(x) for x in t), median_s=float(median),
+    return Record(timing=timing, times_s=tuple(float(x) for x in t), median_s=float(median),
                   p10_s=float(p10), p90_s=float(p90), **fields)
 
 
@@ -155,6 +169,29 @@ def workload_gemm_shapes(models, tokens, tps) -> list[tuple[int, int, int]]:
     return list(dict.fromkeys(shapes))
 
 
+EP_SCALE_UP = 8
+"""Expert parallelism assumed for the grouped sweep of presets with many experts: one
+8-GPU scale-up domain, so a GPU computes num_experts / 8 experts (a measurement shape, not
+a model input)."""
+MANY_EXPERTS = 64
+
+
+def grouped_gemm_shapes(models, tokens_per_expert) -> list[tuple[int, int, int, int]]:
+    """(groups, m, n, k) of the forward expert GEMMs of MoE presets: the experts one GPU holds
+    (all of them below MANY_EXPERTS, else num_experts / EP_SCALE_UP), m tokens each."""
+    shapes = []
+    for ref in models:
+        spec = model_spec(ref)
+        if spec.moe is None:
+            raise InputError("grouped_models", f"{ref!r} is not a mixture-of-experts preset")
+        experts = spec.moe.num_experts
+        groups = experts if experts < MANY_EXPERTS else experts // EP_SCALE_UP
+        for op in layer_ops(spec, LayerKind.MOE):
+            if op.kind is OpKind.GEMM and op.expert:
+                shapes += [(groups, m, op.n, op.k) for m in tokens_per_expert]
+    return list(dict.fromkeys(shapes))
+
+
 def attention_flop(batch: int, heads: int, seq: int, head_dim: int, causal: bool) -> tuple[float, float]:
     """(forward, backward) FLOPs in ``perfmodel.compute``'s convention."""
     op = Op("attention/core", OpKind.ATTENTION, attn_heads=heads, attn_qk_dim=head_dim, attn_v_dim=head_dim)
@@ -165,7 +202,7 @@ def attention_flop(batch: int, heads: int, seq: int, head_dim: int, causal: bool
 # ------------------------------------------------------------------------------- the suite
 def run_suite(backend, plan: Plan, log=print) -> Results:
     records: list[Record] = []
-    for group in (_gemm, _attention, _memory, _launch, _h2d):
+    for group in (_gemm, _grouped, _attention, _memory, _launch, _h2d):
         t0 = time.perf_counter()
         new = group(backend, plan)
         records += new
@@ -195,6 +232,17 @@ def _gemm(backend, plan: Plan) -> list[Record]:
     return out
 
 
+def _grouped(backend, plan: Plan) -> list[Record]:
+    out = []
+    for groups, m, n, k in grouped_gemm_shapes(plan.grouped_models, plan.grouped_tokens):
+        flop = FLOP_PER_MAC * m * n * k * groups
+        for fn, impl, capturable in backend.make_grouped_gemm(groups, m, n, k):
+            out.append(timed_record(measure(backend, fn, plan, graph=capturable), kind="gemm", op="grouped_mm",
+                                    precision="bf16", shape=(m, n, k), groups=groups, flop=float(flop),
+                                    impl=impl))
+    return out
+
+
 def _attention(backend, plan: Plan) -> list[Record]:
     out = []
     h, d = plan.attention_heads, plan.attention_head_dim
@@ -203,13 +251,11 @@ def _attention(backend, plan: Plan) -> list[Record]:
         for causal in backend.attention_causal():
             flops = attention_flop(batch, h, seq, d, causal)
             for backward, flop in zip((False, True), flops):
-                made = backend.make_attention(batch, h, seq, d, causal, backward)
-                if made is None:
-                    continue
-                fn, impl, precision = made
-                out.append(timed_record(measure(backend, fn, plan), kind="attention",
-                                        op="sdpa_bwd" if backward else "sdpa_fwd", precision=precision,
-                                        shape=(batch, h, seq, d), causal=causal, flop=flop, impl=impl))
+                for fn, impl, precision in backend.make_attention(batch, h, seq, d, causal, backward):
+                    # eager: each call runs >= 100 us here, and autograd is not captured
+                    out.append(timed_record(measure(backend, fn, plan, graph=False), kind="attention",
+                                            op="sdpa_bwd" if backward else "sdpa_fwd", precision=precision,
+                                            shape=(batch, h, seq, d), causal=causal, flop=flop, impl=impl))
     return out
 
 
@@ -219,14 +265,16 @@ def _memory(backend, plan: Plan) -> list[Record]:
         for kind, ops in (("hbm", ("copy", "triad")), ("elementwise", backend.elementwise_ops)):
             for op in ops:
                 fn, moved = backend.make_stream(op, nbytes)
-                out.append(timed_record(measure(backend, fn, plan), kind=kind, op=op,
+                # eager: a captured copy_ becomes a graph memcpy node, which ran at 2.4 of 3.0 TB/s
+                # on an H100 for arrays of 1 GiB and more; each call here outlasts its issue
+                out.append(timed_record(measure(backend, fn, plan, graph=False), kind=kind, op=op,
                                         precision="fp32", size_bytes=int(moved), impl=backend.name))
     return out
 
 
 def _launch(backend, plan: Plan) -> list[Record]:
     fn, impl = backend.make_launch()
-    return [timed_record(measure(backend, fn, plan), kind="launch", op="tiny_op", impl=impl)]
+    return [timed_record(measure(backend, fn, plan, graph=False), kind="launch", op="tiny_op", impl=impl)]
 
 
 def _h2d(backend, plan: Plan) -> list[Record]:
@@ -236,7 +284,7 @@ def _h2d(backend, plan: Plan) -> list[Record]:
             made = backend.make_h2d(direction, nbytes)
             if made is not None:
                 fn, impl = made
-                out.append(timed_record(measure(backend, fn, plan), kind="h2d", op=direction,
+                out.append(timed_record(measure(backend, fn, plan, graph=False), kind="h2d", op=direction,
                                         size_bytes=int(nbytes), impl=impl))
     return out
 
@@ -254,8 +302,8 @@ class NumpyBackend:
     def sync(self) -> None:
         pass
 
-    def time_calls(self, fn, inner: int, repeats: int) -> list[float]:
-        return host_time_calls(fn, inner, repeats)
+    def time_calls(self, fn, inner: int, repeats: int, graph: bool = True) -> tuple[list[float], str]:
+        return host_time_calls(fn, inner, repeats), "host"
 
     def gemm_precisions(self) -> tuple[str, ...]:
         return ("fp32",) if self.quick else ("fp32", "fp64")
@@ -267,12 +315,15 @@ class NumpyBackend:
         c = np.empty((m, n), dtype=dtype)
         return (lambda: np.matmul(a, b, out=c)), "numpy.matmul"
 
+    def make_grouped_gemm(self, groups, m, n, k):
+        return []         # the CPU plans measure no expert GEMMs
+
     def attention_causal(self) -> tuple[bool, ...]:
         return (False,)   # numpy computes the full s x s scores
 
     def make_attention(self, batch, heads, seq, head_dim, causal, backward):
         if backward or causal:
-            return None
+            return []
         rng = np.random.default_rng(0)
         q, k, v = (rng.standard_normal((batch * heads, seq, head_dim), dtype=np.float32) for _ in range(3))
         kt, o = np.ascontiguousarray(k.transpose(0, 2, 1)), np.empty_like(q)
@@ -286,7 +337,7 @@ class NumpyBackend:
             s /= s.sum(axis=-1, keepdims=True)
             np.matmul(s, v, out=o)
 
-        return fn, "numpy softmax(QK^T)V", "fp32"
+        return [(fn, "numpy softmax(QK^T)V", "fp32")]
 
     def make_stream(self, op, array_bytes):
         n = max(1, array_bytes // 4)

@@ -6,7 +6,10 @@ Only imported when torch is installed (the ``bench`` extra); nothing else needs 
 GEMM               ``torch.mm`` (bf16; fp32 on the CPU); fp8 e4m3 through
                    ``torch._scaled_mm`` with unit per-tensor scales where the GPU has fp8
                    tensor cores (compute capability >= 8.9) and m, n, k are multiples of 16
-attention          ``scaled_dot_product_attention`` pinned to the flash backend on CUDA;
+grouped            bf16 expert GEMMs: ``torch._grouped_mm`` (one kernel) where torch has
+                   it, and one ``torch.mm`` per expert
+attention          ``scaled_dot_product_attention`` pinned to each CUDA backend in turn:
+                   flash (FlashAttention-2) and cuDNN, one record per backend (``impl``);
                    backward timed alone (``autograd.grad`` on a retained graph)
 memory             ``copy_`` (copy), ``torch.add(b, c, alpha=s)`` (triad, one kernel),
                    ``add``, ``gelu``
@@ -86,20 +89,24 @@ class TorchBackend:
         if self.device == "cuda":
             torch.cuda.synchronize()
 
-    def time_calls(self, fn, inner: int, repeats: int) -> list[float]:
+    def time_calls(self, fn, inner: int, repeats: int, graph: bool = True) -> tuple[list[float], str]:
+        """Seconds per call per repeat: CUDA-graph replays when ``graph`` and the calls can be
+        captured, else CUDA events around eager calls (host clock on the CPU)."""
         import torch
 
         if self.device != "cuda":
-            return host_time_calls(fn, inner, repeats)
+            return host_time_calls(fn, inner, repeats), "host"
+        replay = _captured(fn, inner) if graph else None
+        run = replay.replay if replay is not None else (lambda: [fn() for _ in range(inner)])
         pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                  for _ in range(repeats)]
         for start, end in pairs:
             start.record()
-            for _ in range(inner):
-                fn()
+            run()
             end.record()
         torch.cuda.synchronize()
-        return [start.elapsed_time(end) * 1e-3 / inner for start, end in pairs]
+        times = [start.elapsed_time(end) * 1e-3 / inner for start, end in pairs]
+        return times, "cuda-graph" if replay is not None else "cuda-events"
 
     # ------------------------------------------------------------------------ kernels
     def gemm_precisions(self) -> tuple[str, ...]:
@@ -124,31 +131,64 @@ class TorchBackend:
         c = torch.empty(m, n, device=self.device, dtype=dtype)
         return (lambda: torch.mm(a, b, out=c)), "torch.mm"
 
+    def make_grouped_gemm(self, groups, m, n, k):
+        """bf16 expert GEMMs on CUDA as (call, impl, capturable): ``torch._grouped_mm`` (one
+        kernel, timed eagerly) where this torch has it, and one ``torch.mm`` per expert (one
+        cuBLAS GEMM each, the form of the published H100 point in
+        calibration/data/grouped_gemm.yaml; captured, since the host issues them slower than
+        small experts run)."""
+        import torch
+
+        if self.device != "cuda":
+            return []
+        a = torch.randn(groups * m, k, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(groups, n, k, device="cuda", dtype=torch.bfloat16).transpose(-2, -1)  # (g, k, n)
+        made = []
+        if hasattr(torch, "_grouped_mm"):
+            offs = torch.arange(m, groups * m + 1, m, device="cuda", dtype=torch.int32)
+            try:
+                torch._grouped_mm(a, b, offs=offs)
+                made.append(((lambda: torch._grouped_mm(a, b, offs=offs)), "torch._grouped_mm", False))
+            except (RuntimeError, TypeError):
+                pass
+        a3, out = a.view(groups, m, k), torch.empty(groups, m, n, device="cuda", dtype=torch.bfloat16)
+
+        def per_expert():
+            for i in range(groups):
+                torch.mm(a3[i], b[i], out=out[i])
+
+        made.append((per_expert, "torch.mm per expert", True))
+        return made
+
     def attention_causal(self) -> tuple[bool, ...]:
         return (True,) if self.quick else (True, False)
 
     def make_attention(self, batch, heads, seq, head_dim, causal, backward):
+        """One (call, impl, precision) per SDPA backend that runs this shape."""
         import torch
         import torch.nn.functional as F
 
         dtype = torch.bfloat16 if self.device == "cuda" else torch.float32
-        q, k, v = (torch.randn(batch, heads, seq, head_dim, device=self.device, dtype=dtype,
-                               requires_grad=backward) for _ in range(3))
+        precision = "bf16" if dtype is torch.bfloat16 else "fp32"
+        made = []
         for impl, ctx in _sdpa_contexts(self.device):
+            q, k, v = (torch.randn(batch, heads, seq, head_dim, device=self.device, dtype=dtype,
+                                   requires_grad=backward) for _ in range(3))
             try:
                 with ctx():
                     out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
             except RuntimeError:
                 continue
-            precision = "bf16" if dtype is torch.bfloat16 else "fp32"
             if not backward:
-                def fwd(ctx=ctx):
+                def fwd(ctx=ctx, q=q, k=k, v=v):
                     with ctx():
                         F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-                return fwd, impl, precision
-            grad = torch.randn_like(out)
-            return (lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)), impl, precision
-        return None
+                made.append((fwd, impl, precision))
+            else:
+                grad = torch.randn_like(out)
+                made.append(((lambda out=out, q=q, k=k, v=v, grad=grad:
+                              torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)), impl, precision))
+        return made
 
     def make_stream(self, op, array_bytes):
         import torch
@@ -206,7 +246,39 @@ class TorchBackend:
             device=torch.cuda.get_device_name() if cuda else cpu_name(), backend=self.name, date=today(),
             num_devices=torch.cuda.device_count() if cuda else 1, driver_version=_driver_version() if cuda else None,
             cuda_version=torch.version.cuda, torch_version=torch.__version__, nccl_version=nccl,
-            numpy_version=np.__version__)
+            numpy_version=np.__version__, notes=_library_notes(cuda))
+
+
+def _library_notes(cuda: bool) -> str:
+    """cuDNN version, compute capability and SM count: what picks and runs the kernels measured."""
+    import torch
+
+    if not cuda:
+        return ""
+    major, minor = torch.cuda.get_device_capability()
+    return (f"cudnn {torch.backends.cudnn.version()}, compute capability {major}.{minor}, "
+            f"{torch.cuda.get_device_properties(0).multi_processor_count} SMs")
+
+
+def _captured(fn, inner: int):
+    """A CUDA graph of ``inner`` back-to-back calls, or None when the calls cannot be captured."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):        # PyTorch's recipe: run once on a side stream first
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            for _ in range(inner):
+                fn()
+    except RuntimeError as exc:
+        torch.cuda.synchronize()
+        print(f"    (not captured, timed eagerly: {str(exc).splitlines()[0][:100]})")
+        return None
+    return graph
 
 
 def _nccl_version(v) -> str:
@@ -231,14 +303,18 @@ def _fp8_works() -> bool:
 
 
 def _sdpa_contexts(device: str):
-    """(impl name, context factory) to try in order: flash first on CUDA, then the default."""
+    """(impl name, context factory) of each SDPA backend to measure: on CUDA the flash
+    (FlashAttention-2) and cuDNN kernels, each pinned; elsewhere the default."""
     if device == "cuda":
         try:
             from torch.nn.attention import SDPBackend, sdpa_kernel
-
-            yield "sdpa-flash", lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION)
         except ImportError:
-            pass
+            yield "sdpa-default", contextlib.nullcontext
+            return
+        yield "sdpa-flash", lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION)
+        if hasattr(SDPBackend, "CUDNN_ATTENTION"):
+            yield "sdpa-cudnn", lambda: sdpa_kernel(SDPBackend.CUDNN_ATTENTION)
+        return
     yield "sdpa-default", contextlib.nullcontext
 
 
@@ -315,9 +391,9 @@ def collective_sweep(sizes, plan: Plan, fabric: str) -> list[Record]:
                 if dist.get_rank() == 0:
                     print(f"  {op}: skipped ({str(exc).splitlines()[0][:80]})")
                 break
-            out.append(timed_record(times, kind="collective", op=op, precision="fp32", size_bytes=actual,
-                                    num_gpus=world, fabric=fabric, in_place=op == "all_reduce",
-                                    impl=f"torch.distributed/{dist.get_backend()}"))
+            out.append(timed_record((times, "cuda-events" if cuda else "host"), kind="collective", op=op,
+                                    precision="fp32", size_bytes=actual, num_gpus=world, fabric=fabric,
+                                    in_place=op == "all_reduce", impl=f"torch.distributed/{dist.get_backend()}"))
     return out
 
 

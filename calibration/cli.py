@@ -16,7 +16,7 @@ from perfmodel.hardware import load_hardware
 from perfmodel.units import TERA
 
 from .bench import plan_for, run_and_write, select_backend, with_repeats
-from .fit import fit_efficiencies, quality_lines, require_records
+from .fit import SKIPPABLE, fit_efficiencies, quality_lines, require_records
 from .parsers import load_any
 from .profile import write_profile
 from .published import PUBLISHED_HARDWARE, PROFILES_DIR, default_data_path, fit_published, require_file
@@ -94,13 +94,20 @@ def _calibrate(argv) -> int:
     p.add_argument("--min-collective-bytes", type=float, default=2**20,
                    help="collective fits use sizes >= this (default 1 MiB)")
     p.add_argument("--max-regimes", type=int, default=3, help="alpha-beta lines per collective curve (1-3)")
+    p.add_argument("--attention-impl", default=None,
+                   help="attention kernel to fit when the results time several (e.g. sdpa-cudnn)")
+    p.add_argument("--grouped-impl", default=None,
+                   help="grouped-GEMM kernel to fit when the results time several (e.g. 'torch.mm per expert')")
+    p.add_argument("--skip", action="append", default=[], metavar="GROUP",
+                   help=f"leave a group's records unfitted, keeping the spec value; repeatable ({', '.join(SKIPPABLE)})")
     args = p.parse_args(argv)
     if not 1 <= args.max_regimes <= 3:
         raise InputError("--max-regimes", f"must be 1, 2 or 3, got {args.max_regimes}")
     spec = load_hardware(args.hardware)
     results = [load_any(path, hardware_id=spec.id, fabric=args.fabric) for path in args.results]
     require_records(results)
-    cal = fit_efficiencies(results, spec, _peaks(args.peak_tflops), args.min_collective_bytes, args.max_regimes)
+    cal = fit_efficiencies(results, spec, _peaks(args.peak_tflops), args.min_collective_bytes, args.max_regimes,
+                           attention_impl=args.attention_impl, grouped_impl=args.grouped_impl, skip=tuple(args.skip))
     path = write_profile(args.output, spec.id, cal.efficiencies, quality=quality_lines(cal))
     print(quality_text(cal, spec.id))
     if args.plot:

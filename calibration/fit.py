@@ -7,10 +7,13 @@ not drag the large shapes off:
 
 =================  =====================================================================
 GEMM, precision p  t = 2mnk / (P_p * eff_max * m/(m+d) * n/(n+d) * k/(k+d));  eff_max, d
+grouped GEMM       t = E * t_kernel + 2mnkE / (P_bf16 * eff(m, n, k) at d_grouped);  d_grouped
+                   (the dense bf16 fit's eff_max and t_kernel held; E problems per call)
 attention          t = F / (P_bf16 * eff_dir * s/(s+s_half));  eff_fwd, eff_bwd, s_half
                    (F in ``perfmodel.compute``'s convention: backward executes 2.5x forward)
 memory             t = bytes / (B_hbm * memory_efficiency)
-launch             t = launch_overhead_s
+launch             t = launch_overhead_s (raw launches), host_op_overhead_s (the suite's
+                   eager op, ``EAGER_OP``)
 collective         t = min_i(latency_i + factor(op, n) * S / busbw_i)  per (op, fabric, n)
                    (``regimes``)
 =================  =====================================================================
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import least_squares
 
+from perfmodel.compute import gemm_time_s
 from perfmodel.efficiency import (AttentionEfficiency, CollectiveFit, Efficiencies, GemmEfficiency,
                                   saturating_attention_efficiency, saturating_gemm_efficiency)
 from perfmodel.errors import InputError
@@ -155,6 +159,32 @@ def fit_gemm(records, peak_flop_per_s: float, default: GemmEfficiency, group: st
     return fitted, (float(t0) if free_t0 else None), GroupFit(group, params, points, _sources(recs))
 
 
+def fit_grouped_gemm(records, spec: HardwareSpec, eff: Efficiencies):
+    """grouped_gemm_half_dim from bf16 expert-GEMM records, through the step model's own time
+    (``perfmodel.compute.gemm_time_s`` with ``grouped``: a kernel overhead per expert plus
+    the roofline at the grouped half_dim), the rest of ``eff`` held."""
+    recs = [r for r in records if r.shape and r.median_s and r.groups]
+    m, n, k = (np.array([r.shape[i] for r in recs], dtype=float) for i in range(3))
+    count = np.array([r.groups for r in recs], dtype=float)
+    t_meas = np.array([r.median_s for r in recs], dtype=float)
+
+    def model(d):
+        e = eff.model_copy(update={"grouped_gemm_half_dim": float(d)})
+        return np.asarray(gemm_time_s(m, n, k, count, "bf16", spec, e, grouped=True), dtype=float)
+
+    # one parameter, and the time is flat in d below the dense half_dim (the larger one
+    # applies): start from the best point of a log grid so the search cannot stall there
+    grid = np.geomspace(1.0, 1e5, 61)
+    cost = [np.sum(np.abs(model(g) / t_meas - 1.0)) for g in grid]
+    i = int(np.argmin(cost))
+    lo, hi = (0.0 if i == 0 else grid[i - 1]), grid[min(i + 1, len(grid) - 1)]
+    x = _relative_lsq(lambda x: model(x[0]) / t_meas - 1.0, [grid[i]], [lo], [hi], robust=True)
+    d = float(x[0])
+    points = tuple(PointFit("grouped_gemm", f"{r.groups}x{_label_shape(r)}", r.flop, r.median_s, float(tm), "time_s",
+                            r.source or "measured") for r, tm in zip(recs, model(d)))
+    return d, GroupFit("grouped_gemm", {"grouped_gemm_half_dim": d}, points, _sources(recs))
+
+
 # ------------------------------------------------------------------------------- attention
 def _attention_eff(r: Record, peak: float) -> float:
     rate = r.flop / r.median_s if r.median_s and r.flop else r.rate_per_s
@@ -208,14 +238,21 @@ def fit_memory(records, hbm_bytes_per_s: float):
 
 
 # ---------------------------------------------------------------------------------- launch
-def fit_launch(records):
+EAGER_OP = "tiny_op"
+"""The suite's launch record: one eager framework op on one element, back to back. It times
+dispatch and launch together, which is ``host_op_overhead_s``; other launch records (published
+raw CUDA launches) give ``launch_overhead_s``."""
+
+
+def fit_launch(records, param: str = "launch_overhead_s"):
     """The constant c minimising sum((c / t - 1)^2): c = sum(1/t) / sum(1/t^2)."""
     recs = [r for r in records if r.median_s]
     t = np.array([r.median_s for r in recs])
     c = float(np.sum(1 / t) / np.sum(1 / t**2))
-    points = tuple(PointFit("launch", f"{r.op} {r.impl or ''}".strip(), 0.0, r.median_s, c, "time_s",
+    group = "launch" if param == "launch_overhead_s" else "host_op"
+    points = tuple(PointFit(group, f"{r.op} {r.impl or ''}".strip(), 0.0, r.median_s, c, "time_s",
                             r.source or "measured") for r in recs)
-    return c, GroupFit("launch", {"launch_overhead_s": c}, points, _sources(recs))
+    return c, GroupFit(group, {param: c}, points, _sources(recs))
 
 
 # ----------------------------------------------------------------------------- collectives
@@ -271,22 +308,38 @@ def _fit_kernels(by_kind, spec: HardwareSpec, peak, sources, notes, groups):
                 sources["kernel_overhead_s"] = f"intercept of the {p} GEMM sweep: " + _data(g)
     attention, memory_eff, launch = d.attention, d.memory_efficiency, d.launch_overhead_s
     att = by_kind["attention"]
+    causal_only = any(r.causal for r in att) and any(r.causal is False for r in att)
+    if causal_only:     # the step model times causal attention; the rest stays in the file
+        att = [r for r in att if r.causal]
     if att and peak("bf16"):
         attention, g = fit_attention(att, peak("bf16"), d.attention)
         groups.append(g)
         kept = [k for k in ("fwd", "bwd") if not any(r.op.endswith(k) for r in att)]
         kept += ["half_seq"] * (len({r.attention_seq for r in att}) < 2)
-        sources["attention"] = _data(g) + (f"; spec default kept for {', '.join(kept)}" if kept else "")
+        sources["attention"] = (_data(g) + (f"; spec default kept for {', '.join(kept)}" if kept else "")
+                                + ("; causal records only (the step model times causal attention)" * causal_only))
     if any(r.op in STREAM_OPS for r in by_kind["hbm"]):
         memory_eff, g = fit_memory(by_kind["hbm"], spec.gpu.hbm_bandwidth_bytes_per_s)
         groups.append(g)
         sources["memory_efficiency"] = _data(g)
-    if any(r.median_s for r in by_kind["launch"]):
-        launch, g = fit_launch(by_kind["launch"])
+    host_op = d.host_op_overhead_s
+    eager = [r for r in by_kind["launch"] if r.op == EAGER_OP and r.median_s]
+    raw = [r for r in by_kind["launch"] if r.op != EAGER_OP and r.median_s]
+    if raw:
+        launch, g = fit_launch(raw, "launch_overhead_s")
         groups.append(g)
         sources["launch_overhead_s"] = _data(g)
-    return {"gemm": gemm, "attention": attention, "memory_efficiency": memory_eff, "launch_overhead_s": launch,
-            "kernel_overhead_s": kernel_overhead}
+    if eager:
+        host_op, g = fit_launch(eager, "host_op_overhead_s")
+        groups.append(g)
+        sources["host_op_overhead_s"] = _data(g) + " (one eager framework op on one element: a lower bound)"
+    out = {"gemm": gemm, "attention": attention, "memory_efficiency": memory_eff, "launch_overhead_s": launch,
+           "host_op_overhead_s": host_op, "kernel_overhead_s": kernel_overhead}
+    if by_kind["grouped"] and spec.gpu.supports("bf16"):
+        out["grouped_gemm_half_dim"], g = fit_grouped_gemm(by_kind["grouped"], spec, d.model_copy(update=out))
+        groups.append(g)
+        sources["grouped_gemm_half_dim"] = _data(g) + "; dense bf16 fit, kernel overhead and memory efficiency held"
+    return out
 
 
 def _fit_collectives(records, spec: HardwareSpec, min_bytes, max_regimes, tolerance, sources, notes, groups):
@@ -321,13 +374,48 @@ def _fit_collectives(records, spec: HardwareSpec, min_bytes, max_regimes, tolera
     return out
 
 
+SKIP_KEYS = {"gemm": ("gemm", "kernel_overhead_s"), "grouped": ("grouped_gemm_half_dim",),
+             "attention": ("attention",), "hbm": ("memory_efficiency",), "launch": ("launch_overhead_s",),
+             "collective": ("scale_up_bus_efficiency",)}
+SKIPPABLE = tuple(SKIP_KEYS)
+"""Record groups ``fit_efficiencies`` can be told to leave unfitted (``grouped``: expert GEMMs)."""
+
+
+def select_impl(records, impl: str | None, option: str, what: str) -> list:
+    """The records of kernel ``impl``; all of them when they come from one kernel. Kernels
+    reach different rates, so records of two are never fitted together."""
+    impls = sorted({r.impl or "unnamed" for r in records})
+    if impl is None:
+        if len(impls) > 1:
+            raise InputError(option, f"the results time several {what} kernels ({', '.join(impls)}); "
+                             "name the one the training stack uses")
+        return list(records)
+    chosen = [r for r in records if (r.impl or "unnamed") == impl]
+    if not chosen:
+        raise InputError(option, f"no {what} records of {impl!r}; the results have {', '.join(impls) or 'none'}")
+    return chosen
+
+
 def fit_efficiencies(results: list[Results], spec: HardwareSpec, peaks_flop_per_s: dict[str, float] | None = None,
                      min_collective_bytes: float = MIB, max_regimes: int = 3, tolerance: float = 0.10,
-                     missing_reason: str = "no usable records") -> Calibration:
-    """Fit every group the records cover; keep the spec's defaults (and say why) for the others."""
+                     missing_reason: str = "no usable records", attention_impl: str | None = None,
+                     grouped_impl: str | None = None, skip: tuple[str, ...] = ()) -> Calibration:
+    """Fit every group the records cover; keep the spec's defaults (and say why) for the others.
+
+    ``attention_impl`` and ``grouped_impl`` pick one kernel where the records time several
+    (the suite times each SDPA backend, and grouped GEMMs two ways). ``skip`` names groups
+    (``SKIPPABLE``) whose records are left unfitted, so the spec or profile value stays."""
+    unknown = sorted(set(skip) - set(SKIPPABLE))
+    if unknown:
+        raise InputError("--skip", f"unknown group {unknown[0]!r}; use one of {', '.join(SKIPPABLE)}")
     by_kind = defaultdict(list)
     for r in (r for res in results for r in res.records):
-        by_kind[r.kind].append(r)
+        kind = "grouped" if r.kind == "gemm" and r.groups else r.kind
+        if kind not in skip:
+            by_kind[kind].append(r)
+    by_kind["attention"] = select_impl(by_kind["attention"], attention_impl, "--attention-impl", "attention")
+    if by_kind["grouped"]:
+        by_kind["grouped"] = select_impl(by_kind["grouped"], grouped_impl, "--grouped-impl", "grouped GEMM")
     d = spec.efficiency
     sources, notes, groups = {}, {}, []
 
@@ -336,6 +424,9 @@ def fit_efficiencies(results: list[Results], spec: HardwareSpec, peaks_flop_per_
             return peaks_flop_per_s[p]
         return spec.gpu.peak_flop_per_s(p) if spec.gpu.supports(p) else None
 
+    for group in skip:
+        for key in SKIP_KEYS[group]:
+            notes[key] = f"measured records not fitted (--skip {group})"
     values = d.model_dump(exclude={"sources"})
     values.update(_fit_kernels(by_kind, spec, peak, sources, notes, groups))
     values.update(_fit_collectives(by_kind["collective"], spec, min_collective_bytes, max_regimes, tolerance,
@@ -349,6 +440,9 @@ def fit_efficiencies(results: list[Results], spec: HardwareSpec, peaks_flop_per_
             sources[key] = f"per precision: {status}; spec default source: {d.sources.get('gemm', '')}"
         elif key not in sources:
             sources[key] = f"spec default ({spec.id}): {d.sources.get(key, 'no source given')} [{why}]"
+    if "grouped" in skip:
+        key = "grouped_gemm_half_dim"
+        sources[key] = f"spec default ({spec.id}): {d.sources.get(key, 'no source given')} [{notes.pop(key)}]"
     sources.update(notes)
     return Calibration(Efficiencies(**{**values, "sources": sources}), tuple(groups))
 

@@ -8,12 +8,15 @@ kind            gemm | attention | hbm | elementwise | launch | h2d | collective
 op              what ran: ``matmul``, ``scaled_mm``, ``sdpa_fwd``, ``copy``, ``triad``,
                 ``all_reduce`` ...
 precision       bf16 | fp16 | fp8 | fp32 | tf32 | fp64 (compute kinds and collectives)
-shape           gemm (m, n, k); attention (batch, heads, seq, head_dim), or only
-                ``seq_len`` for a published attention rate
+shape           gemm (m, n, k), per problem for a grouped GEMM of ``groups`` problems;
+                attention (batch, heads, seq, head_dim), or only ``seq_len`` for a
+                published attention rate
 size_bytes      collective: the nccl-tests message size S; hbm, elementwise: bytes read
                 plus written by one call (the STREAM convention); h2d: bytes transferred
-flop            work of one call (gemm 2mnk; attention in ``perfmodel.compute``'s convention)
+flop            work of one call (gemm 2mnk, times ``groups``; attention in
+                ``perfmodel.compute``'s convention)
 times_s         every timed repeat, seconds per call
+timing          cuda-graph | cuda-events | host (suite runs only)
 median_s        median of ``times_s`` (or the single published/reported time)
 p10_s, p90_s    spread of the repeats
 rate_per_s      a published rate, only where time or work is unknown (FLOP/s or bytes/s)
@@ -83,6 +86,8 @@ class Record(_Frozen):
     shape: tuple[int, ...] | None = None
     size_bytes: int | None = Field(None, gt=0)
     flop: float | None = Field(None, gt=0)
+    groups: int | None = Field(None, ge=1)
+    """Grouped GEMMs (MoE experts): the number of (m, n, k) problems one call computes."""
     num_gpus: int = Field(1, ge=1)
     fabric: str | None = None
     """Collectives: scale_up (one NVLink domain) or scale_out (across nodes)."""
@@ -92,6 +97,9 @@ class Record(_Frozen):
     """Attention without a full shape (published rates): the sequence length s."""
     impl: str | None = None
     """Kernel or library: cublas, flash, numpy, nccl-tests ..."""
+    timing: Literal["cuda-graph", "cuda-events", "host"] | None = None
+    """How the suite timed it: CUDA-graph replays (GPU time alone), CUDA events around eager
+    calls (host dispatch included when it is the slower side), or the host clock."""
     times_s: tuple[float, ...] = ()
     median_s: float | None = Field(None, gt=0)
     p10_s: float | None = Field(None, gt=0)

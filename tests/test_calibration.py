@@ -50,6 +50,7 @@ def test_cpu_suite_writes_a_valid_result_file(cpu_results_path):
     assert res.metadata.backend == "numpy" and res.metadata.numpy_version
     for r in res.records:
         assert len(r.times_s) == 3 and r.p10_s <= r.median_s <= r.p90_s
+        assert r.timing == "host"
     gemm = next(r for r in res.records if r.kind == "gemm")
     assert gemm.derived["flop_per_s"] == pytest.approx(gemm.flop / gemm.median_s)
     assert cpu_results_path.parent.name.endswith(res.metadata.date)
@@ -229,6 +230,69 @@ def test_gemm_fit_recovers_eff_max_half_dim_and_kernel_overhead():
     assert group.max_abs_error < 0.04
 
 
+def test_grouped_fit_recovers_half_dim_through_the_step_model():
+    from calibration.fit import fit_grouped_gemm
+    from perfmodel.compute import gemm_time_s
+
+    spec = load_hardware("h100-sxm")
+    eff = spec.efficiency.model_copy(update={"grouped_gemm_half_dim": 300.0})
+    recs = []
+    for groups, n, k in ((16, 1536, 2048), (8, 28672, 4096)):
+        for m in (128, 512, 2048, 8192):
+            t = float(gemm_time_s(m, n, k, groups, "bf16", spec, eff, grouped=True))
+            recs.append(Record(kind="gemm", op="grouped_mm", precision="bf16", shape=(m, n, k), groups=groups,
+                               flop=2.0 * m * n * k * groups, median_s=t))
+    start = spec.efficiency.model_copy(update={"grouped_gemm_half_dim": 699.0})
+    d, group = fit_grouped_gemm(recs, spec, start)
+    assert d == pytest.approx(300.0, rel=1e-3)
+    assert group.max_abs_error < 1e-6
+
+
+def _att(op, s, eff, causal, impl, peak=989e12, flop=1e12):
+    return Record(kind="attention", op=op, shape=(1, 32, s, 128), flop=flop, causal=causal, impl=impl,
+                  precision="bf16", median_s=flop / (peak * eff))
+
+
+def test_several_attention_kernels_need_a_choice():
+    spec = load_hardware("h100-sxm")
+    recs = [_att(op, s, e, True, impl) for impl, e in (("sdpa-flash", 0.3), ("sdpa-cudnn", 0.5))
+            for op in ("sdpa_fwd", "sdpa_bwd") for s in (1024, 8192)]
+    res = Results(metadata={"device": "x", "backend": "test", "date": "d"}, records=tuple(recs))
+    with pytest.raises(InputError, match="--attention-impl.*sdpa-cudnn, sdpa-flash"):
+        fit_efficiencies([res], spec)
+    with pytest.raises(InputError, match="no attention records of 'fa3'"):
+        fit_efficiencies([res], spec, attention_impl="fa3")
+    att = fit_efficiencies([res], spec, attention_impl="sdpa-cudnn").efficiencies.attention
+    assert att.fwd_efficiency_max > 0.45       # from the 0.5 kernel only, not a blend with 0.3
+
+
+def test_attention_fit_uses_causal_records_when_both_exist():
+    spec = load_hardware("h100-sxm")
+    # causal at a constant 0.40 (any half_seq fits, eff_max -> 0.40 as half_seq -> 0); the
+    # non-causal records at 0.70 would pull a blended fit far above it
+    recs = [_att(op, s, 0.70 if not causal else 0.40, causal, "k")
+            for causal in (True, False) for op in ("sdpa_fwd", "sdpa_bwd") for s in (1024, 4096, 16384)]
+    res = Results(metadata={"device": "x", "backend": "test", "date": "d"}, records=tuple(recs))
+    cal = fit_efficiencies([res], spec)
+    att = cal.efficiencies.attention
+    eff_16k = att.fwd_efficiency_max * 16384 / (16384 + att.half_seq)
+    assert eff_16k == pytest.approx(0.40, rel=0.02)
+    assert "causal records only" in cal.efficiencies.sources["attention"]
+
+
+def test_skipped_groups_keep_spec_values_and_say_why():
+    spec = load_hardware("h100-sxm")
+    recs = [Record(kind="gemm", op="matmul", precision="bf16", shape=(s, s, s), flop=2.0 * s**3,
+                   median_s=2.0 * s**3 / (989e12 * 0.5)) for s in (1024, 2048, 4096, 8192)]
+    res = Results(metadata={"device": "x", "backend": "test", "date": "d"}, records=tuple(recs))
+    assert fit_efficiencies([res], spec).efficiencies.gemm["bf16"] != spec.efficiency.gemm["bf16"]
+    eff = fit_efficiencies([res], spec, skip=("gemm",)).efficiencies
+    assert eff.gemm == spec.efficiency.gemm
+    assert "--skip gemm" in eff.sources["gemm"] and "--skip gemm" in eff.sources["kernel_overhead_s"]
+    with pytest.raises(InputError, match="--skip: unknown group 'gemms'"):
+        fit_efficiencies([res], spec, skip=("gemms",))
+
+
 def test_attention_fit_recovers_fwd_bwd_and_half_seq():
     e_f, e_b, s_half, peak = 0.55, 0.42, 700.0, 989e12
     recs = []
@@ -257,10 +321,12 @@ def test_memory_and_launch_fits():
 def test_groups_without_records_keep_spec_defaults():
     spec = load_hardware("h100-sxm")
     res = Results(metadata={"device": "x", "backend": "test", "date": "d"},
-                  records=(Record(kind="launch", op="tiny_op", median_s=3e-6),))
+                  records=(Record(kind="launch", op="tiny_op", median_s=3e-6),
+                           Record(kind="launch", op="launch", median_s=2e-6)))
     cal = fit_efficiencies([res], spec)
     eff = cal.efficiencies
-    assert eff.launch_overhead_s == pytest.approx(3e-6)
+    assert eff.host_op_overhead_s == pytest.approx(3e-6)     # the suite's eager op
+    assert eff.launch_overhead_s == pytest.approx(2e-6)      # a raw launch
     assert eff.gemm == spec.efficiency.gemm and eff.attention == spec.efficiency.attention
     assert eff.sources["memory_efficiency"].startswith("spec default")
 
