@@ -22,8 +22,8 @@ resolution and launch jitter then average out). On a GPU the kernels are capture
 CUDA graph and each repeat replays it between CUDA events, so a small kernel is timed on
 the GPU and not at the rate the host can issue it. Launch and h2d keep eager calls, whose
 host cost is what they measure, and so do attention, the STREAM kernels and the one-kernel
-grouped GEMM, whose kernels outlast the host's issue time; ``Record.timing`` says which. The record keeps every repeat, the median
-and the 10th/90th percentiles.
+grouped GEMM, whose kernels outlast the host's issue time; ``Record.timing`` says which. The
+record keeps every repeat, the median and the 10th/90th percentiles.
 """
 
 from __future__ import annotations

@@ -99,7 +99,8 @@ def _calibrate(argv) -> int:
     p.add_argument("--grouped-impl", default=None,
                    help="grouped-GEMM kernel to fit when the results time several (e.g. 'torch.mm per expert')")
     p.add_argument("--skip", action="append", default=[], metavar="GROUP",
-                   help=f"leave a group's records unfitted, keeping the spec value; repeatable ({', '.join(SKIPPABLE)})")
+                   help=f"leave a group's records unfitted, keeping the spec value; repeatable "
+                        f"({', '.join(SKIPPABLE)})")
     args = p.parse_args(argv)
     if not 1 <= args.max_regimes <= 3:
         raise InputError("--max-regimes", f"must be 1, 2 or 3, got {args.max_regimes}")
@@ -123,9 +124,11 @@ def _fit_published(argv) -> int:
     p.add_argument("--out", default=str(PROFILES_DIR), help="folder for <hardware-id>.yaml")
     p.add_argument("--hardware", nargs="+", default=list(PUBLISHED_HARDWARE))
     p.add_argument("--plot-dir", default=None, help="also write <hardware-id>.csv of measured vs fitted")
+    p.add_argument("--published-only", action="store_true",
+                   help="leave out the suite runs of calibration/results (MEASURED_RUNS)")
     args = p.parse_args(argv)
     data = require_file(Path(args.data) if args.data else default_data_path())
-    for fitted in fit_published(data, args.hardware, Path(args.out)):
+    for fitted in fit_published(data, args.hardware, Path(args.out), measured={} if args.published_only else None):
         print(quality_text(fitted.calibration, fitted.hardware_id))
         if args.plot_dir:
             write_plot(fitted.calibration, Path(args.plot_dir) / f"{fitted.hardware_id}.csv")

@@ -353,13 +353,34 @@ def test_fit_published_accuracy(tmp_path, capsys):
                 print(f"{hw_id:14} {c.name:26} {c.num_within}/{c.num_points} within {c.tolerance:.0%}, "
                       f"worst {c.worst.rel_error:+.1%} ({c.worst.label})")
     checks = {(h, c.name): c for h, f in fits.items() for c in accuracy_checks(f.calibration)}
-    for hw_id in ("h100-sxm", "h200-sxm", "a100-sxm-80gb"):
+    for hw_id, points in (("h100-sxm", 4), ("h200-sxm", 4), ("a100-sxm-80gb", 1)):   # 3 suite copies on H100/H200
         hbm = checks[(hw_id, "HBM copies")]
-        assert hbm.num_within == hbm.num_points == 1
+        assert hbm.num_within == hbm.num_points == points
     for hw_id in ("h200-sxm", "a100-sxm-80gb", "gb200-nvl72"):
         coll = checks[(hw_id, "collectives 1 MiB..8 GiB")]
         assert coll.num_within == coll.num_points > 0
     assert isinstance(fits["b200"].calibration, Calibration)
+
+
+@needs_shared
+def test_measured_runs_enter_their_profiles_with_their_choices(tmp_path):
+    """The committed H100 run: the flash attention kernel is fitted, the expert GEMMs are not,
+    and --published-only gives the published fit alone."""
+    both = fit_published(MICROBENCHMARKS, hardware_ids=("h100-sxm",), out_dir=tmp_path)[0].calibration
+    alone = fit_published(MICROBENCHMARKS, hardware_ids=("h100-sxm",), out_dir=None, measured={})[0].calibration
+    spec = load_hardware("h100-sxm")
+    def bf16_points(cal):
+        return sum(len(g.points) for g in cal.groups if g.group == "gemm.bf16")
+
+    assert bf16_points(both) == bf16_points(alone) + 131       # the run's 131 bf16 shapes
+    assert both.efficiencies.grouped_gemm_half_dim == spec.efficiency.grouped_gemm_half_dim
+    assert "--skip grouped" in both.efficiencies.sources["grouped_gemm_half_dim"]
+    att = next(g for g in both.groups if g.group == "attention")
+    assert all("sdpa" in p.label for p in att.points) and len(att.points) == 12    # causal fwd + bwd, 6 lengths
+    assert "sdpa-flash" not in str(alone.efficiencies.sources.get("attention", ""))
+    committed = load_profile(PROFILES / "h100-sxm.yaml").efficiency
+    assert committed.gemm["bf16"].efficiency_max == pytest.approx(both.efficiencies.gemm["bf16"].efficiency_max,
+                                                                  rel=1e-4)
 
 
 def test_same_die_borrowing_scales_by_the_measured_best_fractions():
