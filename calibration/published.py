@@ -54,22 +54,24 @@ class MeasuredRun:
 
 
 _ATTENTION_WHY = (
-    "attention: the suite times FlashAttention-2 (sdpa-flash) and cuDNN (sdpa-cudnn) kernels; the flash rates "
-    "are fitted. They agree with the published FA2 point (microbenchmarks.yaml attention_fa2_h100), and at "
-    "cuDNN's rates (forward 0.55-0.64, backward 0.47-0.54 of peak from 4k tokens) the H100 long-sequence "
-    "rows of the validation move from -5..+8% to +26..+65%: which kernel the published stacks ran is not "
-    "stated, so the choice is informed by those cases (docs/calibration.md 'Measured on H100 and H200')")
+    "attention: the suite times FlashAttention-2 (sdpa-flash) and cuDNN (sdpa-cudnn) kernels; the flash "
+    "rates are fitted. Causal, from 4k tokens, flash runs at 0.32-0.34 (forward) and 0.27-0.32 (backward) "
+    "of the dense bf16 peak, cuDNN at 0.53-0.56 and 0.46-0.53. Flash agrees with the published FA2 point "
+    "(microbenchmarks.yaml attention_fa2_h100). At cuDNN's rates the seven H100 long-sequence rows of the "
+    "validation move from -3..+6% to +27..+66% and the H100 error from 11.0% to 22.7%. Which kernel the "
+    "published stacks ran is not stated, so this choice is informed by those cases "
+    "(docs/calibration.md 'Measured on H100 and H200')")
 _LAUNCH_WHY = (
     "launch: the suite's eager one-element op measures the lent machine's host CPU (6.5 to 10.9 us on "
     "three H100 machines of the same kind, 6.4 and 8.9 us on two H200 ones), not a training node's; "
     "host_op_overhead_s keeps its DGX-host source")
 _GROUPED_WHY = (
-    "grouped_gemm_half_dim: measured expert GEMMs (one torch.mm per expert, CUDA-graph timed) run at dense "
-    "rates, so the fit puts d under the dense half_dim; the spec's 699 comes from a published per-expert "
-    "loop that includes host gaps. The measured value is not adopted yet: alone it moves nine H100 MoE "
-    "rows by +3 to +33 points, so 699 stands in for time MoE layers lose outside their GEMMs, which the "
-    "model does not have; every GPU keeps the same basis until that time is modelled "
-    "(docs/calibration.md)")
+    "grouped_gemm_half_dim: measured expert GEMMs (one torch.mm per expert, CUDA-graph timed) run at "
+    "dense rates (the device-only fits put d at 31 on H100 and 4 on H200, against 699); the spec's 699 "
+    "comes from a published per-expert loop that includes host gaps. The measured "
+    "value is not adopted yet: alone it moves ten H100 MoE rows by +5 to +45 points, nine of them away "
+    "from the measurement, so 699 stands in for time MoE layers lose outside their GEMMs, which the model "
+    "does not have. Every GPU keeps the same basis until that time is modelled (docs/calibration.md)")
 MEASURED_RUNS = {
     "h100-sxm": MeasuredRun("nvidia-h100-80gb-hbm3-2026-11-22", "sdpa-flash", "torch.mm per expert",
                             ("grouped", "launch"), f"{_ATTENTION_WHY}; {_GROUPED_WHY}; {_LAUNCH_WHY}"),

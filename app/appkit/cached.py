@@ -239,7 +239,7 @@ def validation_view(use_profile: bool) -> dict:
 
 @st.cache_data(**CACHE)
 def fit_view(hardware_id: str) -> dict:
-    """Fitted efficiency curves against the published microbenchmark points of one GPU."""
+    """Fitted efficiency curves against the measured points of one GPU (published, and suite runs)."""
     from calibration.published import fit_published
     path = microbenchmarks_path()
     fits = [f for f in fit_published(path, hardware_ids=(hardware_id,), out_dir=None) if f.hardware_id == hardware_id]

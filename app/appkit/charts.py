@@ -174,6 +174,8 @@ FIT_AXES = {
     "memory": ("STREAM kernel", "achieved bandwidth (GB/s)"),
     "collective": ("message size (bytes)", "time per call (us)"),
     "launch": ("item", "time (us)"),
+    "host_op": ("item", "time (us)"),
+    "grouped_gemm": ("work of one call, all experts (FLOP)", "achieved (TFLOP/s)"),
 }
 """Group family -> (x title, y title) of its chart."""
 
@@ -183,7 +185,7 @@ def _fit_frame(points: list[dict]) -> pd.DataFrame:
     rows = []
     for p in points:
         q, x = p["quantity"], p["x"]
-        if q == "time_s" and p["group"].startswith("gemm"):     # time of x FLOPs -> rate
+        if q == "time_s" and "gemm" in p["group"]:     # time of x FLOPs -> rate
             m, f, unit = x / p["measured"], x / p["fitted"], TERA
         elif q == "time_s":
             m, f, unit = p["measured"], p["fitted"], 1e-6
@@ -206,7 +208,7 @@ def fit_curve(points: list[dict], family: str) -> alt.Chart:
            alt.Tooltip("value:Q", format=".4g", title=y_title), alt.Tooltip("rel_error:Q", format="+.1%", title="error"),
            alt.Tooltip("used:N"), alt.Tooltip("source:N")]
     y = alt.Y("value:Q", title=y_title, scale=alt.Scale(zero=False))
-    if (df["x"] <= 0).all():   # no abscissa (e.g. STREAM kernels): one bar pair per label
+    if family == "memory" or (df["x"] <= 0).all():   # STREAM kernels, or no abscissa: a bar pair per label
         return alt.Chart(df).mark_bar().encode(
             x=alt.X("label:N", title=x_title), xOffset=alt.XOffset("kind:N"), y=y.scale(zero=True),
             color=alt.Color("kind:N", title="value"), tooltip=tip,

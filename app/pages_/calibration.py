@@ -8,16 +8,18 @@ from appkit import cached, charts, page
 from calibration.published import PUBLISHED_HARDWARE
 from perfmodel import fmt
 
-FAMILY_TITLES = {"gemm": "GEMMs", "attention": "Attention kernels", "memory": "HBM streaming",
-                 "collective": "Collectives", "launch": "Kernel launch"}
+FAMILY_TITLES = {"gemm": "GEMMs", "grouped_gemm": "Expert (grouped) GEMMs", "attention": "Attention kernels",
+                 "memory": "HBM streaming", "collective": "Collectives", "launch": "Kernel launch",
+                 "host_op": "Eager framework op"}
 
 st.title("Calibration and validation")
 j = st.session_state[page.JOB_KEY]
 
 st.header("Fitted curves against measured points")
 st.caption("Efficiency forms (perfmodel/efficiency.py) fitted to the published microbenchmarks of one GPU "
-           "(calibration/data/microbenchmarks.yaml, trust medium or high). Filled: measured; open and dashed: "
-           "the fitted model at the same shape or size (lens: co-design).")
+           "(calibration/data/microbenchmarks.yaml, trust medium or high) and, for H100 and H200, to the suite's "
+           "own runs on a lent GPU (calibration/results). Filled: measured; open and dashed: the fitted model at "
+           "the same shape or size (lens: co-design).")
 
 
 hw = st.selectbox("Hardware", PUBLISHED_HARDWARE, key="cal_hardware")
