@@ -10,12 +10,35 @@ class InputError(ValueError):
         super().__init__(f"{field}: {reason}")
 
 
+_TYPE_MISMATCH = {"string_type", "int_type", "float_type", "bool_type", "dict_type", "list_type",
+                  "model_type", "model_attributes_type", "is_instance_of"}
+
+
+def _is_union_tag(part) -> bool:
+    """A location part naming a union member (``str``, ``function-after[_check(), ModelSpec]``),
+    not a field: our field names are lower snake_case."""
+    return isinstance(part, str) and (part in {"str", "int", "float", "bool", "dict", "list"}
+                                      or not part.replace("_", "").islower() and not part.isdigit()
+                                      or "[" in part)
+
+
+def _without_unmatched_union_members(errors: list) -> list:
+    """For a field typed ``A | B``, pydantic reports each member's failure. Where one member
+    failed only because the value is of another type (a mapping given where a preset name
+    could go), that report says nothing: keep the others."""
+    tagged = [e for e in errors if any(_is_union_tag(p) for p in e.get("loc", ()))]
+    informative = [e for e in tagged if e.get("type") not in _TYPE_MISMATCH]
+    if not informative:
+        return errors
+    return [e for e in errors if e not in tagged or e in informative]
+
+
 def pydantic_message(exc, prefix: str = "") -> str:
     """Turn a pydantic ValidationError into one line naming the first bad field."""
-    errors = exc.errors()
+    errors = _without_unmatched_union_members(exc.errors())
     parts = []
     for err in errors[:3]:
-        loc = ".".join(str(p) for p in err.get("loc", ()) if p != "__root__")
+        loc = ".".join(str(p) for p in err.get("loc", ()) if p != "__root__" and not _is_union_tag(p))
         field = f"{prefix}{loc}" if loc else (prefix.rstrip(".") or "input")
         msg = err.get("msg", "invalid")
         if msg.startswith("Value error, "):

@@ -66,6 +66,17 @@ def test_invalid_input_is_one_line_exit_2(tmp_path, capsys, patch, field):
     assert field in err
 
 
+def test_inline_model_error_names_its_field_not_the_union_member(tmp_path, capsys):
+    """``model`` is a preset name or a mapping; a bad mapping field is reported as such, without
+    the preset-name member's "should be a valid string" or pydantic's member tag."""
+    model = dict(name="m", num_layers=0, hidden_size=4096, num_attention_heads=32, ffn_hidden_size=14336,
+                 vocab_size=128256)
+    assert main(["predict", _write(tmp_path, {**BASE, "model": model})]) == 2
+    err = capsys.readouterr().err
+    assert "model.num_layers: Input should be greater than 0" in err
+    assert "valid string" not in err and "function-after" not in err
+
+
 def test_not_yaml_and_missing_file(tmp_path, capsys):
     assert main(["predict", _write(tmp_path, "a: [1, 2", "bad.yaml")]) == 2
     assert main(["predict", str(tmp_path / "nope.yaml")]) == 2
