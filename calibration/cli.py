@@ -136,7 +136,13 @@ def _fit_published(argv) -> int:
     return 0
 
 
-COMMANDS = {"bench-hw": bench_hw_main, "calibrate": calibrate_main, "fit-published": fit_published_main}
+def step_check_main(argv=None) -> int:
+    from . import step_check
+    return _run(lambda a: step_check.main(a, parser_class=_Parser), argv)
+
+
+COMMANDS = {"bench-hw": bench_hw_main, "calibrate": calibrate_main, "fit-published": fit_published_main,
+            "step-check": step_check_main}
 
 
 def main(argv=None) -> int:

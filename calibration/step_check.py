@@ -1,0 +1,202 @@
+"""End-to-end check on one GPU: time real training steps of a Llama-style model in eager
+PyTorch and write the perfmodel scenario that describes them, so ``perfmodel predict`` can be
+compared with a measured step on the same machine.
+
+    python -m calibration step-check --layers 4 --seq 8192 --out DIR     (needs torch and a GPU)
+    perfmodel predict DIR/<name>/scenario.yaml                            (anywhere)
+
+The model follows the Llama 3 block as torchtitan 9dec370 writes it in eager mode, which is
+what the scenario's ``elementwise_kernels: eager`` and ``cross_entropy: eager_fp32`` describe:
+RMSNorm and rotary embedding computed in fp32, grouped-query K/V repeated by a copy,
+SDPA (flash backend, causal), SwiGLU as silu(x W1) * (x W3) then W2, and an fp32
+cross-entropy over the logits. Mixed precision follows Megatron's layout on one GPU: bf16
+weights for the compute, gradients accumulated over the micro-batches, fp32 master weights
+and fused AdamW states, the bf16 weights refreshed from the masters after each step.
+
+The scenario is a preset with ``num_layers`` lowered so that the whole step fits on one GPU
+without recompute. Nothing here feeds a profile: it is a check, and its numbers go to
+docs/calibration.md as measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+from pathlib import Path
+
+import yaml
+
+from perfmodel.presets import load_model
+from perfmodel.scenario import parse_scenario, resolve
+
+from perfmodel.errors import InputError
+
+from .bench import slug, today
+
+ROPE_THETA = 500000.0
+"""Llama 3 rotary base (Dubey et al. 2024, Table 3)."""
+NORM_EPS = 1e-5
+"""Llama 3 RMSNorm epsilon (HF meta-llama/Meta-Llama-3-8B config.json rms_norm_eps)."""
+
+
+def scenario_dict(preset: str, layers: int, seq: int, mbs: int, gbs: int, hardware: str) -> dict:
+    """The perfmodel scenario of the timed run (one GPU, no parallelism, no recompute)."""
+    spec = load_model(preset).model_copy(update={"num_layers": layers})
+    model = spec.model_dump(exclude_none=True, exclude_defaults=True)
+    model.update(name=f"{spec.name} ({layers} layers)", num_layers=layers)
+    data = {
+        "name": f"step_check_{slug(preset)}_{layers}l_s{seq}",
+        "hardware": hardware, "num_gpus": 1, "model": model,
+        "seq_length": seq, "micro_batch_size": mbs, "global_batch_size": gbs,
+        "parallelism": {"tp": 1, "pp": 1, "vpp": 1, "cp": 1, "ep": 1, "etp": 1, "sequence_parallel": False,
+                        "zero_stage": 0},
+        "recompute": "none", "precision": "bf16",
+        "elementwise_kernels": "eager", "cross_entropy": "eager_fp32",
+    }
+    resolve(parse_scenario(data))      # a clear error here (fields and layout), not after a GPU run
+    return data
+
+
+def _build(spec, seq: int):
+    import torch
+    import torch.nn.functional as F
+
+    h, a, g, f = spec.hidden_size, spec.num_attention_heads, spec.num_query_groups, spec.ffn_hidden_size
+    d = h // a
+    dev, bf16 = "cuda", torch.bfloat16
+
+    def w(*shape):
+        return (torch.randn(*shape, device=dev, dtype=torch.float32) / math.sqrt(shape[-1])).requires_grad_(False)
+
+    master = {"emb": w(spec.vocab_size, h), "out": w(spec.vocab_size, h), "norm": torch.ones(h, device=dev)}
+    for i in range(spec.num_layers):
+        master.update({f"{i}.wqkv": w((a + 2 * g) * d, h), f"{i}.wo": w(h, a * d), f"{i}.w1": w(f, h),
+                       f"{i}.w3": w(f, h), f"{i}.w2": w(h, f), f"{i}.n1": torch.ones(h, device=dev),
+                       f"{i}.n2": torch.ones(h, device=dev)})
+    params = {k: v.to(bf16).requires_grad_(True) for k, v in master.items()}
+    freqs = 1.0 / ROPE_THETA ** (torch.arange(0, d, 2, device=dev, dtype=torch.float32) / d)
+    rope = torch.polar(torch.ones(seq, d // 2, device=dev), torch.outer(torch.arange(seq, device=dev).float(), freqs))
+
+    def norm(x, weight):
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + NORM_EPS)).type_as(x) * weight
+
+    def rotary(x):
+        xc = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+        return torch.view_as_real(xc * rope.view(1, seq, 1, d // 2)).flatten(3).type_as(x)
+
+    def loss_of(tokens, labels):
+        b = tokens.shape[0]
+        x = F.embedding(tokens, params["emb"])
+        for i in range(spec.num_layers):
+            y = norm(x, params[f"{i}.n1"])
+            q, k, v = F.linear(y, params[f"{i}.wqkv"]).split([a * d, g * d, g * d], dim=-1)
+            q, k = rotary(q.view(b, seq, a, d)), rotary(k.view(b, seq, g, d))
+            v = v.view(b, seq, g, d)
+            k = k[:, :, :, None, :].expand(b, seq, g, a // g, d).reshape(b, seq, a, d)     # repeat_kv
+            v = v[:, :, :, None, :].expand(b, seq, g, a // g, d).reshape(b, seq, a, d)
+            o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+            x = x + F.linear(o.transpose(1, 2).reshape(b, seq, a * d), params[f"{i}.wo"])
+            y = norm(x, params[f"{i}.n2"])
+            x = x + F.linear(F.silu(F.linear(y, params[f"{i}.w1"])) * F.linear(y, params[f"{i}.w3"]), params[f"{i}.w2"])
+        logits = F.linear(norm(x, params["norm"]), params["out"])
+        return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten())
+
+    return master, params, loss_of
+
+
+def run(preset: str, layers: int, seq: int, mbs: int, gbs: int, steps: int, warmup: int) -> dict:
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    spec = load_model(preset).model_copy(update={"num_layers": layers})
+    master, params, loss_of = _build(spec, seq)
+    grads = {k: torch.zeros_like(v) for k, v in master.items()}
+    names = list(master)
+    opt = torch.optim.AdamW([master[k] for k in names], lr=1e-5, fused=True)
+    tokens = torch.randint(0, spec.vocab_size, (gbs // mbs, mbs, seq), device="cuda")
+
+    def one_step():
+        for mb in range(gbs // mbs):
+            loss_of(tokens[mb], tokens[mb]).backward()
+        for k in names:
+            grads[k].copy_(params[k].grad)            # bf16 -> fp32 main gradient
+            master[k].grad = grads[k]
+            params[k].grad = None
+        opt.step()
+        with torch.no_grad():
+            for k in names:
+                params[k].copy_(master[k])            # fp32 master -> bf16 compute weight
+
+    times = []
+    torch.cuda.reset_peak_memory_stats()
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        for step in range(warmup + steps):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            one_step()
+            torch.cuda.synchronize()
+            if step >= warmup:
+                times.append(time.perf_counter() - t0)
+        kernels = _kernel_table(one_step)
+    return {"step_times_s": times, "median_step_s": statistics.median(times),
+            "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30,
+            "num_parameters": sum(v.numel() for v in master.values()), "kernels": kernels}
+
+
+def _kernel_table(step) -> str:
+    """GPU time per kernel over one more step (torch.profiler), the 40 longest."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        step()
+        torch.cuda.synchronize()
+    for key in ("self_device_time_total", "self_cuda_time_total"):
+        try:
+            return prof.key_averages().table(sort_by=key, row_limit=40, max_name_column_width=90)
+        except (AttributeError, KeyError, ValueError):
+            continue
+    return ""
+
+
+def _require_cuda():
+    try:
+        import torch
+    except ImportError:
+        raise InputError("step-check", "torch is not installed (pip install 'perfmodel[bench]')") from None
+    if not torch.cuda.is_available():
+        raise InputError("step-check", "needs a CUDA GPU; torch sees none")
+    return torch
+
+
+def main(argv=None, parser_class=argparse.ArgumentParser) -> int:
+    """Run the check; ``calibration.cli`` calls it with its one-line-error parser."""
+    p = parser_class(prog="step-check", description=__doc__.splitlines()[0])
+    p.add_argument("--preset", default="llama3-8b")
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--seq", type=int, default=8192)
+    p.add_argument("--mbs", type=int, default=1)
+    p.add_argument("--gbs", type=int, default=8)
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--hardware", default="h100-sxm", help="perfmodel hardware id for the scenario")
+    p.add_argument("--out", default="calibration/results")
+    args = p.parse_args(argv)
+    scenario = scenario_dict(args.preset, args.layers, args.seq, args.mbs, args.gbs, args.hardware)
+    torch = _require_cuda()
+
+    measured = run(args.preset, args.layers, args.seq, args.mbs, args.gbs, args.steps, args.warmup)
+    measured.update(device=torch.cuda.get_device_name(), torch_version=str(torch.__version__),
+                    cuda_version=str(torch.version.cuda), cudnn_version=int(torch.backends.cudnn.version()),
+                    date=today())
+    out = Path(args.out) / scenario["name"]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "scenario.yaml").write_text(yaml.safe_dump(scenario, sort_keys=False))
+    (out / "kernels.txt").write_text(measured.pop("kernels"))
+    (out / "measured.yaml").write_text(yaml.safe_dump(measured, sort_keys=False))
+    print(f"{scenario['name']}: median step {measured['median_step_s']:.4f} s over {args.steps} steps, "
+          f"peak {measured['peak_memory_gib']:.1f} GiB; wrote {out}")
+    return 0
