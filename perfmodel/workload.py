@@ -74,6 +74,12 @@ class Op:
     """MEMORY ops that run only where a GPU holds more than one expert (num_experts / ep > 1)."""
     kernels: int = 1
     """MEMORY ops: GPU kernels (and host dispatches) one forward pass of the op takes."""
+    bwd_bytes_per_token: float | None = None
+    """MEMORY ops: backward HBM bytes per token where counted kernel by kernel; None = twice
+    the forward bytes (the gradient of an elementwise op reads the incoming gradient and the
+    saved input and writes one output: twice the forward's one read and one write)."""
+    bwd_kernels: int | None = None
+    """MEMORY ops with ``bwd_bytes_per_token``: kernels of the backward pass (None = ``kernels``)."""
     attn_heads: int = 0
     attn_qk_dim: int = 0
     attn_v_dim: int = 0
@@ -246,19 +252,31 @@ def layer_ops(m: ModelSpec, kind: LayerKind, moe_dispatcher: str = "alltoall",
     return tuple(_attention_ops(m) + mlp + _memory_ops(m, kind, moe_dispatcher, elementwise_kernels))
 
 
-EAGER_FP32_CE_FWD_BYTES_PER_LOGIT = (ACT_BYTES + FP32_BYTES) + (FP32_BYTES + FP32_BYTES)
+EAGER_FP32_CE_FWD_BYTES_PER_LOGIT = (ACT_BYTES + FP32_BYTES) + (3 * FP32_BYTES + FP32_BYTES)
 """``F.cross_entropy(logits.float(), labels)`` run eagerly (torchtitan 9dec370 train.py
-``loss_fn``): the cast reads 2 and writes 4 bytes, log-softmax reads 4 and writes 4; the NLL
-gather touches one value per token. 14 bytes per logit in 3 kernels."""
+``loss_fn``), forward: the cast reads 2 and writes 4 bytes; the log-softmax reads its row three
+times (maximum, sum of exponentials, output) and writes it once, 16 bytes: a 128,256-wide fp32
+row (513 kB) does not fit on chip, so PyTorch's ``cunn_SoftMaxForward`` streams it once per
+pass. Measured: 5.55 ms for 1.05e9 logits on an H100 (calibration/results/
+nvidia-h100-80gb-hbm3-2026-11-22/step_check_llama3-8b_4l_s8192/kernels.txt), 16 bytes per
+logit at 3.0 TB/s, the suite's STREAM rate. The NLL gather touches one value per token.
+22 bytes per logit in 3 kernels."""
+EAGER_FP32_CE_BWD_BYTES_PER_LOGIT = FP32_BYTES + 4 * FP32_BYTES + (FP32_BYTES + ACT_BYTES)
+"""Backward of the same loss: the NLL backward zero-fills the fp32 log-probability gradient
+(writes 4) and scatters one value per token; the log-softmax backward, grad - exp(out) *
+sum(grad), reads the gradient for the sum, then the gradient and the output, and writes, 16
+bytes (measured 5.72 ms per 1.05e9 logits, same file); the cast back to bf16 reads 4 and writes
+2. 26 bytes per logit in 4 kernels."""
 
 
 def head_ops(m: ModelSpec, cross_entropy: str = "fused") -> tuple[Op, ...]:
     """Output layer: logits GEMM and the softmax cross-entropy over V (fused: read and write
-    logits; eager_fp32: the eager fp32 upcast and log-softmax, ``EAGER_FP32_CE_FWD_BYTES_PER_LOGIT``)."""
+    logits; eager_fp32: the eager fp32 upcast and log-softmax, ``EAGER_FP32_CE_FWD_BYTES_PER_LOGIT``
+    and ``EAGER_FP32_CE_BWD_BYTES_PER_LOGIT``)."""
     h, V = m.hidden_size, m.vocab_size
     if cross_entropy == "eager_fp32":
         loss = Op("output/cross_entropy", OpKind.MEMORY, bytes_per_token=EAGER_FP32_CE_FWD_BYTES_PER_LOGIT * V,
-                  kernels=3)
+                  kernels=3, bwd_bytes_per_token=EAGER_FP32_CE_BWD_BYTES_PER_LOGIT * V, bwd_kernels=4)
     else:
         loss = Op("output/cross_entropy", OpKind.MEMORY, bytes_per_token=3 * V * ACT_BYTES)
     return (Op("output/logits", OpKind.GEMM, k=h, n=V, tp_split=TpSplit.COLUMN), loss)

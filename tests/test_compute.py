@@ -156,3 +156,17 @@ def test_flex_dispatcher_permutes_once():
     names = [op.name for op in layer_ops(_moe_model(64), LayerKind.MOE, "flex")]
     assert "moe/permute" in names and "moe/sort_by_local_expert" not in names
     assert "moe/sort_by_local_expert" not in [op.name for op in layer_ops(_moe_model(64), LayerKind.DENSE, "alltoall")]
+
+
+def test_loss_backward_counted_kernel_by_kernel_by_hand():
+    """The eager fp32 loss has its own backward bytes (26 per logit, 4 kernels), not twice
+    the forward's 22; tp 2 halves the logits each GPU touches."""
+    from perfmodel.workload import head_ops
+    m = ModelSpec(num_layers=2, hidden_size=1024, num_attention_heads=8, ffn_hidden_size=4096, vocab_size=32000)
+    loss = next(op for op in head_ops(m, "eager_fp32") if op.name == "output/cross_entropy")
+    s, eff = 4096, H100.efficiency
+    bw = H100.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency
+    t = op_time(loss, m, _layouts(tp=2), s, "bf16", H100, eff)
+    logits = s * 32000 / 2
+    assert float(t.fwd_s[0]) == pytest.approx(3 * eff.kernel_overhead_s + 22 * logits / bw)
+    assert float(t.bwd_s[0]) == pytest.approx(4 * eff.kernel_overhead_s + 26 * logits / bw)

@@ -20,6 +20,7 @@ from perfmodel.recompute import (
 )
 from perfmodel.scenario import parse_scenario, resolve
 from perfmodel.workload import (
+    EAGER_FP32_CE_BWD_BYTES_PER_LOGIT,
     EAGER_FP32_CE_FWD_BYTES_PER_LOGIT,
     LayerKind,
     head_ops,
@@ -152,10 +153,13 @@ def test_unknown_choices_name_the_field(field, value):
 
 # ------------------------------------------------------------------ eager fp32 cross-entropy
 def test_eager_fp32_loss_traffic_by_hand():
-    # cast: read 2 write 4; log-softmax: read 4 write 4 -> 14 bytes per logit, 3 kernels
-    assert EAGER_FP32_CE_FWD_BYTES_PER_LOGIT == 14
+    # forward: cast read 2 write 4; log-softmax reads the row 3 times, writes once (16) -> 22, 3 kernels
+    assert EAGER_FP32_CE_FWD_BYTES_PER_LOGIT == 22
+    # backward: zero-fill 4; log-softmax backward 16; cast back read 4 write 2 -> 26, 4 kernels
+    assert EAGER_FP32_CE_BWD_BYTES_PER_LOGIT == 26
     loss = {op.name: op for op in head_ops(TINY, "eager_fp32")}["output/cross_entropy"]
-    assert loss.bytes_per_token == 14 * 32 and loss.kernels == 3
+    assert loss.bytes_per_token == 22 * 32 and loss.kernels == 3
+    assert loss.bwd_bytes_per_token == 26 * 32 and loss.bwd_kernels == 4
     assert {op.name: op for op in head_ops(TINY)}["output/cross_entropy"].bytes_per_token == 3 * 32 * 2
 
 
