@@ -147,6 +147,9 @@ def cmd_validate(args) -> int:
     wi = report.what_if()
     print(f"what-if accuracy (ratios between cases of one source, GPU and model): mean {fmt.percent(wi['mean'])}, "
           f"median {fmt.percent(wi['median'])} over {wi['pairs']} pairs of {wi['cases']} cases")
+    rep = report.repeats()
+    print(f"repeated jobs: {len(rep['groups'])} groups of equal scenarios measured apart leave a floor of "
+          f"{fmt.percent(rep['floor_mape'])} under the overall MAPE")
     print(f"memory fit: the model says {len(report.not_fitting())} of {len(report.results)} published runs "
           "do not fit (each is a memory-model miss)")
     return 0

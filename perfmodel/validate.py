@@ -9,6 +9,7 @@ when the source published only a step time or a TFLOP/s figure.
 from __future__ import annotations
 
 import itertools
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from .efficiency import Efficiencies
 from .errors import InputError, read_data_file
 from .hardware import load_hardware
 from .predict import predict
-from .scenario import parse_scenario
+from .scenario import parse_scenario, scenario_to_dict
 from .units import GIBI
 
 CASES_FORMAT = "perfmodel-cases/1"
@@ -55,6 +56,8 @@ class CaseResult:
     """The hardware spec's memory a training process can allocate."""
     memory_note: str = ""
     """The case file's ``memory:`` assumption, if any: what the scenario leaves out of memory."""
+    scenario_key: str = ""
+    """The scenario as canonical JSON without its name: equal for cases that describe the same job."""
 
     @property
     def memory_error(self) -> float | None:
@@ -125,6 +128,7 @@ def run_case(case: dict, efficiency_for=None) -> CaseResult | Skipped:
         predicted_fits=p.fits_in_memory, usable_memory_gib=hw.gpu.hbm_usable_gib,
         memory_note=next((" ".join(str(a).split()) for a in case.get("assumptions") or ()
                           if str(a).startswith("memory:")), ""),
+        scenario_key=json.dumps(scenario_to_dict(sc) | {"name": ""}, sort_keys=True),
     )
 
 
@@ -199,6 +203,25 @@ class Report:
         return {"pairs": len(errs), "cases": sum(r["cases"] for r in rows), "mean": _mean(errs),
                 "median": _mean(errs, np.median), "groups": rows}
 
+    def repeats(self) -> dict:
+        """Cases that describe the same job (equal scenarios) but were measured apart, most often
+        by two releases of one software stack. A deterministic model predicts one number for
+        such a group, so the group's spread is error no model can remove: for each group the
+        least sum of |p / m - 1| over p (the minimum lies at one of the measurements, the sum
+        being convex and piecewise linear in p). ``floor_mape`` is the sum over groups divided
+        by all cases: the MAPE that remains when every other case is predicted exactly."""
+        rows, floor = [], 0.0
+        for _, rs in self._grouped("scenario_key").items():
+            if len(rs) < 2:
+                continue
+            measured = [r.measured_tokens_per_s_per_gpu for r in rs]
+            least = min(sum(abs(p / m - 1.0) for m in measured) for p in measured)
+            floor += least
+            rows.append({"cases": [r.id for r in rs], "measured": measured,
+                         "spread": max(measured) / min(measured) - 1.0, "least_abs_error_sum": least})
+        rows.sort(key=lambda g: -g["least_abs_error_sum"])
+        return {"groups": rows, "floor_mape": floor / len(self.results) if self.results else float("nan")}
+
     def memory_results(self) -> list[CaseResult]:
         return [r for r in self.results if r.measured_peak_memory_gib is not None]
 
@@ -217,7 +240,7 @@ class Report:
             "mape_tokens_per_s_per_gpu": self.mape(), "num_cases": len(self.results),
             "mape_peak_memory": self.memory_mape(), "num_memory_cases": len(self.memory_results()),
             "by_hardware": self.by_hardware(), "by_gpu": self.by_gpu(), "by_source": self.by_source(),
-            "what_if": self.what_if(), "predicted_not_to_fit": [r.id for r in self.not_fitting()],
+            "what_if": self.what_if(), "repeats": self.repeats(), "predicted_not_to_fit": [r.id for r in self.not_fitting()],
             "worst": [r.id for r in self.worst()],
             "cases": [r.to_dict() for r in self.results],
             "skipped": [s.__dict__ for s in self.skipped],

@@ -62,6 +62,15 @@ def markdown(report: Report, profiles: bool = True, worst_k: int = 10, notes: di
               "| source | GPU | model | cases | pairs | mean ratio error |", "|---|---|---|---:|---:|---:|"]
     lines += [f"| {g['source']} | {g['gpu']} | {g['model']} | {g['cases']} | {g['pairs']} | {fmt.percent(g['mean'])} |"
               for g in wi["groups"]]
+    rep = report.repeats()
+    lines += ["", "## Repeated jobs", "",
+              "Cases whose scenarios are equal describe one job; where their sources (most often two releases of one "
+              "stack) measured it apart, no model can match both. The least error a single prediction leaves in each "
+              f"group, summed and divided by all {len(report.results)} cases, is a floor under the MAPE above: "
+              f"**{fmt.percent(rep['floor_mape'])}** from {len(rep['groups'])} groups.", "",
+              "| cases | measured tok/s/GPU | spread | least error sum |", "|---|---|---:|---:|"]
+    lines += [f"| {', '.join(g['cases'])} | {', '.join(f'{m:,.0f}' for m in g['measured'])} | "
+              f"{fmt.percent(g['spread'])} | {fmt.percent(g['least_abs_error_sum'])} |" for g in rep["groups"]]
     lines += ["", f"## Worst {worst_k} cases", "", "| case | hardware | measured tok/s/GPU | predicted | error | bottleneck | why it misses |",
               "|---|---|---:|---:|---:|---|---|"]
     for r in report.worst(worst_k):

@@ -122,6 +122,37 @@ def test_what_if_ratio_is_the_ratio_of_single_predictions():
     assert "## What-if accuracy" in markdown(report, profiles=False, notes={})
 
 
+def test_repeated_jobs_floor_by_hand():
+    """Two cases of one job measured at 100 and 200 tok/s: predicting 100 leaves 0 + 0.5, 200
+    leaves 1.0 + 0, so 0.5 stays whatever the model; three more cases (two distinct jobs)
+    add nothing. Floor = 0.5 / 5 cases."""
+    from dataclasses import replace
+
+    from perfmodel.validate import Report
+    a = replace(_result("a", 0.0), scenario_key="job1")
+    b = replace(_result("b", 0.0), scenario_key="job1", measured_tokens_per_s_per_gpu=200.0)
+    others = (replace(_result("c", 0.2), scenario_key="job2"), replace(_result("d", 0.1), scenario_key="job3"),
+              replace(_result("e", 0.1), scenario_key="job3"))
+    rep = Report(results=(a, b) + others, skipped=()).repeats()
+    assert [g["cases"] for g in rep["groups"]] == [["a", "b"], ["d", "e"]]
+    assert rep["groups"][0]["least_abs_error_sum"] == pytest.approx(0.5)
+    assert rep["groups"][0]["spread"] == pytest.approx(1.0)
+    assert rep["groups"][1]["least_abs_error_sum"] == 0.0
+    assert rep["floor_mape"] == pytest.approx(0.5 / 5)
+
+
+def test_equal_scenarios_share_a_key_and_the_name_is_not_part_of_it():
+    by_id = {c["id"]: c for c in load_cases(RUNS)}
+    case = by_id["dgxc_1b9bb6b_h100_llama3_8b_bf16_8gpu"]
+    twin = {**case, "id": "twin", "scenario": {**case["scenario"], "name": "another name"}}
+    other = {**case, "id": "other", "scenario": {**case["scenario"], "global_batch_size": 2 * case["scenario"]["global_batch_size"]}}
+    report = validate([case, twin, other])
+    keys = {r.id: r.scenario_key for r in report.results}
+    assert keys[case["id"]] == keys["twin"] != keys["other"]
+    assert report.repeats()["groups"][0]["cases"] == [case["id"], "twin"]
+    assert "## Repeated jobs" in markdown(report, profiles=False, notes={})
+
+
 def test_published_runs_the_model_says_do_not_fit_are_listed(small_cases):
     h100 = small_cases[2]
     s = h100["scenario"]
