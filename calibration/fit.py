@@ -192,35 +192,43 @@ def _attention_eff(r: Record, peak: float) -> float:
 
 
 def fit_attention(records, peak_flop_per_s: float, default: AttentionEfficiency):
-    """Forward and backward eff_max, and a shared half_seq when two or more lengths exist."""
+    """Forward and backward eff_max, each with its own half_seq where both passes were timed
+    at two or more lengths, else one half_seq shared by what was timed (two or more lengths)
+    or the spec's (one length)."""
     recs = [r for r in records if r.attention_seq and (r.rate_per_s or (r.median_s and r.flop))]
     bwd = np.array([r.op.endswith("bwd") for r in recs])
     s = np.array([r.attention_seq for r in recs], dtype=float)
     eff_meas = np.array([_attention_eff(r, peak_flop_per_s) for r in recs])
-    free_s = len(set(s)) >= 2
     has = {"fwd": bool((~bwd).any()), "bwd": bool(bwd.any())}
+    apart = all(len(set(s[mask])) >= 2 for mask in (~bwd, bwd))
+    n_knees = 2 if apart else int(len(set(s)) >= 2)
 
     def unpack(x):
         i = iter(x)
         e_f = next(i) if has["fwd"] else default.fwd_efficiency_max
         e_b = next(i) if has["bwd"] else default.bwd_efficiency_max
-        return e_f, e_b, (next(i) if free_s else default.half_seq)
+        sh = next(i) if n_knees else default.half_seq
+        sh_b = next(i) if n_knees == 2 else sh
+        return e_f, e_b, sh, sh_b
 
     def model(x):
-        e_f, e_b, sh = unpack(x)
-        return saturating_attention_efficiency(s, np.where(bwd, e_b, e_f), sh)
+        e_f, e_b, sh, sh_b = unpack(x)
+        return saturating_attention_efficiency(s, np.where(bwd, e_b, e_f), np.where(bwd, sh_b, sh))
 
     masks = [mask for mask, present in ((~bwd, has["fwd"]), (bwd, has["bwd"])) if present]
-    x0 = [min(1.0, eff_meas[mask].max()) for mask in masks] + [default.half_seq] * free_s
-    lo = [1e-6] * len(masks) + [0.0] * free_s
-    hi = [1.0] * len(masks) + [1e6] * free_s
+    x0 = [min(1.0, eff_meas[mask].max()) for mask in masks] + [default.half_seq] * n_knees
+    lo = [1e-6] * len(masks) + [0.0] * n_knees
+    hi = [1.0] * len(masks) + [1e6] * n_knees
     x = _relative_lsq(lambda x: eff_meas / model(x) - 1.0, x0, lo, hi)
-    e_f, e_b, sh = unpack(x)
-    fitted = AttentionEfficiency(fwd_efficiency_max=float(e_f), bwd_efficiency_max=float(e_b), half_seq=float(sh))
+    e_f, e_b, sh, sh_b = unpack(x)
+    fitted = AttentionEfficiency(fwd_efficiency_max=float(e_f), bwd_efficiency_max=float(e_b), half_seq=float(sh),
+                                 bwd_half_seq=float(sh_b) if n_knees == 2 else None)
     points = tuple(PointFit("attention", f"{r.op} {_label_shape(r)}", s_, em * peak_flop_per_s,
                             eo * peak_flop_per_s, "flop_per_s", r.source or "measured")
                    for r, s_, em, eo in zip(recs, s, eff_meas, model(x)))
     params = {"fwd_efficiency_max": e_f, "bwd_efficiency_max": e_b, "half_seq": sh}
+    if n_knees == 2:
+        params["bwd_half_seq"] = sh_b
     return fitted, GroupFit("attention", params, points, _sources(recs))
 
 

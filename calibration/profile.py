@@ -51,7 +51,7 @@ def write_profile(path, hardware_id: str, efficiencies: Efficiencies, sources: d
     path.parent.mkdir(parents=True, exist_ok=True)
     header = (f"# Calibration profile for {hardware_id}: perfmodel efficiencies fitted to measurements.\n"
               "# Written by `python -m calibration`; see docs/calibration.md.\n")
-    data = _rounded(profile.model_dump(mode="json"))
+    data = _rounded(profile.model_dump(mode="json", exclude_none=True))   # an unset bwd_half_seq is not written
     path.write_text(header + yaml.safe_dump(data, sort_keys=False, width=120))
     return path
 

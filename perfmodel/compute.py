@@ -87,8 +87,12 @@ def memory_time_s(bytes_moved, hw: HardwareSpec, eff: Efficiencies, kernels: int
             + np.asarray(bytes_moved, dtype=float) / (hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency))
 
 
-def attention_efficiency(seq, eff_max: float, eff: Efficiencies):
-    return saturating_attention_efficiency(seq, eff_max, eff.attention.half_seq)
+def attention_efficiency(seq, eff: Efficiencies, backward: bool = False):
+    """Flash attention's efficiency at ``seq`` keys, forward or backward kernel."""
+    a = eff.attention
+    if backward:
+        return saturating_attention_efficiency(seq, a.bwd_efficiency_max, a.backward_half_seq)
+    return saturating_attention_efficiency(seq, a.fwd_efficiency_max, a.half_seq)
 
 
 @dataclass(frozen=True)
@@ -214,9 +218,9 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
         flop = 2.0 * heads * (op.attn_qk_dim + op.attn_v_dim) * s_kv * T
         peak = hw.gpu.peak_flop_per_s("bf16")
         s_local = seq_length / layouts.cp
-        fwd = eff.kernel_overhead_s + flop / (peak * attention_efficiency(s_local, eff.attention.fwd_efficiency_max, eff))
+        fwd = eff.kernel_overhead_s + flop / (peak * attention_efficiency(s_local, eff))
         bwd = eff.kernel_overhead_s + (ATTENTION_BWD_OVER_FWD_EXECUTED * flop
-                                       / (peak * attention_efficiency(s_local, eff.attention.bwd_efficiency_max, eff)))
+                                       / (peak * attention_efficiency(s_local, eff, backward=True)))
         # Reads Q, K, V and writes O once (flash attention never materialises s x s).
         fwd_bytes = 2.0 * T * heads * (2 * op.attn_qk_dim + 2 * op.attn_v_dim)
         return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, np.zeros_like(fwd, dtype=bool), 1, np.zeros_like(fwd))

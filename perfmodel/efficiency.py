@@ -55,6 +55,14 @@ class AttentionEfficiency(_Frozen):
     bwd_efficiency_max: float = Field(gt=0, le=1)
     half_seq: float = Field(ge=0)
     """Sequence length (keys per query block) at which efficiency is half of its maximum."""
+    bwd_half_seq: float | None = Field(default=None, ge=0)
+    """The backward kernel's own half_seq where it was measured apart; None = ``half_seq``.
+    FlashAttention-2's backward saturates later than its forward (H100 and H200 suites:
+    half_seq about 370 forward and 870-990 backward, docs/calibration.md)."""
+
+    @property
+    def backward_half_seq(self) -> float:
+        return self.half_seq if self.bwd_half_seq is None else self.bwd_half_seq
 
 
 class CollectiveFit(_Frozen):

@@ -293,19 +293,38 @@ def test_skipped_groups_keep_spec_values_and_say_why():
         fit_efficiencies([res], spec, skip=("gemms",))
 
 
-def test_attention_fit_recovers_fwd_bwd_and_half_seq():
-    e_f, e_b, s_half, peak = 0.55, 0.42, 700.0, 989e12
-    recs = []
-    for s in (512, 1024, 2048, 4096, 8192, 16384):
-        for op, e in (("sdpa_fwd", e_f), ("sdpa_bwd", e_b)):
-            flop = 1e12
+def _attention_records(e_f, e_b, half_f, half_b, fwd_lengths, bwd_lengths, peak=989e12):
+    recs, flop = [], 1e12
+    for op, e, half, lengths in (("sdpa_fwd", e_f, half_f, fwd_lengths), ("sdpa_bwd", e_b, half_b, bwd_lengths)):
+        for s in lengths:
             recs.append(Record(kind="attention", op=op, shape=(1, 32, s, 128), flop=flop,
-                               median_s=float(_noisy(flop / (peak * e * s / (s + s_half)), 0.01))))
-    fitted, _ = fit_attention(recs, peak, AttentionEfficiency(fwd_efficiency_max=0.3, bwd_efficiency_max=0.3,
-                                                               half_seq=512))
-    assert fitted.fwd_efficiency_max == pytest.approx(e_f, rel=0.03)
-    assert fitted.bwd_efficiency_max == pytest.approx(e_b, rel=0.03)
-    assert fitted.half_seq == pytest.approx(s_half, rel=0.1)
+                               median_s=float(_noisy(flop / (peak * e * s / (s + half)), 0.01))))
+    return recs
+
+
+ATT_DEFAULT = AttentionEfficiency(fwd_efficiency_max=0.3, bwd_efficiency_max=0.3, half_seq=512)
+ATT_LENGTHS = (512, 1024, 2048, 4096, 8192, 16384)
+
+
+def test_attention_fit_recovers_each_pass_with_its_own_half_seq():
+    # the forward saturates early, the backward late, as FlashAttention-2 on the H100 suite
+    recs = _attention_records(0.35, 0.33, 370.0, 990.0, ATT_LENGTHS, ATT_LENGTHS)
+    fitted, group = fit_attention(recs, 989e12, ATT_DEFAULT)
+    assert fitted.fwd_efficiency_max == pytest.approx(0.35, rel=0.03)
+    assert fitted.bwd_efficiency_max == pytest.approx(0.33, rel=0.03)
+    assert fitted.half_seq == pytest.approx(370.0, rel=0.1)
+    assert fitted.bwd_half_seq == pytest.approx(990.0, rel=0.1)
+    assert fitted.backward_half_seq == fitted.bwd_half_seq and "bwd_half_seq" in group.params
+
+
+def test_attention_fit_shares_half_seq_when_a_pass_has_one_length():
+    # backward timed at one length only: one knee for both passes, fitted to the forward's lengths
+    recs = _attention_records(0.55, 0.42, 700.0, 700.0, ATT_LENGTHS, (8192,))
+    fitted, group = fit_attention(recs, 989e12, ATT_DEFAULT)
+    assert fitted.bwd_half_seq is None and fitted.backward_half_seq == fitted.half_seq
+    assert fitted.half_seq == pytest.approx(700.0, rel=0.1)
+    assert fitted.bwd_efficiency_max == pytest.approx(0.42, rel=0.03)
+    assert "bwd_half_seq" not in group.params
 
 
 def test_memory_and_launch_fits():

@@ -170,3 +170,18 @@ def test_loss_backward_counted_kernel_by_kernel_by_hand():
     logits = s * 32000 / 2
     assert float(t.fwd_s[0]) == pytest.approx(3 * eff.kernel_overhead_s + 22 * logits / bw)
     assert float(t.bwd_s[0]) == pytest.approx(4 * eff.kernel_overhead_s + 26 * logits / bw)
+
+
+def test_backward_attention_uses_its_own_half_seq_by_hand():
+    """eff(s) = e_max s / (s + s_half) per pass; with bwd_half_seq unset both passes share half_seq."""
+    m, core = _gpt_core()
+    s = 4096
+    shared = H100.efficiency.model_copy(update={"attention": H100.efficiency.attention.model_copy(
+        update={"fwd_efficiency_max": 0.35, "bwd_efficiency_max": 0.33, "half_seq": 370.0, "bwd_half_seq": None})})
+    apart = shared.model_copy(update={"attention": shared.attention.model_copy(update={"bwd_half_seq": 990.0})})
+    t_shared = op_time(core, m, _layouts(), s, "bf16", H100, shared)
+    t_apart = op_time(core, m, _layouts(), s, "bf16", H100, apart)
+    assert float(t_apart.fwd_s[0]) == float(t_shared.fwd_s[0])
+    t0 = shared.kernel_overhead_s
+    ratio = (float(t_apart.bwd_s[0]) - t0) / (float(t_shared.bwd_s[0]) - t0)
+    assert ratio == pytest.approx((s / (s + 370.0)) / (s / (s + 990.0)))
