@@ -28,10 +28,9 @@ from pathlib import Path
 
 import yaml
 
+from perfmodel.errors import InputError
 from perfmodel.presets import load_model
 from perfmodel.scenario import parse_scenario, resolve
-
-from perfmodel.errors import InputError
 
 from .bench import slug, today
 
@@ -185,6 +184,9 @@ def main(argv=None, parser_class=argparse.ArgumentParser) -> int:
     p.add_argument("--hardware", default="h100-sxm", help="perfmodel hardware id for the scenario")
     p.add_argument("--out", default="calibration/results")
     args = p.parse_args(argv)
+    if args.steps < 1 or args.warmup < 0:
+        raise InputError("--steps" if args.steps < 1 else "--warmup",
+                         f"must be >= {1 if args.steps < 1 else 0}, got {args.steps if args.steps < 1 else args.warmup}")
     scenario = scenario_dict(args.preset, args.layers, args.seq, args.mbs, args.gbs, args.hardware)
     torch = _require_cuda()
 

@@ -45,3 +45,12 @@ def test_bad_arguments_fail_before_the_gpu_run():
     with pytest.raises(InputError) as err:
         scenario_dict("llama3-8b", 4, 4096, 3, 8, "h100-sxm")     # 8 is not a multiple of 3
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("argv,field", [(["--steps", "0"], "--steps"), (["--warmup", "-1"], "--warmup"),
+                                        (["--mbs", "3"], "global_batch_size"), (["--preset", "nope"], "model")])
+def test_cli_errors_are_one_line_exit_2(argv, field, capsys):
+    from calibration.cli import main
+    assert main(["step-check", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and field in err and "Traceback" not in err
