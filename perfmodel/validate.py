@@ -66,7 +66,9 @@ class CaseResult:
         return self.predicted_memory_gib / self.measured_peak_memory_gib - 1.0
 
     def to_dict(self) -> dict:
-        return {**self.__dict__, "memory_error": self.memory_error}
+        """The case's fields for JSON, without ``scenario_key`` (the report's ``repeats`` groups by it)."""
+        fields = {k: v for k, v in self.__dict__.items() if k != "scenario_key"}
+        return {**fields, "memory_error": self.memory_error}
 
 
 @dataclass(frozen=True)
