@@ -40,9 +40,14 @@ NORM_EPS = 1e-5
 """Llama 3 RMSNorm epsilon (HF meta-llama/Meta-Llama-3-8B config.json rms_norm_eps)."""
 
 
+def _model(preset: str, layers: int):
+    """The preset with its layer count lowered: the model both the scenario and the run use."""
+    return load_model(preset).model_copy(update={"num_layers": layers})
+
+
 def scenario_dict(preset: str, layers: int, seq: int, mbs: int, gbs: int, hardware: str) -> dict:
     """The perfmodel scenario of the timed run (one GPU, no parallelism, no recompute)."""
-    spec = load_model(preset).model_copy(update={"num_layers": layers})
+    spec = _model(preset, layers)
     model = spec.model_dump(exclude_none=True, exclude_defaults=True)
     model.update(name=f"{spec.name} ({layers} layers)", num_layers=layers)
     data = {
@@ -110,7 +115,7 @@ def run(preset: str, layers: int, seq: int, mbs: int, gbs: int, steps: int, warm
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    spec = load_model(preset).model_copy(update={"num_layers": layers})
+    spec = _model(preset, layers)
     master, params, loss_of = _build(spec, seq)
     grads = {k: torch.zeros_like(v) for k, v in master.items()}
     names = list(master)
@@ -184,9 +189,10 @@ def main(argv=None, parser_class=argparse.ArgumentParser) -> int:
     p.add_argument("--hardware", default="h100-sxm", help="perfmodel hardware id for the scenario")
     p.add_argument("--out", default="calibration/results")
     args = p.parse_args(argv)
-    if args.steps < 1 or args.warmup < 0:
-        raise InputError("--steps" if args.steps < 1 else "--warmup",
-                         f"must be >= {1 if args.steps < 1 else 0}, got {args.steps if args.steps < 1 else args.warmup}")
+    if args.steps < 1:
+        raise InputError("--steps", f"must be >= 1, got {args.steps}")
+    if args.warmup < 0:
+        raise InputError("--warmup", f"must be >= 0, got {args.warmup}")
     scenario = scenario_dict(args.preset, args.layers, args.seq, args.mbs, args.gbs, args.hardware)
     torch = _require_cuda()
 

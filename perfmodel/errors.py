@@ -17,9 +17,10 @@ _TYPE_MISMATCH = {"string_type", "int_type", "float_type", "bool_type", "dict_ty
 def _is_union_tag(part) -> bool:
     """A location part naming a union member (``str``, ``function-after[_check(), ModelSpec]``),
     not a field: our field names are lower snake_case."""
-    return isinstance(part, str) and (part in {"str", "int", "float", "bool", "dict", "list"}
-                                      or not part.replace("_", "").islower() and not part.isdigit()
-                                      or "[" in part)
+    if not isinstance(part, str) or part.isdigit():
+        return False                       # a list index or a numeric mapping key
+    snake_case = part.replace("_", "").islower()
+    return part in {"str", "int", "float", "bool", "dict", "list"} or not snake_case or "[" in part
 
 
 def _without_unmatched_union_members(errors: list) -> list:
