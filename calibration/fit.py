@@ -223,9 +223,10 @@ def fit_attention(records, peak_flop_per_s: float, default: AttentionEfficiency)
     e_f, e_b, sh, sh_b = unpack(x)
     fitted = AttentionEfficiency(fwd_efficiency_max=float(e_f), bwd_efficiency_max=float(e_b), half_seq=float(sh),
                                  bwd_half_seq=float(sh_b) if n_knees == 2 else None)
-    points = tuple(PointFit("attention", f"{r.op} {_label_shape(r)}", s_, em * peak_flop_per_s,
-                            eo * peak_flop_per_s, "flop_per_s", r.source or "measured")
-                   for r, s_, em, eo in zip(recs, s, eff_meas, model(x)))
+    # One series per pass, so a chart draws the forward and backward curves apart.
+    points = tuple(PointFit(f"attention.{'bwd' if b else 'fwd'}", f"{r.op} {_label_shape(r)}", s_,
+                            em * peak_flop_per_s, eo * peak_flop_per_s, "flop_per_s", r.source or "measured")
+                   for r, b, s_, em, eo in zip(recs, bwd, s, eff_meas, model(x)))
     params = {"fwd_efficiency_max": e_f, "bwd_efficiency_max": e_b, "half_seq": sh}
     if n_knees == 2:
         params["bwd_half_seq"] = sh_b

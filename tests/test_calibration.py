@@ -315,6 +315,11 @@ def test_attention_fit_recovers_each_pass_with_its_own_half_seq():
     assert fitted.half_seq == pytest.approx(370.0, rel=0.1)
     assert fitted.bwd_half_seq == pytest.approx(990.0, rel=0.1)
     assert fitted.backward_half_seq == fitted.bwd_half_seq and "bwd_half_seq" in group.params
+    # each pass is its own chart series, its points labelled with their own op
+    series: dict[str, set[str]] = {}
+    for p in group.points:
+        series.setdefault(p.group, set()).add(p.label.split()[0])
+    assert series == {"attention.fwd": {"sdpa_fwd"}, "attention.bwd": {"sdpa_bwd"}}
 
 
 def test_attention_fit_shares_half_seq_when_a_pass_has_one_length():

@@ -33,7 +33,7 @@ if fit is not None:
     for fam, pts in families.items():
         st.subheader(FAMILY_TITLES.get(fam, fam))
         page.chart(charts.fit_curve(pts, fam))
-        groups = sorted({p["group"] for p in pts})
+        groups = sorted(g for g in fit["params"] if g.split(".")[0] == fam)
         st.caption("; ".join(f"{g}: " + ", ".join(f"{k} {v:.4g}" for k, v in fit["params"][g].items()) for g in groups))
     if fit["left_out"]:
         with st.expander(f"{len(fit['left_out'])} records left out"):
