@@ -64,20 +64,26 @@ def gemm_efficiency(m, n, k, precision: str, eff: Efficiencies, grouped: bool = 
     return saturating_gemm_efficiency(m, n, k, g.efficiency_max, d)
 
 
-def gemm_roofline_s(m, n, k, count, precision: str, hw: HardwareSpec, eff: Efficiencies, grouped: bool = False):
-    """(math time, memory time) of ``count`` identical (m x k) @ (k x n) GEMMs."""
+def gemm_roofline_s(m, n, k, count, precision: str, hw: HardwareSpec, eff: Efficiencies, grouped: bool = False,
+                    fast_accum: bool = False):
+    """(math time, memory time) of ``count`` identical (m x k) @ (k x n) GEMMs. ``fast_accum``:
+    the forward GEMM, which training stacks run with fp8 fast accumulation
+    (``Efficiencies.fp8_fast_accum_speedup``)."""
     flop = 2.0 * m * n * k * count
     bpe = BYTES_PER_ELEMENT[precision]
     bytes_moved = count * bpe * (m * k + k * n + m * n)
-    t_math = flop / (hw.gpu.peak_flop_per_s(precision)
-                     * np.maximum(gemm_efficiency(m, n, k, precision, eff, grouped), 1e-9))
+    rate = hw.gpu.peak_flop_per_s(precision) * np.maximum(gemm_efficiency(m, n, k, precision, eff, grouped), 1e-9)
+    if fast_accum and precision == "fp8":
+        rate = rate * eff.fp8_fast_accum_speedup
+    t_math = flop / rate
     t_mem = bytes_moved / (hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency)
     return t_math, t_mem
 
 
-def gemm_time_s(m, n, k, count, precision: str, hw: HardwareSpec, eff: Efficiencies, grouped: bool = False):
+def gemm_time_s(m, n, k, count, precision: str, hw: HardwareSpec, eff: Efficiencies, grouped: bool = False,
+                fast_accum: bool = False):
     """Time of ``count`` GEMM kernels: per-kernel overhead plus the slower roof."""
-    t_math, t_mem = gemm_roofline_s(m, n, k, count, precision, hw, eff, grouped)
+    t_math, t_mem = gemm_roofline_s(m, n, k, count, precision, hw, eff, grouped, fast_accum)
     return count * eff.kernel_overhead_s + np.maximum(t_math, t_mem)
 
 
@@ -192,7 +198,7 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
         sh = gemm_shape(op, model, layouts, seq_length)
         prec = gemm_precision(op, precision)
         grp = op.expert
-        fwd = gemm_time_s(sh.m, sh.n, sh.k, sh.count, prec, hw, eff, grp)
+        fwd = gemm_time_s(sh.m, sh.n, sh.k, sh.count, prec, hw, eff, grp, fast_accum=True)
         bwd = (gemm_time_s(sh.m, sh.k, sh.n, sh.count, prec, hw, eff, grp)      # input gradient
                + gemm_time_s(sh.k, sh.n, sh.m, sh.count, prec, hw, eff, grp))   # weight gradient
         bpe = BYTES_PER_ELEMENT[prec]
@@ -206,7 +212,7 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
             bwd = bwd + memory_time_s(cast_bwd, hw, eff)
             host_ops = 2
         flop = 2.0 * sh.m * sh.n * sh.k * sh.count
-        t_math, t_mem = gemm_roofline_s(sh.m, sh.n, sh.k, sh.count, prec, hw, eff, grp)
+        t_math, t_mem = gemm_roofline_s(sh.m, sh.n, sh.k, sh.count, prec, hw, eff, grp, fast_accum=True)
         return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, t_mem > t_math, host_ops, extra)
     if op.kind is OpKind.ATTENTION and attention_backend == "unfused":
         fwd, bwd, flop, fwd_bytes = unfused_attention_s(op, layouts, seq_length, hw, eff)

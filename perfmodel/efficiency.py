@@ -90,6 +90,14 @@ class Efficiencies(_Frozen):
     attention: AttentionEfficiency
     memory_efficiency: float = Field(gt=0, le=1)
     """Achieved fraction of HBM bandwidth for streaming (copy/triad) kernels."""
+    fp8_fast_accum_speedup: float = Field(1.0, gt=0)
+    """Rate of an fp8 GEMM with cuBLASLt fast accumulation (``CUBLASLT_MATMUL_DESC_FAST_ACCUM``)
+    over the precise, split-accumulator rate the ``gemm`` fp8 entry describes. Training stacks run
+    the forward GEMM fast and the two backward GEMMs precise: Transformer Engine (fprop without,
+    dgrad and wgrad with the split accumulator), XLA (DEFAULT precision in the forward, HIGHEST in
+    the gradients: openxla/xla PR #6599) and torchao float8 (fast accumulation in the forward only:
+    pytorch/ao issue #2377, which reports 1.1-1.2x). Default 1: not measured, the fp8 entry applies
+    to every pass. Blackwell's block-scaled GEMMs have no such mode, so a measurement there gives 1."""
     kernel_overhead_s: float = Field(ge=0)
     """GPU time every kernel costs beyond its roofline time (ramp-up, prologue/epilogue, tail
     wave): the intercept of time against work in a GEMM sweep of back-to-back kernels."""

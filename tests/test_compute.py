@@ -72,6 +72,24 @@ def test_fp8_gemm_pays_cast_traffic_and_runs_at_fp8_peak():
     assert float(t8.fwd_s[0]) == pytest.approx(gemm + cast)
 
 
+def test_fp8_fast_accumulation_speeds_up_the_forward_gemm_only_by_hand():
+    m = ModelSpec(num_layers=2, hidden_size=8192, num_attention_heads=64, ffn_hidden_size=28672, vocab_size=32000)
+    up = next(op for op in layer_ops(m, LayerKind.DENSE) if op.name == "mlp/up")
+    L = _layouts(mbs=1)
+    precise = H100.efficiency.model_copy(update={"fp8_fast_accum_speedup": 1.0})
+    fast = H100.efficiency.model_copy(update={"fp8_fast_accum_speedup": 1.25})
+    a, b = (op_time(up, m, L, 8192, "fp8", H100, e) for e in (precise, fast))
+    sh = gemm_shape(up, m, L, 8192)
+    flop = 2.0 * sh.m[0] * sh.n[0] * sh.k[0]
+    rate = 1978.9e12 * float(gemm_efficiency(sh.m, sh.n, sh.k, "fp8", precise)[0])
+    # the forward GEMM's math time drops by 1 - 1/1.25; its overhead, the casts and the backward stay
+    assert float(a.fwd_s[0] - b.fwd_s[0]) == pytest.approx(flop / rate * (1 - 1 / 1.25))
+    assert float(b.bwd_s[0]) == pytest.approx(float(a.bwd_s[0]))
+    # 16-bit GEMMs have no such mode
+    assert float(op_time(up, m, L, 8192, "bf16", H100, fast).fwd_s[0]) == pytest.approx(
+        float(op_time(up, m, L, 8192, "bf16", H100, precise).fwd_s[0]))
+
+
 def test_expert_gemm_flops_do_not_depend_on_ep_when_balanced():
     m = ModelSpec(num_layers=2, hidden_size=4096, num_attention_heads=32, num_query_groups=8, ffn_hidden_size=14336,
                   gated_mlp=True, vocab_size=32000,
