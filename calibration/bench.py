@@ -219,16 +219,20 @@ def _gemm(backend, plan: Plan) -> list[Record]:
     shapes = squares + workload_gemm_shapes(plan.gemm_models, plan.gemm_tokens, plan.gemm_tps)
     out = []
     for precision in backend.gemm_precisions():
+        # fp8 twice where the backend can: precise (split) accumulation, which the backward
+        # GEMMs of training stacks use, and fast accumulation, which their forward GEMM uses
+        modes = (False, True) if precision == "fp8" and backend.times_fast_accum else (False,)
         for m, n, k in dict.fromkeys(shapes):
             flop = FLOP_PER_MAC * m * n * k
             if flop > plan.gemm_max_flop:
                 continue
-            made = backend.make_gemm(m, n, k, precision)
-            if made is None:
-                continue
-            fn, impl = made
-            out.append(timed_record(measure(backend, fn, plan), kind="gemm", op="matmul",
-                                    precision=precision, shape=(m, n, k), flop=float(flop), impl=impl))
+            for fast in modes:
+                made = backend.make_gemm(m, n, k, precision, fast_accum=fast)
+                if made is None:
+                    continue
+                fn, impl = made
+                out.append(timed_record(measure(backend, fn, plan), kind="gemm", op="matmul",
+                                        precision=precision, shape=(m, n, k), flop=float(flop), impl=impl))
     return out
 
 
@@ -305,10 +309,13 @@ class NumpyBackend:
     def time_calls(self, fn, inner: int, repeats: int, graph: bool = True) -> tuple[list[float], str]:
         return host_time_calls(fn, inner, repeats), "host"
 
+    times_fast_accum = False
+    """numpy has no fp8 GEMM, so no fast-accumulation variant to time."""
+
     def gemm_precisions(self) -> tuple[str, ...]:
         return ("fp32",) if self.quick else ("fp32", "fp64")
 
-    def make_gemm(self, m, n, k, precision):
+    def make_gemm(self, m, n, k, precision, fast_accum: bool = False):
         dtype = {"fp32": np.float32, "fp64": np.float64}[precision]
         rng = np.random.default_rng(0)
         a, b = rng.standard_normal((m, k), dtype=dtype), rng.standard_normal((k, n), dtype=dtype)

@@ -5,7 +5,8 @@ Only imported when torch is installed (the ``bench`` extra); nothing else needs 
 =================  ========================================================================
 GEMM               ``torch.mm`` (bf16; fp32 on the CPU); fp8 e4m3 through
                    ``torch._scaled_mm`` with unit per-tensor scales where the GPU has fp8
-                   tensor cores (compute capability >= 8.9) and m, n, k are multiples of 16
+                   tensor cores (compute capability >= 8.9) and m, n, k are multiples of 16,
+                   each shape twice: precise accumulation and ``use_fast_accum=True``
 grouped            bf16 expert GEMMs: ``torch._grouped_mm`` (one kernel) where torch has
                    it, and one ``torch.mm`` per expert
 attention          ``scaled_dot_product_attention`` pinned to each CUDA backend in turn:
@@ -38,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .bench import MAX_INNER, Plan, cpu_name, host_time_calls, timed_record, today
-from .results import Metadata, Record
+from .results import FAST_ACCUM_IMPL, Metadata, Record
 
 SWEEP_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 FP8_MIN_CAPABILITY = (8, 9)
@@ -114,7 +115,12 @@ class TorchBackend:
             return ("bf16", "fp8") if self.fp8 else ("bf16",)
         return ("fp32",) if self.quick else ("fp32", "bf16")
 
-    def make_gemm(self, m, n, k, precision):
+    @property
+    def times_fast_accum(self) -> bool:
+        """fp8 GEMMs are timed with and without fast accumulation where there are fp8 cores."""
+        return self.device == "cuda" and self.fp8
+
+    def make_gemm(self, m, n, k, precision, fast_accum: bool = False):
         import torch
 
         if precision == "fp8":
@@ -123,8 +129,9 @@ class TorchBackend:
             a = torch.randn(m, k, device=self.device).to(torch.float8_e4m3fn)
             b = torch.randn(n, k, device=self.device).to(torch.float8_e4m3fn).t()   # column-major
             one = torch.ones((), device=self.device, dtype=torch.float32)
-            return (lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16),
-                    "torch._scaled_mm")
+            return (lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
+                                             use_fast_accum=fast_accum),
+                    FAST_ACCUM_IMPL if fast_accum else "torch._scaled_mm")
         dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[precision]
         a = torch.randn(m, k, device=self.device, dtype=dtype)
         b = torch.randn(k, n, device=self.device, dtype=dtype)

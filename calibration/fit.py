@@ -39,7 +39,7 @@ from perfmodel.hardware import HardwareSpec
 
 from .profile import Profile, apply_profile, load_profile, write_profile  # noqa: F401  (re-export)
 from .regimes import envelope_s, fit_regimes
-from .results import Record, Results, bus_factor
+from .results import FAST_ACCUM_IMPL, Record, Results, bus_factor
 
 STREAM_OPS = ("copy", "mul", "scale", "add", "triad")
 """STREAM kernels that read and write (Dot only reads, so it is left out)."""
@@ -117,6 +117,8 @@ def _label_shape(r: Record) -> str:
 
 
 # ------------------------------------------------------------------------------------ GEMM
+DEFAULT_SOURCES = {"fp8_fast_accum_speedup": "1, not measured: the fp8 GEMM efficiency applies to every pass"}
+"""Sources of efficiency fields that hardware specs leave at the model's default."""
 MIN_SHAPES_FOR_KERNEL_OVERHEAD = 4
 """The per-kernel intercept is fitted only from sweeps with at least this many shapes (with
 three parameters, fewer points would be interpolated, not fitted)."""
@@ -183,6 +185,22 @@ def fit_grouped_gemm(records, spec: HardwareSpec, eff: Efficiencies):
     points = tuple(PointFit("grouped_gemm", f"{r.groups}x{_label_shape(r)}", r.flop, r.median_s, float(tm), "time_s",
                             r.source or "measured") for r, tm in zip(recs, model(d)))
     return d, GroupFit("grouped_gemm", {"grouped_gemm_half_dim": d}, points, _sources(recs))
+
+
+def fit_fast_accum(fast, precise):
+    """``fp8_fast_accum_speedup``: the median, over shapes timed both ways and of at least one
+    GFLOP (all shared shapes where none is), of precise time / fast-accumulation time. None
+    (and no group) where no shape was timed both ways."""
+    by_shape = {r.shape: r for r in precise if r.shape and r.median_s}
+    pairs = [(r, by_shape[r.shape]) for r in fast if r.shape in by_shape and r.median_s]
+    if not pairs:
+        return None, None
+    large = [(f, p) for f, p in pairs if (f.flop or 0) >= ONE_GFLOP] or pairs
+    speedup = float(np.median([p.median_s / f.median_s for f, p in large]))
+    points = tuple(PointFit("gemm_fast_accum.fp8", _label_shape(f), f.flop, f.median_s, p.median_s / speedup,
+                            "time_s", f.source or "measured", in_fit=(f, p) in large) for f, p in pairs)
+    return speedup, GroupFit("gemm_fast_accum.fp8", {"fp8_fast_accum_speedup": speedup}, points,
+                             _sources([f for f, _ in pairs]))
 
 
 # ------------------------------------------------------------------------------- attention
@@ -302,8 +320,10 @@ def _fit_kernels(by_kind, spec: HardwareSpec, peak, sources, notes, groups):
     d = spec.efficiency
     gemm, by_prec = dict(d.gemm), defaultdict(list)
     kernel_overhead, t0_points = d.kernel_overhead_s, 0
+    fast = [r for r in by_kind["gemm"] if r.impl == FAST_ACCUM_IMPL]
     for r in by_kind["gemm"]:
-        by_prec[r.precision].append(r)
+        if r.impl != FAST_ACCUM_IMPL:
+            by_prec[r.precision].append(r)
     for p, recs in sorted(by_prec.items()):
         if peak(p) is None:
             notes[f"gemm.{p}"] = f"not fitted: {spec.id} has no dense {p} peak (give --peak-tflops {p}=...)"
@@ -315,6 +335,16 @@ def _fit_kernels(by_kind, spec: HardwareSpec, peak, sources, notes, groups):
             if t0 is not None and len(g.fitted_points) > t0_points:   # the largest sweep sets t0
                 kernel_overhead, t0_points = t0, len(g.fitted_points)
                 sources["kernel_overhead_s"] = f"intercept of the {p} GEMM sweep: " + _data(g)
+    fast_accum = d.fp8_fast_accum_speedup
+    if fast:
+        speedup, g = fit_fast_accum(fast, by_prec.get("fp8", []))
+        if g is None:
+            notes["fp8_fast_accum_speedup"] = "not fitted: no fp8 shape timed with both accumulations"
+        else:
+            fast_accum = speedup
+            groups.append(g)
+            sources["fp8_fast_accum_speedup"] = ("median over shapes >= 1 GFLOP of the precise fp8 time over the "
+                                                 "fast-accumulation time, same shapes; " + _data(g))
     attention, memory_eff, launch = d.attention, d.memory_efficiency, d.launch_overhead_s
     att = by_kind["attention"]
     causal_only = any(r.causal for r in att) and any(r.causal is False for r in att)
@@ -343,7 +373,7 @@ def _fit_kernels(by_kind, spec: HardwareSpec, peak, sources, notes, groups):
         groups.append(g)
         sources["host_op_overhead_s"] = _data(g) + " (one eager framework op on one element: a lower bound)"
     out = {"gemm": gemm, "attention": attention, "memory_efficiency": memory_eff, "launch_overhead_s": launch,
-           "host_op_overhead_s": host_op, "kernel_overhead_s": kernel_overhead}
+           "host_op_overhead_s": host_op, "kernel_overhead_s": kernel_overhead, "fp8_fast_accum_speedup": fast_accum}
     if by_kind["grouped"] and spec.gpu.supports("bf16"):
         out["grouped_gemm_half_dim"], g = fit_grouped_gemm(by_kind["grouped"], spec, d.model_copy(update=out))
         groups.append(g)
@@ -383,7 +413,7 @@ def _fit_collectives(records, spec: HardwareSpec, min_bytes, max_regimes, tolera
     return out
 
 
-SKIP_KEYS = {"gemm": ("gemm", "kernel_overhead_s"), "grouped": ("grouped_gemm_half_dim",),
+SKIP_KEYS = {"gemm": ("gemm", "kernel_overhead_s", "fp8_fast_accum_speedup"), "grouped": ("grouped_gemm_half_dim",),
              "attention": ("attention",), "hbm": ("memory_efficiency",), "launch": ("launch_overhead_s",),
              "collective": ("scale_up_bus_efficiency",)}
 SKIPPABLE = tuple(SKIP_KEYS)
@@ -441,14 +471,15 @@ def fit_efficiencies(results: list[Results], spec: HardwareSpec, peaks_flop_per_
     values.update(_fit_collectives(by_kind["collective"], spec, min_collective_bytes, max_regimes, tolerance,
                                    sources, notes, groups))
     for key in ("gemm", "attention", "memory_efficiency", "kernel_overhead_s", "launch_overhead_s", "scale_up_bus_efficiency",
-                "scale_out_bus_efficiency", "scale_up_latency_s", "scale_out_latency_s"):
+                "scale_out_bus_efficiency", "scale_up_latency_s", "scale_out_latency_s", "fp8_fast_accum_speedup"):
         why = notes.pop(key, missing_reason)
         if key == "gemm" and any(k.startswith("gemm.") for k in sources):
             status = ", ".join(f"{p} {'fitted' if f'gemm.{p}' in sources else 'spec default'}"
                                for p in sorted(values["gemm"]))
             sources[key] = f"per precision: {status}; spec default source: {d.sources.get('gemm', '')}"
         elif key not in sources:
-            sources[key] = f"spec default ({spec.id}): {d.sources.get(key, 'no source given')} [{why}]"
+            given = d.sources.get(key) or DEFAULT_SOURCES.get(key, "no source given")
+            sources[key] = f"spec default ({spec.id}): {given} [{why}]"
     if "grouped" in skip:
         key = "grouped_gemm_half_dim"
         sources[key] = f"spec default ({spec.id}): {d.sources.get(key, 'no source given')} [{notes.pop(key)}]"

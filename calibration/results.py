@@ -44,6 +44,9 @@ Kind = Literal["gemm", "attention", "hbm", "elementwise", "launch", "h2d", "coll
 COLLECTIVE_OPS = tuple(c.value for c in comm.Collective)
 MEMORY_KINDS = ("hbm", "elementwise", "h2d")
 SHAPE_LENGTH = {"gemm": 3, "attention": 4}
+FAST_ACCUM_IMPL = "torch._scaled_mm fast_accum"
+"""``impl`` of fp8 GEMM records timed with cuBLASLt fast accumulation (``use_fast_accum=True``);
+the plain ``torch._scaled_mm`` records accumulate precisely."""
 
 
 def bus_factor(op: str, num_gpus: int) -> float:

@@ -21,7 +21,7 @@ from calibration.parsers import load_any, parse_microbenchmarks, parse_nccl_test
 from calibration.profile import apply_profile
 from calibration.published import PUBLISHED_HARDWARE, borrowed_gemm, default_data_path, fit_published
 from calibration.regimes import fit_regimes
-from calibration.results import Record, Results, bus_factor, load_results
+from calibration.results import FAST_ACCUM_IMPL, Record, Results, bus_factor, load_results
 from perfmodel.efficiency import AttentionEfficiency, GemmEfficiency
 from perfmodel.errors import InputError
 from perfmodel.hardware import load_hardware
@@ -291,6 +291,30 @@ def test_skipped_groups_keep_spec_values_and_say_why():
     assert "--skip gemm" in eff.sources["gemm"] and "--skip gemm" in eff.sources["kernel_overhead_s"]
     with pytest.raises(InputError, match="--skip: unknown group 'gemms'"):
         fit_efficiencies([res], spec, skip=("gemms",))
+
+
+def _fp8_records(sizes, eff, impl):
+    return [Record(kind="gemm", op="matmul", precision="fp8", shape=(s, s, s), flop=2.0 * s**3, impl=impl,
+                   median_s=2.0 * s**3 / (1978.9e12 * eff)) for s in sizes]
+
+
+def test_fast_accumulation_speedup_is_the_median_ratio_of_the_same_shapes():
+    spec = load_hardware("h100-sxm")
+    sizes = (512, 2048, 4096, 8192, 16384)
+    precise = _fp8_records(sizes, 0.60, "torch._scaled_mm")
+    # 1.15x on every shape of >= 1 GFLOP; the 512^3 call (0.27 GFLOP) is no faster and not counted
+    fast = _fp8_records(sizes[1:], 0.60 * 1.15, FAST_ACCUM_IMPL) + _fp8_records(sizes[:1], 0.60, FAST_ACCUM_IMPL)
+    res = Results(metadata={"device": "x", "backend": "test", "date": "d"}, records=tuple(precise + fast))
+    cal = fit_efficiencies([res], spec)
+    assert cal.efficiencies.fp8_fast_accum_speedup == pytest.approx(1.15)
+    # the fp8 GEMM fit sees only the precise records: the shared efficiency of the sweep
+    assert cal.efficiencies.gemm["fp8"].efficiency_max == pytest.approx(0.60, rel=0.05)
+    group = next(g for g in cal.groups if g.group == "gemm_fast_accum.fp8")
+    assert sum(p.in_fit for p in group.points) == 4 and "median over shapes" in cal.efficiencies.sources[
+        "fp8_fast_accum_speedup"]
+    # without fast-accumulation records the model's default stays, and says so
+    alone = fit_efficiencies([Results(metadata=res.metadata, records=tuple(precise))], spec).efficiencies
+    assert alone.fp8_fast_accum_speedup == 1.0 and "not measured" in alone.sources["fp8_fast_accum_speedup"].lower()
 
 
 def _attention_records(e_f, e_b, half_f, half_b, fwd_lengths, bwd_lengths, peak=989e12):

@@ -170,6 +170,7 @@ def scaling(rows: list[dict], y: str, title: str, scale: float = 1.0, y_format: 
 
 FIT_AXES = {
     "gemm": ("GEMM work (FLOP per call)", "achieved (TFLOP/s)"),
+    "gemm_fast_accum": ("GEMM work (FLOP per call)", "achieved (TFLOP/s)"),
     "attention": ("sequence length (tokens)", "achieved (TFLOP/s)"),
     "memory": ("STREAM kernel", "achieved bandwidth (GB/s)"),
     "collective": ("message size (bytes)", "time per call (us)"),

@@ -8,8 +8,8 @@ from appkit import cached, charts, page
 from calibration.published import PUBLISHED_HARDWARE
 from perfmodel import fmt
 
-FAMILY_TITLES = {"gemm": "GEMMs", "grouped_gemm": "Expert (grouped) GEMMs", "attention": "Attention kernels",
-                 "memory": "HBM streaming", "collective": "Collectives", "launch": "Kernel launch",
+FAMILY_TITLES = {"gemm": "GEMMs", "gemm_fast_accum": "fp8 GEMMs with fast accumulation (the forward pass)",
+                 "grouped_gemm": "Expert (grouped) GEMMs", "attention": "Attention kernels", "memory": "HBM streaming", "collective": "Collectives", "launch": "Kernel launch",
                  "host_op": "Eager framework op"}
 
 st.title("Calibration and validation")
