@@ -302,15 +302,14 @@ class NumpyBackend:
     name: str = "numpy"
     device_kind: str = "cpu"
     elementwise_ops: tuple[str, ...] = ("add", "mul")
+    times_fast_accum = False
+    """numpy has no fp8 GEMM, so no fast-accumulation variant to time."""
 
     def sync(self) -> None:
         pass
 
     def time_calls(self, fn, inner: int, repeats: int, graph: bool = True) -> tuple[list[float], str]:
         return host_time_calls(fn, inner, repeats), "host"
-
-    times_fast_accum = False
-    """numpy has no fp8 GEMM, so no fast-accumulation variant to time."""
 
     def gemm_precisions(self) -> tuple[str, ...]:
         return ("fp32",) if self.quick else ("fp32", "fp64")
