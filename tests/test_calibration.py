@@ -86,6 +86,30 @@ def test_torch_cpu_backend_runs_when_installed():
     assert any(r.op == "sdpa_bwd" for r in res.records)
 
 
+def test_fp8_gemms_are_timed_with_both_accumulations_where_the_backend_can():
+    import dataclasses
+
+    from calibration.bench import NumpyBackend, _gemm
+
+    @dataclasses.dataclass(frozen=True)
+    class Fp8Backend(NumpyBackend):        # numpy stands in for the fp8 kernels
+        times_fast_accum = True
+
+        def gemm_precisions(self):
+            return ("fp8",)
+
+        def make_gemm(self, m, n, k, precision, fast_accum=False):
+            fn, _ = NumpyBackend.make_gemm(self, m, n, k, "fp32")
+            return fn, FAST_ACCUM_IMPL if fast_accum else "torch._scaled_mm"
+
+    plan = dataclasses.replace(plan_for("cpu", quick=True), gemm_squares=(32, 64), gemm_models=(), repeats=2,
+                               warmup=0, target_sample_s=1e-4)
+    recs = _gemm(Fp8Backend(), plan)
+    assert sorted((r.shape, r.impl) for r in recs) == sorted(
+        ((s, s, s), impl) for s in (32, 64) for impl in ("torch._scaled_mm", FAST_ACCUM_IMPL))
+    assert len(_gemm(NumpyBackend(), plan)) == 2     # no fp8: each shape once
+
+
 # ---------------------------------------------------------------------------- parsers
 def test_nccl_sample_parses_sizes_and_busbw():
     res = load_any(NCCL_SAMPLE)
