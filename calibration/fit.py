@@ -117,8 +117,6 @@ def _label_shape(r: Record) -> str:
 
 
 # ------------------------------------------------------------------------------------ GEMM
-DEFAULT_SOURCES = {"fp8_fast_accum_speedup": "1, not measured: the fp8 GEMM efficiency applies to every pass"}
-"""Sources of efficiency fields that hardware specs leave at the model's default."""
 MIN_SHAPES_FOR_KERNEL_OVERHEAD = 4
 """The per-kernel intercept is fitted only from sweeps with at least this many shapes (with
 three parameters, fewer points would be interpolated, not fitted)."""
@@ -478,8 +476,7 @@ def fit_efficiencies(results: list[Results], spec: HardwareSpec, peaks_flop_per_
                                for p in sorted(values["gemm"]))
             sources[key] = f"per precision: {status}; spec default source: {d.sources.get('gemm', '')}"
         elif key not in sources:
-            given = d.sources.get(key) or DEFAULT_SOURCES.get(key, "no source given")
-            sources[key] = f"spec default ({spec.id}): {given} [{why}]"
+            sources[key] = f"spec default ({spec.id}): {d.sources.get(key, 'no source given')} [{why}]"
     if "grouped" in skip:
         key = "grouped_gemm_half_dim"
         sources[key] = f"spec default ({spec.id}): {d.sources.get(key, 'no source given')} [{notes.pop(key)}]"

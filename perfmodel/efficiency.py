@@ -97,7 +97,8 @@ class Efficiencies(_Frozen):
     dgrad and wgrad with the split accumulator), XLA (DEFAULT precision in the forward, HIGHEST in
     the gradients: openxla/xla PR #6599) and torchao float8 (fast accumulation in the forward only:
     pytorch/ao issue #2377, which reports 1.1-1.2x). Default 1: not measured, the fp8 entry applies
-    to every pass. Blackwell's block-scaled GEMMs have no such mode, so a measurement there gives 1."""
+    to every pass. On Blackwell cuBLASLt has no such mode (Transformer Engine PR #2748 review), so a
+    measurement there should give 1."""
     kernel_overhead_s: float = Field(ge=0)
     """GPU time every kernel costs beyond its roofline time (ramp-up, prologue/epilogue, tail
     wave): the intercept of time against work in a GEMM sweep of back-to-back kernels."""

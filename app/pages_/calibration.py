@@ -9,7 +9,8 @@ from calibration.published import PUBLISHED_HARDWARE
 from perfmodel import fmt
 
 FAMILY_TITLES = {"gemm": "GEMMs", "gemm_fast_accum": "fp8 GEMMs with fast accumulation (the forward pass)",
-                 "grouped_gemm": "Expert (grouped) GEMMs", "attention": "Attention kernels", "memory": "HBM streaming", "collective": "Collectives", "launch": "Kernel launch",
+                 "grouped_gemm": "Expert (grouped) GEMMs", "attention": "Attention kernels",
+                 "memory": "HBM streaming", "collective": "Collectives", "launch": "Kernel launch",
                  "host_op": "Eager framework op"}
 
 st.title("Calibration and validation")
