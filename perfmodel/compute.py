@@ -11,7 +11,9 @@ t_op           max(F / (P_prec * eff), bytes / B_hbm)   (Williams et al. 2009, r
 
 Backward GEMMs are the input-gradient (m x k, reduce n) and weight-gradient (k x n, reduce
 m) products: twice the forward work, each at its own shape's efficiency. Flash attention is
-its own class: forward F = 2*a*(d_qk+d_v)*s_kv*T with s_kv = s/2 under the causal mask,
+its own class: forward F = 2*a*(d_qk+d_v)*s_kv*T with s_kv = s/2 under the causal mask
+(w - w^2/(2s) in sliding-window layers of w < s keys, whose kernels run at the efficiency of a
+w-token sequence),
 backward 2.5 F executed (it recomputes the attention probabilities; Dao 2023, FlashAttention-2
 sec. 3.1.2, and its benchmark convention), at the 16-bit peak. With fp8/fp4 the transformer
 GEMMs run at that peak; the output layer, router and attention stay 16-bit (Transformer
@@ -36,7 +38,7 @@ from .efficiency import Efficiencies, saturating_attention_efficiency, saturatin
 from .hardware import HardwareSpec
 from .layout import Layouts
 from .model import ModelSpec
-from .workload import Op, OpKind, TpSplit
+from .workload import Op, OpKind, TpSplit, attention_fwd_flop_per_token, attention_layer_mix
 
 ATTENTION_BWD_OVER_FWD_EXECUTED = 2.5
 """Flash-attention backward executes 2.5x the forward FLOPs (5 matmuls vs 2; Dao 2023)."""
@@ -219,14 +221,21 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
         bound = memory_time_s(fwd_bytes, hw, eff, kernels=0) > flop / hw.gpu.peak_flop_per_s("bf16")
         return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, bound, 3, np.zeros_like(fwd))
     if op.kind is OpKind.ATTENTION:
-        s_kv = seq_length / 2 if causal else seq_length
-        heads = op.attn_heads / layouts.tp
-        flop = 2.0 * heads * (op.attn_qk_dim + op.attn_v_dim) * s_kv * T
         peak = hw.gpu.peak_flop_per_s("bf16")
         s_local = seq_length / layouts.cp
-        fwd = eff.kernel_overhead_s + flop / (peak * attention_efficiency(s_local, eff))
-        bwd = eff.kernel_overhead_s + (ATTENTION_BWD_OVER_FWD_EXECUTED * flop
-                                       / (peak * attention_efficiency(s_local, eff, backward=True)))
+        tokens_x_heads = T / layouts.tp
+        flop = fwd = bwd = 0.0
+        # Full-attention and windowed layers (the op is their average): a windowed kernel's
+        # loop over keys is at most w long, so it runs at the efficiency of a w-token sequence.
+        for share, window in attention_layer_mix(op):
+            f = share * attention_fwd_flop_per_token(op, seq_length, causal, window) * tokens_x_heads
+            s_kernel = s_local if window is None else np.minimum(s_local, window)
+            flop = flop + f
+            fwd = fwd + f / (peak * attention_efficiency(s_kernel, eff))
+            bwd = bwd + ATTENTION_BWD_OVER_FWD_EXECUTED * f / (peak * attention_efficiency(s_kernel, eff, backward=True))
+        fwd = eff.kernel_overhead_s + fwd
+        bwd = eff.kernel_overhead_s + bwd
+        heads = op.attn_heads / layouts.tp
         # Reads Q, K, V and writes O once (flash attention never materialises s x s).
         fwd_bytes = 2.0 * T * heads * (2 * op.attn_qk_dim + 2 * op.attn_v_dim)
         return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, np.zeros_like(fwd, dtype=bool), 1, np.zeros_like(fwd))

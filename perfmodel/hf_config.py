@@ -26,6 +26,10 @@ gpt_neox                          num_hidden_layers, hidden_size, num_attention_
                                   intermediate_size, vocab_size, tie_word_embeddings?
 ================================  ==================================================================
 
+Sliding-window attention (llama-like, Mixtral-like and Qwen-MoE families): ``layer_types``?,
+``sliding_window``?, ``use_sliding_window``? and ``max_window_layers``? (Qwen), read as
+``_window_fields`` describes; a pattern other than "every n-th layer full" is refused.
+
 ``?`` marks a key that may be absent; it then takes the default of the matching
 ``transformers`` configuration class (``tie_word_embeddings``: true for gpt2, false for the
 others; ``n_inner``: 4 x ``n_embd``; ``head_dim``: hidden / heads). Anything this importer
@@ -221,7 +225,54 @@ def _gpt2(cfg: dict) -> dict:
     )
 
 
+def _window_from_layer_types(cfg: dict, num_layers: int) -> dict:
+    types = cfg["layer_types"]
+    known = ("sliding_attention", "full_attention")
+    if not isinstance(types, list) or len(types) != num_layers or any(x not in known for x in types):
+        raise _fail(f"key 'layer_types' must list {num_layers} entries of {' or '.join(known)}, got {types!r}")
+    if "sliding_attention" not in types:
+        return {}
+    full = [i + 1 for i, x in enumerate(types) if x == "full_attention"]
+    every = full[0] if full else None
+    if full and full != list(range(every, num_layers + 1, every)):
+        raise _fail(f"key 'layer_types' keeps full attention in layers {full} (counted from 1): only "
+                    "every n-th layer can be full (full_attention_every)")
+    return dict(attention_window=_int(cfg, "sliding_window"), full_attention_every=every)
+
+
+def _window_fields(cfg: dict, num_layers: int) -> dict:
+    """Sliding-window attention -> ``attention_window`` and ``full_attention_every``.
+
+    transformers writes the per-layer pattern as ``layer_types`` (sliding_attention or
+    full_attention); without it: Mistral and Mixtral window every layer when ``sliding_window``
+    is set; Qwen windows layers from ``max_window_layers`` on when ``use_sliding_window`` is
+    true; GPT-OSS alternates, windowed first (GptOssConfig)."""
+    model_type = cfg["model_type"]
+    if cfg.get("layer_types") is not None:
+        return _window_from_layer_types(cfg, num_layers)
+    if model_type == "gpt_oss":
+        return dict(attention_window=_int(cfg, "sliding_window"), full_attention_every=2)
+    if model_type in ("mistral", "mixtral"):
+        return dict(attention_window=_int(cfg, "sliding_window", None))
+    if model_type in ("qwen2", "qwen3") + _QWEN_MOE and _bool(cfg, "use_sliding_window", False):
+        first = _int(cfg, "max_window_layers", num_layers, allow_zero=True)
+        if first >= num_layers:
+            return {}
+        if first > 0:
+            raise _fail(f"key 'max_window_layers' is {first}: full attention in the first layers and "
+                        "windows after them is not representable (only every n-th layer full)")
+        return dict(attention_window=_int(cfg, "sliding_window"))
+    return {}
+
+
 def _fields(cfg: dict) -> dict:
+    fields = _shape_fields(cfg)
+    if cfg["model_type"] in _GATED + _MIXTRAL_LIKE + _QWEN_MOE:
+        fields.update(_window_fields(cfg, fields["num_layers"]))
+    return fields
+
+
+def _shape_fields(cfg: dict) -> dict:
     model_type = cfg["model_type"]
     if model_type in _GATED:
         return _dense_fields(cfg, gated=True)

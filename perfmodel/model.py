@@ -82,6 +82,13 @@ class ModelSpec(_Frozen):
     """Mixture of experts, if used."""
     mtp_layers: int = Field(0, ge=0)
     """Multi-token-prediction layers (DeepSeek-V3 uses 1)."""
+    attention_window: PositiveInt | None = None
+    """Sliding-window attention: a query attends to at most this many of the latest tokens,
+    itself included (Beltagy et al. 2020; Mistral 7B, Jiang et al. 2023); null = full causal
+    attention in every layer."""
+    full_attention_every: PositiveInt | None = None
+    """With ``attention_window``: layers n, 2n, 3n, ... (counted from 1) keep full attention
+    (GPT-OSS: 2, Gemma 3: 6); null = every layer uses the window."""
 
     @model_validator(mode="after")
     def _check(self) -> "ModelSpec":
@@ -96,6 +103,11 @@ class ModelSpec(_Frozen):
                 f"hidden_size({self.hidden_size}) is not divisible by "
                 f"num_attention_heads({a}); give head_dim explicitly"
             )
+        if self.full_attention_every is not None and self.attention_window is None:
+            raise ValueError("full_attention_every is set but attention_window is not; "
+                             "give the window width or drop full_attention_every")
+        if self.full_attention_every == 1:
+            raise ValueError("full_attention_every(1) leaves no windowed layer; drop attention_window")
         if self.moe is not None and self.moe.num_dense_layers > self.num_layers:
             raise ValueError(
                 f"moe.num_dense_layers({self.moe.num_dense_layers}) exceeds "
@@ -111,6 +123,14 @@ class ModelSpec(_Frozen):
     @property
     def attn_head_dim(self) -> int:
         return self.head_dim or self.hidden_size // self.num_attention_heads
+
+    @property
+    def num_windowed_layers(self) -> int:
+        """Layers whose attention uses the sliding window (all but every n-th one)."""
+        if self.attention_window is None:
+            return 0
+        n = self.full_attention_every
+        return self.num_layers - (self.num_layers // n if n else 0)
 
     @property
     def num_moe_layers(self) -> int:

@@ -22,6 +22,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+import numpy as np
+
 from .model import ModelSpec
 
 FLOP_PER_MAC = 2
@@ -83,6 +85,11 @@ class Op:
     attn_heads: int = 0
     attn_qk_dim: int = 0
     attn_v_dim: int = 0
+    attn_window: int | None = None
+    """ATTENTION: sliding-window width of the windowed layers (None = full attention)."""
+    attn_window_share: float = 0.0
+    """ATTENTION: share of the model's layers that use the window; the op stands for the
+    average layer (GPT-OSS alternates windowed and full layers)."""
 
     @property
     def params(self) -> int:
@@ -102,6 +109,10 @@ FP32_BYTES = 4
 """Bytes per fp32 element (eager PyTorch upcasts norms and rotary embeddings to fp32)."""
 
 
+def _window(m: ModelSpec) -> dict:
+    return dict(attn_window=m.attention_window, attn_window_share=m.num_windowed_layers / m.num_layers)
+
+
 def _attention_ops(m: ModelSpec) -> list[Op]:
     h, a, g = m.hidden_size, m.num_attention_heads, m.kv_heads
     if m.mla is not None:
@@ -117,14 +128,15 @@ def _attention_ops(m: ModelSpec) -> list[Op]:
             Op("attention/kv_down", OpKind.GEMM, k=h, n=x.kv_lora_rank + x.qk_rope_head_dim),
             Op("attention/kv_up", OpKind.GEMM, k=x.kv_lora_rank,
                n=a * (x.qk_nope_head_dim + x.v_head_dim), tp_split=TpSplit.COLUMN),
-            Op("attention/core", OpKind.ATTENTION, attn_heads=a, attn_qk_dim=qk, attn_v_dim=x.v_head_dim),
+            Op("attention/core", OpKind.ATTENTION, attn_heads=a, attn_qk_dim=qk, attn_v_dim=x.v_head_dim,
+               **_window(m)),
             Op("attention/out", OpKind.GEMM, k=a * x.v_head_dim, n=h, tp_split=TpSplit.ROW),
         ]
         return ops
     d = m.attn_head_dim
     return [
         Op("attention/qkv", OpKind.GEMM, k=h, n=(a + 2 * g) * d, tp_split=TpSplit.COLUMN),
-        Op("attention/core", OpKind.ATTENTION, attn_heads=a, attn_qk_dim=d, attn_v_dim=d),
+        Op("attention/core", OpKind.ATTENTION, attn_heads=a, attn_qk_dim=d, attn_v_dim=d, **_window(m)),
         Op("attention/out", OpKind.GEMM, k=a * d, n=h, tp_split=TpSplit.ROW),
     ]
 
@@ -362,14 +374,40 @@ def param_count(m: ModelSpec) -> ParamCount:
 
 
 # --------------------------------------------------------------------------------------- FLOPs
-def attention_fwd_flop_per_token(op: Op, seq_length: int, causal: bool) -> float:
-    """Attention core forward FLOPs per query token: 2 matmuls of 2*a*d*s_kv each.
+def mean_keys_per_query(seq_length, causal: bool, window: int | None = None):
+    """Keys one query attends to, averaged over the sequence (s_kv).
 
-    ``causal`` counts the average keys a query sees, s/2 (Megatron-Bridge >= 25.09);
-    otherwise the full s (Megatron-LM 2021 eq. 3, NeMo <= 25.07).
+    Full attention: s/2 under the causal mask (Megatron-Bridge >= 25.09), s without it
+    (Megatron-LM 2021 eq. 3, NeMo <= 25.07). A sliding window of w < s keys: query x sees
+    min(x, w) keys, so the mean is (w^2/2 + (s - w) w) / s = w - w^2 / (2 s) under the mask
+    (equal to s/2 at w = s), and w without it.
     """
-    s_kv = seq_length / 2 if causal else seq_length
-    return FLOP_PER_MAC * op.attn_heads * (op.attn_qk_dim + op.attn_v_dim) * s_kv
+    s = np.asarray(seq_length, dtype=float)
+    full = s / 2 if causal else s
+    if window is None:
+        return full
+    w = float(window)
+    return np.where(w >= s, full, w - w * w / (2 * s) if causal else w)
+
+
+def attention_layer_mix(op: Op) -> tuple[tuple[float, int | None], ...]:
+    """(share of layers, window) of the full-attention and the windowed layers an op stands for."""
+    if op.attn_window is None or op.attn_window_share == 0:
+        return ((1.0, None),)
+    return ((1.0 - op.attn_window_share, None), (op.attn_window_share, op.attn_window))
+
+
+def attention_fwd_flop_per_token(op: Op, seq_length, causal: bool, window: int | None = None):
+    """Attention core forward FLOPs per query token of one layer class: 2 matmuls of
+    2*a*d*s_kv each (s_kv: ``mean_keys_per_query``)."""
+    return (FLOP_PER_MAC * op.attn_heads * (op.attn_qk_dim + op.attn_v_dim)
+            * mean_keys_per_query(seq_length, causal, window))
+
+
+def mean_attention_fwd_flop_per_token(op: Op, seq_length, causal: bool) -> float:
+    """``attention_fwd_flop_per_token`` averaged over the full and windowed layers."""
+    return float(sum(share * attention_fwd_flop_per_token(op, seq_length, causal, w)
+                     for share, w in attention_layer_mix(op)))
 
 
 def layer_fwd_flop_per_token(m: ModelSpec, kind: LayerKind, seq_length: int, causal: bool) -> float:
@@ -378,7 +416,7 @@ def layer_fwd_flop_per_token(m: ModelSpec, kind: LayerKind, seq_length: int, cau
         if op.kind is OpKind.GEMM:
             total += op.fwd_flop_per_token
         elif op.kind is OpKind.ATTENTION:
-            total += attention_fwd_flop_per_token(op, seq_length, causal)
+            total += mean_attention_fwd_flop_per_token(op, seq_length, causal)
     return total
 
 

@@ -203,3 +203,23 @@ def test_backward_attention_uses_its_own_half_seq_by_hand():
     t0 = shared.kernel_overhead_s
     ratio = (float(t_apart.bwd_s[0]) - t0) / (float(t_shared.bwd_s[0]) - t0)
     assert ratio == pytest.approx((s / (s + 370.0)) / (s / (s + 990.0)))
+
+
+def test_sliding_window_attention_time_by_hand():
+    """Half the layers windowed at w = 512 of s = 4096: the op's forward is the full layers'
+    share at eff(s) plus the windowed layers' share, w - w^2/(2s) = 480 keys, at eff(w)."""
+    m = ModelSpec(num_layers=4, hidden_size=4096, num_attention_heads=32, ffn_hidden_size=16384, vocab_size=32000,
+                  attention_window=512, full_attention_every=2)
+    core = next(op for op in layer_ops(m, LayerKind.DENSE) if op.kind is OpKind.ATTENTION)
+    s, eff = 4096, H100.efficiency.model_copy(update={"attention": H100.efficiency.attention.model_copy(
+        update={"fwd_efficiency_max": 0.35, "bwd_efficiency_max": 0.33, "half_seq": 370.0, "bwd_half_seq": 990.0})})
+    t = op_time(core, m, _layouts(), s, "bf16", H100, eff, causal=True)
+    per_key = 2 * 2 * 32 * 128 * s            # FLOPs per attended key, whole sequence
+    full, windowed = 0.5 * per_key * (s / 2), 0.5 * per_key * 480
+    peak = 989.4e12
+    fwd = full / (peak * 0.35 * s / (s + 370)) + windowed / (peak * 0.35 * 512 / (512 + 370))
+    bwd = ATTENTION_BWD_OVER_FWD_EXECUTED * (full / (peak * 0.33 * s / (s + 990))
+                                             + windowed / (peak * 0.33 * 512 / (512 + 990)))
+    assert float(t.fwd_flop[0]) == pytest.approx(full + windowed)
+    assert float(t.fwd_s[0]) == pytest.approx(eff.kernel_overhead_s + fwd)
+    assert float(t.bwd_s[0]) == pytest.approx(eff.kernel_overhead_s + bwd)

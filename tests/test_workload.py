@@ -176,17 +176,72 @@ def _attention_dims(m: ModelSpec) -> tuple[int, int, int]:
     return m.num_attention_heads, d, d
 
 
+def _keys_per_query(m: ModelSpec, s: int, causal: bool) -> float:
+    """Mean keys a query attends to, averaged over the layers, written out by hand: s/2 (causal)
+    or s; a windowed layer (w < s) sees min(x, w) keys at position x, on average w - w^2/(2s)
+    causal, w otherwise."""
+    full = s / 2 if causal else s
+    if m.attention_window is None:
+        return full
+    w = m.attention_window
+    windowed = full if w >= s else (w - w * w / (2 * s) if causal else w)
+    n_full = m.num_layers // m.full_attention_every if m.full_attention_every else 0
+    share = (m.num_layers - n_full) / m.num_layers
+    return (1 - share) * full + share * windowed
+
+
 @pytest.mark.parametrize("model", list_presets())
 def test_causal_is_half_the_attention_core(model):
     """full - causal = the attention core's s/2 per query, over every layer incl. MTP:
-    3 (fwd+bwd) x 2 FLOP/MAC x a (d_qk + d_v) x s/2 per layer."""
+    3 (fwd+bwd) x 2 FLOP/MAC x a (d_qk + d_v) x s/2 per layer (w^2/(2s) in windowed layers)."""
     m, s = load_model(model), 4096
     full = training_flop_per_token(m, s, causal=False).total
     causal = training_flop_per_token(m, s, causal=True).total
     a, d_qk, d_v = _attention_dims(m)
     layers = m.num_layers + m.mtp_layers
+    gap = _keys_per_query(m, s, False) - _keys_per_query(m, s, True)
     assert causal < full
-    assert full - causal == pytest.approx(3 * 2 * a * (d_qk + d_v) * (s / 2) * layers, rel=1e-12)
+    assert full - causal == pytest.approx(3 * 2 * a * (d_qk + d_v) * gap * layers, rel=1e-12)
+
+
+def test_gpt_oss_sliding_window_flops_by_hand():
+    """GPT-OSS-120B at s = 4096: 18 of 36 layers see 128 - 128^2/8192 = 126 keys per query
+    instead of 2048; per layer and token the attention core's forward is 2 x 64 x 128 x s_kv."""
+    m, s = load_model("gpt-oss-120b"), 4096
+    assert (m.attention_window, m.full_attention_every, m.num_windowed_layers) == (128, 2, 18)
+    full_layer = 2 * 64 * 128 * 2048          # 33,554,432 FLOP
+    window_layer = 2 * 64 * 128 * 126         # 2,064,384 FLOP
+    saved = 3 * 18 * (full_layer - window_layer)
+    unwindowed = m.model_copy(update={"attention_window": None, "full_attention_every": None})
+    got = training_flop_per_token(unwindowed, s).total - training_flop_per_token(m, s).total
+    assert got == pytest.approx(saved, rel=1e-12)
+    assert saved == 1_700_462_592
+
+
+def test_window_wider_than_sequence_changes_nothing():
+    m = load_model("gpt-oss-120b")
+    wide = m.model_copy(update={"attention_window": 8192})
+    plain = m.model_copy(update={"attention_window": None, "full_attention_every": None})
+    assert training_flop_per_token(wide, 8192).total == training_flop_per_token(plain, 8192).total
+
+
+@pytest.mark.parametrize(("update", "mentions"), [
+    ({"full_attention_every": 2}, "attention_window"),
+    ({"attention_window": 128, "full_attention_every": 1}, "full_attention_every(1)"),
+    ({"attention_window": 0}, "attention_window"),
+])
+def test_window_fields_validated(update, mentions):
+    base = load_model("llama3-8b").model_dump()
+    with pytest.raises(Exception) as info:
+        ModelSpec.model_validate({**base, **update})
+    assert mentions in str(info.value)
+
+
+@pytest.mark.parametrize(("layers", "every", "windowed"), [(36, 2, 18), (62, 6, 52), (32, None, 32)])
+def test_num_windowed_layers(layers, every, windowed):
+    m = load_model("llama3-8b").model_copy(
+        update={"num_layers": layers, "attention_window": 4096, "full_attention_every": every})
+    assert m.num_windowed_layers == windowed
 
 
 def _closed_form_compute_params(m: ModelSpec) -> float:
@@ -222,7 +277,7 @@ def test_flops_are_6n_plus_attention(model):
     m, s = load_model(model), 4096
     flops = training_flop_per_token(m, s, causal=True)
     a, d_qk, d_v = _attention_dims(m)
-    attention = 3 * 2 * a * (d_qk + d_v) * (s / 2) * m.num_layers
+    attention = 3 * 2 * a * (d_qk + d_v) * _keys_per_query(m, s, True) * m.num_layers
     estimate = 6 * _closed_form_compute_params(m) + attention
     assert flops.layers + flops.output == pytest.approx(estimate, rel=1e-3)
 
@@ -319,6 +374,62 @@ def test_hf_import_rejects_with_one_line(case, cfg, mentions):
     err = info.value
     assert err.field == "model.config.json"
     assert mentions in str(err) and "\n" not in str(err)
+
+
+GPT_OSS_CONFIG = dict(model_type="gpt_oss", num_hidden_layers=36, hidden_size=2880, num_attention_heads=64,
+                      num_key_value_heads=8, head_dim=64, intermediate_size=2880, vocab_size=201088,
+                      num_local_experts=128, num_experts_per_tok=4, sliding_window=128,
+                      tie_word_embeddings=False)
+"""HF openai/gpt-oss-120b config.json, the keys the importer reads."""
+ALTERNATING = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(36)]
+
+
+@pytest.mark.parametrize("cfg", [GPT_OSS_CONFIG, {**GPT_OSS_CONFIG, "layer_types": ALTERNATING}],
+                         ids=["implied", "layer_types"])
+def test_hf_gpt_oss_imports_its_window(cfg):
+    m = model_from_hf_config(cfg)
+    preset = load_model("gpt-oss-120b")
+    assert (m.attention_window, m.full_attention_every) == (128, 2)
+    assert m.model_copy(update={"name": preset.name}) == preset
+
+
+@pytest.mark.parametrize(("extra", "window", "every"), [
+    ({"sliding_window": 4096}, 4096, None),                     # Mistral 7B v0.1: every layer
+    ({"sliding_window": None}, None, None),                     # Mistral 7B v0.2+: none
+    ({"layer_types": ["full_attention"] * 32, "sliding_window": 4096}, None, None),
+    ({"layer_types": ["sliding_attention" if (i + 1) % 4 else "full_attention" for i in range(32)],
+      "sliding_window": 1024}, 1024, 4),
+])
+def test_hf_mistral_window_variants(extra, window, every):
+    cfg = {**_load_fixture("llama3-8b.json"), "model_type": "mistral", **extra}
+    m = model_from_hf_config(cfg)
+    assert (m.attention_window, m.full_attention_every) == (window, every)
+
+
+def test_hf_qwen_window_only_where_switched_on():
+    qwen = _load_fixture("qwen3-30b-a3b.json")
+    assert model_from_hf_config({**qwen, "use_sliding_window": False, "sliding_window": 4096}).attention_window is None
+    on = {**qwen, "use_sliding_window": True, "sliding_window": 4096, "max_window_layers": 0}
+    assert model_from_hf_config(on).attention_window == 4096
+    assert model_from_hf_config({**on, "max_window_layers": 48}).attention_window is None
+
+
+WINDOW_BAD = [
+    ("irregular", {**GPT_OSS_CONFIG, "layer_types": ALTERNATING[:-1] + ["sliding_attention"]}, "layer_types"),
+    ("unknown type", {**GPT_OSS_CONFIG, "layer_types": ["chunked_attention"] * 36}, "layer_types"),
+    ("short list", {**GPT_OSS_CONFIG, "layer_types": ALTERNATING[:10]}, "layer_types"),
+    ("no width", _without(GPT_OSS_CONFIG, "sliding_window"), "sliding_window"),
+    ("qwen split", {**_load_fixture("qwen3-30b-a3b.json"), "use_sliding_window": True, "sliding_window": 4096,
+                    "max_window_layers": 28}, "max_window_layers"),
+]
+
+
+@pytest.mark.parametrize(("case", "cfg", "mentions"), WINDOW_BAD, ids=[c[0] for c in WINDOW_BAD])
+def test_hf_window_patterns_refused_with_one_line(case, cfg, mentions):
+    with pytest.raises(InputError) as info:
+        model_from_hf_config(cfg)
+    assert info.value.field == "model.config.json"
+    assert mentions in str(info.value) and "\n" not in str(info.value)
 
 
 def test_hf_deepseek_null_q_lora_and_dense():
