@@ -163,6 +163,24 @@ def test_plan_custom_model_and_moe_fields():
     _assert_one_line_error(at, "num_query_groups")
 
 
+def test_plan_custom_sliding_window_fields():
+    """A windowed preset keeps its window in the custom form; the window changes the step, and
+    a full-attention period without a window is a one-line error."""
+    at = _app()
+    at.sidebar.selectbox(key="model_preset").set_value("gpt-oss-120b").run()
+    step = _metric(at, "Step time")
+    at.sidebar.radio(key="model_source").set_value("Custom").run()
+    _assert_clean(at)
+    assert at.number_input(key="m_attention_window").value == 128
+    assert at.number_input(key="m_full_attention_every").value == 2
+    assert _metric(at, "Step time") == step
+    at.number_input(key="m_attention_window").set_value(0).run()
+    _assert_one_line_error(at, "full_attention_every")
+    at.number_input(key="m_full_attention_every").set_value(0).run()
+    _assert_clean(at)
+    assert _metric(at, "Step time") != step
+
+
 def test_plan_precision_the_gpu_lacks_shows_error():
     at = _app()
     at.sidebar.selectbox(key="precision").set_value("fp4").run()

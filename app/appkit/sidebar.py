@@ -132,6 +132,10 @@ def _model_widgets() -> None:
         c2.number_input("MTP layers", min_value=0, step=1, key="m_mtp_layers")
         c1.checkbox("Gated MLP (SwiGLU)", key="m_gated_mlp")
         c2.checkbox("Tied embeddings", key="m_tied_embeddings")
+        c1.number_input("Sliding window (0 = none)", min_value=0, step=128, key="m_attention_window",
+                        help="Keys a query attends to in windowed layers (GPT-OSS 128, Mistral 7B v0.1 4096).")
+        c2.number_input("Full attention every n-th layer (0 = all windowed)", min_value=0, step=1,
+                        key="m_full_attention_every", help="GPT-OSS 2, Gemma 3 6; needs a sliding window.")
         st.caption("Mixture of experts (0 experts = dense)")
         c1, c2 = st.columns(2)
         c1.number_input("Experts", min_value=0, step=1, key="m_num_experts")

@@ -34,7 +34,8 @@ MODEL_SOURCES = ("Preset", "Custom", "Uploaded")
 HW_SOURCES = ("Catalogue", "Edit YAML", "Upload YAML")
 CUSTOM_INT_FIELDS = ("num_layers", "hidden_size", "num_attention_heads", "num_query_groups", "head_dim",
                      "ffn_hidden_size", "vocab_size", "num_experts", "top_k", "expert_ffn_hidden_size",
-                     "num_shared_experts", "num_dense_layers", "mtp_layers")
+                     "num_shared_experts", "num_dense_layers", "mtp_layers", "attention_window",
+                     "full_attention_every")
 """Custom-model number fields (widget key ``m_<field>``); 0 means 'default' or 'no MoE'."""
 LAYOUT_FIELDS = ("tp", "pp", "vpp", "cp", "ep", "etp")
 
@@ -66,6 +67,7 @@ def model_fields(m: ModelSpec) -> dict:
         "m_expert_ffn_hidden_size": moe.expert_ffn_hidden_size if moe else m.ffn_hidden_size,
         "m_num_shared_experts": moe.num_shared_experts if moe else 0,
         "m_num_dense_layers": moe.num_dense_layers if moe else 0, "m_mtp_layers": m.mtp_layers,
+        "m_attention_window": m.attention_window or 0, "m_full_attention_every": m.full_attention_every or 0,
     }
 
 
@@ -77,6 +79,8 @@ def model_from_fields(v: dict) -> ModelSpec:
         "head_dim": v["m_head_dim"] or None, "ffn_hidden_size": v["m_ffn_hidden_size"],
         "vocab_size": v["m_vocab_size"], "gated_mlp": bool(v["m_gated_mlp"]),
         "tied_embeddings": bool(v["m_tied_embeddings"]), "mtp_layers": v["m_mtp_layers"],
+        "attention_window": v.get("m_attention_window") or None,
+        "full_attention_every": v.get("m_full_attention_every") or None,
     }
     if v["m_num_experts"]:
         data["moe"] = {"num_experts": v["m_num_experts"], "top_k": v["m_top_k"],
