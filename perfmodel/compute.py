@@ -223,19 +223,19 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
     if op.kind is OpKind.ATTENTION:
         peak = hw.gpu.peak_flop_per_s("bf16")
         s_local = seq_length / layouts.cp
-        tokens_x_heads = T / layouts.tp
+        head_share = 1.0 / layouts.tp   # this GPU's heads; the FLOPs per token count all of them
         flop = fwd = bwd = 0.0
         # Full-attention and windowed layers (the op is their average): a windowed kernel's
         # loop over keys is at most w long, so it runs at the efficiency of a w-token sequence.
         for share, window in attention_layer_mix(op):
-            f = share * attention_fwd_flop_per_token(op, seq_length, causal, window) * tokens_x_heads
+            f = share * attention_fwd_flop_per_token(op, seq_length, causal, window) * T * head_share
             s_kernel = s_local if window is None else np.minimum(s_local, window)
             flop = flop + f
             fwd = fwd + f / (peak * attention_efficiency(s_kernel, eff))
             bwd = bwd + ATTENTION_BWD_OVER_FWD_EXECUTED * f / (peak * attention_efficiency(s_kernel, eff, backward=True))
         fwd = eff.kernel_overhead_s + fwd
         bwd = eff.kernel_overhead_s + bwd
-        heads = op.attn_heads / layouts.tp
+        heads = op.attn_heads * head_share
         # Reads Q, K, V and writes O once (flash attention never materialises s x s).
         fwd_bytes = 2.0 * T * heads * (2 * op.attn_qk_dim + 2 * op.attn_v_dim)
         return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, np.zeros_like(fwd, dtype=bool), 1, np.zeros_like(fwd))
