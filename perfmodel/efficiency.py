@@ -13,6 +13,7 @@ Memory-bound (``compute``)    achieved = hbm_bandwidth * memory_efficiency
 Collective (``comm``)         t(S) = latency_s + algorithm_factor * S / busbw_bytes_per_s
 Kernel (``compute``)          t = kernel_overhead_s + roofline time, per kernel on the GPU
 Launch (``overheads``)        fixed host seconds per kernel launch
+Overlap (``overlap``)         compute beside a collective runs (1 + slowdown) times longer
 ============================  ==========================================================
 """
 
@@ -108,6 +109,14 @@ class Efficiencies(_Frozen):
     """Host cost of dispatching one eager framework operation, its launch included.
     Default: midpoint of 10-20 us per eager PyTorch op (REFERENCES.md 'Efficiency';
     shared/data/microbenchmarks.yaml pytorch_tiny_gemm_launch_overhead_dgxc_sample: 11-18 us)."""
+    overlap_compute_slowdown: float = Field(0.189, ge=0)
+    """How much longer compute takes while a collective runs beside it on the same GPU: the
+    collective's kernels hold SMs (NCCL channels, DeepEP/HybridEP blocks) and HBM bandwidth the
+    compute then lacks, so hidden traffic still costs slowdown / (1 + slowdown) of its duration
+    (``perfmodel.overlap``). Default: Lee et al. 2025, 'Characterizing Compute-Communication
+    Overlap in GPU-Accelerated Distributed Deep Learning' (arXiv 2507.03114, abstract): compute
+    overlapped with communication runs 18.9% slower on average (40.0% at most) than alone, over
+    GPT and Llama training on four A100, H100, MI250 or MI210 GPUs."""
     scale_up_bus_efficiency: float = Field(gt=0, le=1)
     """Achieved busbw / link bandwidth per direction on the scale-up fabric, large messages."""
     scale_out_bus_efficiency: float = Field(gt=0, le=1)

@@ -7,6 +7,16 @@ For each kind, with overlap fraction phi in [0, 1] and the compute it can hide b
 
 phi = 0 gives the upper bound t_math + t_comm, phi = 1 the lower bound max(t_math, t_comm)
 (STYLE.md point 9). Defaults follow how Megatron-Core / NeMo (and FSDP for ZeRO-3) run.
+
+Hidden traffic is not free: a collective's kernels hold SMs (NCCL channels, DeepEP/HybridEP
+blocks) that the compute beside it then lacks, so that compute runs ``1 + slowdown`` times
+longer while the collective runs (``Efficiencies.overlap_compute_slowdown``). With
+``sigma = slowdown / (1 + slowdown)``, the share of its rate the compute loses,
+
+    exposed = max(t_comm - phi * t_window, sigma * t_comm)
+
+The first term is the collective outlasting its window, the second the window stretched by
+the collective beside it; phi = 0 still gives t_comm.
 """
 
 from __future__ import annotations
@@ -24,8 +34,8 @@ class Overlap(BaseModel):
     path. None = ideal chunked pipelining, where the collective is split into tp chunks and
     all but the first hide behind GEMM chunks, phi = (tp - 1) / tp (Wang et al., ASPLOS 2023,
     'Overlap communication with dependent computation via decomposition'; Transformer Engine
-    userbuffers). Overlapped collectives also take SMs from the GEMMs they hide behind, which
-    this fraction does not model."""
+    userbuffers). The SMs the overlapped collectives take from those GEMMs are charged by
+    ``exposed_s``."""
     cp: float = Field(1.0, ge=0, le=1)
     """Ring-attention KV exchange behind the attention blocks (Liu et al. 2023, Ring
     Attention; Megatron-Core context parallelism sends the next KV chunk while computing)."""
@@ -49,8 +59,10 @@ class Overlap(BaseModel):
     (PyTorch FSDP, Zhao et al. 2023, sec. 4.3)."""
 
 
-def exposed_s(t_comm, t_window, phi):
-    return np.maximum(0.0, np.asarray(t_comm) - phi * np.asarray(t_window))
+def exposed_s(t_comm, t_window, phi, slowdown=0.0):
+    t_comm = np.asarray(t_comm)
+    sigma = slowdown / (1.0 + slowdown)
+    return np.maximum(np.maximum(0.0, t_comm - phi * np.asarray(t_window)), sigma * t_comm)
 
 
 def tp_phi(overlap: Overlap, tp):

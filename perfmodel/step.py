@@ -114,19 +114,20 @@ def _layer_time(kind: LayerKind, c: JobConstants, L: Layouts, fsdp_per_layer_s) 
     blk = block_time(layer_ops(m, kind, c.moe_dispatcher, c.elementwise_kernels), m, L, seq, c.precision, hw, eff,
                      c.causal, c.attention_backend)
     phi_tp = tp_phi(ov, L.tp)
+    slowdown = eff.overlap_compute_slowdown   # SMs held by hidden collectives (perfmodel.overlap)
     tp_raw = traffic.tp_layer_s(kind, m, L, seq, hw, eff, c.precision)
-    tp_f = exposed_s(tp_raw, blk.gemm_fwd_s, phi_tp)
-    tp_b = exposed_s(tp_raw, blk.gemm_bwd_s, phi_tp)
+    tp_f = exposed_s(tp_raw, blk.gemm_fwd_s, phi_tp, slowdown)
+    tp_b = exposed_s(tp_raw, blk.gemm_bwd_s, phi_tp, slowdown)
     cp_raw = traffic.cp_layer_fwd_s(m, L, seq, hw, eff)
-    cp_f = exposed_s(cp_raw, blk.attn_fwd_s, ov.cp)
-    cp_b = exposed_s(traffic.CP_BWD_OVER_FWD * cp_raw, blk.attn_bwd_s, ov.cp)
+    cp_f = exposed_s(cp_raw, blk.attn_fwd_s, ov.cp, slowdown)
+    cp_b = exposed_s(traffic.CP_BWD_OVER_FWD * cp_raw, blk.attn_bwd_s, ov.cp, slowdown)
     if kind is LayerKind.MOE:
         ep_raw = traffic.ep_layer_s(m, L, seq, hw, eff, c.moe_dispatcher)
         # Batch-level overlap: the forward all-to-alls of one micro-batch hide behind the
         # layer's backward compute of another, and vice versa (Megatron-Core
         # combined_1f1b, overlap_moe_expert_parallel_comm).
-        ep_f = exposed_s(ep_raw, blk.bwd_s, ov.ep)
-        ep_b = exposed_s(ep_raw, blk.fwd_s, ov.ep)
+        ep_f = exposed_s(ep_raw, blk.bwd_s, ov.ep, slowdown)
+        ep_b = exposed_s(ep_raw, blk.fwd_s, ov.ep, slowdown)
     else:
         ep_f = ep_b = np.zeros(len(L))
     if c.recompute == "full":
@@ -137,7 +138,7 @@ def _layer_time(kind: LayerKind, c: JobConstants, L: Layouts, fsdp_per_layer_s) 
             recompute = recompute + ep_f          # the recomputed layer dispatches and combines again
     else:
         recompute = np.zeros(len(L))
-    fsdp = exposed_s(fsdp_per_layer_s, blk.fwd_s + blk.bwd_s, ov.fsdp)
+    fsdp = exposed_s(fsdp_per_layer_s, blk.fwd_s + blk.bwd_s, ov.fsdp, slowdown)
     return LayerTime(blk, tp_f, tp_b, cp_f, cp_b, ep_f, ep_b, recompute, fsdp)
 
 
@@ -225,6 +226,7 @@ def _layout_stages(stages_text: tuple[str, ...], L: Layouts, per_layer: dict, he
 
 def evaluate(c: JobConstants, L: Layouts) -> StepArrays:
     m, hw, eff, seq, ov = c.model, c.hardware, c.efficiency, c.seq_length, c.overlap
+    slowdown = eff.overlap_compute_slowdown   # SMs held by hidden collectives (perfmodel.overlap)
     kinds = layer_kinds(m)
     n_dense = sum(1 for k in kinds if k is LayerKind.DENSE)
     n_moe = len(kinds) - n_dense
@@ -281,7 +283,7 @@ def evaluate(c: JobConstants, L: Layouts) -> StepArrays:
     # Pipeline: steady-state transfers behind compute, fill/drain transfers exposed.
     t_p2p = traffic.pp_transfer_s(m, L, seq, hw, eff)
     steady_p2p = 2.0 * L.vpp * t_p2p   # forward activation + backward gradient, per chunk
-    bd["pp_comm"] = (num_mb * exposed_s(steady_p2p, t_max, ov.pp)
+    bd["pp_comm"] = (num_mb * exposed_s(steady_p2p, t_max, ov.pp, slowdown)
                      + pipeline.fill_drain_transfers(L.pp, L.vpp) * t_p2p)
     bd["pipeline_bubble"] = bubble
 
@@ -297,7 +299,7 @@ def evaluate(c: JobConstants, L: Layouts) -> StepArrays:
     slow_fwd = np.maximum(sum(b.fwd_s * w for b, w in blocks) * layers_per_stage,
                           (1.0 - bwd_host_frac) * host_s_per_mb)
     slow_bwd = np.maximum(sum(b.bwd_s * w for b, w in blocks) * layers_per_stage, bwd_host_frac * host_s_per_mb)
-    bd["dp_comm"] = exposed_s(dp.grad_sync_s, slow_bwd, ov.dp) + exposed_s(dp.param_gather_s, slow_fwd, ov.dp)
+    bd["dp_comm"] = exposed_s(dp.grad_sync_s, slow_bwd, ov.dp, slowdown) + exposed_s(dp.param_gather_s, slow_fwd, ov.dp, slowdown)
 
     # Activation offload: host copies beside the layers' compute (perfmodel.offload).
     n_off = c.activation_offload_layers

@@ -248,6 +248,19 @@ def test_moe_dispatcher_is_a_scenario_input():
     assert "\n" not in str(err.value)
 
 
+def test_hidden_traffic_costs_the_compute_beside_it_its_sm_share():
+    """exposed = max(t_comm - phi * t_window, sigma * t_comm), sigma = s / (1 + s): by hand with
+    s = 0.25 (compute 1.25x longer beside a collective, so it loses 0.2 of its rate)."""
+    from perfmodel.overlap import exposed_s
+    assert exposed_s(1.0, 10.0, 1.0, 0.25) == pytest.approx(0.2)     # hidden: window stretched 0.2 s
+    assert exposed_s(5.0, 2.0, 1.0, 0.25) == pytest.approx(3.0)      # collective outlasts its window
+    assert exposed_s(1.0, 10.0, 0.0, 0.25) == pytest.approx(1.0)     # not overlapped: all of it
+    assert exposed_s(1.0, 1.5, 0.5, 0.25) == pytest.approx(0.25)     # half the window: 1 - 0.75
+    assert exposed_s(1.0, 10.0, 1.0) == 0.0                          # free overlap, the old bound
+    # compute beside the collective: window + exposed = max(t_comm, window + sigma * t_comm)
+    assert 10.0 + exposed_s(1.0, 10.0, 1.0, 0.25) == pytest.approx(max(1.0, 10.0 + 0.2))
+
+
 def test_batch_level_ep_overlap_hides_each_direction_behind_the_other():
     """overlap.ep = 1 (Megatron-Core combined 1F1B): forward all-to-alls hide behind the
     layer's backward compute, backward ones behind its forward compute."""
@@ -260,8 +273,9 @@ def test_batch_level_ep_overlap_hides_each_direction_behind_the_other():
     c, L = job_constants(job), layouts_from_job(job)
     lt = _layer_time(LayerKind.MOE, c, L, np.zeros(len(L)))
     raw = ep_layer_s(job.model, L, job.scenario.seq_length, job.hardware, c.efficiency)
-    assert lt.ep_fwd_s == pytest.approx(np.maximum(0.0, raw - lt.block.bwd_s))
-    assert lt.ep_bwd_s == pytest.approx(np.maximum(0.0, raw - lt.block.fwd_s))
+    sigma = c.efficiency.overlap_compute_slowdown / (1.0 + c.efficiency.overlap_compute_slowdown)
+    assert lt.ep_fwd_s == pytest.approx(np.maximum(raw - lt.block.bwd_s, sigma * raw))
+    assert lt.ep_bwd_s == pytest.approx(np.maximum(raw - lt.block.fwd_s, sigma * raw))
     serial = predict(_moe())
     hidden = predict(_moe(overlap=dict(ep=1.0)))
     assert hidden.breakdown_s["ep_comm"] < serial.breakdown_s["ep_comm"]
