@@ -40,7 +40,7 @@ from .layout import Layouts
 from .model import ModelSpec
 from .offload import resident_activation_bytes
 from .pipeline_layout import rank_load
-from .recompute import op_sac_saved_bytes_per_token, selective_modules
+from .recompute import op_sac_saved_bytes_per_token, save_qkv_saved_bytes_per_token, selective_modules
 from .units import GIBI, MEBI
 from .workload import (ACT_BYTES, FP32_BYTES, LayerKind, OpKind, TpSplit, embedding_params, layer_ops,
                        layer_params, mtp_extra_ops, mtp_layer_kind, mtp_params, output_params)
@@ -212,6 +212,8 @@ def activation_bytes_per_layer(m: ModelSpec, kind: LayerKind, s, b, t, sp, cp, e
         return tokens * B * h / r
     if recompute == "selective" and selective_policy == "op_sac":
         return tokens * op_sac_saved_bytes_per_token(m, t, r)
+    if recompute == "selective" and selective_policy == "save_qkv_proj":
+        return tokens * save_qkv_saved_bytes_per_token(m, t, r)
     mods = set(selective_modules(selective_policy)) if recompute == "selective" else set()
     mask = DROPOUT_MASK_BYTES * h if dropout else 0
     mats = 2 if m.gated_mlp else 1

@@ -20,6 +20,13 @@ or lists Megatron-Core modules:
     rotary embedding, activation, residual adds). Defined for that block only: dense
     layers, no MLA.
 
+``save_qkv_proj``
+    MaxText's remat policy of that name (``layers/decoders.py``: each decoder layer under
+    ``jax.checkpoint`` with ``save_only_these_names('query_proj', 'value_proj', 'key_proj',
+    'qkv_proj')``): the Q, K and V projection outputs are saved beside the layer input, and the
+    backward redoes the rest of the layer's forward (norms, rotary embedding, attention core,
+    output projection, MLP). Dense layers without MLA only.
+
 a list of Megatron-Core ``recompute_modules``
     (``TransformerConfig.recompute_modules``; Megatron-LM ``megatron/core/transformer/``
     ``transformer_layer.py``, ``multi_latent_attention.py``, ``moe/experts.py``, commit
@@ -83,9 +90,13 @@ def op_sac_recomputed_fraction(m: ModelSpec) -> dict[str, float]:
     return {name: redone.get(name, 0.0) / total[name] for name in total}
 
 
+NAMED_POLICIES = ("op_sac", "save_qkv_proj")
+"""Selective policies of other frameworks, each a whole policy rather than a module list."""
+
+
 def selective_modules(policy) -> tuple[str, ...]:
-    """The Megatron-Core modules a selective policy recomputes (``()`` for op_sac)."""
-    if policy == "op_sac":
+    """The Megatron-Core modules a selective policy recomputes (``()`` for the named policies)."""
+    if policy in NAMED_POLICIES:
         return ()
     return (policy,) if isinstance(policy, str) else tuple(policy)
 
@@ -136,6 +147,9 @@ def module_op_shares(modules, m: ModelSpec, kind: LayerKind) -> dict[str, float]
 def selective_recompute_s(block: BlockTime, policy, m: ModelSpec, kind: LayerKind) -> np.ndarray:
     """Forward time the backward redoes per layer and micro-batch under a selective policy
     (compute only; ``step`` adds the all-to-alls that ``moe`` recompute repeats)."""
+    if policy == "save_qkv_proj":
+        return block.fwd_s - sum((t.fwd_s for t in block.ops if t.name == "attention/qkv"),
+                                 np.zeros_like(block.mem_fwd_s))
     if policy != "op_sac":
         share = module_op_shares(selective_modules(policy), m, kind)
         return sum((t.fwd_s * share.get(t.name, 0.0) for t in block.ops), np.zeros_like(block.mem_fwd_s))
@@ -160,6 +174,15 @@ def op_sac_saved_bytes_per_token(m: ModelSpec, t, r):
     wv_out = B * d * np.maximum(g / t, 1)                 # KV heads replicate when g < t
     reduce_scatter_outputs = np.where(t > 1, 2 * B * h, 0.0)
     return B * h / r + per_tp_shard / t + wv_out + B * h + reduce_scatter_outputs / r
+
+
+def save_qkv_saved_bytes_per_token(m: ModelSpec, t, r):
+    """Bytes one layer stores per token it holds under MaxText's save_qkv_proj (t: tp; r: tp
+    with SP, else 1): the layer input (the checkpoint's, sequence-sharded), Q (a d, split over
+    tp) and K, V (g d each; KV heads replicate when g < t)."""
+    t = np.asarray(t, dtype=float)
+    B, h, a, g, d = ACT_BYTES, m.hidden_size, m.num_attention_heads, m.kv_heads, m.attn_head_dim
+    return B * h / r + B * a * d / t + 2 * B * d * np.maximum(g / t, 1)
 
 
 def recomputed_layer_fraction(m: ModelSpec, L, recompute_num_layers: int | None) -> np.ndarray:

@@ -27,7 +27,7 @@ PIPELINE_EXTRA_UNITS = 2
 AttentionBackend = Literal["flash", "unfused"]
 MoeDispatcher = Literal["alltoall", "flex"]
 ElementwiseKernels = Literal["fused", "eager"]
-SelectiveRecompute = Literal["core_attn", "op_sac"]
+SelectiveRecompute = Literal["core_attn", "op_sac", "save_qkv_proj"]
 RecomputeModule = Literal["core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp", "moe", "shared_experts"]
 CrossEntropy = Literal["fused", "eager_fp32"]
 RECOMPUTE_CHOICES: tuple[str, ...] = get_args(Recompute)
@@ -135,7 +135,8 @@ class Scenario(_Frozen):
     selective too): core_attn = Megatron-Core's default, the attention core; op_sac =
     torchtitan's operator-level policy (selective_ac_option 'op'), which keeps matmul and SDPA
     outputs except every second matmul and recomputes the rest (dense Llama-style layers
-    only); or a list of Megatron-Core ``recompute_modules`` (core_attn, layernorm,
+    only); save_qkv_proj = MaxText's remat policy, which keeps the Q, K and V projections and
+    recomputes the rest of the layer (dense layers without MLA); or a list of Megatron-Core ``recompute_modules`` (core_attn, layernorm,
     mla_up_proj, moe_act, mlp, moe, shared_experts), each recomputed as Megatron-Core does it
     (see ``perfmodel.recompute``). ``core_attn`` and ``[core_attn]`` are the same policy."""
     recompute_num_layers: PositiveInt | None = None
@@ -347,8 +348,10 @@ def check_recompute(s: Scenario, m: ModelSpec) -> None:
 
     # Checked whatever ``recompute`` says: the layout search tries selective recompute too.
     policy = s.selective_recompute
-    if policy == "op_sac" and (m.moe is not None or m.mla is not None):
-        raise InputError("selective_recompute", f"op_sac is torchtitan's policy for its dense Llama block; "
+    owner = {"op_sac": "torchtitan's policy for its dense Llama block",
+             "save_qkv_proj": "MaxText's policy for dense decoder layers with Q, K and V projections"}
+    if policy in owner and (m.moe is not None or m.mla is not None):
+        raise InputError("selective_recompute", f"{policy} is {owner[policy]}; "
                                                 f"{m.name} has {'MoE' if m.moe is not None else 'MLA'} layers")
     if not isinstance(policy, str):
         if not policy:

@@ -425,7 +425,9 @@ def test_recompute_modules_block_recompute_and_offload_survive_the_widgets():
         sc = parse_scenario({**data, **extra})
         assert state.scenario_from_values(state.widget_values(sc)) == sc
         assert parse_scenario(yaml.safe_load(state.scenario_yaml(sc))) == sc
-    with pytest.raises(InputError) as e:
-        state.selective_recompute_value(["op_sac", "mlp"])
-    assert e.value.field == "selective_recompute"
+    for named in ("op_sac", "save_qkv_proj"):
+        with pytest.raises(InputError) as e:
+            state.selective_recompute_value([named, "mlp"])
+        assert e.value.field == "selective_recompute" and named in str(e.value)
+        assert state.selective_recompute_value([named]) == named
     assert state.selective_recompute_value(["core_attn"]) == "core_attn"

@@ -16,6 +16,7 @@ from perfmodel.predict import predict
 from perfmodel.recompute import (
     op_sac_recomputed_fraction,
     op_sac_saved_bytes_per_token,
+    save_qkv_saved_bytes_per_token,
     selective_recompute_s,
 )
 from perfmodel.scenario import parse_scenario, resolve
@@ -134,13 +135,39 @@ def test_selective_policy_is_ignored_without_selective_recompute():
     assert a.step_time_s == b.step_time_s and a.memory_per_gpu_bytes == b.memory_per_gpu_bytes
 
 
+# ------------------------------------------------------------------ MaxText save_qkv_proj
+def test_save_qkv_proj_recomputes_the_layer_forward_but_the_qkv_projection():
+    L = _layouts(mbs=2)
+    blk = block_time(layer_ops(LLAMA3_8B, LayerKind.DENSE), LLAMA3_8B, L, 8192, "bf16", H100, H100.efficiency)
+    t = {o.name: float(o.fwd_s[0]) for o in blk.ops}
+    hand = sum(v for name, v in t.items() if name != "attention/qkv")
+    assert float(selective_recompute_s(blk, "save_qkv_proj", LLAMA3_8B, LayerKind.DENSE)[0]) == pytest.approx(hand)
+    assert hand < float(blk.fwd_s[0]) - 0.05 * t["attention/qkv"]
+
+
+def test_save_qkv_proj_saved_bytes_by_hand():
+    # layer input h = 4096, Q a d = 4096, K and V g d = 1024 each, all 2 bytes
+    per_token = 2 * (4096 + 4096 + 1024 + 1024)
+    assert float(save_qkv_saved_bytes_per_token(LLAMA3_8B, 1, 1.0)) == per_token
+    stored = activation_bytes_per_layer(LLAMA3_8B, LayerKind.DENSE, 8192, 2, 1, False, 1, 1, "selective",
+                                        selective_policy="save_qkv_proj")
+    assert float(stored) == 2 * 8192 * per_token
+    # tp 8 with SP: input and Q split 8 ways; 8 KV heads over 8 GPUs, one each
+    assert float(save_qkv_saved_bytes_per_token(LLAMA3_8B, 8, 8.0)) == 2 * (512 + 512 + 128 + 128)
+    # tp 16: KV heads replicate (one per GPU), Q still splits
+    assert float(save_qkv_saved_bytes_per_token(LLAMA3_8B, 16, 1.0)) == 2 * (4096 + 256 + 128 + 128)
+    full = activation_bytes_per_layer(LLAMA3_8B, LayerKind.DENSE, 8192, 2, 1, False, 1, 1, "full")
+    assert float(full) < float(stored)
+
+
+@pytest.mark.parametrize("policy", ["op_sac", "save_qkv_proj"])
 @pytest.mark.parametrize("recompute", ["selective", "full"])
-def test_op_sac_on_an_moe_model_is_refused_with_the_field_named(recompute):
+def test_named_policies_on_an_moe_model_are_refused_with_the_field_named(recompute, policy):
     # refused even with full recompute: the layout search also tries selective
     moe = LLAMA3_8B.model_dump() | {"moe": dict(num_experts=8, top_k=2, expert_ffn_hidden_size=1024)}
     with pytest.raises(InputError) as e:
-        resolve(_scenario(model=moe, selective_recompute="op_sac", recompute=recompute))
-    assert e.value.field == "selective_recompute" and "MoE" in str(e.value)
+        resolve(_scenario(model=moe, selective_recompute=policy, recompute=recompute))
+    assert e.value.field == "selective_recompute" and "MoE" in str(e.value) and policy in str(e.value)
 
 
 @pytest.mark.parametrize("field, value", [("elementwise_kernels", "compiled"), ("selective_recompute", "mlp"),

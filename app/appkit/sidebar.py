@@ -194,8 +194,9 @@ def _batch_widgets() -> None:
     st.multiselect("Selective recompute", state.SELECTIVE_RECOMPUTE_OPTIONS, key="selective_recompute",
                    help="used with Recompute = selective. Megatron-Core recompute_modules (core_attn: the "
                         "attention core, its default; layernorm, mla_up_proj, moe_act: free an op's output "
-                        "and redo it; mlp, moe, shared_experts: checkpoint the submodule), or op_sac alone: "
-                        "torchtitan's op-level policy (dense Llama-style models)")
+                        "and redo it; mlp, moe, shared_experts: checkpoint the submodule), or one named policy "
+                        "alone: op_sac, torchtitan's op-level policy, or save_qkv_proj, MaxText's remat policy "
+                        "(dense Llama-style models)")
     c1, c2 = st.columns(2)
     c1.number_input("Full-recompute layers per chunk (0 = all)", min_value=0, step=1, key="recompute_num_layers",
                     help="used with Recompute = full: Megatron-Core's block method recomputes the first N layers "

@@ -22,6 +22,7 @@ from perfmodel.hardware import HARDWARE_DIR, list_hardware_ids, parse_hardware
 from perfmodel.model import ModelSpec
 from perfmodel.overlap import Overlap
 from perfmodel.presets import list_presets, load_model, parse_model
+from perfmodel.recompute import NAMED_POLICIES
 from perfmodel.scenario import RECOMPUTE_MODULE_CHOICES, Scenario, load_scenario, parse_scenario, scenario_to_dict
 from perfmodel.units import GIGA, KIBI
 
@@ -173,18 +174,19 @@ def hardware_path_from_text(text: str, origin: str = "hardware YAML") -> str:
     return str(path)
 
 
-SELECTIVE_RECOMPUTE_OPTIONS = ("op_sac",) + RECOMPUTE_MODULE_CHOICES
-"""The sidebar's selective-recompute choices: torchtitan's policy, or Megatron-Core modules."""
+SELECTIVE_RECOMPUTE_OPTIONS = NAMED_POLICIES + RECOMPUTE_MODULE_CHOICES
+"""The sidebar's selective-recompute choices: torchtitan's or MaxText's policy, or Megatron-Core modules."""
 
 
 def selective_recompute_value(chosen) -> str | tuple[str, ...]:
     """The multiselect's list as the scenario field: a named policy alone, else the modules."""
     chosen = list(chosen)
-    if "op_sac" in chosen:
+    named = [c for c in chosen if c in NAMED_POLICIES]
+    if named:
         if len(chosen) > 1:
-            raise InputError("selective_recompute", "op_sac is torchtitan's policy on its own; it does not "
-                                                    "combine with Megatron-Core modules")
-        return "op_sac"
+            raise InputError("selective_recompute", f"{named[0]} is a whole policy on its own; it does not "
+                                                    "combine with other choices")
+        return named[0]
     return "core_attn" if chosen == ["core_attn"] else tuple(chosen)
 
 
