@@ -136,6 +136,10 @@ def _layer_time(kind: LayerKind, c: JobConstants, L: Layouts, fsdp_per_layer_s) 
         recompute = selective_recompute_s(blk, c.selective_recompute, m, kind)
         if "moe" in selective_modules(c.selective_recompute):
             recompute = recompute + ep_f          # the recomputed layer dispatches and combines again
+        if c.selective_recompute == "save_qkv_proj":
+            # the redone forward repeats the layer's collectives; counting the all-gather
+            # before the saved QKV projection too makes this an upper bound under SP
+            recompute = recompute + tp_f + cp_f
     else:
         recompute = np.zeros(len(L))
     fsdp = exposed_s(fsdp_per_layer_s, blk.fwd_s + blk.bwd_s, ov.fsdp, slowdown)

@@ -160,6 +160,18 @@ def test_save_qkv_proj_saved_bytes_by_hand():
     assert float(full) < float(stored)
 
 
+def test_save_qkv_proj_recompute_repeats_the_layers_collectives():
+    from perfmodel.layout import layouts_from_job
+    from perfmodel.predict import job_constants
+    from perfmodel.step import _layer_time
+    job = resolve(_scenario(selective_recompute="save_qkv_proj", parallelism=dict(tp=2, zero_stage=1)))
+    c, L = job_constants(job), layouts_from_job(job)
+    lt = _layer_time(LayerKind.DENSE, c, L, np.zeros(len(L)))
+    compute = selective_recompute_s(lt.block, "save_qkv_proj", LLAMA3_8B, LayerKind.DENSE)
+    assert float(lt.tp_fwd_s[0]) > 0
+    assert lt.recompute_s == pytest.approx(compute + lt.tp_fwd_s + lt.cp_fwd_s)
+
+
 @pytest.mark.parametrize("policy", ["op_sac", "save_qkv_proj"])
 @pytest.mark.parametrize("recompute", ["selective", "full"])
 def test_named_policies_on_an_moe_model_are_refused_with_the_field_named(recompute, policy):
