@@ -62,7 +62,7 @@ class Overlap(BaseModel):
 def exposed_s(t_comm, t_window, phi, slowdown=0.0):
     t_comm = np.asarray(t_comm)
     sigma = slowdown / (1.0 + slowdown)
-    return np.maximum(np.maximum(0.0, t_comm - phi * np.asarray(t_window)), sigma * t_comm)
+    return np.maximum(t_comm - phi * np.asarray(t_window), sigma * t_comm)   # sigma * t_comm >= 0
 
 
 def tp_phi(overlap: Overlap, tp):

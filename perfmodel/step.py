@@ -303,7 +303,8 @@ def evaluate(c: JobConstants, L: Layouts) -> StepArrays:
     slow_fwd = np.maximum(sum(b.fwd_s * w for b, w in blocks) * layers_per_stage,
                           (1.0 - bwd_host_frac) * host_s_per_mb)
     slow_bwd = np.maximum(sum(b.bwd_s * w for b, w in blocks) * layers_per_stage, bwd_host_frac * host_s_per_mb)
-    bd["dp_comm"] = exposed_s(dp.grad_sync_s, slow_bwd, ov.dp, slowdown) + exposed_s(dp.param_gather_s, slow_fwd, ov.dp, slowdown)
+    bd["dp_comm"] = (exposed_s(dp.grad_sync_s, slow_bwd, ov.dp, slowdown)
+                     + exposed_s(dp.param_gather_s, slow_fwd, ov.dp, slowdown))
 
     # Activation offload: host copies beside the layers' compute (perfmodel.offload).
     n_off = c.activation_offload_layers
