@@ -42,7 +42,7 @@ from .offload import resident_activation_bytes
 from .pipeline_layout import rank_load
 from .recompute import op_sac_saved_bytes_per_token, save_qkv_saved_bytes_per_token, selective_modules
 from .units import GIBI, MEBI
-from .workload import (ACT_BYTES, FP32_BYTES, LayerKind, OpKind, TpSplit, embedding_params, layer_ops,
+from .workload import (ACT_BYTES, FP32_BYTES, LayerKind, OpKind, TpSplit, embedding_params, layer_kinds, layer_ops,
                        layer_params, mtp_extra_ops, mtp_layer_kind, mtp_params, output_params)
 
 DROPOUT_MASK_BYTES = 1
@@ -277,12 +277,15 @@ def _chunks_in_flight(rank, pp, vpp, num_mb) -> np.ndarray:
 
 
 def _dense_layers_on_rank(m: ModelSpec, rank, pp, vpp, c) -> np.ndarray:
-    """Dense-MLP layers (they lead the model) among rank r's chunks k*p + r, k < v."""
+    """Dense-MLP layers among rank r's chunks k*p + r, k < v, of c layers each (the leading
+    ones, and with ``moe.interleave_step`` > 1 those between the MoE layers)."""
     if m.moe is None:
         return vpp * c
+    dense_before = np.concatenate(([0], np.cumsum([k is LayerKind.DENSE for k in layer_kinds(m)])))
     k = np.arange(int(np.max(vpp)))[:, None]
-    start = (k * pp + rank) * c
-    held = np.clip(m.num_dense_mlp_layers - start, 0, c) * (k < vpp)
+    start = np.minimum((k * pp + rank) * c, m.num_layers).astype(int)
+    end = np.minimum(start + c, m.num_layers).astype(int)
+    held = (dense_before[end] - dense_before[start]) * (k < vpp)
     return held.sum(axis=0)
 
 
@@ -417,7 +420,7 @@ def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision:
     if pipeline_layout is None:
         first, last = stage(np.zeros_like(layouts.pp)), stage(layouts.pp - 1)
         peak = larger(first, last, last.total > first.total)
-        if model.moe is not None and model.num_dense_mlp_layers:
+        if model.moe is not None and model.moe.num_dense_layers and model.moe.interleave_step == 1:
             # The leading dense-MLP layers fill the first chunks; the first rank without one
             # (and the one before it, partly dense) hold more MoE layers with nearly as many
             # micro-batches in flight as the first rank, so either may peak instead.
@@ -429,7 +432,7 @@ def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision:
         return peak
     shape = np.shape(layouts.pp)
     peak = None
-    leading = model.num_dense_mlp_layers if model.moe is not None else 0
+    leading = model.moe.num_dense_layers if model.moe is not None else 0
     for pp in np.unique(layouts.pp):
         load = rank_load(pipeline_layout, int(pp), leading)
         rows = layouts.pp == pp

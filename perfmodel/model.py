@@ -43,6 +43,11 @@ class MoeSpec(_Frozen):
     """Always-active experts (DeepSeek style), each of width ``expert_ffn_hidden_size``."""
     num_dense_layers: int = Field(0, ge=0)
     """Leading layers that use the dense MLP (``ffn_hidden_size``) instead of experts."""
+    interleave_step: PositiveInt = 1
+    """After the leading dense layers, layer j (counted from 0) is MoE when
+    ``(j + 1) % interleave_step == 0`` and a dense-MLP layer otherwise: 1 = every layer MoE,
+    2 = dense and MoE alternate (Llama 4 Maverick: transformers' interleave_moe_layer_step,
+    Megatron-Core moe_layer_freq [0, 1] * 24; Qwen-MoE's decoder_sparse_step counts the same way)."""
 
     @model_validator(mode="after")
     def _check(self) -> "MoeSpec":
@@ -113,6 +118,11 @@ class ModelSpec(_Frozen):
                 f"moe.num_dense_layers({self.moe.num_dense_layers}) exceeds "
                 f"num_layers({self.num_layers})"
             )
+        if self.moe is not None and self.moe.interleave_step > self.num_layers - self.moe.num_dense_layers:
+            raise ValueError(
+                f"moe.interleave_step({self.moe.interleave_step}) leaves no MoE layer among the "
+                f"{self.num_layers - self.moe.num_dense_layers} after the leading dense ones"
+            )
         return self
 
     # Resolved defaults (the contract's "omitted = ..." rules), in one place.
@@ -134,7 +144,9 @@ class ModelSpec(_Frozen):
 
     @property
     def num_moe_layers(self) -> int:
-        return 0 if self.moe is None else self.num_layers - self.moe.num_dense_layers
+        if self.moe is None:
+            return 0
+        return (self.num_layers - self.moe.num_dense_layers) // self.moe.interleave_step
 
     @property
     def num_dense_mlp_layers(self) -> int:

@@ -387,6 +387,9 @@ def resolve(s: Scenario) -> Job:
     stages = pipeline_stages(s)
     if stages is not None:
         pipeline_layout.validate(stages, m.num_layers, m.mtp_layers)
+        if m.moe is not None and m.moe.interleave_step > 1:
+            raise InputError("pipeline_layout", f"is not supported with moe.interleave_step "
+                             f"({m.moe.interleave_step}); drop it for an even split")
     dp, num_mb = check_layout(s, m, hw)
     check_recompute(s, m)
     return Job(scenario=s, hardware=hw, model=m, dp=dp, num_microbatches=num_mb)

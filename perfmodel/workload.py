@@ -301,8 +301,14 @@ def mtp_extra_ops(m: ModelSpec) -> tuple[Op, ...]:
 
 
 def layer_kinds(m: ModelSpec) -> tuple[LayerKind, ...]:
-    """Kind of each of the l layers in order (leading dense layers first)."""
-    return (LayerKind.DENSE,) * m.num_dense_mlp_layers + (LayerKind.MOE,) * m.num_moe_layers
+    """Kind of each of the l layers in order: the leading dense layers, then every
+    ``interleave_step``-th layer MoE (``MoeSpec.interleave_step``)."""
+    if m.moe is None:
+        return (LayerKind.DENSE,) * m.num_layers
+    lead, step = m.moe.num_dense_layers, m.moe.interleave_step
+    rest = tuple(LayerKind.MOE if (j + 1) % step == 0 else LayerKind.DENSE
+                 for j in range(m.num_layers - lead))
+    return (LayerKind.DENSE,) * lead + rest
 
 
 def mtp_layer_kind(m: ModelSpec) -> LayerKind:

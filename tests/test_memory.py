@@ -398,3 +398,22 @@ def test_more_tp_never_increases_memory_per_gpu(scen):
     if tp < 2:
         return
     assert _mem(scen, tp=2 * tp).total[0] <= _mem(scen).total[0] * (1 + 1e-12)
+
+
+@pytest.mark.parametrize(("lead", "step", "rank", "pp", "vpp", "expected"), [
+    (3, 1, 0, 2, 1, 3),    # DDDM | MMMM: the leading dense layers sit on rank 0
+    (3, 1, 1, 2, 1, 0),
+    (0, 2, 0, 2, 1, 2),    # DMDM | DMDM
+    (0, 2, 1, 2, 1, 2),
+    (0, 2, 1, 2, 2, 2),    # chunks DM DM DM DM, rank 1 holds chunks 1 and 3
+    (1, 2, 0, 4, 1, 2),    # DD MD MD MD (leading dense, then every second MoE)
+    (1, 2, 3, 4, 1, 1),
+])
+def test_dense_layers_on_rank_by_hand(lead, step, rank, pp, vpp, expected):
+    from perfmodel.memory import _dense_layers_on_rank
+    m = ModelSpec(num_layers=8, hidden_size=64, num_attention_heads=4, ffn_hidden_size=128, vocab_size=100,
+                  moe=dict(num_experts=4, top_k=1, expert_ffn_hidden_size=32, num_dense_layers=lead,
+                           interleave_step=step))
+    c = -(-8 // (pp * vpp))
+    got = _dense_layers_on_rank(m, np.array([rank]), np.array([pp]), np.array([vpp]), np.array([c]))
+    assert int(got[0]) == expected

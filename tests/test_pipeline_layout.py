@@ -152,3 +152,12 @@ def test_layout_memory_over_layouts_of_several_pp_is_each_layouts_own():
     mem = job_memory(job_constants(job), both)
     assert float(mem.total[0]) == pytest.approx(float(two.memory.total[0]), rel=1e-12)
     assert float(mem.total[1]) == pytest.approx(float(four.memory.total[0]), rel=1e-12)
+
+
+def test_layout_with_interleaved_moe_layers_is_refused():
+    moe = DENSE.model_copy(update={"moe": MoeSpec(num_experts=4, top_k=1, expert_ffn_hidden_size=512,
+                                                  interleave_step=2)})
+    with pytest.raises(InputError) as e:
+        resolve(_scenario("Et*2|t*2L", model=moe))
+    assert e.value.field == "pipeline_layout" and "interleave_step (2)" in str(e.value)
+    resolve(_scenario(None, model=moe))      # the even split is accepted

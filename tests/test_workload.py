@@ -19,6 +19,8 @@ from perfmodel.hf_config import model_from_hf_config
 from perfmodel.model import ModelSpec
 from perfmodel.presets import list_presets, load_model
 from perfmodel.workload import (
+    LayerKind,
+    layer_kinds,
     megatron_flop_per_token,
     param_count,
     training_flop_per_token,
@@ -97,6 +99,9 @@ PARAM_ANCHORS = [
     ("nemotron-4-15b", "non_embedding", "Parmar et al. 2024 sec. 2.1: 12.5B non-embedding", 12.5 * GIGA, 0.005),
     # Arithmetic 315.7B (tied embeddings; untied would be 316.5B) against the headline 314B.
     ("grok-1-314b", "total", "xai-org/grok-1 README: 314B parameters", 314 * GIGA, 0.01),
+    # Dense and MoE layers alternate (interleave_step 2); the card rounds both figures.
+    ("llama4-maverick", "total", "HF meta-llama/Llama-4-Maverick model card: 400B total", 400 * GIGA, 0.01),
+    ("llama4-maverick", "active", "HF meta-llama/Llama-4-Maverick model card: 17B active", 17 * GIGA, 0.02),
     # Hugging Face config.json fixtures (tests/data/hf), imported through perfmodel.hf_config.
     ("qwen1.5-moe-a2.7b.json", "total", "HF Qwen/Qwen1.5-MoE-A2.7B model card: 14.3B total", 14.3 * GIGA, 0.005),
     ("qwen1.5-moe-a2.7b.json", "active", "HF Qwen/Qwen1.5-MoE-A2.7B model card: 2.7B activated", 2.7 * GIGA, 0.005),
@@ -470,3 +475,27 @@ def test_params_and_flops_positive_and_monotone(m, s, dl, dh, causal):
     assert deeper[0] > params and deeper[1] > flops
     assert wider[0] > params and wider[1] > flops
     assert training_flop_per_token(m, s, causal=True).total <= training_flop_per_token(m, s, causal=False).total
+
+
+@pytest.mark.parametrize(("lead", "step", "layers", "expected"), [
+    (0, 1, 4, "MMMM"),
+    (1, 1, 4, "DMMM"),
+    (0, 2, 6, "DMDMDM"),       # Llama 4 Maverick: Megatron moe_layer_freq [0, 1] * 24
+    (1, 2, 6, "DDMDMD"),       # the count starts after the leading dense layers
+    (0, 3, 6, "DDMDDM"),
+])
+def test_layer_kinds_interleave(lead, step, layers, expected):
+    m = ModelSpec(num_layers=layers, hidden_size=64, num_attention_heads=4, ffn_hidden_size=128,
+                  vocab_size=100, moe=dict(num_experts=4, top_k=1, expert_ffn_hidden_size=32,
+                                           num_dense_layers=lead, interleave_step=step))
+    kinds = "".join("M" if k is LayerKind.MOE else "D" for k in layer_kinds(m))
+    assert kinds == expected
+    assert m.num_moe_layers == expected.count("M")
+    assert m.num_dense_mlp_layers == expected.count("D")
+
+
+def test_interleave_step_leaving_no_moe_layer_is_refused():
+    with pytest.raises(ValueError, match="interleave_step"):
+        ModelSpec(num_layers=4, hidden_size=64, num_attention_heads=4, ffn_hidden_size=128, vocab_size=100,
+                  moe=dict(num_experts=4, top_k=1, expert_ffn_hidden_size=32, num_dense_layers=2,
+                           interleave_step=3))

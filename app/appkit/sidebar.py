@@ -143,6 +143,9 @@ def _model_widgets() -> None:
         c1.number_input("Expert MLP width", min_value=1, step=64, key="m_expert_ffn_hidden_size")
         c2.number_input("Shared experts", min_value=0, step=1, key="m_num_shared_experts")
         c1.number_input("Leading dense layers", min_value=0, step=1, key="m_num_dense_layers")
+        c2.number_input("MoE every n-th layer", min_value=1, step=1, key="m_interleave_step",
+                        help="After the leading dense layers: 1 = every layer MoE, 2 = dense and MoE "
+                             "alternate (Llama 4 Maverick).")
     else:
         st.file_uploader(f"Hugging Face config.json (up to {state.MAX_UPLOAD_BYTES // KIBI} KiB)", type=["json"],
                          key="model_upload", on_change=_on_model_upload, max_upload_size=1)

@@ -35,8 +35,8 @@ MODEL_SOURCES = ("Preset", "Custom", "Uploaded")
 HW_SOURCES = ("Catalogue", "Edit YAML", "Upload YAML")
 CUSTOM_INT_FIELDS = ("num_layers", "hidden_size", "num_attention_heads", "num_query_groups", "head_dim",
                      "ffn_hidden_size", "vocab_size", "num_experts", "top_k", "expert_ffn_hidden_size",
-                     "num_shared_experts", "num_dense_layers", "mtp_layers", "attention_window",
-                     "full_attention_every")
+                     "num_shared_experts", "num_dense_layers", "interleave_step", "mtp_layers",
+                     "attention_window", "full_attention_every")
 """Custom-model number fields (widget key ``m_<field>``); 0 means 'default' or 'no MoE'."""
 LAYOUT_FIELDS = ("tp", "pp", "vpp", "cp", "ep", "etp")
 
@@ -67,7 +67,8 @@ def model_fields(m: ModelSpec) -> dict:
         "m_num_experts": moe.num_experts if moe else 0, "m_top_k": moe.top_k if moe else 1,
         "m_expert_ffn_hidden_size": moe.expert_ffn_hidden_size if moe else m.ffn_hidden_size,
         "m_num_shared_experts": moe.num_shared_experts if moe else 0,
-        "m_num_dense_layers": moe.num_dense_layers if moe else 0, "m_mtp_layers": m.mtp_layers,
+        "m_num_dense_layers": moe.num_dense_layers if moe else 0,
+        "m_interleave_step": moe.interleave_step if moe else 1, "m_mtp_layers": m.mtp_layers,
         "m_attention_window": m.attention_window or 0, "m_full_attention_every": m.full_attention_every or 0,
     }
 
@@ -86,7 +87,8 @@ def model_from_fields(v: dict) -> ModelSpec:
     if v["m_num_experts"]:
         data["moe"] = {"num_experts": v["m_num_experts"], "top_k": v["m_top_k"],
                        "expert_ffn_hidden_size": v["m_expert_ffn_hidden_size"],
-                       "num_shared_experts": v["m_num_shared_experts"], "num_dense_layers": v["m_num_dense_layers"]}
+                       "num_shared_experts": v["m_num_shared_experts"], "num_dense_layers": v["m_num_dense_layers"],
+                       "interleave_step": v.get("m_interleave_step") or 1}
     return parse_model(data)
 
 
