@@ -70,8 +70,11 @@ def tp_layer_s(kind: LayerKind, model: ModelSpec, layouts: Layouts, seq: int, hw
     blocks = 2 if (kind is LayerKind.DENSE or model.moe.num_shared_experts) else 1
     t = blocks * pair
     if kind is LayerKind.MOE:
-        # Expert tensor parallelism: all-gather the routed tokens in, reduce-scatter out.
-        routed = moe_tokens(layouts, seq) * model.moe.top_k * layouts.ep * model.hidden_size * ACT_BYTES
+        # Expert tensor parallelism: all-gather the routed tokens in, reduce-scatter out. After
+        # the all-to-all a GPU holds its own share of routed copies, moe_tokens * top_k on
+        # average over its E/ep experts; the gather over the etp group multiplies that by etp
+        # (the expert GEMMs' rows: compute.gemm_shape, m * count = moe_tokens * top_k * etp).
+        routed = moe_tokens(layouts, seq) * model.moe.top_k * layouts.etp * model.hidden_size * ACT_BYTES
         t = t + (group_time_s(Collective.ALL_GATHER, routed, layouts.etp, 1, hw, eff)
                  + group_time_s(Collective.REDUCE_SCATTER, routed, layouts.etp, 1, hw, eff))
     return t

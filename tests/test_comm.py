@@ -169,3 +169,32 @@ def test_flex_dispatch_crosses_the_network_once_per_remote_domain():
     assert t_a2a == pytest.approx(expected(8 * copy * 24 / 32), rel=1e-9)
     assert t_flex == pytest.approx(expected(copy * 3 * (1 - comb(192, 8) / comb(256, 8))), rel=1e-9)
     assert t_flex < 0.5 * t_a2a
+
+
+def test_expert_tensor_parallel_gather_carries_etp_shares_of_routed_tokens():
+    """Grok-1 at tp 4 with SP, ep 8, etp 4 on H100, one micro-batch of 8192 tokens: each GPU
+    enters the MoE layer with 8192 / 4 tokens, holds 2 routed copies of each on average after
+    the all-to-all, and the etp all-gather brings the other three ranks' shares:
+    S = 2048 * 2 * 4 * 6144 * 2 bytes, the same rows the expert GEMMs multiply. So the MoE
+    layer's TP time is the dense layer's minus one attention-or-MLP pair plus an all-gather and
+    a reduce-scatter of S over the 4 GPUs; the count of EP ranks plays no part."""
+    from perfmodel.comm import group_time_s
+    from perfmodel.compute import gemm_shape
+    from perfmodel.layout import layouts_from_job
+    from perfmodel.predict import resolve
+    from perfmodel.scenario import parse_scenario
+    from perfmodel.traffic import tp_layer_s
+    from perfmodel.workload import LayerKind, layer_ops
+    sc = parse_scenario(dict(hardware="h100-sxm", num_gpus=32, model="grok-1-314b", seq_length=8192,
+                             global_batch_size=8, parallelism=dict(tp=4, pp=1, ep=8, etp=4, sequence_parallel=True)))
+    job = resolve(sc)
+    L, hw, m = layouts_from_job(job), job.hardware, job.model
+    eff = hw.efficiency
+    S = 2048 * 2 * 4 * 6144 * 2
+    expert_rows = [gemm_shape(op, m, L, 8192) for op in layer_ops(m, LayerKind.MOE) if op.expert][0]
+    assert float(expert_rows.m[0] * expert_rows.count[0]) * 6144 * 2 == S
+    routed = (float(group_time_s(Collective.ALL_GATHER, S, 4, 1, hw, eff))
+              + float(group_time_s(Collective.REDUCE_SCATTER, S, 4, 1, hw, eff)))
+    dense = float(tp_layer_s(LayerKind.DENSE, m, L, 8192, hw, eff)[0])
+    moe = float(tp_layer_s(LayerKind.MOE, m, L, 8192, hw, eff)[0])
+    assert moe == pytest.approx(dense / 2 + routed, rel=1e-12)
