@@ -42,8 +42,8 @@ from .offload import resident_activation_bytes
 from .pipeline_layout import rank_load
 from .recompute import op_sac_saved_bytes_per_token, save_qkv_saved_bytes_per_token, selective_modules
 from .units import GIBI, MEBI
-from .workload import (ACT_BYTES, FP32_BYTES, LayerKind, OpKind, TpSplit, embedding_params, layer_kinds, layer_ops,
-                       layer_params, mtp_extra_ops, mtp_layer_kind, mtp_params, output_params)
+from .workload import (ACT_BYTES, FP32_BYTES, LayerKind, OpKind, TpSplit, embedding_params, layer_kinds,
+                       layer_ops, layer_params, mtp_extra_ops, mtp_layer_kind, mtp_params, output_params)
 
 DROPOUT_MASK_BYTES = 1
 """Dropout masks are stored as one byte per element (Korthikanti et al. 2022, sec. 4.1)."""
