@@ -420,12 +420,12 @@ def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision:
     if pipeline_layout is None:
         first, last = stage(np.zeros_like(layouts.pp)), stage(layouts.pp - 1)
         peak = larger(first, last, last.total > first.total)
-        if model.moe is not None and model.moe.num_dense_layers and model.moe.interleave_step == 1:
+        if model.moe is not None and model.moe.num_dense_layers:
             # The leading dense-MLP layers fill the first chunks; the first rank without one
             # (and the one before it, partly dense) hold more MoE layers with nearly as many
             # micro-batches in flight as the first rank, so either may peak instead.
             c = -(-model.num_layers // (layouts.pp * layouts.vpp))
-            r1 = np.minimum(-(-model.num_dense_mlp_layers // c), layouts.pp - 1)
+            r1 = np.minimum(-(-model.moe.num_dense_layers // c), layouts.pp - 1)
             for rank in (r1, np.maximum(r1 - 1, 0)):
                 mb = stage(rank)
                 peak = larger(peak, mb, mb.total > peak.total)

@@ -138,7 +138,8 @@ class Scenario(_Frozen):
     only); save_qkv_proj = MaxText's remat policy, which keeps the Q, K and V projections and
     recomputes the rest of the layer (dense layers without MLA); or a list of Megatron-Core
     ``recompute_modules`` (core_attn, layernorm, mla_up_proj, moe_act, mlp, moe,
-    shared_experts), each recomputed as Megatron-Core does it (see ``perfmodel.recompute``). ``core_attn`` and ``[core_attn]`` are the same policy."""
+    shared_experts), each recomputed as Megatron-Core does it (see ``perfmodel.recompute``).
+    ``core_attn`` and ``[core_attn]`` are the same policy."""
     recompute_num_layers: PositiveInt | None = None
     """With ``recompute: full``, how many layers of each model chunk (pipeline stage, or
     virtual stage with interleaving) are recomputed (perfmodel extension of the contract;
