@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from perfmodel.errors import InputError
-from perfmodel.hardware import load_hardware
+from perfmodel.hardware import list_hardware_ids, load_hardware, load_hardware_file
 from perfmodel.units import TERA
 
 from .bench import plan_for, run_and_write, select_backend, with_repeats
@@ -104,7 +104,7 @@ def _calibrate(argv) -> int:
     args = p.parse_args(argv)
     if not 1 <= args.max_regimes <= 3:
         raise InputError("--max-regimes", f"must be 1, 2 or 3, got {args.max_regimes}")
-    spec = load_hardware(args.hardware)
+    spec = load_hardware(args.hardware) if args.hardware in list_hardware_ids() else load_hardware_file(args.hardware)
     results = [load_any(path, hardware_id=spec.id, fabric=args.fabric) for path in args.results]
     require_records(results)
     cal = fit_efficiencies(results, spec, _peaks(args.peak_tflops), args.min_collective_bytes, args.max_regimes,

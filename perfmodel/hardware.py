@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -216,8 +217,18 @@ def _covered(path: str, sources: dict[str, str]) -> bool:
     return any(".".join(parts[:i]) in sources for i in range(1, len(parts) + 1))
 
 
+HARDWARE_ID_PATTERN = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+"""What a catalogue id looks like: the stem of ``hardware/<id>.yaml``. A reference that does not
+match (a path, a URL) is never looked up, so no user string becomes a file name."""
+
+
+@functools.lru_cache(maxsize=1)
+def _catalogue() -> dict[str, Path]:
+    return {p.stem: p for p in sorted(HARDWARE_DIR.glob("*.yaml")) if HARDWARE_ID_PATTERN.fullmatch(p.stem)}
+
+
 def list_hardware_ids() -> list[str]:
-    return sorted(p.stem for p in HARDWARE_DIR.glob("*.yaml"))
+    return sorted(_catalogue())
 
 
 def reference_hardware_ids() -> list[str]:
@@ -225,22 +236,45 @@ def reference_hardware_ids() -> list[str]:
     return [i for i in list_hardware_ids() if load_hardware(i).variant_of is None]
 
 
+def _unknown(ref) -> InputError:
+    shown = ref if len(str(ref)) <= 64 else f"{str(ref)[:61]}..."
+    return InputError("hardware", f"unknown hardware {shown!r}; known ids: {', '.join(list_hardware_ids())}")
+
+
 def parse_hardware(data: dict, origin: str = "hardware") -> HardwareSpec:
-    """Validate a mapping (e.g. an uploaded YAML) into a HardwareSpec, or raise InputError.
-    A variant (``variant_of``) without an efficiency block takes its reference's."""
+    """Validate a mapping (an inline or uploaded spec) into a HardwareSpec, or raise InputError.
+
+    A variant (``variant_of``) names a catalogue spec by id; without an efficiency block it takes
+    that spec's. Only catalogue specs can be referenced, and only ones that are not variants
+    themselves, so a chain of references has length one and cannot loop."""
     ref = data.get("variant_of") if isinstance(data, dict) else None
-    if ref is not None and "efficiency" not in data:
-        data = {**data, "efficiency": load_hardware(str(ref)).efficiency.model_dump()}
+    if ref is not None:
+        if not isinstance(ref, str):
+            raise InputError(f"{origin}.variant_of", f"must be a hardware id, got {ref!r}")
+        if ref == data.get("id"):
+            raise InputError(f"{origin}.variant_of", f"points to the spec itself ({ref!r})")
+        base = load_hardware(ref) if ref in _catalogue() else None
+        if base is None:
+            raise InputError(f"{origin}.variant_of", str(_unknown(ref)).split(": ", 1)[1])
+        if base.variant_of is not None:
+            raise InputError(f"{origin}.variant_of", f"{ref!r} is itself a variant of {base.variant_of!r}; "
+                                                     f"name {base.variant_of!r}")
+        if "efficiency" not in data:
+            data = {**data, "efficiency": base.efficiency.model_dump()}
     return validated(HardwareSpec, data, origin)
 
 
 @functools.lru_cache(maxsize=64)
-def load_hardware(ref: str) -> HardwareSpec:
-    """Load a spec by id (``h100-sxm``) or by path to a YAML file."""
-    path = Path(ref)
-    if not (path.suffix in (".yaml", ".yml") and path.exists()):
-        path = HARDWARE_DIR / f"{ref}.yaml"
-    if not path.exists():
-        known = ", ".join(list_hardware_ids())
-        raise InputError("hardware", f"unknown hardware {ref!r}; known ids: {known}")
+def load_hardware(hw_id: str) -> HardwareSpec:
+    """The catalogue spec ``hardware/<hw_id>.yaml``. Ids only: a path is an unknown id."""
+    path = _catalogue().get(hw_id) if isinstance(hw_id, str) else None
+    if path is None:
+        raise _unknown(hw_id)
     return parse_hardware(read_data_file(path, "hardware"), origin=f"hardware({path.name})")
+
+
+def load_hardware_file(path: str | Path) -> HardwareSpec:
+    """A hardware YAML file named by the person running perfmodel (a command-line argument, or a
+    path in their own scenario file), never by a link or an upload."""
+    p = Path(path)
+    return parse_hardware(read_data_file(p, "hardware"), origin=f"hardware({p.name})")

@@ -28,17 +28,20 @@ def preset_source(preset_id: str) -> str:
 
 @functools.lru_cache(maxsize=128)
 def load_model(ref: str) -> ModelSpec:
-    """A preset id, or a path to a local Hugging Face config.json."""
+    """A preset id (never a path: see ``load_model_file``)."""
     presets = _presets()
-    if ref in presets:
+    if isinstance(ref, str) and ref in presets:
         data = {k: v for k, v in presets[ref].items() if k != "source"}
         return ModelSpec.model_validate(data)
-    path = Path(ref)
-    if path.suffix == ".json" and path.exists():
-        from .hf_config import model_from_hf_config
+    shown = ref if len(str(ref)) <= 64 else f"{str(ref)[:61]}..."
+    raise InputError("model", f"unknown model preset {shown!r}; known presets: {', '.join(list_presets())}")
 
-        return model_from_hf_config(read_data_file(path, "model.config.json"))
-    raise InputError("model", f"unknown model preset {ref!r}; known presets: {', '.join(list_presets())}")
+
+def load_model_file(path: str | Path) -> ModelSpec:
+    """A Hugging Face config.json the person running perfmodel names (never a link or upload)."""
+    from .hf_config import model_from_hf_config
+
+    return model_from_hf_config(read_data_file(Path(path), "model.config.json"))
 
 
 def parse_model(data: dict) -> ModelSpec:

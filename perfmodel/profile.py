@@ -26,7 +26,11 @@ def load_profile_efficiency(path: str | Path, hw: HardwareSpec) -> Efficiencies:
 @functools.lru_cache(maxsize=32)
 def efficiency_for_hardware(hw_ref: str) -> Efficiencies | None:
     """The profile's efficiencies for this hardware id, or None (use the spec's defaults).
-    A variant without a profile of its own (``variant_of``) uses its reference's."""
+    A variant without a profile of its own (``variant_of``) uses its reference's. An inline
+    spec (not a catalogue id) keeps its own efficiencies: a profile fitted to the catalogue
+    spec would override them."""
+    if not isinstance(hw_ref, str):
+        return None
     hw = load_hardware(hw_ref)
     path = PROFILE_DIR / f"{hw.id}.yaml"
     if not path.exists() and hw.variant_of is not None:

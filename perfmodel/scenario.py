@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Literal, get_args
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, field_validator
 
 from . import pipeline_layout
 from .errors import InputError, read_data_file, validated
-from .hardware import HardwareSpec, load_hardware
+from .hardware import HardwareSpec, list_hardware_ids, load_hardware, load_hardware_file, parse_hardware
 from .model import ModelSpec
 from .overlap import Overlap
 
@@ -69,11 +69,14 @@ class Parallelism(_Frozen):
 
 class Scenario(_Frozen):
     name: str = "scenario"
-    hardware: str
-    """Id of hardware/<id>.yaml, or a path to a hardware YAML file."""
+    hardware: str | HardwareSpec
+    """Id of hardware/<id>.yaml, or an inline spec (a mapping in the hardware YAML format). A
+    path to a hardware YAML file is read by ``load_scenario`` (a file the user names) and
+    inlined; a parsed mapping (a link, an upload) never opens a file."""
     num_gpus: PositiveInt
     model: str | ModelSpec
-    """A preset id (or a path to a Hugging Face config.json), or an inline mapping."""
+    """A preset id, or an inline mapping. A path to a Hugging Face config.json is read by
+    ``load_scenario`` only, and inlined."""
     seq_length: PositiveInt
     global_batch_size: PositiveInt
     """Sequences per optimizer step."""
@@ -170,6 +173,59 @@ class Scenario(_Frozen):
     training_tokens: float | None = Field(None, gt=0)
     """Optional: enables time to train, GPU-hours, cost and energy."""
 
+    @field_validator("hardware", mode="before")
+    @classmethod
+    def _hardware_by_id_or_inline(cls, v):
+        if isinstance(v, str):
+            if v not in list_hardware_ids():
+                raise ValueError(_reason(lambda: load_hardware(v)))
+            return v
+        if isinstance(v, dict):
+            return _checked(lambda: parse_hardware(v, "hardware"))
+        return v
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model_by_preset_or_inline(cls, v):
+        if isinstance(v, str):
+            from .presets import list_presets, load_model
+            if v not in list_presets():
+                raise ValueError(_reason(lambda: load_model(v)))
+        return v
+
+
+def _reason(call) -> str:
+    """The reason of the InputError ``call()`` raises (the field name is pydantic's to add)."""
+    try:
+        call()
+    except InputError as exc:
+        return exc.reason
+    return "invalid"
+
+
+def _checked(call):
+    """``call()``, with an InputError turned into the ValueError pydantic reports under the field."""
+    try:
+        return call()
+    except InputError as exc:
+        raise ValueError(str(exc).split(": ", 1)[1] if str(exc).startswith("hardware: ") else str(exc)) from None
+
+
+def hardware_of(s: Scenario) -> HardwareSpec:
+    """The scenario's hardware spec: the catalogue's for an id, else the inline spec."""
+    return s.hardware if isinstance(s.hardware, HardwareSpec) else load_hardware(s.hardware)
+
+
+def hardware_id(s: Scenario) -> str:
+    """The id of the scenario's hardware (an inline spec's own ``id``)."""
+    return s.hardware.id if isinstance(s.hardware, HardwareSpec) else s.hardware
+
+
+def model_of(s: Scenario) -> ModelSpec:
+    """The scenario's model: the preset for an id, else the inline spec."""
+    from .presets import load_model
+    return s.model if isinstance(s.model, ModelSpec) else load_model(s.model)
+
 
 @dataclass(frozen=True)
 class Job:
@@ -187,8 +243,35 @@ def parse_scenario(data: dict) -> Scenario:
     return validated(Scenario, data, "scenario")
 
 
+def inline_local_files(data: dict, base: Path | None = None) -> dict:
+    """A scenario mapping with the files it names read and inlined: ``hardware`` as a path to a
+    hardware YAML, ``model`` as a path to a Hugging Face config.json. For files the person
+    running perfmodel names (their scenario file, their Python mapping); relative paths are
+    looked up beside the scenario file first, then in the working directory. ``parse_scenario``
+    itself never opens a file."""
+    def local(ref: str) -> Path:
+        p = Path(ref)
+        if not p.is_absolute() and base is not None and (base / p).exists():
+            return base / p
+        return p
+
+    out = dict(data)
+    hw = out.get("hardware")
+    if isinstance(hw, str) and hw.endswith((".yaml", ".yml")) and hw not in list_hardware_ids():
+        out["hardware"] = load_hardware_file(local(hw))
+    model = out.get("model")
+    if isinstance(model, str) and model.endswith(".json"):
+        from .presets import load_model_file
+        out["model"] = load_model_file(local(model))
+    return out
+
+
 def load_scenario(path: str | Path) -> Scenario:
-    return parse_scenario(read_data_file(path, "scenario"))
+    """A scenario file the user names; hardware and model files it names are read and inlined."""
+    data = read_data_file(path, "scenario")
+    if isinstance(data, dict):
+        data = inline_local_files(data, Path(path).parent)
+    return parse_scenario(data)
 
 
 def scenario_to_dict(s: Scenario) -> dict:
@@ -381,10 +464,8 @@ def check_recompute(s: Scenario, m: ModelSpec) -> None:
 
 def resolve(s: Scenario) -> Job:
     """Bind the scenario to hardware and model specs and validate the layout."""
-    from .presets import load_model
-
-    hw = load_hardware(s.hardware)
-    m = s.model if isinstance(s.model, ModelSpec) else load_model(s.model)
+    hw = hardware_of(s)
+    m = model_of(s)
     stages = pipeline_stages(s)
     if stages is not None:
         pipeline_layout.validate(stages, m.num_layers, m.mtp_layers)

@@ -36,12 +36,12 @@ from pydantic import BaseModel, ConfigDict, PositiveInt
 from .cost import CostModel, job_cost
 from .efficiency import Efficiencies
 from .errors import validated
-from .hardware import HardwareSpec, load_hardware
+from .hardware import HardwareSpec
 from .layout import Layouts, layouts_from_arrays
 from .memory import fits_in_memory
 from .model import ModelSpec
 from .overlap import Overlap
-from .scenario import (RECOMPUTE_CHOICES, Parallelism, Precision, Recompute, Scenario, check_recompute,
+from .scenario import (RECOMPUTE_CHOICES, hardware_of, model_of, Parallelism, Precision, Recompute, Scenario, check_recompute,
                        layout_rule_fields, layout_violation_fields)
 from .predict import scenario_constants
 from .step import COMPONENTS, evaluate, job_memory
@@ -289,9 +289,7 @@ class SearchResult:
 # --------------------------------------------------------------------------- search
 def bind(scenario: Scenario) -> tuple[ModelSpec, HardwareSpec]:
     """The scenario's model and hardware specs (its layout is not checked)."""
-    from .presets import load_model
-    hw = load_hardware(scenario.hardware)
-    m = scenario.model if isinstance(scenario.model, ModelSpec) else load_model(scenario.model)
+    hw, m = hardware_of(scenario), model_of(scenario)
     check_recompute(scenario, m)
     return m, hw
 

@@ -19,7 +19,7 @@ from .efficiency import Efficiencies
 from .errors import InputError, read_data_file
 from .hardware import load_hardware
 from .predict import predict
-from .scenario import parse_scenario, scenario_to_dict
+from .scenario import hardware_id, hardware_of, parse_scenario, scenario_to_dict
 from .units import GIBI
 
 CASES_FORMAT = "perfmodel-cases/1"
@@ -118,9 +118,9 @@ def run_case(case: dict, efficiency_for=None) -> CaseResult | Skipped:
     except InputError as exc:
         return Skipped(case["id"], str(exc))
     m = case.get("measured") or {}
-    hw = load_hardware(sc.hardware)
+    hw = hardware_of(sc)
     return CaseResult(
-        id=case["id"], hardware=sc.hardware, source=str(case.get("source", "")).split(" — ")[0][:80],
+        id=case["id"], hardware=hardware_id(sc), source=str(case.get("source", "")).split(" — ")[0][:80],
         trust=str(case.get("trust", "")), basis=basis, measured_tokens_per_s_per_gpu=meas,
         predicted_tokens_per_s_per_gpu=p.tokens_per_s_per_gpu, predicted_step_time_s=p.step_time_s,
         measured_step_time_s=m.get("step_time_s"), measured_mfu=m.get("mfu"), predicted_mfu=p.mfu,

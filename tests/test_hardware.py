@@ -19,7 +19,7 @@ from perfmodel.hardware import (
     HARDWARE_DIR,
     PRECISIONS,
     list_hardware_ids,
-    load_hardware,
+    load_hardware, load_hardware_file,
     parse_hardware,
 )
 from perfmodel.units import BITS_PER_BYTE, GIGA, TERA
@@ -101,8 +101,17 @@ def test_every_yaml_loads(hw_id):
 def test_load_by_path(tmp_path):
     dst = tmp_path / "my-h100.yaml"
     shutil.copy(HARDWARE_DIR / "h100-sxm.yaml", dst)
-    by_path = load_hardware(str(dst))
+    by_path = load_hardware_file(str(dst))
     assert by_path == load_hardware("h100-sxm")
+
+
+def test_load_hardware_takes_ids_only(tmp_path):
+    """A path given where an id goes is an unknown id: the catalogue lookup never opens it."""
+    dst = tmp_path / "my-h100.yaml"
+    shutil.copy(HARDWARE_DIR / "h100-sxm.yaml", dst)
+    for ref in (str(dst), "/proc/self/environ", "/dev/zero", "../hardware/h100-sxm", "h100-sxm.yaml"):
+        with pytest.raises(InputError, match="unknown hardware"):
+            load_hardware(ref)
 
 
 def test_unknown_id_lists_known_ids():
@@ -119,7 +128,7 @@ def test_invalid_yaml_is_one_line_error(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("id: [unclosed\n")
     with pytest.raises(InputError) as err:
-        load_hardware(str(bad))
+        load_hardware_file(str(bad))
     assert "not valid YAML" in str(err.value)
     assert "\n" not in str(err.value)
 

@@ -182,12 +182,11 @@ def test_offload_copies_hide_behind_their_window_of_layers():
 
 
 def _slow_host_link(tmp_path, gb_per_s):
+    """An inline hardware spec: the H100's with a slower host link."""
     data = yaml.safe_load((HARDWARE_DIR / "h100-sxm.yaml").read_text())
     data["id"] = f"h100-host-{gb_per_s}"
     data["host_link"]["bandwidth_per_direction_gb_per_s"] = gb_per_s
-    path = tmp_path / f"h100-host-{gb_per_s}.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return str(path)
+    return data
 
 
 def test_offload_time_appears_when_the_host_link_is_slow_and_shrinks_as_it_grows(tmp_path):

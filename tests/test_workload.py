@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from perfmodel.errors import InputError
 from perfmodel.hf_config import model_from_hf_config
 from perfmodel.model import ModelSpec
-from perfmodel.presets import list_presets, load_model
+from perfmodel.presets import list_presets, load_model, load_model_file
 from perfmodel.workload import (
     LayerKind,
     layer_kinds,
@@ -327,8 +327,34 @@ def test_hf_import_round_trip(fixture, preset):
         assert imported.model_copy(update={"name": expected.name}) == expected
 
 
-def test_hf_import_through_load_model():
-    assert load_model(str(HF_DIR / "llama3-8b.json")).hidden_size == 4096
+def test_hf_import_through_load_model_file():
+    assert load_model_file(str(HF_DIR / "llama3-8b.json")).hidden_size == 4096
+    with pytest.raises(InputError, match="unknown model preset"):
+        load_model(str(HF_DIR / "llama3-8b.json"))   # a preset lookup never opens a path
+
+
+def test_scenario_file_inlines_the_files_it_names(tmp_path):
+    """A scenario file may name a config.json and a hardware YAML beside it; they are read
+    when the file is loaded and carried inline, so a parsed mapping never names a path."""
+    import shutil
+
+    import yaml
+
+    from perfmodel.hardware import HARDWARE_DIR, HardwareSpec
+    from perfmodel.model import ModelSpec
+    from perfmodel.scenario import load_scenario, parse_scenario
+
+    shutil.copy(HF_DIR / "llama3-8b.json", tmp_path / "cfg.json")
+    shutil.copy(HARDWARE_DIR / "h100-sxm.yaml", tmp_path / "my-h100.yaml")
+    data = dict(hardware="my-h100.yaml", num_gpus=8, model="cfg.json", seq_length=2048, global_batch_size=8)
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
+    sc = load_scenario(tmp_path / "s.yaml")
+    assert isinstance(sc.hardware, HardwareSpec) and isinstance(sc.model, ModelSpec)
+    assert sc.model.hidden_size == 4096
+    with pytest.raises(InputError, match="hardware: unknown hardware 'my-h100.yaml'"):
+        parse_scenario(data)
+    with pytest.raises(InputError, match="model: unknown model preset 'cfg.json'"):
+        parse_scenario({**data, "hardware": "h100-sxm"})
 
 
 def test_hf_qwen2_moe_shared_expert_and_gpt2_defaults():

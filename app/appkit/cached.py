@@ -40,7 +40,7 @@ def efficiency_for(hardware_ref: str, use_profile: bool):
     """
     if not use_profile:
         return None, "hardware spec defaults (calibration profile off)"
-    if hardware_ref not in list_hardware_ids():
+    if not isinstance(hardware_ref, str) or hardware_ref not in list_hardware_ids():
         return None, "the edited hardware YAML's own efficiencies"
     from perfmodel.profile import efficiency_for_hardware
     try:

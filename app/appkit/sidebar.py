@@ -94,7 +94,7 @@ def _use_model_config(text: str) -> None:
 
 
 def _use_hardware_yaml(text: str) -> None:
-    state.hardware_path_from_text(text, "uploaded hardware YAML")
+    state.hardware_from_text(text, "uploaded hardware YAML")
     st.session_state["_hw_uploaded_text"] = text
 
 

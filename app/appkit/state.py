@@ -7,9 +7,7 @@ tested on their own; ``init`` and ``apply_scenario`` write them into the session
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
-import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +16,7 @@ import yaml
 
 from perfmodel.cost import CostModel
 from perfmodel.errors import InputError, parse_data_text
-from perfmodel.hardware import HARDWARE_DIR, list_hardware_ids, parse_hardware
+from perfmodel.hardware import HARDWARE_DIR, HardwareSpec, list_hardware_ids, parse_hardware
 from perfmodel.model import ModelSpec
 from perfmodel.overlap import Overlap
 from perfmodel.presets import list_presets, load_model, parse_model
@@ -93,8 +91,12 @@ def model_from_fields(v: dict) -> ModelSpec:
 
 
 def hardware_text(hw_id: str) -> str:
-    p = HARDWARE_DIR / f"{hw_id}.yaml"
-    return p.read_text() if p.exists() else ""
+    """The catalogue file of a known id (ids come from ``list_hardware_ids``, never from a user)."""
+    return (HARDWARE_DIR / f"{hw_id}.yaml").read_text() if hw_id in list_hardware_ids() else ""
+
+
+def hardware_spec_yaml(hw: HardwareSpec) -> str:
+    return yaml.safe_dump(hw.model_dump(mode="json", exclude_none=True), sort_keys=False)
 
 
 OVERLAP_KINDS = ("tp", "cp", "ep", "pp", "dp", "fsdp")
@@ -149,13 +151,10 @@ def widget_values(sc: Scenario) -> dict:
             v["model_source"] = "Custom"
         else:   # custom fields cannot express MLA: keep the spec as an uploaded model
             v.update(model_source="Uploaded", _uploaded_model=sc.model.model_dump(mode="json", exclude_none=True))
-    if sc.hardware in list_hardware_ids():
+    if isinstance(sc.hardware, str):
         v.update(hw_source="Catalogue", hardware_id=sc.hardware, hw_yaml_text=hardware_text(sc.hardware))
-    else:
-        path = Path(sc.hardware)
-        if not path.exists():
-            raise InputError("hardware", f"unknown hardware {sc.hardware!r}; known ids: {', '.join(list_hardware_ids())}")
-        v.update(hw_source="Edit YAML", hw_yaml_text=path.read_text())
+    else:   # an inline spec (edited or uploaded): its YAML goes into the editor, never to a file
+        v.update(hw_source="Edit YAML", hw_yaml_text=hardware_spec_yaml(sc.hardware))
     return v
 
 
@@ -164,16 +163,13 @@ def check_upload_size(name: str, size: int) -> None:
         raise InputError(name, f"the file is {size / KIBI:.0f} KiB; the limit is {MAX_UPLOAD_BYTES / KIBI:.0f} KiB")
 
 
-def hardware_path_from_text(text: str, origin: str = "hardware YAML") -> str:
-    """Validate hardware YAML (``parse_hardware``) and store it under a content-hashed path."""
-    hw = parse_hardware(parse_data_text(text, origin), origin=origin)
-    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    folder = Path(tempfile.gettempdir()) / "perfmodel-app"
-    folder.mkdir(exist_ok=True)
-    path = folder / f"{hw.id}-{digest}.yaml"
-    if not path.exists():
-        path.write_text(text)
-    return str(path)
+def hardware_from_text(text: str, origin: str = "hardware YAML") -> HardwareSpec:
+    """Validate hardware YAML (``parse_hardware``) into an inline spec. It lives in the session
+    and in the scenario (link, download); nothing is written to disk."""
+    data = parse_data_text(text, origin)
+    if not isinstance(data, dict):
+        raise InputError(origin, "must be a YAML mapping")
+    return parse_hardware(data, origin=origin)
 
 
 SELECTIVE_RECOMPUTE_OPTIONS = NAMED_POLICIES + RECOMPUTE_MODULE_CHOICES
@@ -207,11 +203,11 @@ def scenario_from_values(v: dict) -> Scenario:
     if hw_src == "Catalogue":
         hardware = v["hardware_id"]
     elif hw_src == "Edit YAML":
-        hardware = hardware_path_from_text(v.get("hw_yaml_text") or "", "hardware YAML")
+        hardware = hardware_from_text(v.get("hw_yaml_text") or "", "hardware YAML")
     else:
         if not v.get("_hw_uploaded_text"):
             raise InputError("hardware", "upload a hardware YAML file (or choose Catalogue)")
-        hardware = hardware_path_from_text(v["_hw_uploaded_text"], "uploaded hardware YAML")
+        hardware = hardware_from_text(v["_hw_uploaded_text"], "uploaded hardware YAML")
     tokens = v.get("training_tokens_b") or 0.0
     data = {
         "name": v.get("scenario_name") or "scenario", "hardware": hardware, "num_gpus": int(v["num_gpus"]),
