@@ -425,11 +425,20 @@ def check_layout(s: Scenario, m: ModelSpec, hw: HardwareSpec) -> tuple[int, int]
     return dp, s.global_batch_size // (s.micro_batch_size * dp)
 
 
-def check_recompute(s: Scenario, m: ModelSpec) -> None:
-    """Recompute and offload fields against the model (Megatron-Core's own rules, in
-    ``TransformerConfig.__post_init__``). Raises InputError."""
+def check_job(s: Scenario, m: ModelSpec) -> None:
+    """The rules on a job that hold whatever its layout and recompute mode: the pipeline layout
+    against the model, and the recompute and offload fields against the model (Megatron-Core's
+    own rules, in ``TransformerConfig.__post_init__``). ``resolve`` (predict) and the layout
+    search both call this, so a layout the search returns is one predict accepts. Raises
+    InputError."""
     from .recompute import selective_modules
 
+    stages = pipeline_stages(s)
+    if stages is not None:
+        pipeline_layout.validate(stages, m.num_layers, m.mtp_layers)
+        if m.moe is not None and m.moe.interleave_step > 1:
+            raise InputError("pipeline_layout", f"is not supported with moe.interleave_step "
+                             f"({m.moe.interleave_step}); drop it for an even split")
     # Checked whatever ``recompute`` says: the layout search tries selective recompute too.
     policy = s.selective_recompute
     owner = {"op_sac": "torchtitan's policy for its dense Llama block",
@@ -449,29 +458,35 @@ def check_recompute(s: Scenario, m: ModelSpec) -> None:
             has, what = needs.get(name, (True, ""))
             if not has:
                 raise InputError("selective_recompute", f"module {name} recomputes {what}; {m.name} has none")
-    if s.recompute_num_layers is not None and s.recompute != "full":
-        raise InputError("recompute_num_layers", f"applies to recompute: full (block method); "
-                                                 f"recompute is {s.recompute}")
     n = s.activation_offload_layers
-    if n:
-        if n >= m.num_layers:
-            raise InputError("activation_offload_layers", f"{n} must be less than num_layers({m.num_layers}) "
-                                                          f"(Megatron-Core)")
-        if s.recompute != "none":
-            raise InputError("activation_offload_layers", f"Megatron-Core offloads activations only without "
-                                                          f"recompute; recompute is {s.recompute}")
+    if n and n >= m.num_layers:
+        raise InputError("activation_offload_layers", f"{n} must be less than num_layers({m.num_layers}) "
+                                                      f"(Megatron-Core)")
+
+
+def recompute_violation(s: Scenario, recompute: str) -> tuple[str, str] | None:
+    """(field, reason) where the scenario's recompute-scoped fields cannot go with ``recompute``
+    (the scenario's own, or one the layout search tries), else None."""
+    if s.recompute_num_layers is not None and recompute != "full":
+        return "recompute_num_layers", f"applies to recompute: full (block method); recompute is {recompute}"
+    if s.activation_offload_layers and recompute != "none":
+        return "activation_offload_layers", (f"Megatron-Core offloads activations only without recompute; "
+                                             f"recompute is {recompute}")
+    return None
+
+
+def check_recompute(s: Scenario, m: ModelSpec) -> None:
+    """``check_job`` and the scenario's own recompute mode against its recompute-scoped fields."""
+    check_job(s, m)
+    bad = recompute_violation(s, s.recompute)
+    if bad:
+        raise InputError(*bad)
 
 
 def resolve(s: Scenario) -> Job:
     """Bind the scenario to hardware and model specs and validate the layout."""
     hw = hardware_of(s)
     m = model_of(s)
-    stages = pipeline_stages(s)
-    if stages is not None:
-        pipeline_layout.validate(stages, m.num_layers, m.mtp_layers)
-        if m.moe is not None and m.moe.interleave_step > 1:
-            raise InputError("pipeline_layout", f"is not supported with moe.interleave_step "
-                             f"({m.moe.interleave_step}); drop it for an even split")
-    dp, num_mb = check_layout(s, m, hw)
     check_recompute(s, m)
+    dp, num_mb = check_layout(s, m, hw)
     return Job(scenario=s, hardware=hw, model=m, dp=dp, num_microbatches=num_mb)

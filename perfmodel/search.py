@@ -41,8 +41,8 @@ from .layout import Layouts, layouts_from_arrays
 from .memory import fits_in_memory
 from .model import ModelSpec
 from .overlap import Overlap
-from .scenario import (RECOMPUTE_CHOICES, hardware_of, model_of, Parallelism, Precision, Recompute, Scenario, check_recompute,
-                       layout_rule_fields, layout_violation_fields)
+from .scenario import (RECOMPUTE_CHOICES, Parallelism, Precision, Recompute, Scenario, check_job, hardware_of,
+                       layout_rule_fields, layout_violation_fields, model_of, recompute_violation)
 from .predict import scenario_constants
 from .step import COMPONENTS, evaluate, job_memory
 from .workload import training_flop_per_token
@@ -214,9 +214,9 @@ class LayoutTable:
         L = self.layouts.row(i)
         par = Parallelism(tp=L["tp"], pp=L["pp"], vpp=L["vpp"], cp=L["cp"], ep=L["ep"], etp=L["etp"],
                           sequence_parallel=L["sp"], zero_stage=L["zero_stage"])
-        return self.base.model_copy(update=dict(
+        return with_recompute(self.base, str(self.recompute[i])).model_copy(update=dict(
             num_gpus=int(self.num_gpus[i]), micro_batch_size=L["mbs"], parallelism=par,
-            recompute=str(self.recompute[i]), precision=str(self.precision[i])))
+            precision=str(self.precision[i])))
 
     def candidate(self, i: int) -> Candidate:
         ttt = None if self.time_to_train_s is None else float(self.time_to_train_s[i])
@@ -288,10 +288,20 @@ class SearchResult:
 
 # --------------------------------------------------------------------------- search
 def bind(scenario: Scenario) -> tuple[ModelSpec, HardwareSpec]:
-    """The scenario's model and hardware specs (its layout is not checked)."""
+    """The scenario's model and hardware specs, checked by the job rules ``predict`` applies
+    (``scenario.check_job``); the layout and recompute mode are the search's to vary."""
     hw, m = hardware_of(scenario), model_of(scenario)
-    check_recompute(scenario, m)
+    check_job(scenario, m)
     return m, hw
+
+
+def with_recompute(scenario: Scenario, recompute: str) -> Scenario:
+    """The scenario with another recompute mode; ``recompute_num_layers`` (the block method of
+    full recompute) goes with ``full`` and is dropped for the other modes, which have no blocks."""
+    update: dict = {"recompute": recompute}
+    if recompute != "full":
+        update["recompute_num_layers"] = None
+    return scenario.model_copy(update=update)
 
 
 def _row_count(c: dict) -> int:
@@ -311,9 +321,13 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
     counts = options.gpu_counts or (scenario.num_gpus,)
     seq, gbs = scenario.seq_length, scenario.global_batch_size
     rejected: Counter = Counter()
-    # Megatron-Core offloads activations only without recompute (scenario.check_recompute).
-    recompute_options = tuple(rc for rc in options.recompute
-                              if not (scenario.activation_offload_layers and rc != "none"))
+    # Recompute modes the job's own fields rule out (scenario.recompute_violation): every layout
+    # of such a mode is rejected for that reason, as predict would reject it.
+    recompute_options, ruled_out = [], []
+    for rc in dict.fromkeys(options.recompute):
+        bad = recompute_violation(with_recompute(scenario, rc), rc)
+        (ruled_out if bad else recompute_options).append((rc, bad))
+    recompute_options = tuple(rc for rc, _ in recompute_options)
     groups = []   # (num_gpus, precision, valid layout columns)
     num_enumerated = num_valid = 0
     for N in dict.fromkeys(counts):
@@ -328,7 +342,9 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
             if bad.any():
                 texts, counts_ = np.unique(reason[bad], return_counts=True)
                 rejected.update({str(t): int(k) * nrc for t, k in zip(texts, counts_)})
-            num_enumerated += _row_count(cols) * nrc
+            for _, (field, why) in ruled_out:
+                rejected[f"{field}: {why}"] += int((~bad).sum())
+            num_enumerated += _row_count(cols) * (nrc + len(ruled_out))
             num_valid += int((~bad).sum()) * nrc
             if (~bad).any():
                 groups.append((N, prec, _keep(cols, ~bad)))
@@ -345,7 +361,7 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
                                     zero_stage=cols["zero_stage"], mbs=cols["mbs"], dp=dp,
                                     num_mb=gbs // (cols["mbs"] * dp))
         for rc in recompute_options:
-            c = scenario_constants(scenario, m, hw, eff, ov, num_gpus=N, precision=prec, recompute=rc)
+            c = scenario_constants(with_recompute(scenario, rc), m, hw, eff, ov, num_gpus=N, precision=prec)
             for start in range(0, len(L_all), CHUNK):
                 L = L_all.take(slice(start, start + CHUNK))
                 fit = fits_in_memory(job_memory(c, L), hw)

@@ -117,6 +117,40 @@ def test_every_searched_layout_equals_predict(model, kw, options):
         assert p.fits_in_memory and c.fits
 
 
+def test_search_refuses_what_predict_refuses():
+    """One rule set: a pipeline layout that does not fit the model is refused by both (search
+    used to skip the check and rank layouts of a job predict refuses)."""
+    bad = scen(pipeline_layout="Et*3|t*3L", recompute="none")   # 6 decoder layers; the model has 4
+    with pytest.raises(InputError, match="pipeline_layout") as by_predict:
+        predict(bad.model_copy(update={"parallelism": Parallelism(pp=2)}))
+    with pytest.raises(InputError, match="pipeline_layout") as by_search:
+        search(bad)
+    assert str(by_predict.value) == str(by_search.value)
+
+
+@pytest.mark.parametrize("extra", [
+    dict(recompute="full", recompute_num_layers=1),
+    dict(recompute="none", activation_offload_layers=1),
+    dict(pipeline_layout="Et*2|t*2L"),
+])
+def test_every_candidate_search_returns_is_accepted_by_predict_with_the_same_numbers(extra):
+    """Search varies recompute; the fields scoped to one recompute mode follow it
+    (``recompute_num_layers`` goes with full, offload only without recompute), so each
+    returned layout is one predict accepts, with the same numbers. Before, the top candidates
+    with recompute none or selective carried recompute_num_layers and predict refused them."""
+    res = search(scen(**extra), SearchOptions(top_k=50))
+    assert res.candidates
+    for c in res.candidates + res.pareto:
+        p = predict(c.scenario)
+        assert (p.step_time_s, p.mfu, p.memory_per_gpu_bytes, p.cost_usd) == (
+            c.step_time_s, c.mfu, c.memory_per_gpu_bytes, c.cost_usd)
+        if c.scenario.recompute != "full":
+            assert c.scenario.recompute_num_layers is None
+    if "activation_offload_layers" in extra:
+        assert {c.scenario.recompute for c in res.candidates} == {"none"}
+        assert any("activation_offload_layers" in r for r in res.rejected)
+
+
 def _exhaustive_best(s: Scenario, options: SearchOptions):
     """A plain loop over predict: every degree dividing num_gpus, every option."""
     m = s.model
