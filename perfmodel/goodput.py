@@ -184,7 +184,7 @@ def young_daly_interval_s(checkpoint_write_s, mtbf_s):
     interval", CACM 17(9); Daly 2006 first-order model)."""
     d = _arr("checkpoint_write_s", checkpoint_write_s, positive=True)
     M = _arr("mtbf_s", mtbf_s, positive=True)
-    return _out(np.sqrt(2 * d * M))
+    return _out(np.sqrt(2 * d) * np.sqrt(M))   # not sqrt(2 d M): 2 d M overflows for rare failures
 
 
 def daly_interval_s(checkpoint_write_s, mtbf_s):
@@ -194,7 +194,7 @@ def daly_interval_s(checkpoint_write_s, mtbf_s):
     d = _arr("checkpoint_write_s", checkpoint_write_s, positive=True)
     M = _arr("mtbf_s", mtbf_s, positive=True)
     x = d / (2 * M)
-    higher_order = np.sqrt(2 * d * M) * (1 + np.sqrt(x) / 3 + x / 9) - d
+    higher_order = np.sqrt(2 * d) * np.sqrt(M) * (1 + np.sqrt(x) / 3 + x / 9) - d
     return _out(np.where(d < 2 * M, higher_order, M))
 
 
