@@ -43,10 +43,10 @@ ARG_BOUNDS = {
     "usd_per_kwh": (None, limits.MAX_USD), "amortisation_years": (0, limits.MAX_YEARS), "utilisation": (0, 1.0),
     "efficiency_threshold": (0, 1.0), "value_of_time": (0, limits.MAX_USD), "budget_usd": (0, limits.MAX_USD),
     "tokens": (0, limits.MAX_TRAINING_TOKENS), "deadline_days": (0, limits.MAX_SECONDS / SECONDS_PER_DAY),
-    "top": (0, limits.MAX_TOP_K), "max_micro_batch_size": (0, limits.MAX_SEARCH_MICRO_BATCH_SIZE),
 }
 """Numeric options: (lower, upper) with the value > lower (>= 0 where lower is None) and <= upper,
-and finite (``--tokens inf`` and ``--price nan`` parse as floats)."""
+and finite (``--tokens inf`` and ``--price nan`` parse as floats). ``--top`` and
+``--max-micro-batch-size`` are ``SearchOptions`` fields, bounded there (``search: top_k: ...``)."""
 
 
 def _check_numbers(args) -> None:
@@ -56,7 +56,7 @@ def _check_numbers(args) -> None:
         if value is None:
             continue
         above = value >= 0 if low is None else value > low
-        if not ((isinstance(value, int) or math.isfinite(value)) and above and value <= high):
+        if not (math.isfinite(value) and above and value <= high):
             interval = f"[0, {high:g}]" if low is None else f"({low:g}, {high:g}]"
             raise InputError("--" + name.replace("_", "-"), f"must be a finite number in {interval}, got {value}")
 

@@ -138,9 +138,9 @@ def test_scale_json_has_no_nan(tmp_path, capsys):
     (["scale", "--gpus", "0,8"], "gpus"),
     (["scale", "--gpus", "8," * 100 + "16"], "gpus"),
     (["scale", "--gpus", "99999999999999999999"], "gpus"),          # was an int64 overflow
-    (["search", "--top", "100000000"], "--top"),
-    (["search", "--top", "9" * 400], "--top"),
-    (["search", "--max-micro-batch-size", "100000"], "--max-micro-batch-size"),
+    (["search", "--top", "100000000"], "search: top_k: Input should be less than or equal to 10000"),
+    (["search", "--top", "9" * 400], "search: top_k"),
+    (["search", "--max-micro-batch-size", "100000"], "search: max_micro_batch_size"),
 ])
 def test_command_line_numbers_are_bounded_and_finite(tmp_path, capsys, argv, field):
     scenario = _write(tmp_path, {**BASE, "training_tokens": 1e12})
