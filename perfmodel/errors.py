@@ -282,10 +282,14 @@ def read_text_file(path, field: str, max_bytes: int = limits.MAX_DATA_FILE_BYTES
             raise InputError(field, f"{name} is too large ({st.st_size:,} bytes; at most {max_bytes:,})")
         with open(p, "rb") as fh:
             data = fh.read(max_bytes + 1)
+    except InputError:
+        raise
     except FileNotFoundError:
         raise InputError(field, f"file not found: {p}") from None
     except OSError as exc:
         raise InputError(field, f"cannot read {name} ({exc.strerror or type(exc).__name__})") from None
+    except ValueError:   # os.stat refuses a path with a NUL byte
+        raise InputError(field, f"{name!r} is not a file name (it holds a NUL byte)") from None
     if len(data) > max_bytes:
         raise InputError(field, too_large)
     if b"\x00" in data:

@@ -255,9 +255,11 @@ def inline_local_files(data: dict, base: Path | None = None) -> dict:
     itself never opens a file."""
     def local(ref: str) -> Path:
         p = Path(ref)
-        if not p.is_absolute() and base is not None and (base / p).exists():
-            return base / p
-        return p
+        beside = None if p.is_absolute() or base is None else base / p
+        try:
+            return beside if beside is not None and beside.is_file() else p
+        except (OSError, ValueError):   # a name the file system refuses (too long, a NUL): the reader says why
+            return p
 
     out = dict(data)
     hw = out.get("hardware")

@@ -302,3 +302,13 @@ def test_collectives_share_the_compute_they_hide_behind():
         total_more = (w + 0.01) + exposed_s(cp, w + 0.01, 1.0) + exposed_s(
             fsdp, w + 0.01 + other - window_used_s(cp, w + 0.01, 1.0), 1.0)
         assert total_more >= total - 1e-12
+
+
+def test_a_scenario_mapping_naming_a_file_the_system_refuses_is_one_line(tmp_path):
+    """A 300-character or NUL-bearing hardware file name through the Python API: the reader's
+    one-line error, not the OSError of looking beside the scenario file."""
+    from perfmodel.scenario import inline_local_files
+
+    for name in ("x" * 300 + ".yaml", "a\x00b.yaml"):
+        with pytest.raises(InputError, match="hardware"):
+            inline_local_files({"hardware": name, "num_gpus": 8}, tmp_path)
