@@ -1,7 +1,7 @@
 """The microbenchmark suite: the same pipeline on every backend.
 
 =============  ===========================================================================
-gemm           square sweep plus the shapes ``perfmodel.workload.layer_ops`` gives for a few
+gemm           square sweep plus the shapes ``perfmodel.formulas.workload.layer_ops`` gives for a few
                model presets (forward m x n x k, input gradient m x k x n, weight gradient
                k x n x m), per precision
 grouped        MoE expert GEMMs (forward up and down) of a few MoE presets: one grouped
@@ -39,10 +39,11 @@ from pathlib import Path
 
 import numpy as np
 
-from perfmodel.compute import ATTENTION_BWD_OVER_FWD_EXECUTED
-from perfmodel.errors import InputError
-from perfmodel.model import ModelSpec
-from perfmodel.workload import LayerKind, Op, OpKind, TpSplit, attention_fwd_flop_per_token, layer_ops
+from perfmodel.formulas.compute import ATTENTION_BWD_OVER_FWD_EXECUTED
+from perfmodel.spec.errors import InputError
+from perfmodel.spec.model import ModelSpec
+from perfmodel.formulas.workload import LayerKind, Op, OpKind, TpSplit, layer_ops
+from perfmodel.formulas.counts import attention_fwd_flop_per_token
 
 from .results import Metadata, Record, Results, write_results
 
@@ -145,7 +146,7 @@ def timed_record(measured, **fields) -> Record:
 def model_spec(ref: str) -> ModelSpec:
     """A preset from perfmodel/data/models.yaml, else the inline fallback."""
     try:
-        from perfmodel.presets import load_model
+        from perfmodel.spec.presets import load_model
 
         return load_model(ref)
     except (InputError, ImportError, OSError, KeyError):
@@ -193,7 +194,7 @@ def grouped_gemm_shapes(models, tokens_per_expert) -> list[tuple[int, int, int, 
 
 
 def attention_flop(batch: int, heads: int, seq: int, head_dim: int, causal: bool) -> tuple[float, float]:
-    """(forward, backward) FLOPs in ``perfmodel.compute``'s convention."""
+    """(forward, backward) FLOPs in ``perfmodel.formulas.compute``'s convention."""
     op = Op("attention/core", OpKind.ATTENTION, attn_heads=heads, attn_qk_dim=head_dim, attn_v_dim=head_dim)
     fwd = attention_fwd_flop_per_token(op, seq, causal) * batch * seq
     return fwd, ATTENTION_BWD_OVER_FWD_EXECUTED * fwd

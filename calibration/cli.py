@@ -11,9 +11,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from perfmodel.errors import InputError
-from perfmodel.hardware import list_hardware_ids, load_hardware, load_hardware_file
-from perfmodel.units import TERA
+from perfmodel.spec.errors import InputError
+from perfmodel.spec.hardware import list_hardware_ids, load_hardware, load_hardware_file
+from perfmodel.spec.units import TERA
 
 from .bench import plan_for, run_and_write, select_backend, with_repeats
 from .fit import SKIPPABLE, fit_efficiencies, quality_lines, require_records

@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfmodel.errors import InputError
-from perfmodel.units import GIGA, MICRO, TERA
+from perfmodel.spec.errors import InputError
+from perfmodel.spec.units import GIGA, MICRO, TERA
 
 from .results import RESULTS_FORMAT, Metadata, Record, Results, bus_factor, parse_results, read_mapping
 

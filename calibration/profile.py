@@ -21,9 +21,9 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from perfmodel.efficiency import Efficiencies
-from perfmodel.errors import InputError, validated
-from perfmodel.hardware import HardwareSpec
+from perfmodel.spec.efficiency import Efficiencies
+from perfmodel.spec.errors import InputError, validated
+from perfmodel.spec.hardware import HardwareSpec
 
 from .results import read_mapping
 

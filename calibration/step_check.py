@@ -28,9 +28,9 @@ from pathlib import Path
 
 import yaml
 
-from perfmodel.errors import InputError
-from perfmodel.presets import load_model
-from perfmodel.scenario import parse_scenario, resolve
+from perfmodel.spec.errors import InputError
+from perfmodel.spec.presets import load_model
+from perfmodel.spec.scenario import parse_scenario, resolve
 
 from .bench import slug, today
 

@@ -5,15 +5,16 @@ Invalid input exits with status 2 and one line on stderr naming the field; no tr
 
 from __future__ import annotations
 
+from perfmodel.spec.paths import DATA_DIR, PROJECT_DIR
 import argparse
 import json
 import sys
 from pathlib import Path
 
-from . import fmt
-from .errors import InputError
+from perfmodel.present import fmt
+from perfmodel.spec.errors import InputError
 
-EXAMPLE_SCENARIO = Path(__file__).resolve().parent / "data" / "example_scenario.yaml"
+EXAMPLE_SCENARIO = DATA_DIR / "example_scenario.yaml"
 
 
 def _emit_json(obj) -> None:
@@ -21,14 +22,14 @@ def _emit_json(obj) -> None:
 
 
 def _load(path: str):
-    from .scenario import load_scenario
+    from perfmodel.spec.scenario import load_scenario
     return load_scenario(path)
 
 
 # ------------------------------------------------------------------------------- predict
 def cmd_predict(args) -> int:
-    from .predict import predict
-    from .profile import efficiency_for_hardware
+    from perfmodel.engine.prediction import predict
+    from perfmodel.spec.profile import efficiency_for_hardware
     sc = _load(args.scenario)
     eff = None if args.no_profile else efficiency_for_hardware(sc.hardware)
     p = predict(sc, efficiency=eff)
@@ -59,13 +60,13 @@ def cmd_predict(args) -> int:
 
 # ------------------------------------------------------------------------------ describe
 def describe_dict(sc) -> dict:
-    from .layout import layouts_from_job
-    from .memory import fits_in_memory
-    from .placement import job_domain_gpus
-    from .predict import job_constants
-    from .scenario import resolve
-    from .step import job_memory
-    from .workload import param_count, training_flop_per_token
+    from perfmodel.formulas.layouts import layouts_from_job
+    from perfmodel.formulas.memory import fits_in_memory
+    from perfmodel.formulas.placement import job_domain_gpus
+    from perfmodel.engine.prediction import job_constants
+    from perfmodel.spec.scenario import resolve
+    from perfmodel.engine.evaluate import job_memory
+    from perfmodel.formulas.counts import param_count, training_flop_per_token
     job = resolve(sc)
     pc = param_count(job.model)
     mem = job_memory(job_constants(job), layouts_from_job(job))
@@ -106,15 +107,15 @@ def cmd_describe(args) -> int:
 
 # ------------------------------------------------------------------------------ validate
 def cmd_validate(args) -> int:
-    from .validate import load_cases, validate
-    from .profile import efficiency_for_hardware
+    from perfmodel.studies.validation import load_cases, validate
+    from perfmodel.spec.profile import efficiency_for_hardware
     lookup = None if args.no_profile else efficiency_for_hardware
     report = validate(load_cases(args.cases), lookup)
     if args.format == "json":
         _emit_json(report.to_dict())
         return 0
     if args.format == "markdown":
-        from .validate_report import markdown
+        from perfmodel.present.validation_report import markdown
         print(markdown(report, profiles=not args.no_profile))
         return 0
     rows = [[r.id[:56], r.hardware, f"{r.measured_tokens_per_s_per_gpu:,.0f}", f"{r.predicted_tokens_per_s_per_gpu:,.0f}",
@@ -158,7 +159,7 @@ def cmd_validate(args) -> int:
 # ----------------------------------------------------------------------------------- app
 def cmd_app(args) -> int:
     import os
-    app = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
+    app = PROJECT_DIR / "app" / "streamlit_app.py"
     cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(args.port),
            "--server.headless", "true", "--browser.gatherUsageStats", "false"]
     sys.stdout.flush()
@@ -167,7 +168,7 @@ def cmd_app(args) -> int:
 
 def _add_optional_commands(sub) -> None:
     """Commands whose modules may bring heavier imports register lazily."""
-    from . import cli_more
+    from perfmodel import cli_more
     cli_more.register(sub)
 
 

@@ -7,9 +7,9 @@ import csv
 import json
 import sys
 
-from . import fmt
-from .errors import InputError
-from .units import SECONDS_PER_DAY
+from perfmodel.present import fmt
+from perfmodel.spec.errors import InputError
+from perfmodel.spec.units import SECONDS_PER_DAY
 
 BENCH_SCENARIO = dict(
     name="bench-gpt3-175b-1024xh100", hardware="h100-sxm", num_gpus=1024, model="gpt3-175b",
@@ -45,7 +45,7 @@ def _progress(label: str, enabled: bool | None):
 
 
 def _cost_model(args):
-    from .cost import parse_cost_model
+    from perfmodel.formulas.cost import parse_cost_model
     d = {"mode": "tco" if args.tco else "cloud"}
     for key, attr in (("usd_per_gpu_hour", "price"), ("purchase_usd_per_gpu", "purchase"), ("pue", "pue"),
                       ("usd_per_kwh", "usd_per_kwh"), ("amortisation_years", "amortisation_years"),
@@ -56,12 +56,12 @@ def _cost_model(args):
 
 
 def _failure_model(args):
-    from .goodput import FailureModel
+    from perfmodel.formulas.goodput import FailureModel
     return FailureModel(gpu_failures_per_gpu_hour=0.0) if args.no_failures else FailureModel()
 
 
 def _search_options(args, **extra):
-    from .search import parse_search_options
+    from perfmodel.studies.search import parse_search_options
     d = {"objective": args.objective, "max_micro_batch_size": args.max_micro_batch_size}
     prec = _csv_list(args.precisions, str, "precisions")
     if prec:
@@ -76,12 +76,12 @@ def _search_options(args, **extra):
 def _efficiency(args, hw_ref: str):
     if args.no_profile:
         return None
-    from .profile import efficiency_for_hardware
+    from perfmodel.spec.profile import efficiency_for_hardware
     return efficiency_for_hardware(hw_ref)
 
 
 def _load(args):
-    from .scenario import load_scenario
+    from perfmodel.spec.scenario import load_scenario
     return load_scenario(args.scenario)
 
 
@@ -119,7 +119,7 @@ def _emit_json(obj) -> None:
 
 # ------------------------------------------------------------------------------- search
 def cmd_search(args) -> int:
-    from .search import search
+    from perfmodel.studies.search import search
     sc = _load(args)
     counts = _csv_list(args.gpus, int, "gpus")
     opts = _search_options(args, top_k=args.top, **({"gpu_counts": tuple(counts)} if counts else {}))
@@ -160,7 +160,7 @@ def cmd_search(args) -> int:
 
 # -------------------------------------------------------------------------------- scale
 def cmd_scale(args) -> int:
-    from .scaling import scale_sweep
+    from perfmodel.studies.scaling import scale_sweep
     sc = _load(args)
     if args.tokens is not None:
         sc = sc.model_copy(update={"training_tokens": args.tokens})
@@ -197,12 +197,12 @@ def cmd_scale(args) -> int:
 
 # --------------------------------------------------------------------------------- size
 def cmd_size(args) -> int:
-    from .sizing import size_cluster
+    from perfmodel.studies.sizing import size_cluster
     sc = _load(args)
     deadline = None if args.deadline_days is None else args.deadline_days * SECONDS_PER_DAY
     lookup = None
     if not args.no_profile:
-        from .profile import efficiency_for_hardware
+        from perfmodel.spec.profile import efficiency_for_hardware
         lookup = efficiency_for_hardware
     rows = size_cluster(sc, args.tokens, deadline, args.budget_usd, _csv_list(args.hardware, str, "hardware"),
                         _csv_list(args.gpus, int, "gpus"), _cost_model(args), _failure_model(args),
@@ -231,11 +231,11 @@ def cmd_bench(args) -> int:
     import os
     import time
 
-    from .layout import layouts_from_arrays
-    from .scenario import layout_rule_fields, layout_violation, parse_scenario
-    from .search import CHUNK, SearchOptions, bind, enumerate_layouts, search
-    from .predict import scenario_constants
-    from .step import evaluate
+    from perfmodel.formulas.layouts import layouts_from_arrays
+    from perfmodel.spec.scenario import layout_rule_fields, layout_violation, parse_scenario
+    from perfmodel.studies.search import CHUNK, SearchOptions, bind, enumerate_layouts, search
+    from perfmodel.engine.prediction import scenario_constants
+    from perfmodel.engine.evaluate import evaluate
     if args.repeat < 1:
         raise InputError("repeat", f"must be >= 1, got {args.repeat}")
     if hasattr(os, "sched_setaffinity"):   # one core, literally

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
-from perfmodel.errors import InputError
-from perfmodel.predict import predict
-from perfmodel.profile import efficiency_for_hardware
-from perfmodel.scenario import parse_scenario
-from perfmodel.validate import measured_tps, load_cases
+from perfmodel.spec.errors import InputError
+from perfmodel.engine.prediction import predict
+from perfmodel.spec.profile import efficiency_for_hardware
+from perfmodel.spec.scenario import parse_scenario
+from perfmodel.studies.validation import measured_tps, load_cases
 
 RUNS = Path(__file__).resolve().parent.parent / "perfmodel" / "data" / "published_runs.yaml"
 FREE = 1e6

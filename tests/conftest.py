@@ -2,7 +2,7 @@
 
 import pytest
 
-from perfmodel.scenario import parse_scenario
+from perfmodel.spec.scenario import parse_scenario
 
 GPT_SMALL = dict(name="gpt-small", num_layers=8, hidden_size=1024, num_attention_heads=16,
                  ffn_hidden_size=4096, vocab_size=32000)

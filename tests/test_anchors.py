@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from perfmodel.predict import predict
-from perfmodel.profile import efficiency_for_hardware
-from perfmodel.scenario import parse_scenario
-from perfmodel.validate import measured_tps
+from perfmodel.engine.prediction import predict
+from perfmodel.spec.profile import efficiency_for_hardware
+from perfmodel.spec.scenario import parse_scenario
+from perfmodel.studies.validation import measured_tps
 
 CASES = {c["id"]: c for c in yaml.safe_load(
     (Path(__file__).resolve().parent.parent / "perfmodel" / "data" / "published_runs.yaml").read_text())["cases"]}
@@ -29,7 +29,7 @@ DGXC_H100 = [k for k in CASES if k.startswith("dgxc_1b9bb6b_h100") and "maxtext"
 # Known misses, kept in the list so that the day they come within tolerance the strict xfail
 # fails and the mark must go. None now: GPT-3 175B FP8 on 2,048 GPUs (+17% while hidden DP
 # traffic was free) came within tolerance when overlapped collectives began to slow the compute
-# beside them (perfmodel.overlap, docs/model.md section 5).
+# beside them (perfmodel.formulas.overlap, docs/model.md section 5).
 KNOWN_MISSES: set[str] = set()
 
 

@@ -386,7 +386,7 @@ def test_overlap_and_zero3_fields_survive_widgets_url_and_yaml():
     sys.path.insert(0, str(APP.parent))
     from appkit import state
 
-    from perfmodel.scenario import parse_scenario, scenario_to_dict
+    from perfmodel.spec.scenario import parse_scenario, scenario_to_dict
     data = scenario_to_dict(state.default_scenario())
     data.update(overlap={"tp": None, "fsdp": 0.25, "ep": 1.0}, fsdp_collectives_per_layer=12, fsdp_list_api=True,
                 moe_dispatcher="flex", elementwise_kernels="eager", selective_recompute="op_sac",
@@ -416,8 +416,8 @@ def test_recompute_modules_block_recompute_and_offload_survive_the_widgets():
     sys.path.insert(0, str(APP.parent))
     from appkit import state
 
-    from perfmodel.errors import InputError
-    from perfmodel.scenario import parse_scenario, scenario_to_dict
+    from perfmodel.spec.errors import InputError
+    from perfmodel.spec.scenario import parse_scenario, scenario_to_dict
     data = scenario_to_dict(state.default_scenario())
     for extra in (dict(selective_recompute=["layernorm", "core_attn"], recompute_num_layers=3),
                   dict(activation_offload_layers=4, recompute="none"),

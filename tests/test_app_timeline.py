@@ -1,4 +1,4 @@
-"""perfmodel.timeline (pipeline schedule Gantt rows) and perfmodel.roofline (ops on the roofline).
+"""perfmodel.formulas.timeline (pipeline schedule Gantt rows) and perfmodel.studies.roofline (ops on the roofline).
 
 Formula tests: hand-computed makespans of 1F1B and interleaved 1F1B (Narayanan et al. 2021,
 sec. 2.2), and cross-checks against the step model.
@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from perfmodel.errors import InputError
-from perfmodel.predict import predict
-from perfmodel.roofline import roofline
-from perfmodel.scenario import load_scenario, resolve
-from perfmodel.timeline import PHASES, pipeline_timeline, rank_order, scenario_timeline
+from perfmodel.spec.errors import InputError
+from perfmodel.engine.prediction import predict
+from perfmodel.studies.roofline import roofline
+from perfmodel.spec.scenario import load_scenario, resolve
+from perfmodel.formulas.timeline import PHASES, pipeline_timeline, rank_order
+from perfmodel.studies.timeline import scenario_timeline
 from perfmodel.cli import EXAMPLE_SCENARIO
 
 

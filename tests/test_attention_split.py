@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from perfmodel.predict import predict
-from perfmodel.profile import efficiency_for_hardware
-from perfmodel.scenario import parse_scenario
-from perfmodel.validate import load_cases
+from perfmodel.engine.prediction import predict
+from perfmodel.spec.profile import efficiency_for_hardware
+from perfmodel.spec.scenario import parse_scenario
+from perfmodel.studies.validation import load_cases
 
 ROOT = Path(__file__).resolve().parent.parent
 spec = importlib.util.spec_from_file_location("attention_split", ROOT / "scripts" / "attention_split.py")

@@ -22,9 +22,9 @@ from calibration.profile import apply_profile
 from calibration.published import PUBLISHED_HARDWARE, borrowed_gemm, default_data_path, fit_published
 from calibration.regimes import fit_regimes
 from calibration.results import FAST_ACCUM_IMPL, Record, Results, bus_factor, load_results
-from perfmodel.efficiency import AttentionEfficiency, GemmEfficiency
-from perfmodel.errors import InputError
-from perfmodel.hardware import load_hardware
+from perfmodel.spec.efficiency import AttentionEfficiency, GemmEfficiency
+from perfmodel.spec.errors import InputError
+from perfmodel.spec.hardware import load_hardware
 
 DATA = Path(__file__).parent / "data"
 NCCL_SAMPLE = DATA / "nccl" / "all_reduce_perf_sample.txt"
@@ -256,7 +256,7 @@ def test_gemm_fit_recovers_eff_max_half_dim_and_kernel_overhead():
 
 def test_grouped_fit_recovers_half_dim_through_the_step_model():
     from calibration.fit import fit_grouped_gemm
-    from perfmodel.compute import gemm_time_s
+    from perfmodel.formulas.compute import gemm_time_s
 
     spec = load_hardware("h100-sxm")
     eff = spec.efficiency.model_copy(update={"grouped_gemm_half_dim": 300.0})
@@ -496,7 +496,7 @@ def test_grouped_gemm_half_dim_is_reproduced_from_the_published_rates():
     """hardware/*.yaml carry grouped_gemm_half_dim = 699, fitted by calibration/grouped.py to
     calibration/data/grouped_gemm.yaml; the bounding record must not be faster than the model."""
     from calibration.grouped import fit_grouped_half_dim
-    from perfmodel.hardware import load_hardware
+    from perfmodel.spec.hardware import load_hardware
 
     hw = load_hardware("h100-sxm")
     fit = fit_grouped_half_dim(hw)
@@ -507,8 +507,8 @@ def test_grouped_gemm_half_dim_is_reproduced_from_the_published_rates():
 
 
 def test_expert_gemms_saturate_later_than_dense_ones():
-    from perfmodel.compute import gemm_efficiency
-    from perfmodel.hardware import load_hardware
+    from perfmodel.formulas.compute import gemm_efficiency
+    from perfmodel.spec.hardware import load_hardware
 
     eff = load_hardware("h100-sxm").efficiency
     dense = float(gemm_efficiency(512, 1536, 2048, "bf16", eff))

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import yaml
 
-from perfmodel.comm import (NVLS_ALLREDUCE_GAIN, Algorithm, Collective, Fabric, bus_factor, flat_time_s,
+from perfmodel.formulas.comm import (NVLS_ALLREDUCE_GAIN, Algorithm, Collective, Fabric, bus_factor, flat_time_s,
                             group_time_s, latency_steps, scale_out_fabric, scale_up_fabric)
-from perfmodel.hardware import load_hardware
+from perfmodel.spec.hardware import load_hardware
 
 GB = 1e9
 
@@ -122,7 +122,7 @@ def test_remote_domains_per_token_is_hypergeometric():
     m - 1 other domains is reached unless all k experts miss it, C(E - E/m, k) / C(E, k)."""
     from math import comb
 
-    from perfmodel.traffic import remote_domains_per_token
+    from perfmodel.formulas.traffic import remote_domains_per_token
     assert float(remote_domains_per_token(256, 8, 4)) == pytest.approx(3 * (1 - comb(192, 8) / comb(256, 8)))
     assert float(remote_domains_per_token(256, 8, 1)) == 0.0
     # one expert per token reaches another domain with probability (m - 1) / m
@@ -136,10 +136,10 @@ def test_remote_domains_per_token_is_hypergeometric():
 
 
 def _ep_layer(dispatcher, ep, num_gpus=64):
-    from perfmodel.layout import layouts_from_job
-    from perfmodel.predict import resolve
-    from perfmodel.scenario import parse_scenario
-    from perfmodel.traffic import ep_layer_s
+    from perfmodel.formulas.layouts import layouts_from_job
+    from perfmodel.engine.prediction import resolve
+    from perfmodel.spec.scenario import parse_scenario
+    from perfmodel.formulas.traffic import ep_layer_s
     sc = parse_scenario(dict(hardware="h100-sxm", num_gpus=num_gpus, model="deepseek-v3", seq_length=4096,
                              global_batch_size=num_gpus, parallelism=dict(tp=1, pp=1, ep=ep)))
     job = resolve(sc)
@@ -178,13 +178,13 @@ def test_expert_tensor_parallel_gather_carries_etp_shares_of_routed_tokens():
     S = 2048 * 2 * 4 * 6144 * 2 bytes, the same rows the expert GEMMs multiply. So the MoE
     layer's TP time is the dense layer's minus one attention-or-MLP pair plus an all-gather and
     a reduce-scatter of S over the 4 GPUs; the count of EP ranks plays no part."""
-    from perfmodel.comm import group_time_s
-    from perfmodel.compute import gemm_shape
-    from perfmodel.layout import layouts_from_job
-    from perfmodel.predict import resolve
-    from perfmodel.scenario import parse_scenario
-    from perfmodel.traffic import tp_layer_s
-    from perfmodel.workload import LayerKind, layer_ops
+    from perfmodel.formulas.comm import group_time_s
+    from perfmodel.formulas.compute import gemm_shape
+    from perfmodel.formulas.layouts import layouts_from_job
+    from perfmodel.engine.prediction import resolve
+    from perfmodel.spec.scenario import parse_scenario
+    from perfmodel.formulas.traffic import tp_layer_s
+    from perfmodel.formulas.workload import LayerKind, layer_ops
     sc = parse_scenario(dict(hardware="h100-sxm", num_gpus=32, model="grok-1-314b", seq_length=8192,
                              global_batch_size=8, parallelism=dict(tp=4, pp=1, ep=8, etp=4, sequence_parallel=True)))
     job = resolve(sc)

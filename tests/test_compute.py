@@ -2,12 +2,12 @@
 
 import pytest
 
-from perfmodel.compute import (ATTENTION_BWD_OVER_FWD_EXECUTED, CAST_TRANSPOSE_BYTES_PER_ELEMENT, gemm_efficiency,
+from perfmodel.formulas.compute import (ATTENTION_BWD_OVER_FWD_EXECUTED, CAST_TRANSPOSE_BYTES_PER_ELEMENT, gemm_efficiency,
                                gemm_shape, gemm_time_s, op_time)
-from perfmodel.hardware import load_hardware
-from perfmodel.layout import layouts_from_arrays
-from perfmodel.model import ModelSpec
-from perfmodel.workload import LayerKind, OpKind, layer_ops
+from perfmodel.spec.hardware import load_hardware
+from perfmodel.formulas.layouts import layouts_from_arrays
+from perfmodel.spec.model import ModelSpec
+from perfmodel.formulas.workload import LayerKind, OpKind, layer_ops
 
 H100 = load_hardware("h100-sxm")
 
@@ -179,7 +179,7 @@ def test_flex_dispatcher_permutes_once():
 def test_loss_backward_counted_kernel_by_kernel_by_hand():
     """The eager fp32 loss has its own backward bytes (26 per logit, 4 kernels), not twice
     the forward's 22; tp 2 halves the logits each GPU touches."""
-    from perfmodel.workload import head_ops
+    from perfmodel.formulas.workload import head_ops
     m = ModelSpec(num_layers=2, hidden_size=1024, num_attention_heads=8, ffn_hidden_size=4096, vocab_size=32000)
     loss = next(op for op in head_ops(m, "eager_fp32") if op.name == "output/cross_entropy")
     s, eff = 4096, H100.efficiency

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from perfmodel.cost import (
+from perfmodel.formulas.cost import (
     CostModel,
     buy_vs_rent_break_even_hours,
     buy_vs_rent_break_even_months,
@@ -18,8 +18,8 @@ from perfmodel.cost import (
     marginal_usd_per_hour_saved,
     parse_cost_model,
 )
-from perfmodel.errors import InputError
-from perfmodel.hardware import load_hardware
+from perfmodel.spec.errors import InputError
+from perfmodel.spec.hardware import load_hardware
 
 
 @pytest.fixture(scope="module")

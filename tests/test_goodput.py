@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 from scipy.optimize import minimize_scalar
 
-from perfmodel.errors import InputError
-from perfmodel.goodput import (
+from perfmodel.spec.errors import InputError
+from perfmodel.formulas.goodput import (
     BLOOM_FAILURES_PER_WEEK,
     BLOOM_NUM_GPUS,
     GPU_FAILURES_PER_GPU_HOUR_LLAMA3,

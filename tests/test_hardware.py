@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from perfmodel.efficiency import Efficiencies
-from perfmodel.errors import InputError
-from perfmodel.hardware import (
+from perfmodel.spec.efficiency import Efficiencies
+from perfmodel.spec.errors import InputError
+from perfmodel.spec.hardware import (
     HARDWARE_DIR,
     PRECISIONS,
     list_hardware_ids,
     load_hardware, load_hardware_file,
     parse_hardware,
 )
-from perfmodel.units import BITS_PER_BYTE, GIGA, TERA
+from perfmodel.spec.units import BITS_PER_BYTE, GIGA, TERA
 
 ALL_IDS = list_hardware_ids()
 
@@ -353,5 +353,5 @@ def test_a_variant_inherits_its_reference_efficiencies():
 
 
 def test_a_variant_uses_its_reference_calibration_profile():
-    from perfmodel.profile import efficiency_for_hardware
+    from perfmodel.spec.profile import efficiency_for_hardware
     assert efficiency_for_hardware("h100-sxm-hbm2e-500w") == efficiency_for_hardware("h100-sxm") is not None

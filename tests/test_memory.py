@@ -11,18 +11,18 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from perfmodel.errors import InputError
-from perfmodel.hardware import list_hardware_ids, load_hardware
-from perfmodel.layout import layouts_from_arrays, layouts_from_job
-from perfmodel.memory import (STATE_BYTES_PER_PARAM, MemoryBreakdown, activation_bytes_per_layer,
-                              fits_in_memory, korthikanti_activation_bytes_per_layer,
-                              memory_per_gpu, model_state_bytes)
-from perfmodel.model import MlaSpec, ModelSpec, MoeSpec
-from perfmodel.predict import job_constants
-from perfmodel.scenario import Scenario, check_layout, parse_scenario, resolve
-from perfmodel.step import job_memory
-from perfmodel.units import GIBI
-from perfmodel.workload import LayerKind, param_count
+from perfmodel.spec.errors import InputError
+from perfmodel.spec.hardware import list_hardware_ids, load_hardware
+from perfmodel.formulas.layouts import layouts_from_arrays, layouts_from_job
+from perfmodel.formulas.activations import activation_bytes_per_layer, korthikanti_activation_bytes_per_layer
+from perfmodel.formulas.memory import STATE_BYTES_PER_PARAM, MemoryBreakdown, fits_in_memory, memory_per_gpu, model_state_bytes
+from perfmodel.spec.model import MlaSpec, ModelSpec, MoeSpec
+from perfmodel.engine.prediction import job_constants
+from perfmodel.spec.scenario import Scenario, check_layout, parse_scenario, resolve
+from perfmodel.engine.evaluate import job_memory
+from perfmodel.spec.units import GIBI
+from perfmodel.formulas.workload import LayerKind
+from perfmodel.formulas.counts import param_count
 
 PUBLISHED = Path(__file__).resolve().parent.parent / "perfmodel" / "data" / "published_runs.yaml"
 """Project copy of shared/data/published_runs.yaml."""
@@ -410,7 +410,7 @@ def test_more_tp_never_increases_memory_per_gpu(scen):
     (1, 2, 3, 4, 1, 1),
 ])
 def test_dense_layers_on_rank_by_hand(lead, step, rank, pp, vpp, expected):
-    from perfmodel.memory import _dense_layers_on_rank
+    from perfmodel.formulas.memory import _dense_layers_on_rank
     m = ModelSpec(num_layers=8, hidden_size=64, num_attention_heads=4, ffn_hidden_size=128, vocab_size=100,
                   moe=dict(num_experts=4, top_k=1, expert_ffn_hidden_size=32, num_dense_layers=lead,
                            interleave_step=step))

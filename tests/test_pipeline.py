@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from perfmodel.pipeline import StageTimes, bubble_fraction, bubble_s, slowest_stage_s
+from perfmodel.formulas.pipeline import StageTimes, bubble_fraction, bubble_s, slowest_stage_s
 
 
 def _equal(t, n=1):

@@ -7,16 +7,17 @@ from dataclasses import fields
 import numpy as np
 import pytest
 
-from perfmodel.errors import InputError
-from perfmodel.memory import state_bytes_per_param
-from perfmodel.model import ModelSpec, MoeSpec
-from perfmodel.pipeline_layout import parse, rank_load, validate
-from perfmodel.predict import evaluate, job_constants, predict
-from perfmodel.layout import Layouts, layouts_from_job
-from perfmodel.scenario import parse_scenario, resolve
-from perfmodel.search import SearchOptions, search
-from perfmodel.step import job_memory
-from perfmodel.workload import LayerKind, layer_params
+from perfmodel.spec.errors import InputError
+from perfmodel.formulas.memory import state_bytes_per_param
+from perfmodel.spec.model import ModelSpec, MoeSpec
+from perfmodel.spec.pipeline_layout import parse, rank_load, validate
+from perfmodel.engine.prediction import evaluate, job_constants, predict
+from perfmodel.formulas.layouts import Layouts, layouts_from_job
+from perfmodel.spec.scenario import parse_scenario, resolve
+from perfmodel.studies.search import SearchOptions, search
+from perfmodel.engine.evaluate import job_memory
+from perfmodel.formulas.workload import LayerKind
+from perfmodel.formulas.counts import layer_params
 
 DENSE = ModelSpec(name="dense", num_layers=4, hidden_size=1024, num_attention_heads=8, num_query_groups=8,
                   ffn_hidden_size=4096, gated_mlp=True, vocab_size=32000)

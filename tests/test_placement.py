@@ -2,11 +2,11 @@
 
 import pytest
 
-from perfmodel.comm import group_domains
-from perfmodel.hardware import load_hardware
-from perfmodel.placement import job_domain_gpus, placed
-from perfmodel.predict import job_constants
-from perfmodel.scenario import resolve
+from perfmodel.formulas.comm import group_domains
+from perfmodel.spec.hardware import load_hardware
+from perfmodel.formulas.placement import job_domain_gpus, placed
+from perfmodel.engine.prediction import job_constants
+from perfmodel.spec.scenario import resolve
 
 from conftest import scenario
 

@@ -6,21 +6,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from perfmodel.compute import block_time
-from perfmodel.errors import InputError
-from perfmodel.hardware import load_hardware
-from perfmodel.layout import layouts_from_arrays
-from perfmodel.memory import activation_bytes_per_layer, memory_per_gpu
-from perfmodel.model import ModelSpec
-from perfmodel.predict import predict
-from perfmodel.recompute import (
+from perfmodel.formulas.compute import block_time
+from perfmodel.spec.errors import InputError
+from perfmodel.spec.hardware import load_hardware
+from perfmodel.formulas.layouts import layouts_from_arrays
+from perfmodel.formulas.activations import activation_bytes_per_layer
+from perfmodel.formulas.memory import memory_per_gpu
+from perfmodel.spec.model import ModelSpec
+from perfmodel.engine.prediction import predict
+from perfmodel.formulas.recompute import (
     op_sac_recomputed_fraction,
     op_sac_saved_bytes_per_token,
     save_qkv_saved_bytes_per_token,
     selective_recompute_s,
 )
-from perfmodel.scenario import parse_scenario, resolve
-from perfmodel.workload import (
+from perfmodel.spec.scenario import parse_scenario, resolve
+from perfmodel.formulas.workload import (
     EAGER_FP32_CE_BWD_BYTES_PER_LOGIT,
     EAGER_FP32_CE_FWD_BYTES_PER_LOGIT,
     LayerKind,
@@ -161,9 +162,9 @@ def test_save_qkv_proj_saved_bytes_by_hand():
 
 
 def test_save_qkv_proj_recompute_repeats_the_layers_collectives():
-    from perfmodel.layout import layouts_from_job
-    from perfmodel.predict import job_constants
-    from perfmodel.step import _layer_time
+    from perfmodel.formulas.layouts import layouts_from_job
+    from perfmodel.engine.prediction import job_constants
+    from perfmodel.engine.evaluate import _layer_time
     job = resolve(_scenario(selective_recompute="save_qkv_proj", parallelism=dict(tp=2, zero_stage=1)))
     c, L = job_constants(job), layouts_from_job(job)
     lt = _layer_time(LayerKind.DENSE, c, L, np.zeros(len(L)))
@@ -228,7 +229,7 @@ def test_eager_over_compiled_ratio_matches_torchtitan_report(gpus):
     """torchtitan 2024-12 report, Tables 1 and 3 (Llama 3.1 8B, FSDP, op-level SAC): torch.compile
     raises tokens/s per GPU from 5,762 to 6,667 on 8 GPUs (1.157x) and from 5,605 to 6,514 on
     128 (1.162x). The two rows differ only in ``elementwise_kernels``; the model gives 1.23x."""
-    from perfmodel.errors import read_data_file
+    from perfmodel.spec.errors import read_data_file
     path = Path(__file__).resolve().parents[1] / "perfmodel" / "data" / "published_runs.yaml"
     cases = {c["id"]: c for c in read_data_file(path, "cases")["cases"]}
     eager = cases[f"torchtitan_2412_llama3_8b_{gpus}gpu_fsdp"]

@@ -5,18 +5,19 @@ import numpy as np
 import pytest
 import yaml
 
-from perfmodel.compute import block_time
-from perfmodel.errors import InputError
-from perfmodel.hardware import HARDWARE_DIR, load_hardware
-from perfmodel.layout import layouts_from_arrays
-from perfmodel.memory import activation_bytes_per_layer, memory_per_gpu
-from perfmodel.model import MlaSpec, ModelSpec, MoeSpec
-from perfmodel.offload import exposed_copy_s, resident_activation_bytes
-from perfmodel.predict import predict
-from perfmodel.recompute import module_op_shares, recomputed_layer_fraction, selective_recompute_s
-from perfmodel.scenario import parse_scenario, resolve
-from perfmodel.search import SearchOptions, search
-from perfmodel.workload import LayerKind, layer_ops
+from perfmodel.formulas.compute import block_time
+from perfmodel.spec.errors import InputError
+from perfmodel.spec.hardware import HARDWARE_DIR, load_hardware
+from perfmodel.formulas.layouts import layouts_from_arrays
+from perfmodel.formulas.activations import activation_bytes_per_layer
+from perfmodel.formulas.memory import memory_per_gpu
+from perfmodel.spec.model import MlaSpec, ModelSpec, MoeSpec
+from perfmodel.formulas.offload import exposed_copy_s, resident_activation_bytes
+from perfmodel.engine.prediction import predict
+from perfmodel.formulas.recompute import module_op_shares, recomputed_layer_fraction, selective_recompute_s
+from perfmodel.spec.scenario import parse_scenario, resolve
+from perfmodel.studies.search import SearchOptions, search
+from perfmodel.formulas.workload import LayerKind, layer_ops
 
 H100 = load_hardware("h100-sxm")
 DENSE = ModelSpec(name="dense", num_layers=8, hidden_size=1024, num_attention_heads=8, num_query_groups=8,

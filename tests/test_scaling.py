@@ -10,14 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfmodel.cli import main
-from perfmodel.cost import CostModel, marginal_usd_per_hour_saved
-from perfmodel.errors import InputError
-from perfmodel.goodput import FailureModel, checkpoint_state_bytes, goodput_fraction
-from perfmodel.hardware import load_hardware
-from perfmodel.scaling import find_knee, recommend, scale_sweep
-from perfmodel.scenario import parse_scenario
-from perfmodel.search import SearchOptions, search
-from perfmodel.workload import param_count
+from perfmodel.formulas.cost import CostModel, marginal_usd_per_hour_saved
+from perfmodel.spec.errors import InputError
+from perfmodel.formulas.goodput import FailureModel, checkpoint_state_bytes, goodput_fraction
+from perfmodel.spec.hardware import load_hardware
+from perfmodel.studies.scaling import find_knee, recommend, scale_sweep
+from perfmodel.spec.scenario import parse_scenario
+from perfmodel.studies.search import SearchOptions, search
+from perfmodel.formulas.counts import param_count
 
 SMALL = dict(name="small", num_layers=8, hidden_size=1024, num_attention_heads=16, ffn_hidden_size=4096,
              vocab_size=32000)

@@ -12,13 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfmodel.cli import main
-from perfmodel.cost import CostModel
-from perfmodel.errors import InputError
-from perfmodel.hardware import load_hardware
-from perfmodel.predict import predict
-from perfmodel.scenario import (Parallelism, Scenario, check_layout, layout_violation, layout_violation_fields,
+from perfmodel.formulas.cost import CostModel
+from perfmodel.spec.errors import InputError
+from perfmodel.spec.hardware import load_hardware
+from perfmodel.engine.prediction import predict
+from perfmodel.spec.scenario import (Parallelism, Scenario, check_layout, layout_violation, layout_violation_fields,
                                 parse_scenario)
-from perfmodel.search import (DOES_NOT_FIT, SearchOptions, parse_search_options, pareto_front, search)
+from perfmodel.studies.search import (DOES_NOT_FIT, SearchOptions, parse_search_options, pareto_front, search)
 
 H100 = load_hardware("h100-sxm")
 TINY = dict(name="tiny", num_layers=4, hidden_size=256, num_attention_heads=8, num_query_groups=4,

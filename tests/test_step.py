@@ -5,10 +5,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from perfmodel.errors import InputError
-from perfmodel.hardware import load_hardware
-from perfmodel.predict import predict
-from perfmodel.step import COMPONENTS
+from perfmodel.spec.errors import InputError
+from perfmodel.spec.hardware import load_hardware
+from perfmodel.engine.prediction import predict
+from perfmodel.engine.evaluate import COMPONENTS
 
 from conftest import scenario
 
@@ -82,8 +82,8 @@ def test_invariants_on_random_valid_scenarios(par, zero, recompute, precision, m
     if par["pp"] == 1:
         assert base.breakdown_s["pipeline_bubble"] == 0
     # More FLOP/s or more bandwidth is never slower.
-    from perfmodel.predict import predict_job
-    from perfmodel.scenario import resolve
+    from perfmodel.engine.prediction import predict_job
+    from perfmodel.spec.scenario import resolve
     import dataclasses
     job = resolve(sc)
     faster = dataclasses.replace(job, hardware=_scaled_hw(f_flops, f_bw))
@@ -139,7 +139,7 @@ def test_fsdp_collectives_per_layer_add_one_ring_latency_each():
     """12 collectives per layer instead of 1 (DeepSpeed ZeRO-3 v0.3: one per parameter
     tensor): 11 more latencies of each of the 2 all-gathers and the reduce-scatter, per layer
     and micro-batch; the bytes are the same. Computed by hand from comm.group_time_s."""
-    from perfmodel.comm import Collective, group_time_s
+    from perfmodel.formulas.comm import Collective, group_time_s
     hw = load_hardware("h100-sxm")
     z3 = dict(num_gpus=32, global_batch_size=64, parallelism=dict(tp=1, pp=1, zero_stage=3),
               overlap=dict(fsdp=0.0))
@@ -158,10 +158,10 @@ def test_fsdp_collectives_per_layer_add_one_ring_latency_each():
 def test_list_api_copies_each_rank_chunk_with_its_own_kernel():
     """torch.distributed's list API: per collective, n copy kernels moving the buffer once more
     (read + write). Checked by hand against compute.memory_time_s at the traffic level."""
-    from perfmodel.compute import memory_time_s
-    from perfmodel.layout import layouts_from_job
-    from perfmodel.predict import resolve
-    from perfmodel.traffic import PARAM_BYTES, dp_traffic, grad_reduce_bytes
+    from perfmodel.formulas.compute import memory_time_s
+    from perfmodel.formulas.layouts import layouts_from_job
+    from perfmodel.engine.prediction import resolve
+    from perfmodel.formulas.traffic import PARAM_BYTES, dp_traffic, grad_reduce_bytes
     job = resolve(scenario(num_gpus=32, global_batch_size=64, parallelism=dict(tp=1, pp=1, zero_stage=3)))
     L, hw = layouts_from_job(job), job.hardware
     P, n = 1e8, 32
@@ -174,10 +174,10 @@ def test_list_api_copies_each_rank_chunk_with_its_own_kernel():
 
 def test_a_dense_model_pays_no_expert_collectives():
     """Zero expert parameters: no expert-group gather or reduce-scatter, not even a latency."""
-    from perfmodel.comm import Collective, group_time_s
-    from perfmodel.layout import layouts_from_job
-    from perfmodel.predict import resolve
-    from perfmodel.traffic import PARAM_BYTES, dp_traffic, grad_reduce_bytes
+    from perfmodel.formulas.comm import Collective, group_time_s
+    from perfmodel.formulas.layouts import layouts_from_job
+    from perfmodel.engine.prediction import resolve
+    from perfmodel.formulas.traffic import PARAM_BYTES, dp_traffic, grad_reduce_bytes
     job = resolve(scenario(num_gpus=32, global_batch_size=64, parallelism=dict(tp=1, pp=1, zero_stage=3)))
     L, hw = layouts_from_job(job), job.hardware
     P = 1e8
@@ -190,10 +190,10 @@ def test_a_dense_model_pays_no_expert_collectives():
 def test_grad_reduce_in_16_bits_halves_the_gradient_reduce_scatter():
     """ZeRO-1 over 32 data-parallel ranks: the reduce-scatter moves 2 bytes per gradient instead
     of 4, by hand through comm.group_time_s; the parameter all-gather does not change."""
-    from perfmodel.comm import Collective, group_time_s
-    from perfmodel.layout import layouts_from_job
-    from perfmodel.predict import resolve
-    from perfmodel.traffic import dp_traffic
+    from perfmodel.formulas.comm import Collective, group_time_s
+    from perfmodel.formulas.layouts import layouts_from_job
+    from perfmodel.engine.prediction import resolve
+    from perfmodel.formulas.traffic import dp_traffic
     job = resolve(scenario(num_gpus=32, global_batch_size=64, parallelism=dict(tp=1, pp=1, zero_stage=1)))
     L, hw = layouts_from_job(job), job.hardware
     P = 1e8
@@ -229,10 +229,10 @@ def test_moe_dispatcher_is_a_scenario_input():
     assert flex.breakdown_s["ep_comm"] < a2a.breakdown_s["ep_comm"]
     # The all-to-all dispatcher also sorts by local expert (8 experts per GPU here): its
     # compute exceeds flex's by that op, in every layer of every micro-batch.
-    from perfmodel.compute import op_time
-    from perfmodel.layout import layouts_from_job
-    from perfmodel.predict import resolve
-    from perfmodel.workload import LayerKind, layer_ops
+    from perfmodel.formulas.compute import op_time
+    from perfmodel.formulas.layouts import layouts_from_job
+    from perfmodel.engine.prediction import resolve
+    from perfmodel.formulas.workload import LayerKind, layer_ops
     job = resolve(_moe())
     sort = next(op for op in layer_ops(job.model, LayerKind.MOE) if op.name == "moe/sort_by_local_expert")
     t = op_time(sort, job.model, layouts_from_job(job), 4096, "bf16", job.hardware, job.hardware.efficiency)
@@ -251,7 +251,7 @@ def test_moe_dispatcher_is_a_scenario_input():
 def test_hidden_traffic_costs_the_compute_beside_it_its_sm_share():
     """exposed = max(t_comm - phi * t_window, sigma * t_comm), sigma = s / (1 + s): by hand with
     s = 0.25 (compute 1.25x longer beside a collective, so it loses 0.2 of its rate)."""
-    from perfmodel.overlap import exposed_s
+    from perfmodel.formulas.overlap import exposed_s
     assert exposed_s(1.0, 10.0, 1.0, 0.25) == pytest.approx(0.2)     # hidden: window stretched 0.2 s
     assert exposed_s(5.0, 2.0, 1.0, 0.25) == pytest.approx(3.0)      # collective outlasts its window
     assert exposed_s(1.0, 10.0, 0.0, 0.25) == pytest.approx(1.0)     # not overlapped: all of it
@@ -264,11 +264,11 @@ def test_hidden_traffic_costs_the_compute_beside_it_its_sm_share():
 def test_batch_level_ep_overlap_hides_each_direction_behind_the_other():
     """overlap.ep = 1 (Megatron-Core combined 1F1B): forward all-to-alls hide behind the
     layer's backward compute, backward ones behind its forward compute."""
-    from perfmodel.layout import layouts_from_job
-    from perfmodel.predict import job_constants, resolve
-    from perfmodel.step import _layer_time
-    from perfmodel.traffic import ep_layer_s
-    from perfmodel.workload import LayerKind
+    from perfmodel.formulas.layouts import layouts_from_job
+    from perfmodel.engine.prediction import job_constants, resolve
+    from perfmodel.engine.evaluate import _layer_time
+    from perfmodel.formulas.traffic import ep_layer_s
+    from perfmodel.formulas.workload import LayerKind
     job = resolve(_moe(overlap=dict(ep=1.0)))
     c, L = job_constants(job), layouts_from_job(job)
     lt = _layer_time(LayerKind.MOE, c, L, np.zeros(len(L)))

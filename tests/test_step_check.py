@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from calibration.step_check import scenario_dict
-from perfmodel.errors import InputError
-from perfmodel.predict import predict
-from perfmodel.scenario import parse_scenario
+from perfmodel.spec.errors import InputError
+from perfmodel.engine.prediction import predict
+from perfmodel.spec.scenario import parse_scenario
 
 RESULTS = Path(__file__).resolve().parents[1] / "calibration" / "results"
 COMMITTED = sorted(RESULTS.glob("*/step_check_*/scenario.yaml"))

@@ -14,17 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfmodel.errors import InputError
-from perfmodel.hf_config import model_from_hf_config
-from perfmodel.model import ModelSpec
-from perfmodel.presets import list_presets, load_model, load_model_file
-from perfmodel.workload import (
-    LayerKind,
-    layer_kinds,
-    megatron_flop_per_token,
-    param_count,
-    training_flop_per_token,
-)
+from perfmodel.spec.errors import InputError
+from perfmodel.spec.hf_config import model_from_hf_config
+from perfmodel.spec.model import ModelSpec
+from perfmodel.spec.presets import list_presets, load_model, load_model_file
+from perfmodel.formulas.workload import LayerKind, layer_kinds
+from perfmodel.formulas.counts import megatron_flop_per_token, param_count, training_flop_per_token
 
 HF_DIR = Path(__file__).resolve().parent / "data" / "hf"
 GIGA = 1e9
@@ -102,7 +97,7 @@ PARAM_ANCHORS = [
     # Dense and MoE layers alternate (interleave_step 2); the card rounds both figures.
     ("llama4-maverick", "total", "HF meta-llama/Llama-4-Maverick model card: 400B total", 400 * GIGA, 0.01),
     ("llama4-maverick", "active", "HF meta-llama/Llama-4-Maverick model card: 17B active", 17 * GIGA, 0.02),
-    # Hugging Face config.json fixtures (tests/data/hf), imported through perfmodel.hf_config.
+    # Hugging Face config.json fixtures (tests/data/hf), imported through perfmodel.spec.hf_config.
     ("qwen1.5-moe-a2.7b.json", "total", "HF Qwen/Qwen1.5-MoE-A2.7B model card: 14.3B total", 14.3 * GIGA, 0.005),
     ("qwen1.5-moe-a2.7b.json", "active", "HF Qwen/Qwen1.5-MoE-A2.7B model card: 2.7B activated", 2.7 * GIGA, 0.005),
     ("gpt-neox-20b.json", "total", "HF EleutherAI/gpt-neox-20b model card: 20,556,201,984", 20_556_201_984, 0.005),
@@ -340,9 +335,9 @@ def test_scenario_file_inlines_the_files_it_names(tmp_path):
 
     import yaml
 
-    from perfmodel.hardware import HARDWARE_DIR, HardwareSpec
-    from perfmodel.model import ModelSpec
-    from perfmodel.scenario import load_scenario, parse_scenario
+    from perfmodel.spec.hardware import HARDWARE_DIR, HardwareSpec
+    from perfmodel.spec.model import ModelSpec
+    from perfmodel.spec.scenario import load_scenario, parse_scenario
 
     shutil.copy(HF_DIR / "llama3-8b.json", tmp_path / "cfg.json")
     shutil.copy(HARDWARE_DIR / "h100-sxm.yaml", tmp_path / "my-h100.yaml")

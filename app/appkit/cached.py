@@ -2,7 +2,7 @@
 
 Each function takes the ``JobInputs.key()`` JSON string (plus options, also frozen), so a
 rerun with unchanged inputs costs a dictionary look-up. Invalid input raises
-``perfmodel.errors.InputError``; pages show its one line with ``st.error``.
+``perfmodel.spec.errors.InputError``; pages show its one line with ``st.error``.
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ from pathlib import Path
 
 import streamlit as st
 
-from perfmodel.cost import CostModel
-from perfmodel.errors import InputError
-from perfmodel.hardware import list_hardware_ids, load_hardware
-from perfmodel.predict import predict_job
-from perfmodel.roofline import roofline
-from perfmodel.scenario import parse_scenario, resolve, scenario_to_dict
-from perfmodel.step import COMPONENTS
-from perfmodel.timeline import scenario_timeline
+from perfmodel.formulas.cost import CostModel
+from perfmodel.spec.errors import InputError
+from perfmodel.spec.hardware import list_hardware_ids, load_hardware
+from perfmodel.engine.prediction import predict_job
+from perfmodel.studies.roofline import roofline
+from perfmodel.spec.scenario import parse_scenario, resolve, scenario_to_dict
+from perfmodel.engine.evaluate import COMPONENTS
+from perfmodel.studies.timeline import scenario_timeline
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = dict(max_entries=256, show_spinner=False)
@@ -42,7 +42,7 @@ def efficiency_for(hardware_ref: str, use_profile: bool):
         return None, "hardware spec defaults (calibration profile off)"
     if not isinstance(hardware_ref, str) or hardware_ref not in list_hardware_ids():
         return None, "the edited hardware YAML's own efficiencies"
-    from perfmodel.profile import efficiency_for_hardware
+    from perfmodel.spec.profile import efficiency_for_hardware
     try:
         eff = efficiency_for_hardware(hardware_ref)
     except (ImportError, TypeError, ValueError, KeyError, OSError) as exc:   # a profile file or loader at fault
@@ -97,7 +97,7 @@ def compare_view(key: str, hardware_ids: tuple[str, ...], with_search: bool, obj
         except InputError as exc:
             rows.append({**base, "layout": "as given", "reason": str(exc)})
         if with_search:
-            from perfmodel.search import SearchOptions, search
+            from perfmodel.studies.search import SearchOptions, search
             try:
                 r = search(s, SearchOptions(objective=objective, top_k=1), cost, efficiency=eff)
             except InputError as exc:
@@ -129,7 +129,7 @@ def _layout_text(s) -> str:
 def search_view(key: str, options_json: str) -> dict:
     """Top layouts, the time-cost Pareto front, every fitting layout (sampled) and the
     reasons layouts were rejected."""
-    from perfmodel.search import parse_search_options, search
+    from perfmodel.studies.search import parse_search_options, search
     sc, cost, use_profile, _ = _unpack(key)
     opts = parse_search_options(json.loads(options_json))
     r = search(sc, opts, cost, efficiency=efficiency_for(sc.hardware, use_profile)[0])
@@ -155,8 +155,8 @@ def search_view(key: str, options_json: str) -> dict:
 def scale_view(key: str, gpu_counts: tuple[int, ...], mode: str, objective: str, efficiency_threshold: float,
                value_of_time_usd_per_day: float | None, deadline_s: float | None) -> dict:
     """The best layout at each GPU count (``scaling.scale_sweep``), as plain rows."""
-    from perfmodel.scaling import scale_sweep
-    from perfmodel.search import SearchOptions
+    from perfmodel.studies.scaling import scale_sweep
+    from perfmodel.studies.search import SearchOptions
     sc, cost, use_profile, _ = _unpack(key)
     res = scale_sweep(sc, gpu_counts, mode, SearchOptions(objective=objective, top_k=1), cost, None,
                       efficiency_threshold=efficiency_threshold, value_of_time_usd_per_day=value_of_time_usd_per_day,
@@ -174,7 +174,7 @@ def size_view(key: str, tokens: float, deadline_s: float | None, budget_usd: flo
               hardware_ids: tuple[str, ...], gpu_counts: tuple[int, ...]) -> dict:
     """Per hardware type, the cheapest (GPU count, layout) meeting the deadline and budget
     (``sizing.size_cluster``), and every count that runs (for the chart)."""
-    from perfmodel.sizing import size_cluster
+    from perfmodel.studies.sizing import size_cluster
     sc, cost, use_profile, _ = _unpack(key)
     rows = size_cluster(sc, tokens, deadline_s, budget_usd, hardware_ids, gpu_counts, cost, None,
                         efficiency_lookup=lambda h: efficiency_for(h, use_profile)[0])
@@ -226,7 +226,7 @@ def microbenchmarks_path() -> Path:
 @st.cache_data(**CACHE)
 def validation_view(use_profile: bool) -> dict:
     """Predicted against measured tokens/s per GPU for every runnable published case."""
-    from perfmodel.validate import load_cases, validate
+    from perfmodel.studies.validation import load_cases, validate
     path = published_runs_path()
     report = validate(load_cases(path), (lambda h: efficiency_for(h, True)[0]) if use_profile else None)
     shown = path.relative_to(REPO) if REPO in path.parents else path.relative_to(REPO.parent)
@@ -256,7 +256,7 @@ def fit_view(hardware_id: str) -> dict:
 @st.cache_data(**CACHE)
 def software_history_view(use_profile: bool) -> list[dict]:
     """Each published software history with perfmodel's prediction for its layout."""
-    from perfmodel.history import history_rows, load_software_history, predicted_tflop_per_s_per_gpu
+    from perfmodel.studies.history import history_rows, load_software_history, predicted_tflop_per_s_per_gpu
     out = []
     for h in load_software_history():
         eff, eff_note = efficiency_for(h.scenario.hardware, use_profile)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from perfmodel.errors import InputError
+from perfmodel.spec.errors import InputError
 
 from .specs import to_spec
 from .state import JobInputs

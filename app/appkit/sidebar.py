@@ -11,14 +11,14 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from perfmodel.cost import CostModel
-from perfmodel.errors import InputError, parse_data_text
-from perfmodel.hardware import list_hardware_ids
-from perfmodel.hf_config import model_from_hf_config
-from perfmodel.presets import list_presets, load_model
-from perfmodel.scenario import (ATTENTION_BACKEND_CHOICES, CROSS_ENTROPY_CHOICES, ELEMENTWISE_KERNELS_CHOICES,
+from perfmodel.formulas.cost import CostModel
+from perfmodel.spec.errors import InputError, parse_data_text
+from perfmodel.spec.hardware import list_hardware_ids
+from perfmodel.spec.hf_config import model_from_hf_config
+from perfmodel.spec.presets import list_presets, load_model
+from perfmodel.spec.scenario import (ATTENTION_BACKEND_CHOICES, CROSS_ENTROPY_CHOICES, ELEMENTWISE_KERNELS_CHOICES,
                                 MOE_DISPATCHER_CHOICES, PRECISION_CHOICES, RECOMPUTE_CHOICES, parse_scenario)
-from perfmodel.units import KIBI
+from perfmodel.spec.units import KIBI
 
 from . import state
 

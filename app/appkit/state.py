@@ -14,15 +14,15 @@ from pathlib import Path
 
 import yaml
 
-from perfmodel.cost import CostModel
-from perfmodel.errors import InputError, parse_data_text
-from perfmodel.hardware import HARDWARE_DIR, HardwareSpec, list_hardware_ids, parse_hardware
-from perfmodel.model import ModelSpec
-from perfmodel.overlap import Overlap
-from perfmodel.presets import list_presets, load_model, parse_model
-from perfmodel.recompute import NAMED_POLICIES
-from perfmodel.scenario import RECOMPUTE_MODULE_CHOICES, Scenario, load_scenario, parse_scenario, scenario_to_dict
-from perfmodel.units import GIGA, KIBI
+from perfmodel.formulas.cost import CostModel
+from perfmodel.spec.errors import InputError, parse_data_text
+from perfmodel.spec.hardware import HARDWARE_DIR, HardwareSpec, list_hardware_ids, parse_hardware
+from perfmodel.spec.model import ModelSpec
+from perfmodel.formulas.overlap import Overlap
+from perfmodel.spec.presets import list_presets, load_model, parse_model
+from perfmodel.spec.software import NAMED_POLICIES
+from perfmodel.spec.scenario import RECOMPUTE_MODULE_CHOICES, Scenario, load_scenario, parse_scenario, scenario_to_dict
+from perfmodel.spec.units import GIGA, KIBI
 
 EXAMPLE_SCENARIO = Path(__file__).resolve().parents[2] / "perfmodel" / "data" / "example_scenario.yaml"
 MAX_UPLOAD_BYTES = 256 * KIBI

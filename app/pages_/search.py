@@ -6,8 +6,8 @@ import pandas as pd
 import streamlit as st
 
 from appkit import cached, charts, page, sidebar
-from perfmodel import fmt
-from perfmodel.scenario import parse_scenario
+from perfmodel.present import fmt
+from perfmodel.spec.scenario import parse_scenario
 
 j = page.job()
 st.title("Search")

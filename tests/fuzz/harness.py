@@ -30,7 +30,7 @@ from pathlib import Path
 
 import yaml
 
-from perfmodel.errors import InputError
+from perfmodel.spec.errors import InputError
 
 HANG_S = 20.0
 """An input that takes longer than this is a hang: the largest legal job predicts in well under
@@ -229,8 +229,8 @@ def finite_prediction(p) -> str:
 
 def check_api(d) -> Outcome:
     """parse, then predict, through the Python API."""
-    from perfmodel.predict import predict
-    from perfmodel.scenario import parse_scenario
+    from perfmodel.engine.prediction import predict
+    from perfmodel.spec.scenario import parse_scenario
 
     def call():
         p = predict(parse_scenario(d))
@@ -307,7 +307,7 @@ def check_file(content: bytes, tmp: Path, rng: random.Random) -> Outcome:
 
 def scaled_hardware(hw_id: str, factors: dict) -> dict:
     """The catalogue spec ``hw_id`` as an inline mapping with some rates multiplied (>= 1)."""
-    from perfmodel.hardware import load_hardware
+    from perfmodel.spec.hardware import load_hardware
 
     data = load_hardware(hw_id).model_dump(mode="json", exclude_none=True)
     data["id"] = f"{hw_id}-faster"
@@ -323,8 +323,8 @@ def scaled_hardware(hw_id: str, factors: dict) -> dict:
 
 def check_faster_hardware(d: dict, rng: random.Random) -> Outcome:
     """The same job on hardware no slower in any rate is never slower (and no less fitting)."""
-    from perfmodel.predict import predict
-    from perfmodel.scenario import parse_scenario
+    from perfmodel.engine.prediction import predict
+    from perfmodel.spec.scenario import parse_scenario
 
     def call():
         p0 = predict(parse_scenario(d))
@@ -341,7 +341,7 @@ def check_faster_hardware(d: dict, rng: random.Random) -> Outcome:
 
 def check_goodput(rng: random.Random) -> Outcome:
     """Goodput lies in [0, 1] and falls (weakly) as the failure rate rises."""
-    from perfmodel.goodput import FailureModel, goodput_fraction
+    from perfmodel.formulas.goodput import FailureModel, goodput_fraction
 
     def call():
         n = rng.choice([1, 8, 1024, 16_384, 1_000_000])

@@ -1,0 +1,247 @@
+"""Cost of GPU time: cloud rental or owned hardware (TCO), and energy.
+
+Notation:
+
+========  ==================================================  =================================
+p         rental price of one GPU-hour                         ``usd_per_gpu_hour`` (cloud)
+C         purchase price of one GPU (server share)             ``purchase_usd_per_gpu``
+Y         amortisation life, years                             ``amortisation_years``
+u         fraction of the life the GPU is in use               ``utilisation_frac``
+o         cluster networking (+ ops) as a fraction of C        ``network_ops_overhead_frac``
+P         node power per GPU at maximum, W                      ``hw.power.power_per_gpu_w``
+a         average draw while training, fraction of P           ``avg_power_frac``
+PUE       facility power / IT power                            ``pue``
+e         electricity price, USD per kWh                       ``usd_per_kwh``
+N, T      GPUs, wall-clock time of the job                     ``num_gpus``, ``wall_time_s``
+========  ==================================================  =================================
+
+Formulas (Cottier et al. 2024, "The rising costs of training frontier AI models",
+arXiv 2405.21015, sec. 2.2-2.4 and app. A.1, A.4, use the same structure):
+
+* cloud:  usd_per_gpu_hour = p
+* TCO:    usd_per_gpu_hour = C (1 + o) / (Y * 8766 h * u)  +  P a PUE e / 1000
+* job:    gpu_hours = N T / 3600;  cost = gpu_hours * usd_per_gpu_hour
+* energy: energy_kwh = N P a PUE T / 3.6e6   -- **facility** energy, PUE included, in both modes
+* buy vs rent: C (1 + o) + h P a PUE e / 1000 = h p   =>   h = C (1 + o) / (p - P a PUE e / 1000)
+
+Every function broadcasts over numpy arrays of ``num_gpus`` and ``wall_time_s``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from perfmodel.spec.errors import InputError, validated
+from perfmodel.spec.hardware import HardwareSpec
+from perfmodel.spec.units import JOULES_PER_KWH, KILO, SECONDS_PER_HOUR
+
+HOURS_PER_YEAR = 8766.0
+"""Julian year, 365.25 days x 24 h."""
+MONTHS_PER_YEAR = 12
+
+# --- sourced defaults --------------------------------------------------------------------
+AMORTISATION_YEARS_DEFAULT = 4.0
+"""Server life before 2022 at the hyperscalers: Microsoft (Q1 FY2023 10-Q: "increase the
+estimated useful lives of both server and network equipment from four years to six years",
+July 2022), Meta (2022 10-K: four years, extended to 4.5 then 5 in 2022), Amazon (2022 10-K:
+servers from four years to five, effective 2022). Amazon's 2024 10-K shortened a subset of
+servers from six to five years from 2025, citing the pace of AI/ML technology. GPUs are
+superseded every ~2 years, so the older, shorter 4-year life is taken as the default."""
+UTILISATION_FRAC_DEFAULT = 0.80
+"""Meta's RSC-1 and RSC-2 research clusters ran at about 83% and 85% utilisation over 11
+months (Kokolis et al. 2025, "Revisiting Reliability in Large-Scale Machine Learning
+Research Clusters", arXiv 2410.21680); rounded down to 0.80."""
+PUE_GENERAL = 1.25
+"""Non-hyperscaler data centre (Cottier et al. 2024 app. A.4, citing SemiAnalysis 2024)."""
+PUE_HYPERSCALER = 1.10
+"""Hyperscaler data centre (Cottier et al. 2024 app. A.4, citing Patterson et al. 2021
+table 4 and Meta's sustainability page)."""
+USD_PER_KWH_DEFAULT = 0.08
+"""US average industrial electricity price, 2023 (EIA Electric Power Monthly table 5.6.A;
+REFERENCES.md 'Cost')."""
+NETWORK_OPS_OVERHEAD_FRAC_DEFAULT = 0.23
+"""Cluster-level (server-to-server) networking is ~19% of cluster hardware cost for an H100
+SuperPOD, i.e. a server-to-cluster factor of 1/(1-0.19) = 1.23 on the server price
+(Cottier et al. 2024 app. A.1). Covers networking only; staff and facility capex are not
+included -- raise it to include them."""
+AVG_POWER_FRAC_DEFAULT = 0.75
+"""Average power over TDP for GPUs during training, 75% (Cottier et al. 2024 app. A.4,
+aggregating the DGX SuperPOD data-centre design guide, Patterson et al. 2021 and Barroso
+et al. 2018)."""
+
+
+class CostModel(BaseModel):
+    """How a GPU-hour is priced. Inputs are validated; unknown keys are errors."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mode: Literal["cloud", "tco"] = "cloud"
+    """``cloud``: rent at ``usd_per_gpu_hour``; ``tco``: own the hardware (capex + energy)."""
+    usd_per_gpu_hour: float | None = Field(None, gt=0)
+    """Rental price override; None uses the hardware spec's cloud price."""
+    purchase_usd_per_gpu: float | None = Field(None, gt=0)
+    """Purchase price override (server price / GPUs); None uses the hardware spec's."""
+    amortisation_years: float = Field(AMORTISATION_YEARS_DEFAULT, gt=0)
+    utilisation_frac: float = Field(UTILISATION_FRAC_DEFAULT, gt=0, le=1)
+    """Fraction of the amortisation life the GPU does paid-for work."""
+    pue: float = Field(PUE_GENERAL, ge=1)
+    """Power usage effectiveness (facility / IT power); 1.1 for a hyperscaler."""
+    usd_per_kwh: float = Field(USD_PER_KWH_DEFAULT, ge=0)
+    network_ops_overhead_frac: float = Field(NETWORK_OPS_OVERHEAD_FRAC_DEFAULT, ge=0)
+    """Cluster networking (and operations) cost as a fraction of the server purchase price."""
+    avg_power_frac: float = Field(AVG_POWER_FRAC_DEFAULT, gt=0, le=1)
+    """Average node draw during training as a fraction of its maximum power."""
+
+
+def parse_cost_model(data: dict) -> CostModel:
+    """Validate a mapping into a CostModel, or raise a one-line InputError."""
+    return validated(CostModel, data, "cost", "must be a mapping")
+
+
+@dataclass(frozen=True)
+class GpuHourPrice:
+    """One GPU-hour of use, split into what it pays for (USD per GPU-hour)."""
+
+    rent_usd_per_hour: float
+    capex_usd_per_hour: float
+    network_ops_usd_per_hour: float
+    energy_usd_per_hour: float
+    """Electricity; zero in cloud mode, where the rental price already includes it."""
+
+    @property
+    def total_usd_per_hour(self) -> float:
+        return (
+            self.rent_usd_per_hour
+            + self.capex_usd_per_hour
+            + self.network_ops_usd_per_hour
+            + self.energy_usd_per_hour
+        )
+
+    def rows(self) -> list[tuple[str, float]]:
+        """Long-form (component, usd_per_hour) rows for charts."""
+        return [
+            ("rent", self.rent_usd_per_hour),
+            ("capex", self.capex_usd_per_hour),
+            ("network_ops", self.network_ops_usd_per_hour),
+            ("energy", self.energy_usd_per_hour),
+        ]
+
+
+@dataclass(frozen=True)
+class JobCost:
+    """GPU time, money and energy of one job (scalars, or arrays when inputs were arrays)."""
+
+    gpu_hours: float | np.ndarray
+    usd_per_gpu_hour: float
+    cost_usd: float | np.ndarray
+    """gpu_hours * usd_per_gpu_hour."""
+    energy_kwh: float | np.ndarray
+    """Facility energy: node power x average-power fraction x PUE x time (PUE included)."""
+
+
+def _scalar_or_array(x):
+    x = np.asarray(x, dtype=float)
+    return float(x) if x.ndim == 0 else x
+
+
+def _check(field: str, values, *, positive: bool) -> np.ndarray:
+    arr = np.asarray(values, dtype=float)
+    bad = ~np.isfinite(arr) | ((arr <= 0) if positive else (arr < 0))
+    if np.any(bad):
+        first = arr[bad].flat[0] if arr.ndim else float(arr)
+        rule = "> 0" if positive else ">= 0"
+        raise InputError(field, f"must be finite and {rule}, got {first}")
+    return arr
+
+
+def rental_usd_per_gpu_hour(hw: HardwareSpec, cost_model: CostModel) -> float:
+    """The cloud price p: the override, else the hardware spec's cloud price."""
+    if cost_model.usd_per_gpu_hour is not None:
+        return cost_model.usd_per_gpu_hour
+    return hw.price.cloud_usd_per_gpu_hour
+
+
+def energy_usd_per_gpu_hour(hw: HardwareSpec, cost_model: CostModel) -> float:
+    """Electricity for one GPU-hour of use: P a PUE e / 1000 (P in W, e in USD/kWh)."""
+    P, a, pue, e = hw.power.power_per_gpu_w, cost_model.avg_power_frac, cost_model.pue, cost_model.usd_per_kwh
+    return P * a * pue * e / KILO
+
+
+def gpu_hour_price(hw: HardwareSpec, cost_model: CostModel) -> GpuHourPrice:
+    """Price of one GPU-hour of use, by component (see the module formulas)."""
+    if cost_model.mode == "cloud":
+        return GpuHourPrice(rental_usd_per_gpu_hour(hw, cost_model), 0.0, 0.0, 0.0)
+    C = cost_model.purchase_usd_per_gpu or hw.price.purchase_usd_per_gpu
+    Y, u, o = cost_model.amortisation_years, cost_model.utilisation_frac, cost_model.network_ops_overhead_frac
+    used_hours = Y * HOURS_PER_YEAR * u
+    return GpuHourPrice(
+        rent_usd_per_hour=0.0,
+        capex_usd_per_hour=C / used_hours,
+        network_ops_usd_per_hour=C * o / used_hours,
+        energy_usd_per_hour=energy_usd_per_gpu_hour(hw, cost_model),
+    )
+
+
+def effective_usd_per_gpu_hour(hw: HardwareSpec, cost_model: CostModel) -> float:
+    """USD per GPU-hour of use: the cloud price, or C(1+o)/(Y*8766*u) + P a PUE e/1000."""
+    return gpu_hour_price(hw, cost_model).total_usd_per_hour
+
+
+def job_cost(num_gpus, wall_time_s, hw: HardwareSpec, cost_model: CostModel) -> JobCost:
+    """GPU-hours, cost and facility energy of ``num_gpus`` GPUs held for ``wall_time_s``."""
+    N = _check("num_gpus", num_gpus, positive=True)
+    T = _check("wall_time_s", wall_time_s, positive=False)
+    price = effective_usd_per_gpu_hour(hw, cost_model)
+    gpu_hours = N * T / SECONDS_PER_HOUR
+    P, a, pue = hw.power.power_per_gpu_w, cost_model.avg_power_frac, cost_model.pue
+    energy_kwh = N * P * a * pue * T / JOULES_PER_KWH
+    return JobCost(
+        gpu_hours=_scalar_or_array(gpu_hours),
+        usd_per_gpu_hour=price,
+        cost_usd=_scalar_or_array(gpu_hours * price),
+        energy_kwh=_scalar_or_array(energy_kwh),
+    )
+
+
+def buy_vs_rent_break_even_hours(hw: HardwareSpec, cost_model: CostModel) -> float:
+    """GPU-hours of use after which buying (capex + networking + energy) beats renting.
+
+    h = C (1 + o) / (p - P a PUE e / 1000); ``inf`` when the rental price does not exceed
+    the electricity cost. Ignores resale value and the time value of money. ``mode`` is
+    ignored: both prices are read from ``cost_model`` and ``hw``.
+    """
+    C = cost_model.purchase_usd_per_gpu or hw.price.purchase_usd_per_gpu
+    o = cost_model.network_ops_overhead_frac
+    p = rental_usd_per_gpu_hour(hw, cost_model)
+    margin = p - energy_usd_per_gpu_hour(hw, cost_model)
+    return float(C * (1 + o) / margin) if margin > 0 else float("inf")
+
+
+def buy_vs_rent_break_even_months(
+    hw: HardwareSpec, cost_model: CostModel, utilisation_frac: float | None = None
+) -> float:
+    """Calendar months to reach the break-even when the GPU is busy ``utilisation_frac``
+    of the time (default: ``cost_model.utilisation_frac``)."""
+    u = cost_model.utilisation_frac if utilisation_frac is None else utilisation_frac
+    if not 0 < u <= 1:
+        raise InputError("utilisation_frac", f"must be in (0, 1], got {u}")
+    hours_per_month = HOURS_PER_YEAR / MONTHS_PER_YEAR
+    return buy_vs_rent_break_even_hours(hw, cost_model) / (u * hours_per_month)
+
+
+def marginal_usd_per_hour_saved(cost_a_usd, time_a_s, cost_b_usd, time_b_s):
+    """Extra dollars paid per hour of wall time saved by choosing b over a.
+
+    (cost_b - cost_a) / ((time_a - time_b) / 3600). Negative when b is both faster and
+    cheaper (a pure win) or slower and cheaper; ``nan`` where the times are equal.
+    Broadcasts over arrays (e.g. consecutive points of a GPU-count sweep).
+    """
+    d_cost = np.asarray(cost_b_usd, dtype=float) - np.asarray(cost_a_usd, dtype=float)
+    d_hours = (np.asarray(time_a_s, dtype=float) - np.asarray(time_b_s, dtype=float)) / SECONDS_PER_HOUR
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(d_hours != 0, d_cost / np.where(d_hours != 0, d_hours, 1.0), np.nan)
+    return _scalar_or_array(out)

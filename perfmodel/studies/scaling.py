@@ -1,0 +1,245 @@
+"""Scaling sweeps: the best layout at each GPU count, and where adding GPUs stops paying.
+
+==========  ===========================================================================
+N_i         GPU counts of the sweep, ascending; N_0 the smallest that runs
+x_i         tokens/s per GPU of the best layout at N_i
+E_i         parallel efficiency x_i / x_0 (1 at N_0; per-GPU throughput ratio)
+T_i         ideal time to train = training_tokens / (N_i x_i)
+g_i         goodput at N_i (``goodput.goodput_fraction``: checkpoints, rework, restarts)
+W_i         time to solution T_i / g_i (the GPUs are held, and paid for, for W_i)
+C_i         cost of N_i GPUs for W_i (``cost.job_cost``), energy likewise
+M_i         marginal dollars per hour saved going from N_{i-1} to N_i:
+            (C_i - C_{i-1}) / ((W_{i-1} - W_i) / 3600)   (``cost.marginal_usd_per_hour_saved``)
+==========  ===========================================================================
+
+Strong scaling keeps the global batch (counts where it does not split are skipped, with the
+reason); weak scaling grows it in proportion to N (global_batch x N / scenario.num_gpus).
+The knee is the first N_i where E_i falls below a threshold, or where M_i exceeds the user's
+value of time. The verdict picks a count from the same numbers: the cheapest that meets a
+deadline, or the one that minimises cost + value of time x W, or the largest above the
+efficiency threshold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from perfmodel.present import fmt
+from perfmodel.formulas.cost import CostModel, job_cost, marginal_usd_per_hour_saved
+from perfmodel.spec.efficiency import Efficiencies
+from perfmodel.spec.errors import InputError
+from perfmodel.formulas.goodput import FailureModel, checkpoint_state_bytes, goodput_fraction
+from perfmodel.formulas.overlap import Overlap
+from perfmodel.studies.search import Candidate, SearchOptions, bind, search
+from perfmodel.spec.units import SECONDS_PER_DAY, SECONDS_PER_HOUR
+from perfmodel.formulas.counts import param_count
+
+Mode = Literal["strong", "weak"]
+EFFICIENCY_THRESHOLD_DEFAULT = 0.8
+"""A common rule of thumb for "scales well" (no single source; pass your own)."""
+
+
+@dataclass(frozen=True)
+class ScalingPoint:
+    num_gpus: int
+    global_batch_size: int
+    candidate: Candidate | None
+    """Best layout by the search objective; None when no layout runs and fits."""
+    skipped_reason: str = ""
+    tokens_per_s: float = float("nan")
+    tokens_per_s_per_gpu: float = float("nan")
+    parallel_efficiency: float = float("nan")
+    ideal_time_s: float = float("nan")
+    goodput_frac: float = float("nan")
+    time_to_solution_s: float = float("nan")
+    gpu_hours: float = float("nan")
+    cost_usd: float = float("nan")
+    energy_kwh: float = float("nan")
+    marginal_usd_per_hour_saved: float | None = None
+    """Versus the previous point that runs; None for the first."""
+
+    @property
+    def ok(self) -> bool:
+        return self.candidate is not None
+
+    def to_dict(self) -> dict:
+        out = {k: getattr(self, k) for k in (
+            "num_gpus", "global_batch_size", "skipped_reason", "tokens_per_s", "tokens_per_s_per_gpu",
+            "parallel_efficiency", "ideal_time_s", "goodput_frac", "time_to_solution_s", "gpu_hours",
+            "cost_usd", "energy_kwh", "marginal_usd_per_hour_saved")}
+        out["layout"] = self.candidate.layout() if self.candidate else None
+        out["mfu"] = self.candidate.mfu if self.candidate else None
+        out["bottleneck"] = self.candidate.bottleneck if self.candidate else None
+        return out
+
+
+@dataclass(frozen=True)
+class Verdict:
+    num_gpus: int | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class ScalingResult:
+    mode: str
+    points: tuple[ScalingPoint, ...]
+    knee_num_gpus: int | None
+    knee_reason: str
+    verdict: Verdict
+
+    def runnable(self) -> tuple[ScalingPoint, ...]:
+        return tuple(p for p in self.points if p.ok)
+
+    def to_dict(self) -> dict:
+        return {"mode": self.mode, "points": [p.to_dict() for p in self.points],
+                "knee_num_gpus": self.knee_num_gpus, "knee_reason": self.knee_reason,
+                "verdict": {"num_gpus": self.verdict.num_gpus, "reason": self.verdict.reason}}
+
+
+def _batch_for(scenario, n: int, mode: str) -> tuple[int | None, str]:
+    gbs = scenario.global_batch_size
+    if mode == "strong":
+        return gbs, ""
+    grown = gbs * n
+    if grown % scenario.num_gpus:
+        return None, (f"weak scaling: global_batch_size({gbs}) * {n} / num_gpus({scenario.num_gpus}) "
+                      f"= {grown / scenario.num_gpus:g} is not a whole number")
+    return grown // scenario.num_gpus, ""
+
+
+def scale_sweep(scenario, gpu_counts, mode: Mode = "strong", options: SearchOptions | None = None,
+                cost_model: CostModel | None = None, failure_model: FailureModel | None = None, *,
+                efficiency_threshold: float = EFFICIENCY_THRESHOLD_DEFAULT,
+                value_of_time_usd_per_day: float | None = None, deadline_s: float | None = None,
+                efficiency: Efficiencies | None = None, overlap: Overlap | None = None,
+                progress=None) -> ScalingResult:
+    """Best layout, throughput, efficiency, time to solution and cost at each GPU count."""
+    if mode not in ("strong", "weak"):
+        raise InputError("mode", f"must be 'strong' or 'weak', got {mode!r}")
+    counts = sorted(set(int(n) for n in gpu_counts))
+    if not counts or counts[0] < 1:
+        raise InputError("gpus", "give one or more positive GPU counts")
+    if not scenario.training_tokens:
+        raise InputError("training_tokens", "a scaling sweep needs training_tokens (time to solution)")
+    if not 0 < efficiency_threshold <= 1:
+        raise InputError("efficiency_threshold", f"must be in (0, 1], got {efficiency_threshold}")
+    for name, v in (("value_of_time", value_of_time_usd_per_day), ("deadline", deadline_s)):
+        if v is not None and not v > 0:
+            raise InputError(name, f"must be > 0, got {v}")
+    options = (options or SearchOptions()).model_copy(update={"gpu_counts": None})
+    cost_model, fm = cost_model or CostModel(), failure_model or FailureModel()
+    m, hw = bind(scenario)
+    state_bytes = checkpoint_state_bytes(param_count(m).total)
+
+    raw = []
+    for k, n in enumerate(counts):
+        gbs, why = _batch_for(scenario, n, mode)
+        if gbs is None:
+            raw.append(ScalingPoint(n, scenario.global_batch_size, None, why))
+            continue
+        sc = scenario.model_copy(update={"num_gpus": n, "global_batch_size": gbs})
+        res = search(sc, options, cost_model, efficiency=efficiency, overlap=overlap)
+        if progress is not None:
+            progress(k + 1, len(counts))
+        if res.best is None:
+            raw.append(ScalingPoint(n, gbs, None, f"no layout runs and fits ({res.top_reason() or 'none enumerated'})"))
+            continue
+        raw.append(ScalingPoint(n, gbs, res.best))
+
+    points, base, prev = [], None, None
+    for p in raw:
+        if not p.ok:
+            points.append(p)
+            continue
+        c = p.candidate
+        g = float(goodput_fraction(p.num_gpus, state_bytes, fm).fraction)
+        ideal = scenario.training_tokens / c.tokens_per_s
+        wall = ideal / g
+        jc = job_cost(p.num_gpus, wall, hw, cost_model)
+        base = base or c
+        marginal = None
+        if prev is not None:
+            marginal = float(marginal_usd_per_hour_saved(prev.cost_usd, prev.time_to_solution_s, jc.cost_usd, wall))
+        prev = ScalingPoint(
+            p.num_gpus, p.global_batch_size, c, tokens_per_s=c.tokens_per_s,
+            tokens_per_s_per_gpu=c.tokens_per_s_per_gpu,
+            parallel_efficiency=c.tokens_per_s_per_gpu / base.tokens_per_s_per_gpu, ideal_time_s=ideal,
+            goodput_frac=g, time_to_solution_s=wall, gpu_hours=float(jc.gpu_hours), cost_usd=float(jc.cost_usd),
+            energy_kwh=float(jc.energy_kwh), marginal_usd_per_hour_saved=marginal)
+        points.append(prev)
+
+    vot_per_hour = (None if value_of_time_usd_per_day is None
+                    else value_of_time_usd_per_day * SECONDS_PER_HOUR / SECONDS_PER_DAY)
+    knee, knee_reason = find_knee(points, efficiency_threshold, vot_per_hour)
+    verdict = recommend(points, efficiency_threshold, vot_per_hour, deadline_s)
+    return ScalingResult(mode=mode, points=tuple(points), knee_num_gpus=knee, knee_reason=knee_reason, verdict=verdict)
+
+
+def find_knee(points, efficiency_threshold: float, value_of_time_usd_per_hour: float | None = None):
+    """First runnable count whose parallel efficiency is below the threshold or, given a
+    value of time, whose marginal dollars per hour saved exceed it (or that saves no time)."""
+    prev = None
+    for p in (q for q in points if q.ok):
+        if p.parallel_efficiency < efficiency_threshold:
+            return p.num_gpus, (f"parallel efficiency {p.parallel_efficiency:.2f} < threshold "
+                                f"{efficiency_threshold:.2f} at {p.num_gpus} GPUs")
+        if value_of_time_usd_per_hour is not None and prev is not None:
+            if p.time_to_solution_s >= prev.time_to_solution_s:
+                return p.num_gpus, f"{p.num_gpus} GPUs are no faster than {prev.num_gpus}"
+            mc = p.marginal_usd_per_hour_saved
+            if mc > value_of_time_usd_per_hour:
+                return p.num_gpus, (f"from {prev.num_gpus} to {p.num_gpus} GPUs each hour saved costs "
+                                    f"{fmt.usd(mc)} > value of time {fmt.usd(value_of_time_usd_per_hour)}/h")
+        prev = p
+    return None, ""
+
+
+def recommend(points, efficiency_threshold: float, value_of_time_usd_per_hour: float | None,
+              deadline_s: float | None) -> Verdict:
+    """A GPU count and the numbers behind it (one or two sentences)."""
+    ok = [p for p in points if p.ok]
+    if not ok:
+        return Verdict(None, "no GPU count in the sweep has a layout that runs and fits")
+    pool = ok
+    if deadline_s is not None:
+        pool = [p for p in ok if p.time_to_solution_s <= deadline_s]
+        if not pool:
+            f = min(ok, key=lambda p: p.time_to_solution_s)
+            return Verdict(f.num_gpus, (f"no count meets the {fmt.seconds(deadline_s)} deadline; the fastest is "
+                                        f"{f.num_gpus} GPUs at {fmt.seconds(f.time_to_solution_s)} "
+                                        f"for {fmt.usd(f.cost_usd)}"))
+    if value_of_time_usd_per_hour is not None:
+        v = value_of_time_usd_per_hour / SECONDS_PER_HOUR
+        best = min(pool, key=lambda p: (p.cost_usd + v * p.time_to_solution_s, p.num_gpus))
+        larger = [p for p in pool if p.num_gpus > best.num_gpus]
+        why = (f"{best.num_gpus} GPUs minimise cost + time x {fmt.usd(value_of_time_usd_per_hour)}/h: "
+               f"{fmt.seconds(best.time_to_solution_s)} for {fmt.usd(best.cost_usd)}")
+        if larger:
+            nxt = larger[0]
+            mc = marginal_usd_per_hour_saved(best.cost_usd, best.time_to_solution_s, nxt.cost_usd,
+                                             nxt.time_to_solution_s)
+            if np.isfinite(mc) and mc > 0:
+                why += (f"; beyond {best.num_gpus} GPUs each hour saved costs {fmt.usd(float(mc))} > your "
+                        f"{fmt.usd(value_of_time_usd_per_hour)}/h value of time")
+            else:
+                why += f"; {nxt.num_gpus} GPUs are no faster"
+        else:
+            why += "; it is the largest count in the sweep, so try larger ones"
+        return Verdict(best.num_gpus, why)
+    if deadline_s is not None:
+        best = min(pool, key=lambda p: (p.cost_usd, p.time_to_solution_s))
+        return Verdict(best.num_gpus, (f"{best.num_gpus} GPUs are the cheapest count that meets the "
+                                       f"{fmt.seconds(deadline_s)} deadline: {fmt.seconds(best.time_to_solution_s)} "
+                                       f"for {fmt.usd(best.cost_usd)}"))
+    above = [p for p in ok if p.parallel_efficiency >= efficiency_threshold]
+    best = above[-1] if above else ok[0]
+    why = (f"{best.num_gpus} GPUs are the largest count with parallel efficiency "
+           f"{best.parallel_efficiency:.2f} >= {efficiency_threshold:.2f}: "
+           f"{fmt.seconds(best.time_to_solution_s)} for {fmt.usd(best.cost_usd)}")
+    nxt = [p for p in ok if p.num_gpus > best.num_gpus]
+    if nxt:
+        why += f"; {nxt[0].num_gpus} GPUs drop to {nxt[0].parallel_efficiency:.2f}"
+    return Verdict(best.num_gpus, why)
