@@ -17,7 +17,9 @@ if str(HERE) not in sys.path:
 import streamlit as st  # noqa: E402
 
 from appkit import page, sidebar  # noqa: E402
+from appkit.offline import no_address_lookups  # noqa: E402
 
+no_address_lookups()   # already done by app/serve.py (perfmodel app); here for `streamlit run`
 st.set_page_config(page_title="perfmodel", layout="wide")
 
 PAGES = [
@@ -36,4 +38,4 @@ try:
     nav.run()
 except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, no traceback
     traceback.print_exc()   # to the server log, not the page
-    st.error(f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+    st.error(page.plain(f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"))

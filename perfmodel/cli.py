@@ -5,13 +5,13 @@ Invalid input exits with status 2 and one line on stderr naming the field; no tr
 
 from __future__ import annotations
 
-from perfmodel.spec.paths import DATA_DIR, PROJECT_DIR
 import argparse
 import json
 import sys
 from pathlib import Path
 
 from perfmodel.present import fmt
+from perfmodel.spec.paths import DATA_DIR, PROJECT_DIR
 from perfmodel.spec.errors import InputError
 
 EXAMPLE_SCENARIO = DATA_DIR / "example_scenario.yaml"
@@ -66,7 +66,7 @@ def describe_dict(sc) -> dict:
     from perfmodel.engine.prediction import job_constants
     from perfmodel.spec.scenario import resolve
     from perfmodel.engine.evaluate import job_memory
-    from perfmodel.formulas.counts import param_count, training_flop_per_token
+    from perfmodel.formulas.workload import param_count, training_flop_per_token
     job = resolve(sc)
     pc = param_count(job.model)
     mem = job_memory(job_constants(job), layouts_from_job(job))
@@ -157,12 +157,24 @@ def cmd_validate(args) -> int:
 
 
 # ----------------------------------------------------------------------------------- app
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+"""Addresses that keep the app on this machine (``--host``'s default is the first)."""
+
+
 def cmd_app(args) -> int:
+    """Run ``app/serve.py``: Streamlit with ``app/.streamlit/config.toml`` (loopback only, no
+    usage statistics, no address look-ups), listening on ``--host``:``--port``."""
     import os
-    app = PROJECT_DIR / "app" / "streamlit_app.py"
-    cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(args.port),
-           "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+    serve = PROJECT_DIR / "app" / "serve.py"
+    cmd = [sys.executable, str(serve), "--server.port", str(args.port), "--server.address", args.host]
+    if args.host not in LOOPBACK_HOSTS:
+        # Clients will name this machine however they reach it: accept any Host header.
+        cmd += ["--server.allowedHosts", "*"]
+        print(f"perfmodel app: listening on {args.host}:{args.port}: anyone who can reach this machine on that "
+              f"address can use the app (the default, --host {LOOPBACK_HOSTS[0]}, keeps it to this machine)",
+              file=sys.stderr)
     sys.stdout.flush()
+    sys.stderr.flush()
     os.execv(sys.executable, cmd)   # replace this process, so signals reach Streamlit directly
 
 
@@ -200,8 +212,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-profile", action="store_true", help="ignore calibration profiles")
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("app", help="start the Streamlit app")
+    p = sub.add_parser("app", help="start the Streamlit app (on this machine only, unless --host says otherwise)")
     p.add_argument("--port", type=int, default=8501)
+    p.add_argument("--host", default=LOOPBACK_HOSTS[0],
+                   help="address to listen on; 0.0.0.0 opens the app to every network this machine is on")
     p.set_defaults(func=cmd_app)
 
     _add_optional_commands(sub)

@@ -23,6 +23,9 @@ from perfmodel.studies.timeline import scenario_timeline
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = dict(max_entries=256, show_spinner=False)
+MAX_TIMELINE_BARS = 50_000
+"""The pipeline schedule is drawn when it has at most this many bars (2 x pp x vpp x the
+micro-batches drawn, at least pp of them): pp 128 draws 32,768; pp 1,024 would draw 2 million."""
 
 
 def _unpack(key: str):
@@ -62,7 +65,9 @@ def plan_view(key: str) -> dict:
     p = predict_job(job, efficiency=eff, cost_model=cost)
     rl = roofline(job, eff)
     pp, vpp = sc.parallelism.pp, sc.parallelism.vpp
-    tl = scenario_timeline(job, eff, max_microbatches=max(pp, min(16, 48 // vpp)))
+    drawn = max(pp, min(16, 48 // vpp))
+    bars = 2 * pp * vpp * min(drawn, job.num_microbatches)
+    tl = scenario_timeline(job, eff, max_microbatches=drawn) if bars <= MAX_TIMELINE_BARS else None
     gpu = job.hardware.gpu
     return {
         "prediction": p.to_dict(),
@@ -70,9 +75,10 @@ def plan_view(key: str) -> dict:
         "usable_hbm_bytes": gpu.hbm_usable_bytes, "hbm_capacity_bytes": gpu.hbm_bytes,
         "efficiency_note": eff_note,
         "roofline": {"points": list(rl.points), "roofs": list(rl.roofs), "ridge": rl.ridge_flop_per_byte},
-        "timeline": {"rows": list(tl.rows), "drawn": tl.num_microbatches_drawn,
-                     "total": tl.num_microbatches_total, "makespan_s": tl.makespan_s,
-                     "bubble_frac": tl.bubble_frac},
+        "timeline": None if tl is None else {"rows": list(tl.rows), "drawn": tl.num_microbatches_drawn,
+                                             "total": tl.num_microbatches_total, "makespan_s": tl.makespan_s,
+                                             "bubble_frac": tl.bubble_frac},
+        "timeline_bars": bars,
     }
 
 

@@ -7,22 +7,27 @@ Widgets take their values from Session State only (never ``value=``), so a loade
 from __future__ import annotations
 
 import json
+import traceback
 from collections.abc import Callable
 
 import streamlit as st
 
 from perfmodel.formulas.cost import CostModel
-from perfmodel.spec.errors import InputError, parse_data_text
+from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import list_hardware_ids
 from perfmodel.spec.hf_config import model_from_hf_config
 from perfmodel.spec.presets import list_presets, load_model
 from perfmodel.spec.scenario import (ATTENTION_BACKEND_CHOICES, CROSS_ENTROPY_CHOICES, ELEMENTWISE_KERNELS_CHOICES,
                                 MOE_DISPATCHER_CHOICES, PRECISION_CHOICES, RECOMPUTE_CHOICES, parse_scenario)
-from perfmodel.spec.units import KIBI
 
 from . import state
+from .page import plain
 
 _NON_WIDGET = ("_uploaded_model", "_hw_uploaded_text")
+NAME_MAX_CHARS = 128
+"""Scenario and custom-model names typed in the sidebar (the longest catalogue name has 90)."""
+LAYOUT_MAX_CHARS = 4096
+"""A typed pipeline layout (one letter per layer even for a 128-layer model with 16 virtual stages)."""
 
 
 def _apply(values: dict) -> None:
@@ -33,6 +38,15 @@ def _apply(values: dict) -> None:
 def load_scenario(sc) -> None:
     """Put a scenario into the sidebar's widgets (call from a callback, before they are drawn)."""
     _apply(state.widget_values(sc))
+
+
+def load_scenario_data(data: dict) -> None:
+    """``load_scenario`` of a scenario mapping (a search result); an invalid one leaves the
+    sidebar as it is and says why above it."""
+    try:
+        load_scenario(parse_scenario(data))
+    except InputError as exc:
+        st.session_state["_notice"] = f"The layout was not loaded: {exc}"
 
 
 def init() -> None:
@@ -47,7 +61,7 @@ def init() -> None:
         try:
             _apply(state.widget_values(state.decode_query(text)))
         except InputError as exc:
-            st.session_state["_notice"] = f"The scenario in the link was not loaded: {exc}"
+            st.session_state["_notice"] = f"The scenario in the link was not loaded (the example is shown): {exc}"
 
 
 # ------------------------------------------------------------------------------ callbacks
@@ -73,7 +87,8 @@ def _read_upload(key: str, label: str) -> str | None:
 
 
 def _upload_handler(upload_key: str, label: str, error_key: str, use: Callable[[str], None]) -> Callable[[], None]:
-    """on_change callback: read the upload, hand its text to ``use``, keep any one-line error."""
+    """on_change callback: read the upload, hand its text to ``use``, keep any one-line error.
+    Callbacks run before the script, outside its last line of defence, so this is their own."""
     def handler() -> None:
         st.session_state.pop(error_key, None)
         try:
@@ -82,11 +97,14 @@ def _upload_handler(upload_key: str, label: str, error_key: str, use: Callable[[
                 use(text)
         except InputError as exc:
             st.session_state[error_key] = str(exc)
+        except Exception as exc:  # noqa: BLE001 - one line in the page, the traceback in the server log
+            traceback.print_exc()
+            st.session_state[error_key] = f"{label}: the file could not be used ({type(exc).__name__})"
     return handler
 
 
 def _use_model_config(text: str) -> None:
-    cfg = parse_data_text(text, "config.json", json_text=True)
+    cfg = state.parse_text(text, "config.json", json_text=True)
     if not isinstance(cfg, dict):
         raise InputError("config.json", "must be a JSON object")
     spec = model_from_hf_config(cfg)
@@ -99,7 +117,7 @@ def _use_hardware_yaml(text: str) -> None:
 
 
 def _use_scenario_yaml(text: str) -> None:
-    _apply(state.widget_values(parse_scenario(parse_data_text(text, "scenario YAML"))))
+    _apply(state.widget_values(parse_scenario(state.parse_text(text, "scenario YAML"))))
 
 
 _on_model_upload = _upload_handler("model_upload", "config.json", "_model_upload_error", _use_model_config)
@@ -110,7 +128,7 @@ _on_scenario_upload = _upload_handler("scenario_upload", "scenario YAML", "_scen
 
 def _error_if(key: str) -> None:
     if st.session_state.get(key):
-        st.error(st.session_state[key])
+        st.error(plain(st.session_state[key]))
 
 
 # -------------------------------------------------------------------------------- widgets
@@ -120,7 +138,7 @@ def _model_widgets() -> None:
     if src == "Preset":
         st.selectbox("Model preset", list_presets(), key="model_preset")
     elif src == "Custom":
-        st.text_input("Name", key="m_name")
+        st.text_input("Name", key="m_name", max_chars=NAME_MAX_CHARS)
         c1, c2 = st.columns(2)
         c1.number_input("Layers", min_value=1, step=1, key="m_num_layers")
         c2.number_input("Hidden size", min_value=1, step=64, key="m_hidden_size")
@@ -147,11 +165,11 @@ def _model_widgets() -> None:
                         help="After the leading dense layers: 1 = every layer MoE, 2 = dense and MoE "
                              "alternate (Llama 4 Maverick).")
     else:
-        st.file_uploader(f"Hugging Face config.json (up to {state.MAX_UPLOAD_BYTES // KIBI} KiB)", type=["json"],
-                         key="model_upload", on_change=_on_model_upload, max_upload_size=1)
+        st.file_uploader(f"Hugging Face config.json (up to {state.MAX_UPLOAD_MIB} MiB)", type=["json"],
+                         key="model_upload", on_change=_on_model_upload, max_upload_size=state.MAX_UPLOAD_MIB)
         _error_if("_model_upload_error")
         if st.session_state.get("_uploaded_model"):
-            st.caption(f"Using: {st.session_state['_uploaded_model'].get('name', 'uploaded model')}")
+            st.caption(f"Using: {plain(st.session_state['_uploaded_model'].get('name', 'uploaded model'))}")
 
 
 def _hardware_widgets() -> None:
@@ -162,8 +180,8 @@ def _hardware_widgets() -> None:
     if src == "Edit YAML":
         st.text_area("Hardware YAML (validated on every change)", key="hw_yaml_text", height=260)
     elif src == "Upload YAML":
-        st.file_uploader(f"Hardware YAML (up to {state.MAX_UPLOAD_BYTES // KIBI} KiB)", type=["yaml", "yml"],
-                         key="hw_upload", on_change=_on_hw_upload, max_upload_size=1)
+        st.file_uploader(f"Hardware YAML (up to {state.MAX_UPLOAD_MIB} MiB)", type=["yaml", "yml"],
+                         key="hw_upload", on_change=_on_hw_upload, max_upload_size=state.MAX_UPLOAD_MIB)
         _error_if("_hw_upload_error")
 
 
@@ -207,7 +225,7 @@ def _batch_widgets() -> None:
     c2.number_input("Activation offload layers", min_value=0, step=1, key="activation_offload_layers",
                     help="Megatron-Core cpu_offloading_num_layers: the first N layers' activations wait in host "
                          "memory (pp = 1 and no recompute only); copies the compute does not hide are 'offload'")
-    st.text_input("Pipeline layout (empty = even split)", key="pipeline_layout",
+    st.text_input("Pipeline layout (empty = even split)", key="pipeline_layout", max_chars=LAYOUT_MAX_CHARS,
                   help="Megatron-Core pipeline_model_parallel_layout: pp x vpp virtual stages separated by |, "
                        "E embedding, t decoder layer, m MTP module, L loss; x*n and (...)*n repeat, e.g. "
                        "Et*4|(t*4|)*14tmL. The slowest rank sets the pace")
@@ -274,7 +292,7 @@ def job_editor() -> state.JobInputs:
     """Draw the sidebar and return the job it describes (scenario None with an error)."""
     with st.sidebar:
         if st.session_state.get("_notice"):
-            st.warning(st.session_state.pop("_notice"))
+            st.error(plain(st.session_state.pop("_notice")))
         with st.expander("Cluster and layout", expanded=True):
             _layout_widgets()
         with st.expander("Model", expanded=False):
@@ -296,12 +314,13 @@ def job_editor() -> state.JobInputs:
         price = st.session_state["usd_per_gpu_hour"]
         cost = CostModel(mode=st.session_state["cost_mode"], usd_per_gpu_hour=price if price > 0 else None)
         with st.expander("Scenario file and link", expanded=False):
-            st.text_input("Scenario name", key="scenario_name")
+            st.text_input("Scenario name", key="scenario_name", max_chars=NAME_MAX_CHARS)
             if sc is not None:
                 st.download_button("Download scenario YAML", state.scenario_yaml(sc),
-                                   file_name=f"{sc.name}.yaml", mime="application/x-yaml")
-            st.file_uploader("Load a scenario YAML", type=["yaml", "yml"], key="scenario_upload",
-                             on_change=_on_scenario_upload, max_upload_size=1)
+                                   file_name=state.download_name(sc.name), mime="application/x-yaml")
+            st.file_uploader(f"Load a scenario YAML (up to {state.MAX_UPLOAD_MIB} MiB)", type=["yaml", "yml"],
+                             key="scenario_upload", on_change=_on_scenario_upload,
+                             max_upload_size=state.MAX_UPLOAD_MIB)
             _error_if("_scenario_upload_error")
             st.caption("The page URL holds the current scenario: copy it to share this job.")
     if sc is not None:

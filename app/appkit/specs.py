@@ -31,5 +31,5 @@ def plan_specs(key: str) -> dict:
         "breakdown": to_spec(charts.breakdown(cached.breakdown_rows(p["breakdown_s"]))),
         "memory": to_spec(charts.memory(p["memory_breakdown_bytes"], v["usable_hbm_bytes"], v["hbm_capacity_bytes"])),
         "roofline": to_spec(charts.roofline(v["roofline"]["points"], v["roofline"]["roofs"])),
-        "timeline": to_spec(charts.timeline(v["timeline"]["rows"])),
+        "timeline": to_spec(charts.timeline(v["timeline"]["rows"])) if v["timeline"] else None,
     }

@@ -16,9 +16,10 @@ if v is None:
 chart = specs.plan_specs(key)
 p = v["prediction"]
 sc = j.scenario
-st.title(f"Plan: {v['model_name']} on {sc.num_gpus} x {v['hardware_id']}")
-st.caption(v["hardware_name"])
-st.caption(f"dp {p['dp']}, {p['num_microbatches']} micro-batches per step. Efficiencies: {v['efficiency_note']}.")
+st.title(f"Plan: {page.plain(v['model_name'])} on {sc.num_gpus} x {page.plain(v['hardware_id'])}")
+st.caption(page.plain(v["hardware_name"]))
+st.caption(f"dp {p['dp']}, {p['num_microbatches']} micro-batches per step. Efficiencies: "
+           f"{page.plain(v['efficiency_note'])}.")
 
 c = st.columns(4)
 c[0].metric("Step time", fmt.seconds(p["step_time_s"]))
@@ -56,8 +57,12 @@ st.caption(f"Forward pass per GPU per micro-batch, at the sharded shapes. Ridge 
 
 tl = v["timeline"]
 st.subheader("Pipeline schedule (lens: balanced pipeline)")
-page.draw(chart["timeline"])
-shown = (f"Showing {tl['drawn']} of {tl['total']} micro-batches for readability; the steady state repeats. "
-         if tl["drawn"] < tl["total"] else f"All {tl['total']} micro-batches. ")
-st.caption(shown + f"Drawn schedule: {fmt.seconds(tl['makespan_s'])}, idle share {fmt.percent(tl['bubble_frac'])}. "
-           "Gaps are the pipeline bubble; exposed communication (TP, CP, EP, FSDP) is drawn as its own phase.")
+if tl is None:
+    st.caption(f"Not drawn: {v['timeline_bars']:,} bars ({sc.parallelism.pp} stages); the schedule is drawn up to "
+               f"{cached.MAX_TIMELINE_BARS:,}.")
+else:
+    page.draw(chart["timeline"])
+    shown = (f"Showing {tl['drawn']} of {tl['total']} micro-batches for readability; the steady state repeats. "
+             if tl["drawn"] < tl["total"] else f"All {tl['total']} micro-batches. ")
+    st.caption(shown + f"Drawn schedule: {fmt.seconds(tl['makespan_s'])}, idle share {fmt.percent(tl['bubble_frac'])}. "
+               "Gaps are the pipeline bubble; exposed communication (TP, CP, EP, FSDP) is drawn as its own phase.")

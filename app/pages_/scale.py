@@ -32,9 +32,10 @@ if res is None:
     st.stop()
 
 v = res["verdict"]
-st.success(f"**Verdict: {v['num_gpus']} GPUs.** {v['reason']}" if v["num_gpus"] else f"**Verdict:** {v['reason']}")
+reason = page.plain(v["reason"])
+st.success(f"**Verdict: {v['num_gpus']} GPUs.** {reason}" if v["num_gpus"] else f"**Verdict:** {reason}")
 if res["knee_num_gpus"]:
-    st.info(f"Knee at {res['knee_num_gpus']} GPUs: {res['knee_reason']}")
+    st.info(f"Knee at {res['knee_num_gpus']} GPUs: {page.plain(res['knee_reason'])}")
 pts = [p for p in res["points"] if not p["skipped_reason"]]
 c = st.columns(2)
 with c[0]:

@@ -7,7 +7,10 @@ import streamlit as st
 
 from appkit import cached, charts, page, sidebar
 from perfmodel.present import fmt
-from perfmodel.spec.scenario import parse_scenario
+
+MAX_EXTRA_COUNTS = 16
+"""GPU counts typed beside the job's own: each is a whole search."""
+MAX_GPU_COUNT = 2**31 - 1
 
 j = page.job()
 st.title("Search")
@@ -18,12 +21,17 @@ objective = c1.selectbox("Rank by", ("time", "cost", "tokens_per_usd"), key="sea
 top_k = c2.number_input("Show the top", min_value=1, max_value=50, value=10, key="search_top_k")
 max_mbs = c3.number_input("Largest micro-batch", min_value=1, max_value=32, value=8, key="search_mbs")
 counts_text = c4.text_input("Also try GPU counts (comma-separated)", value="32, 128", key="search_counts",
-                            help="adds other cluster sizes, which makes the time-cost front non-trivial")
-try:
-    extra = tuple(int(x) for x in counts_text.replace(" ", "").split(",") if x)
-except ValueError:
-    st.error(f"GPU counts: {counts_text!r} is not a comma-separated list of whole numbers")
+                            max_chars=200, help="adds other cluster sizes, which makes the time-cost front "
+                                                f"non-trivial (up to {MAX_EXTRA_COUNTS})")
+words = [x for x in counts_text.replace(" ", "").split(",") if x]
+if not all(x.isascii() and x.isdigit() and 1 <= int(x) <= MAX_GPU_COUNT for x in words):
+    st.error(page.plain(f"GPU counts: {counts_text!r} is not a comma-separated list of whole numbers from 1 to "
+                        f"{MAX_GPU_COUNT:,}"))
     st.stop()
+if len(words) > MAX_EXTRA_COUNTS:
+    st.error(f"GPU counts: {len(words)} counts; the limit is {MAX_EXTRA_COUNTS} (each is a whole search)")
+    st.stop()
+extra = tuple(int(x) for x in words)
 options = {"objective": objective, "top_k": int(top_k), "max_micro_batch_size": int(max_mbs)}
 if extra:
     options["gpu_counts"] = sorted({j.scenario.num_gpus, *extra})
@@ -35,7 +43,7 @@ st.caption(f"{res['num_enumerated']:,} combinations enumerated, {res['num_valid'
            f"{res['num_fitting']:,} fit in memory; {fmt.seconds(res['elapsed_s'])}.")
 if not res["top"]:
     first = next(iter(res["rejected"]), "no layout enumerated")
-    st.error(f"No layout runs and fits: {first}")
+    st.error(page.plain(f"No layout runs and fits: {first}"))
     st.stop()
 
 cost_label = "cost of training" if res["cost_basis"] == "training_tokens" else "cost of one step"
@@ -51,7 +59,7 @@ st.dataframe(top, hide_index=True)
 
 
 def _use(i: int) -> None:
-    sidebar.load_scenario(parse_scenario(res["top_scenarios"][i]))
+    sidebar.load_scenario_data(res["top_scenarios"][i])
 
 
 c1, c2 = st.columns([1, 3])

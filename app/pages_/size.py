@@ -36,7 +36,7 @@ if res is None:
 fits = [r for r in res["rows"] if r["num_gpus"]]
 if fits:
     best = min(fits, key=lambda r: r["cost_usd"])
-    st.success(f"**Cheapest: {best['num_gpus']} x {best['hardware']}**: {best['reason']}")
+    st.success(f"**Cheapest: {best['num_gpus']} x {page.plain(best['hardware'])}**: {page.plain(best['reason'])}")
 else:
     st.warning("No hardware type meets both the deadline and the budget; the table says why for each.")
 page.chart(charts.sizing(res["options"], deadline_s, budget or None))
