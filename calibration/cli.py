@@ -8,11 +8,13 @@ stderr (no traceback). ``python -m calibration COMMAND ...`` dispatches to them;
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
-from perfmodel.spec.errors import InputError
+from perfmodel.spec.errors import InputError, check_output_path, one_line
 from perfmodel.spec.hardware import list_hardware_ids, load_hardware, load_hardware_file
+from perfmodel.spec.limits import MAX_BENCH_REPEATS, MAX_MESSAGE_BYTES, MAX_TFLOP_PER_S
 from perfmodel.spec.units import TERA
 
 from .bench import plan_for, run_and_write, select_backend, with_repeats
@@ -23,6 +25,8 @@ from .published import PUBLISHED_HARDWARE, PROFILES_DIR, default_data_path, fit_
 from .report import quality_text, write_plot
 
 EXIT_INPUT = 2
+MAX_GLOO_RANKS = 64
+"""CPU processes of a gloo test of the collective sweep (it tests the code path, not a machine)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -30,24 +34,42 @@ class _Parser(argparse.ArgumentParser):
         raise InputError(self.prog, message)
 
 
-def _run(fn, argv) -> int:
+def _run(fn, argv, raise_errors: bool = False) -> int:
+    """``fn(argv)``; bad input, or a file that cannot be read or written, is one line on stderr
+    and exit status 2. ``raise_errors``: raise the InputError instead (``perfmodel bench-hw`` and
+    ``perfmodel calibrate`` print it the way every perfmodel command does)."""
     try:
         return fn(argv)
+    except OSError as exc:    # the last line of defence for files: readers and writers raise InputError
+        err = InputError(exc.filename or "file", exc.strerror or type(exc).__name__)
+        if raise_errors:
+            raise err from None
+        print(f"error: {err}", file=sys.stderr)
     except InputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_INPUT
+        if raise_errors:
+            raise
+        print(f"error: {one_line(exc)}", file=sys.stderr)
+    return EXIT_INPUT
 
 
-def bench_hw_main(argv=None) -> int:
-    return _run(_bench_hw, argv)
+def bench_hw_main(argv=None, raise_errors: bool = False) -> int:
+    return _run(_bench_hw, argv, raise_errors)
 
 
-def calibrate_main(argv=None) -> int:
-    return _run(_calibrate, argv)
+def calibrate_main(argv=None, raise_errors: bool = False) -> int:
+    return _run(_calibrate, argv, raise_errors)
 
 
 def fit_published_main(argv=None) -> int:
     return _run(_fit_published, argv)
+
+
+def _output_folder(path: str, field: str) -> Path:
+    """A folder to write into: refused when it is an existing file."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise InputError(field, f"{p} is a file, not a folder")
+    return p
 
 
 def _bench_hw(argv) -> int:
@@ -59,12 +81,15 @@ def _bench_hw(argv) -> int:
     p.add_argument("--gloo-ranks", type=int, default=0,
                    help="CPU only: run the collective sweep over N gloo processes (tests the code path)")
     args = p.parse_args(argv)
-    if args.repeats is not None and args.repeats < 1:
-        raise InputError("--repeats", f"must be >= 1, got {args.repeats}")
+    if args.repeats is not None and not 1 <= args.repeats <= MAX_BENCH_REPEATS:
+        raise InputError("--repeats", f"must be 1 to {MAX_BENCH_REPEATS}, got {args.repeats}")
+    if not 0 <= args.gloo_ranks <= MAX_GLOO_RANKS:
+        raise InputError("--gloo-ranks", f"must be 0 to {MAX_GLOO_RANKS}, got {args.gloo_ranks}")
+    out = _output_folder(args.out, "--out")
     backend = select_backend(args.backend, args.quick, args.gloo_ranks)
     plan = with_repeats(plan_for(backend.device_kind, args.quick), args.repeats)
     print(f"bench-hw: backend {backend.name}, {'quick' if args.quick else 'full'} plan")
-    path = run_and_write(backend, plan, Path(args.out))
+    path = run_and_write(backend, plan, out)
     if path is not None:
         print(f"wrote {path}")
     return 0
@@ -75,9 +100,13 @@ def _peaks(items) -> dict[str, float]:
     for item in items or []:
         name, _, value = item.partition("=")
         try:
-            out[name.strip()] = float(value) * TERA
+            tflops = float(value)
         except ValueError:
             raise InputError("--peak-tflops", f"expected PRECISION=TFLOPS, got {item!r}") from None
+        if not (math.isfinite(tflops) and 0 < tflops <= MAX_TFLOP_PER_S):
+            raise InputError("--peak-tflops", f"{name.strip()}: TFLOP/s must be in (0, {MAX_TFLOP_PER_S:g}], "
+                                              f"got {value!r}")
+        out[name.strip()] = tflops * TERA
     return out
 
 
@@ -104,15 +133,25 @@ def _calibrate(argv) -> int:
     args = p.parse_args(argv)
     if not 1 <= args.max_regimes <= 3:
         raise InputError("--max-regimes", f"must be 1, 2 or 3, got {args.max_regimes}")
-    spec = load_hardware(args.hardware) if args.hardware in list_hardware_ids() else load_hardware_file(args.hardware)
+    if not (math.isfinite(args.min_collective_bytes) and 0 <= args.min_collective_bytes <= MAX_MESSAGE_BYTES):
+        raise InputError("--min-collective-bytes", f"must be a finite size in [0, {MAX_MESSAGE_BYTES:g}], "
+                                                   f"got {args.min_collective_bytes}")
+    catalogue = args.hardware in list_hardware_ids()
+    inputs = [*args.results, *([] if catalogue else [args.hardware])]
+    check_output_path(args.output, "--output", inputs)     # before any work
+    if args.plot:
+        check_output_path(args.plot, "--plot", [*inputs, args.output])
+    peaks = _peaks(args.peak_tflops)
+    spec = load_hardware(args.hardware) if catalogue else load_hardware_file(args.hardware)
     results = [load_any(path, hardware_id=spec.id, fabric=args.fabric) for path in args.results]
     require_records(results)
-    cal = fit_efficiencies(results, spec, _peaks(args.peak_tflops), args.min_collective_bytes, args.max_regimes,
+    cal = fit_efficiencies(results, spec, peaks, args.min_collective_bytes, args.max_regimes,
                            attention_impl=args.attention_impl, grouped_impl=args.grouped_impl, skip=tuple(args.skip))
-    path = write_profile(args.output, spec.id, cal.efficiencies, quality=quality_lines(cal))
+    path = write_profile(args.output, spec.id, cal.efficiencies, quality=quality_lines(cal), field="--output",
+                         inputs=inputs)
     print(quality_text(cal, spec.id))
     if args.plot:
-        for written in write_plot(cal, args.plot):
+        for written in write_plot(cal, args.plot, "--plot", [*inputs, args.output]):
             print(f"wrote {written}")
     print(f"wrote {path}")
     return 0
@@ -128,7 +167,10 @@ def _fit_published(argv) -> int:
                    help="leave out the suite runs of calibration/results (MEASURED_RUNS)")
     args = p.parse_args(argv)
     data = require_file(Path(args.data) if args.data else default_data_path())
-    for fitted in fit_published(data, args.hardware, Path(args.out), measured={} if args.published_only else None):
+    out = _output_folder(args.out, "--out")
+    if args.plot_dir:
+        _output_folder(args.plot_dir, "--plot-dir")
+    for fitted in fit_published(data, args.hardware, out, measured={} if args.published_only else None):
         print(quality_text(fitted.calibration, fitted.hardware_id))
         if args.plot_dir:
             write_plot(fitted.calibration, Path(args.plot_dir) / f"{fitted.hardware_id}.csv")

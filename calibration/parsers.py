@@ -18,10 +18,15 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfmodel.spec.errors import InputError
+import math
+
+from pydantic import ValidationError
+
+from perfmodel.spec.errors import InputError, parse_data_text, pydantic_message, read_text_file
+from perfmodel.spec.limits import MAX_LOG_FILE_BYTES, MAX_LOG_ROWS
 from perfmodel.spec.units import GIGA, MICRO, TERA
 
-from .results import RESULTS_FORMAT, Metadata, Record, Results, bus_factor, parse_results, read_mapping
+from .results import RESULTS_FORMAT, Metadata, Record, Results, bus_factor, parse_results
 
 MICROBENCHMARKS_FORMAT = "perfmodel-microbenchmarks/1"
 NCCL_TEST_OPS = {
@@ -35,7 +40,10 @@ TRUST_ORDER = ("low", "medium", "high")
 SCALE_OUT_WORDS = ("infiniband", " ib ", "ib only", "roce", "partition", "multi-node", "across nodes", "ethernet")
 SCALE_UP_WORDS = ("nvlink", "nvswitch", "mnnvl", "xgmi", "infinity fabric")
 
-_RANK_LINE = re.compile(r"^#\s*Rank\s+\d+\s+.*?\bon\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(.+?)\s*$")
+_RANK_LINE = re.compile(r"^#\s*Rank\s+\d+\s+.*?\bon\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(.+)$")
+MAX_RANK_LINE_CHARS = 1000
+"""A '# Rank' line names a rank, a host, a device and its PCI id: a few dozen characters. Longer
+lines are not matched, so no pattern runs over a megabyte-long line."""
 _TEST_LINE = re.compile(r"#\s*Collective test starting:\s*(\S+)")
 _LIB_CODE = re.compile(r"nccl-library=(\d+)")
 _NCCL_VERSION = re.compile(r"NCCL version\s+([0-9][0-9.]*[0-9])")
@@ -97,17 +105,22 @@ def parse_nccl_tests(text: str, origin: str = "nccl-tests", op: str | None = Non
     op = _op_from(text, origin, op)
     columns = header.lstrip("#").split()
     time_cols = [i for i, c in enumerate(columns) if c == "time"]
-    ranks = [m.groups() for m in map(_RANK_LINE.match, lines) if m]
+    ranks = [m.groups() for m in (_RANK_LINE.match(line.rstrip()) for line in lines
+                                   if len(line) <= MAX_RANK_LINE_CHARS) if m]
     rows = []
     for number, line in enumerate(lines, 1):
         words = line.split()
         if line.startswith("#") or len(words) != len(columns) or not words[0].isdigit():
             continue
+        if len(rows) == MAX_LOG_ROWS:
+            raise InputError(origin, f"more than {MAX_LOG_ROWS:,} data rows (perfmodel.spec.limits.MAX_LOG_ROWS)")
         try:
             row = {"size": int(words[0]), "type": words[columns.index("type")],
                    "groups": [(float(words[i]), float(words[i + 1]), float(words[i + 2])) for i in time_cols]}
         except ValueError:
             raise InputError(origin, f"line {number}: cannot read numbers from {line.strip()!r}") from None
+        if not all(math.isfinite(x) for group in row["groups"] for x in group):
+            raise InputError(origin, f"line {number}: a time or bandwidth is not a finite number: {line.strip()!r}")
         rows.append(row)
     if not rows:
         raise InputError(origin, "the nccl-tests table has no data rows")
@@ -117,16 +130,19 @@ def parse_nccl_tests(text: str, origin: str = "nccl-tests", op: str | None = Non
         raise InputError(origin, "cannot tell the number of GPUs (no '# Rank' lines, no usable busbw/algbw)")
     fabric = fabric or ("scale_out" if len({host for host, _ in ranks}) > 1 else "scale_up")
     records = []
-    for row in rows:
-        for place, (time_us, _, _) in enumerate(row["groups"]):
-            if time_us <= 0:
-                continue
-            records.append(Record(kind="collective", op=op, precision=NCCL_TYPES.get(row["type"], row["type"]),
-                                  size_bytes=row["size"], num_gpus=num_gpus, fabric=fabric,
-                                  in_place=bool(place), median_s=time_us * MICRO, impl="nccl-tests",
-                                  source=Path(origin).name))
-    meta = Metadata(device=ranks[0][1] if ranks else "unknown", backend="nccl-tests", date="unknown",
-                    num_devices=num_gpus, nccl_version=_nccl_version(text), source=Path(origin).name)
+    try:
+        for row in rows:
+            for place, (time_us, _, _) in enumerate(row["groups"]):
+                if time_us <= 0:
+                    continue
+                records.append(Record(kind="collective", op=op, precision=NCCL_TYPES.get(row["type"], row["type"]),
+                                      size_bytes=row["size"], num_gpus=num_gpus, fabric=fabric,
+                                      in_place=bool(place), median_s=time_us * MICRO, impl="nccl-tests",
+                                      source=Path(origin).name))
+        meta = Metadata(device=ranks[0][1] if ranks else "unknown", backend="nccl-tests", date="unknown",
+                        num_devices=num_gpus, nccl_version=_nccl_version(text), source=Path(origin).name)
+    except ValidationError as exc:
+        raise InputError(origin, pydantic_message(exc)) from None
     return Results(metadata=meta, records=tuple(records))
 
 
@@ -235,13 +251,23 @@ def parse_microbenchmarks(data: dict, hardware_id: str, origin: str = "microbenc
     if min_trust not in TRUST_ORDER:
         raise InputError("min_trust", f"use one of {TRUST_ORDER}")
     records, skipped = [], []
-    for i, entry in enumerate(data.get("microbenchmarks") or []):
-        if not isinstance(entry, dict) or "id" not in entry or "kind" not in entry:
+    entries = data.get("microbenchmarks") or []
+    if not isinstance(entries, list):
+        raise InputError(f"{origin}.microbenchmarks", "must be a list of records")
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict) or "id" not in entry or not isinstance(entry.get("kind"), str):
             raise InputError(f"{origin}.microbenchmarks.{i}", "each record needs 'id' and 'kind'")
+        for key in ("hardware", "source", "params"):
+            if not isinstance(entry.get(key) or {}, dict):
+                raise InputError(f"{origin}.microbenchmarks.{i}.{key}", "must be a mapping")
+        if not isinstance(entry.get("points") or [], list):
+            raise InputError(f"{origin}.microbenchmarks.{i}.points", "must be a list")
         if (entry.get("hardware") or {}).get("id") != hardware_id:
             continue
         parser = KIND_PARSERS.get(entry["kind"])
         trust = entry.get("trust", "low")
+        if trust not in TRUST_ORDER:
+            raise InputError(f"{origin}.microbenchmarks.{i}.trust", f"use one of {TRUST_ORDER}, got {trust!r}")
         if parser is None:
             skipped.append(f"{entry['id']}: kind {entry['kind']} is a reference value, not a curve")
         elif TRUST_ORDER.index(trust) < TRUST_ORDER.index(min_trust):
@@ -250,7 +276,7 @@ def parse_microbenchmarks(data: dict, hardware_id: str, origin: str = "microbenc
             base = {"source": _cite(entry, Path(origin).name)}
             try:
                 new = parser(entry, base)
-            except (KeyError, TypeError, ValueError) as exc:
+            except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
                 raise InputError(f"{origin}.{entry['id']}", str(exc).splitlines()[0]) from None
             records += new
             if not new:
@@ -265,13 +291,10 @@ def load_any(path, hardware_id: str | None = None, fabric: str | None = None) ->
     """A suite result file, a microbenchmarks.yaml (records of ``hardware_id``), or an
     nccl-tests log, told apart by content."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InputError(str(path), f"cannot read ({exc.strerror})") from None
+    text = read_text_file(path, str(path), MAX_LOG_FILE_BYTES)
     if looks_like_nccl_tests(text):
         return parse_nccl_tests(text, origin=str(path), fabric=fabric)
-    data = read_mapping(path)
+    data = parse_data_text(text, str(path), json_text=path.suffix == ".json", name=path.name)
     fmt = data.get("format") if isinstance(data, dict) else None
     if fmt == MICROBENCHMARKS_FORMAT:
         if hardware_id is None:

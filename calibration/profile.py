@@ -22,8 +22,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from perfmodel.spec.efficiency import Efficiencies
-from perfmodel.spec.errors import InputError, validated
+from perfmodel.spec.errors import InputError, validated, write_text_file
 from perfmodel.spec.hardware import HardwareSpec
+from perfmodel.spec.limits import Name
 
 from .results import read_mapping
 
@@ -36,24 +37,23 @@ class Profile(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     format: Literal["perfmodel-calibration-profile/1"] = PROFILE_FORMAT
-    hardware_id: str
+    hardware_id: Name
     efficiency: Efficiencies
     quality: dict[str, str] = {}
     """One line per fitted group: points, median and worst relative error."""
 
 
 def write_profile(path, hardware_id: str, efficiencies: Efficiencies, sources: dict[str, str] | None = None,
-                  quality: dict[str, str] | None = None) -> Path:
-    """Write a profile; ``sources`` are merged over ``efficiencies.sources``."""
+                  quality: dict[str, str] | None = None, field: str = "--output", inputs=()) -> Path:
+    """Write a profile; ``sources`` are merged over ``efficiencies.sources``. A path that is a
+    directory, one of ``inputs``, unwritable or on a full device is a one-line InputError
+    naming ``field``."""
     eff = efficiencies.model_copy(update={"sources": {**efficiencies.sources, **(sources or {})}})
     profile = Profile(hardware_id=hardware_id, efficiency=eff, quality=quality or {})
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     header = (f"# Calibration profile for {hardware_id}: perfmodel efficiencies fitted to measurements.\n"
               "# Written by `python -m calibration`; see docs/calibration.md.\n")
     data = _rounded(profile.model_dump(mode="json", exclude_none=True))   # an unset bwd_half_seq is not written
-    path.write_text(header + yaml.safe_dump(data, sort_keys=False, width=120))
-    return path
+    return write_text_file(Path(path), header + yaml.safe_dump(data, sort_keys=False, width=120), field, inputs)
 
 
 def _rounded(data, digits: int = SIGNIFICANT_DIGITS):

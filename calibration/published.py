@@ -176,7 +176,7 @@ def fit_published(data_path: Path, hardware_ids=PUBLISHED_HARDWARE, out_dir: Pat
         path = None
         if out_dir is not None:
             path = write_profile(Path(out_dir) / f"{hw_id}.yaml", hw_id, cal.efficiencies, extra,
-                                 quality_lines(cal))
+                                 quality_lines(cal), field="--out", inputs=(data_path,))
         out.append(PublishedFit(hw_id, cal, pub.skipped, path))
     return out
 

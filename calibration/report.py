@@ -6,7 +6,10 @@ The only module of ``calibration`` that formats numbers.
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
+
+from perfmodel.spec.errors import InputError, check_output_path, write_text_file
 
 from .fit import Calibration, accuracy_checks
 
@@ -50,25 +53,24 @@ def quality_text(cal: Calibration, hardware_id: str, worst: int = 3) -> str:
     return "\n".join(lines)
 
 
-def write_points_csv(cal: Calibration, path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["group", "label", "x", "measured", "fitted", "quantity", "rel_error", "in_fit", "source"])
-        for g in cal.groups:
-            for p in g.points:
-                w.writerow([g.group, p.label, p.x, p.measured, p.fitted, p.quantity, f"{p.rel_error:.6f}",
-                            p.in_fit, p.source])
-    return path
+def write_points_csv(cal: Calibration, path, field: str = "--plot", inputs=()) -> Path:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\r\n")
+    w.writerow(["group", "label", "x", "measured", "fitted", "quantity", "rel_error", "in_fit", "source"])
+    for g in cal.groups:
+        for p in g.points:
+            w.writerow([g.group, p.label, p.x, p.measured, p.fitted, p.quantity, f"{p.rel_error:.6f}",
+                        p.in_fit, p.source])
+    return write_text_file(Path(path), buf.getvalue(), field, inputs)
 
 
-def write_plot(cal: Calibration, path) -> list[Path]:
+def write_plot(cal: Calibration, path, field: str = "--plot", inputs=()) -> list[Path]:
     """A CSV always; for an ``.html`` path also an altair chart when altair is installed."""
     path = Path(path)
     if path.suffix != ".html":
-        return [write_points_csv(cal, path)]
-    written = [write_points_csv(cal, path.with_suffix(".csv"))]
+        return [write_points_csv(cal, path, field, inputs)]
+    check_output_path(path, field, inputs)
+    written = [write_points_csv(cal, path.with_suffix(".csv"), field, inputs)]
     try:
         import altair as alt
     except ImportError:
@@ -83,5 +85,8 @@ def write_plot(cal: Calibration, path) -> list[Path]:
         color=alt.Color("series:N"), shape=alt.Shape("series:N"),
         tooltip=["group:N", "label:N", "series:N", "value:Q", "rel_error:Q"],
     ).properties(width=320, height=220).facet(facet=alt.Facet("group:N"), columns=3).resolve_scale(y="independent")
-    chart.save(str(path))
+    try:
+        chart.save(str(path))
+    except OSError as exc:
+        raise InputError(field, f"cannot write {path} ({exc.strerror or type(exc).__name__})") from None
     return written + [path]

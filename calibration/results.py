@@ -30,13 +30,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, computed_field, model_validator
 
 from perfmodel.formulas import comm
-from perfmodel.spec.errors import read_data_file, validated
+from perfmodel.spec.errors import read_data_file, validated, write_text_file
+from perfmodel.spec.limits import (MAX_KERNEL_DIM, MAX_KERNEL_FLOP, MAX_MEASURED_RATE_PER_S, MAX_MESSAGE_BYTES,
+                              MAX_NUM_EXPERTS, MAX_NUM_GPUS, MAX_RECORDS, MAX_SECONDS, MAX_SEQ_LENGTH, Name,
+                              int_field, real_field)
 
 RESULTS_FORMAT = "perfmodel-calibration-results/1"
 
@@ -58,6 +61,10 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+Seconds = real_field(MAX_SECONDS)
+"""A measured time: finite, positive (``perfmodel.spec.limits.MAX_SECONDS``)."""
+
+
 class Metadata(_Frozen):
     """Where the numbers come from. No host names are recorded."""
 
@@ -67,7 +74,7 @@ class Metadata(_Frozen):
     """numpy | torch-cpu | torch-cuda | nccl-tests | published"""
     date: str
     """ISO date of the run (UTC)."""
-    num_devices: int = Field(1, ge=1)
+    num_devices: int_field(MAX_NUM_GPUS) = 1
     driver_version: str | None = None
     cuda_version: str | None = None
     torch_version: str | None = None
@@ -84,30 +91,30 @@ class Record(_Frozen):
     """One measured point (see the module table)."""
 
     kind: Kind
-    op: str
-    precision: str | None = None
-    shape: tuple[int, ...] | None = None
-    size_bytes: int | None = Field(None, gt=0)
-    flop: float | None = Field(None, gt=0)
-    groups: int | None = Field(None, ge=1)
+    op: Name
+    precision: Name | None = None
+    shape: Annotated[tuple[int_field(MAX_KERNEL_DIM), ...], Field(max_length=4)] | None = None
+    size_bytes: int_field(MAX_MESSAGE_BYTES) | None = None
+    flop: real_field(MAX_KERNEL_FLOP) | None = None
+    groups: int_field(MAX_NUM_EXPERTS) | None = None
     """Grouped GEMMs (MoE experts): the number of (m, n, k) problems one call computes."""
-    num_gpus: int = Field(1, ge=1)
-    fabric: str | None = None
+    num_gpus: int_field(MAX_NUM_GPUS) = 1
+    fabric: Name | None = None
     """Collectives: scale_up (one NVLink domain) or scale_out (across nodes)."""
-    in_place: bool | None = None
-    causal: bool | None = None
-    seq_len: int | None = Field(None, gt=0)
+    in_place: StrictBool | None = None
+    causal: StrictBool | None = None
+    seq_len: int_field(MAX_SEQ_LENGTH) | None = None
     """Attention without a full shape (published rates): the sequence length s."""
-    impl: str | None = None
+    impl: Name | None = None
     """Kernel or library: cublas, flash, numpy, nccl-tests ..."""
     timing: Literal["cuda-graph", "cuda-events", "host"] | None = None
     """How the suite timed it: CUDA-graph replays (GPU time alone), CUDA events around eager
     calls (host dispatch included when it is the slower side), or the host clock."""
-    times_s: tuple[float, ...] = ()
-    median_s: float | None = Field(None, gt=0)
-    p10_s: float | None = Field(None, gt=0)
-    p90_s: float | None = Field(None, gt=0)
-    rate_per_s: float | None = Field(None, gt=0)
+    times_s: Annotated[tuple[Seconds, ...], Field(max_length=MAX_RECORDS)] = ()
+    median_s: Seconds | None = None
+    p10_s: Seconds | None = None
+    p90_s: Seconds | None = None
+    rate_per_s: real_field(MAX_MEASURED_RATE_PER_S) | None = None
     source: str | None = None
 
     @model_validator(mode="before")
@@ -174,7 +181,7 @@ class Record(_Frozen):
 class Results(_Frozen):
     format: Literal["perfmodel-calibration-results/1"] = RESULTS_FORMAT
     metadata: Metadata
-    records: tuple[Record, ...]
+    records: Annotated[tuple[Record, ...], Field(max_length=MAX_RECORDS)]
 
 
 def parse_results(data, origin: str = "results") -> Results:
@@ -191,13 +198,13 @@ def load_results(path) -> Results:
     return parse_results(read_mapping(Path(path)), origin=f"results({Path(path).name})")
 
 
-def write_results(results: Results, path) -> Path:
-    """Write YAML (or JSON for a ``.json`` name), creating parent folders."""
+def write_results(results: Results, path, field: str = "--out") -> Path:
+    """Write YAML (or JSON for a ``.json`` name), creating parent folders; a one-line InputError
+    naming ``field`` where it cannot be written."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     data = results.model_dump(mode="json", exclude_none=True)
     if path.suffix == ".json":
-        path.write_text(json.dumps(data, indent=1) + "\n")
+        text = json.dumps(data, indent=1, allow_nan=False) + "\n"
     else:
-        path.write_text(yaml.safe_dump(data, sort_keys=False, width=120))
-    return path
+        text = yaml.safe_dump(data, sort_keys=False, width=120)
+    return write_text_file(path, text, field)

@@ -28,7 +28,8 @@ from pathlib import Path
 
 import yaml
 
-from perfmodel.spec.errors import InputError
+from perfmodel.spec.errors import InputError, write_text_file
+from perfmodel.spec.limits import MAX_BENCH_REPEATS
 from perfmodel.spec.presets import load_model
 from perfmodel.spec.scenario import parse_scenario, resolve
 
@@ -189,10 +190,12 @@ def main(argv=None, parser_class=argparse.ArgumentParser) -> int:
     p.add_argument("--hardware", default="h100-sxm", help="perfmodel hardware id for the scenario")
     p.add_argument("--out", default="calibration/results")
     args = p.parse_args(argv)
-    if args.steps < 1:
-        raise InputError("--steps", f"must be >= 1, got {args.steps}")
-    if args.warmup < 0:
-        raise InputError("--warmup", f"must be >= 0, got {args.warmup}")
+    if not 1 <= args.steps <= MAX_BENCH_REPEATS:
+        raise InputError("--steps", f"must be 1 to {MAX_BENCH_REPEATS}, got {args.steps}")
+    if not 0 <= args.warmup <= MAX_BENCH_REPEATS:
+        raise InputError("--warmup", f"must be 0 to {MAX_BENCH_REPEATS}, got {args.warmup}")
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise InputError("--out", f"{args.out} is a file, not a folder")
     scenario = scenario_dict(args.preset, args.layers, args.seq, args.mbs, args.gbs, args.hardware)
     torch = _require_cuda()
 
@@ -201,10 +204,9 @@ def main(argv=None, parser_class=argparse.ArgumentParser) -> int:
                     cuda_version=str(torch.version.cuda), cudnn_version=int(torch.backends.cudnn.version()),
                     date=today())
     out = Path(args.out) / scenario["name"]
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "scenario.yaml").write_text(yaml.safe_dump(scenario, sort_keys=False))
-    (out / "kernels.txt").write_text(measured.pop("kernels"))
-    (out / "measured.yaml").write_text(yaml.safe_dump(measured, sort_keys=False))
+    write_text_file(out / "scenario.yaml", yaml.safe_dump(scenario, sort_keys=False), "--out")
+    write_text_file(out / "kernels.txt", measured.pop("kernels"), "--out")
+    write_text_file(out / "measured.yaml", yaml.safe_dump(measured, sort_keys=False), "--out")
     print(f"{scenario['name']}: median step {measured['median_step_s']:.4f} s over {args.steps} steps, "
           f"peak {measured['peak_memory_gib']:.1f} GiB; wrote {out}")
     return 0

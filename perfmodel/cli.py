@@ -7,18 +7,36 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
-from pathlib import Path
 
 from perfmodel.present import fmt
 from perfmodel.spec.paths import DATA_DIR, PROJECT_DIR
-from perfmodel.spec.errors import InputError
+from perfmodel.spec.errors import InputError, one_line
 
 EXAMPLE_SCENARIO = DATA_DIR / "example_scenario.yaml"
 
 
+def json_safe(obj):
+    """``obj`` with every float that is not finite (a value with no meaning, such as the speed of
+    a GPU count where no layout runs) replaced by None, so the JSON written is valid JSON."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
+
+
+def to_json(obj) -> str:
+    """Strict JSON text (no NaN or Infinity, which JSON does not have), indented."""
+    return json.dumps(json_safe(obj), indent=2, default=float, allow_nan=False)
+
+
 def _emit_json(obj) -> None:
-    print(json.dumps(obj, indent=2, default=float))
+    print(to_json(obj))
 
 
 def _load(path: str):
@@ -66,7 +84,7 @@ def describe_dict(sc) -> dict:
     from perfmodel.engine.prediction import job_constants
     from perfmodel.spec.scenario import resolve
     from perfmodel.engine.evaluate import job_memory
-    from perfmodel.formulas.workload import param_count, training_flop_per_token
+    from perfmodel.formulas.counts import param_count, training_flop_per_token
     job = resolve(sc)
     pc = param_count(job.model)
     mem = job_memory(job_constants(job), layouts_from_job(job))
@@ -226,17 +244,35 @@ def main(argv: list[str] | None = None) -> int:
     ap = build_parser()
     args = ap.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()        # a full disk or a closed pipe shows here, not at exit
+        return code
     except InputError as exc:
         print(f"perfmodel: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
+        _drop_stdout()
         return 0
+    except OSError as exc:        # a file the user named (a path too long, stdout on a full device)
+        _drop_stdout()
+        where = exc.filename if exc.filename is not None else "output"
+        print(f"perfmodel: error: {one_line(where)}: {exc.strerror or type(exc).__name__}", file=sys.stderr)
+        return 2
     except Exception as exc:  # noqa: BLE001 - the last line of defence: no traceback for users
-        print(f"perfmodel: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"perfmodel: internal error: {type(exc).__name__}: {one_line(exc)}", file=sys.stderr)
         return 1
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null once writing to it failed, so the interpreter's own flush at exit
+    does not fail again with a traceback (Python docs, 'Note on SIGPIPE')."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):   # not a real file (tests capture stdout)
+        pass
 
 
 if __name__ == "__main__":

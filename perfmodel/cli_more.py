@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
+import math
 import sys
 
 from perfmodel.present import fmt
+
+from perfmodel.spec import limits
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.units import SECONDS_PER_DAY
 
@@ -23,10 +25,43 @@ BENCH_SCENARIO = dict(
 def _csv_list(text: str | None, cast, field: str):
     if text is None:
         return None
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if len(items) > limits.MAX_SWEEP_POINTS:
+        raise InputError(field, f"{len(items)} entries; at most {limits.MAX_SWEEP_POINTS}")
     try:
-        return [cast(x.strip()) for x in text.split(",") if x.strip()]
+        values = [cast(x) for x in items]
     except ValueError:
-        raise InputError(field, f"expected a comma-separated list, got {text!r}") from None
+        shown = text if len(text) <= 80 else text[:77] + "..."
+        raise InputError(field, f"expected a comma-separated list, got {shown!r}") from None
+    if cast is int:
+        bad = [v for v in values if not 1 <= v <= limits.MAX_NUM_GPUS]
+        if bad:
+            raise InputError(field, f"GPU counts must be 1 to {limits.MAX_NUM_GPUS:,}, got {bad[0]}")
+    return values
+
+
+ARG_BOUNDS = {
+    "price": (0, limits.MAX_USD), "purchase": (0, limits.MAX_USD), "pue": (0, limits.MAX_RATIO),
+    "usd_per_kwh": (None, limits.MAX_USD), "amortisation_years": (0, limits.MAX_YEARS), "utilisation": (0, 1.0),
+    "efficiency_threshold": (0, 1.0), "value_of_time": (0, limits.MAX_USD), "budget_usd": (0, limits.MAX_USD),
+    "tokens": (0, limits.MAX_TRAINING_TOKENS), "deadline_days": (0, limits.MAX_SECONDS / SECONDS_PER_DAY),
+}
+"""Numeric options: (lower, upper) with the value > lower (>= 0 where lower is None) and <= upper,
+and finite (``--tokens inf`` and ``--price nan`` parse as floats). ``--top`` and
+``--max-micro-batch-size`` are ``SearchOptions`` fields, bounded there (``search: top_k: ...``)."""
+
+
+def _check_numbers(args) -> None:
+    """Every numeric option given, against ``ARG_BOUNDS``; a one-line InputError naming it."""
+    for name, (low, high) in ARG_BOUNDS.items():
+        value = getattr(args, name, None)
+        if value is None:
+            continue
+        above = value >= 0 if low is None else value > low
+        if not (math.isfinite(value) and above and value <= high):
+            interval = f"[0, {high:g}]" if low is None else f"({low:g}, {high:g}]"
+            raise InputError("--" + name.replace("_", "-"), f"must be a finite number in {interval}, got {value}")
+
 
 
 def _progress(label: str, enabled: bool | None):
@@ -114,12 +149,14 @@ def _write_csv(rows: list[dict]) -> None:
 
 
 def _emit_json(obj) -> None:
-    print(json.dumps(obj, indent=2, default=float))
+    from perfmodel.cli import to_json
+    print(to_json(obj))
 
 
 # ------------------------------------------------------------------------------- search
 def cmd_search(args) -> int:
     from perfmodel.studies.search import search
+    _check_numbers(args)
     sc = _load(args)
     counts = _csv_list(args.gpus, int, "gpus")
     opts = _search_options(args, top_k=args.top, **({"gpu_counts": tuple(counts)} if counts else {}))
@@ -161,6 +198,7 @@ def cmd_search(args) -> int:
 # -------------------------------------------------------------------------------- scale
 def cmd_scale(args) -> int:
     from perfmodel.studies.scaling import scale_sweep
+    _check_numbers(args)
     sc = _load(args)
     if args.tokens is not None:
         sc = sc.model_copy(update={"training_tokens": args.tokens})
@@ -198,6 +236,7 @@ def cmd_scale(args) -> int:
 # --------------------------------------------------------------------------------- size
 def cmd_size(args) -> int:
     from perfmodel.studies.sizing import size_cluster
+    _check_numbers(args)
     sc = _load(args)
     deadline = None if args.deadline_days is None else args.deadline_days * SECONDS_PER_DAY
     lookup = None
@@ -236,8 +275,8 @@ def cmd_bench(args) -> int:
     from perfmodel.studies.search import CHUNK, SearchOptions, bind, enumerate_layouts, search
     from perfmodel.engine.prediction import scenario_constants
     from perfmodel.engine.evaluate import evaluate
-    if args.repeat < 1:
-        raise InputError("repeat", f"must be >= 1, got {args.repeat}")
+    if not 1 <= args.repeat <= limits.MAX_BENCH_REPEATS:
+        raise InputError("repeat", f"must be 1 to {limits.MAX_BENCH_REPEATS}, got {args.repeat}")
     if hasattr(os, "sched_setaffinity"):   # one core, literally
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
     sc = parse_scenario(BENCH_SCENARIO)
@@ -350,11 +389,11 @@ def register(sub) -> None:
     # `perfmodel predict` starts fast.
     def _bench_hw(a):
         from calibration.cli import bench_hw_main
-        return bench_hw_main(a.rest)
+        return bench_hw_main(a.rest, raise_errors=True)
 
     def _calibrate(a):
         from calibration.cli import calibrate_main
-        return calibrate_main(a.rest)
+        return calibrate_main(a.rest, raise_errors=True)
 
     p = sub.add_parser("bench-hw", help="run the calibration microbenchmarks (args: see python -m calibration bench-hw -h)",
                        add_help=False)

@@ -10,9 +10,6 @@ one, call out over the network or work without bound; each bad input shows one l
 - ``test_server_*`` start the real server (``perfmodel app``, ``streamlit run``) with a
   ``sitecustomize`` guard on its PYTHONPATH that does the same in the server process, and
   check which addresses it listens on.
-
-Gaps of the core parser (``perfmodel/``) are ``xfail(strict=True)`` with the gap named, so
-they start failing, to be un-marked, once the core closes them.
 """
 
 from __future__ import annotations
@@ -213,11 +210,6 @@ def test_crafted_link_is_refused_in_one_line(name, guard):
     assert any(_shown(t.value).startswith("Plan:") for t in at.title)        # and the page works
 
 
-CORE_NAME_GAP = ("core: names have no length bound (Scenario.name, ModelSpec.name, HardwareSpec.name and id "
-                 "accept 300 characters)")
-
-
-@pytest.mark.xfail(strict=True, reason=CORE_NAME_GAP)
 @pytest.mark.parametrize("where", ["scenario", "model", "hardware"])
 def test_link_with_a_300_character_name_is_refused(where, guard):
     from perfmodel.spec.hardware import load_hardware
@@ -341,8 +333,6 @@ def test_scenario_upload_naming_a_hardware_file_never_reads_it(tmp_path, guard):
     assert guard.log == []
 
 
-@pytest.mark.xfail(strict=True, reason="core: perfmodel.spec.errors.parse_data_text accepts duplicate YAML keys "
-                                       "(the last one wins silently)")
 @pytest.mark.parametrize("key, name, data", [
     ("scenario_upload", "s.yaml", _example_with("num_gpus: 128")),
     ("hw_upload", "hw.yaml", ((ROOT / "hardware" / "h100-sxm.yaml").read_text() + "\nid: other\n").encode()),
@@ -351,8 +341,6 @@ def test_yaml_upload_with_duplicate_keys_is_refused(key, name, data):
     _assert_refused(_upload(key, name, data), "duplicate")
 
 
-@pytest.mark.xfail(strict=True, reason="core: perfmodel.spec.errors.parse_data_text accepts duplicate JSON keys "
-                                       "(json.loads keeps the last)")
 def test_config_json_with_duplicate_keys_is_refused():
     cfg = (ROOT / "tests" / "data" / "hf" / "llama3-8b.json").read_bytes().rstrip().rstrip(b"}")
     _assert_refused(_upload("model_upload", "config.json", cfg + b', "num_hidden_layers": 2}'), "duplicate")
@@ -555,14 +543,10 @@ _PREDICT = """
 """
 
 
-@pytest.mark.xfail(strict=True, reason="core: perfmodel/pipeline_layout.py expands (...)*n and x*n repeats "
-                                       "without a bound; the app's 'Pipeline layout' field reaches it")
 def test_pipeline_layout_repeat_bomb_finishes():
     assert _finishes(_PREDICT.format(extra='pipeline_layout="(t*99999999|)*99999999"'), 15)
 
 
-@pytest.mark.xfail(strict=True, reason="core: ModelSpec.num_layers has no upper bound and the step model "
-                                       "works per layer; a link or the custom-model form reaches it")
 def test_a_billion_layers_finishes():
     assert _finishes(_PREDICT.format(extra='model=dict(name="x", num_layers=10**9, hidden_size=8192, '
                                            'num_attention_heads=64, ffn_hidden_size=28672, vocab_size=128256)'), 15)

@@ -517,3 +517,77 @@ def test_expert_gemms_saturate_later_than_dense_ones():
     big_dense = float(gemm_efficiency(65536, 28672, 8192, "bf16", eff))
     big_grouped = float(gemm_efficiency(65536, 28672, 8192, "bf16", eff, grouped=True))
     assert big_grouped / big_dense > 0.9   # large experts run nearly like dense GEMMs
+
+# ------------------------------------------------------------------ issue 31: no input escapes
+def _one_line_error(capsys, code) -> str:
+    """``perfmodel calibrate`` exited 2 with exactly one line on stderr, and no traceback."""
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.count("\n") == 1 and "Traceback" not in err and "internal error" not in err, err
+    assert err.startswith("perfmodel: error:"), err
+    return err
+
+
+def test_a_huge_log_is_refused_before_it_is_read(tmp_path, capsys):
+    """A 112 MB nccl-tests log ran out of memory; the stat says 'too large' first (a sparse file)."""
+    import time
+
+    from perfmodel.cli import main
+
+    log = tmp_path / "all_reduce_perf.txt"
+    with open(log, "wb") as fh:
+        fh.truncate(112 * 2**20)
+    t0 = time.perf_counter()
+    err = _one_line_error(capsys, main(["calibrate", str(log), "--hardware", "h100-sxm", "-o",
+                                        str(tmp_path / "p.yaml")]))
+    assert "too large" in err and time.perf_counter() - t0 < 5.0
+    assert not (tmp_path / "p.yaml").exists()
+
+
+def test_nan_in_an_nccl_tests_log_is_one_line(tmp_path, capsys):
+    from perfmodel.cli import main
+
+    lines = NCCL_SAMPLE.read_text().splitlines()
+    row = next(i for i, line in enumerate(lines) if line.strip().startswith("1048576 "))
+    words = lines[row].split()
+    words[5] = "nan"
+    lines[row] = "  ".join(words)
+    log = tmp_path / "all_reduce_perf.txt"
+    log.write_text("\n".join(lines) + "\n")
+    err = _one_line_error(capsys, main(["calibrate", str(log), "--hardware", "h100-sxm", "-o",
+                                        str(tmp_path / "p.yaml")]))
+    assert "finite" in err
+
+
+def test_a_binary_results_file_is_one_line(tmp_path, capsys):
+    from perfmodel.cli import main
+
+    results = tmp_path / "results.yaml"
+    results.write_bytes(bytes(range(256)) * 10)
+    _one_line_error(capsys, main(["calibrate", str(results), "--hardware", "h100-sxm", "-o",
+                                  str(tmp_path / "p.yaml")]))
+
+
+@pytest.mark.parametrize("target", ["directory", "/dev/full", "own input"])
+def test_calibrate_output_that_cannot_be_written(tmp_path, capsys, target):
+    """calibrate -o onto a directory, onto /dev/full or onto its own input: a traceback (exit 1),
+    and the last one overwrote the log it was fitting."""
+    from perfmodel.cli import main
+
+    log = tmp_path / "all_reduce_perf.txt"
+    log.write_text(NCCL_SAMPLE.read_text())
+    if target == "/dev/full" and not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    out = {"directory": str(tmp_path), "/dev/full": "/dev/full", "own input": str(log)}[target]
+    err = _one_line_error(capsys, main(["calibrate", str(log), "--hardware", "h100-sxm", "-o", out]))
+    assert "--output" in err
+    assert log.read_text() == NCCL_SAMPLE.read_text()
+
+
+def test_python_m_calibration_errors_stay_one_line(tmp_path, capsys):
+    """``python -m calibration calibrate`` keeps its own prefix, and a file it cannot write is one line."""
+    log = tmp_path / "all_reduce_perf.txt"
+    log.write_text(NCCL_SAMPLE.read_text())
+    assert calibrate_main([str(log), "--hardware", "h100-sxm", "-o", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --output:") and err.count("\n") == 1

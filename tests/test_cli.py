@@ -107,3 +107,76 @@ def test_console_script_runs_in_a_subprocess():
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["step_time_s"] > 0
+
+# ------------------------------------------------------------------ issue 31: no input escapes
+def _one_line_error(capsys, code) -> str:
+    """The command exited 2 with exactly one line on stderr, and no traceback."""
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.count("\n") == 1 and "Traceback" not in err and "internal error" not in err, err
+    return err
+
+
+def test_scale_json_has_no_nan(tmp_path, capsys):
+    """scale --gpus 3,64 --format json printed NaN for the count where no layout runs."""
+    scenario = _write(tmp_path, {**BASE, "training_tokens": 1e12})
+    code = main(["scale", scenario, "--gpus", "3,64", "--format", "json", "--recompute", "none",
+                 "--max-micro-batch-size", "1"])
+    out = capsys.readouterr().out
+    assert code == 0
+
+    def refuse(name):
+        raise AssertionError(f"{name} in JSON output")
+    data = json.loads(out, parse_constant=refuse)
+    skipped = next(p for p in data["points"] if p["num_gpus"] == 3)
+    assert skipped["tokens_per_s"] is None and skipped["skipped_reason"]
+
+
+@pytest.mark.parametrize("argv,field", [
+    (["scale", "--gpus", "8,16", "--tokens", "inf"], "--tokens"),   # was blamed on wall_time_s
+    (["scale", "--gpus", "8,16", "--price", "nan"], "--price"),
+    (["scale", "--gpus", "0,8"], "gpus"),
+    (["scale", "--gpus", "8," * 100 + "16"], "gpus"),
+    (["scale", "--gpus", "99999999999999999999"], "gpus"),          # was an int64 overflow
+    (["search", "--top", "100000000"], "search: top_k: Input should be less than or equal to 10000"),
+    (["search", "--top", "9" * 400], "search: top_k"),
+    (["search", "--max-micro-batch-size", "100000"], "search: max_micro_batch_size"),
+])
+def test_command_line_numbers_are_bounded_and_finite(tmp_path, capsys, argv, field):
+    scenario = _write(tmp_path, {**BASE, "training_tokens": 1e12})
+    try:
+        code = main([argv[0], scenario, *argv[1:]])
+    except SystemExit as exc:      # argparse's own usage errors
+        code = exc.code
+    assert field in _one_line_error(capsys, code)
+
+
+def test_validate_json_without_a_runnable_case_is_valid_json(tmp_path, capsys):
+    """Means over no case are undefined: null, not NaN, in the JSON."""
+    assert main(["validate", _write(tmp_path, {"cases": [dict(id="a", why_not_runnable="x")]}),
+                 "--format", "json"]) == 0
+
+    def refuse(name):
+        raise AssertionError(f"{name} in JSON output")
+    assert json.loads(capsys.readouterr().out, parse_constant=refuse)["mape_tokens_per_s_per_gpu"] is None
+
+
+def test_a_path_too_long_is_one_line(tmp_path, capsys):
+    """A 300-character hardware file name ended in 'File name too long' with exit 1."""
+    data = {**BASE, "hardware": "x" * 300 + ".yaml"}
+    err = _one_line_error(capsys, main(["predict", _write(tmp_path, data)]))
+    assert "too long" in err
+
+
+def test_stdout_on_a_full_device_is_one_line():
+    """Output that cannot be written (a full disk) is one line and exit 2, not Python's
+    'Exception ignored' traceback at exit (status 120)."""
+    import os
+
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "perfmodel.cli", "predict"], stdout=full,
+                           stderr=subprocess.PIPE, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and "No space left" in r.stderr

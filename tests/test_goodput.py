@@ -1,5 +1,7 @@
 """Failures, checkpoints and goodput: hand cases, published anchors, properties, errors."""
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -279,3 +281,12 @@ def test_bad_arguments_raise_one_line_input_error(call, field):
         call()
     assert str(err.value).startswith(f"{field}: ")
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("num_gpus", [1, 16_384, 1_000_000])
+@pytest.mark.parametrize("state_bytes", [1e9, 1e15])
+def test_goodput_with_vanishing_failures_is_one(num_gpus, state_bytes):
+    """A failure rate of 1e-308 per GPU-hour gave goodput 0: 2 delta M overflowed to inf."""
+    g = goodput_fraction(num_gpus, state_bytes, FailureModel(gpu_failures_per_gpu_hour=1e-308))
+    assert math.isfinite(g.checkpoint_interval_s) or math.isinf(g.mtbf_s)
+    assert g.fraction == pytest.approx(1.0, abs=1e-9)

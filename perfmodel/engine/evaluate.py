@@ -32,10 +32,10 @@ from perfmodel.formulas.compute import BACKWARD_HOST_OPS_OVER_FORWARD, BlockTime
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.hardware import HardwareSpec
 from perfmodel.formulas.layouts import Layouts
-from perfmodel.formulas.activations import activation_bytes_per_layer
 from perfmodel.formulas.memory import MemoryBreakdown, fits_in_memory, memory_per_gpu
+from perfmodel.formulas.activations import activation_bytes_per_layer
 from perfmodel.spec.model import ModelSpec
-from perfmodel.formulas.overlap import Overlap, exposed_s, tp_phi
+from perfmodel.formulas.overlap import Overlap, exposed_s, tp_phi, window_used_s
 from perfmodel.formulas.recompute import recomputed_layer_fraction, selective_recompute_s
 from perfmodel.spec.software import selective_modules
 from perfmodel.formulas.sharding import stage_params
@@ -107,6 +107,11 @@ class LayerTime:
     ep_bwd_s: np.ndarray
     recompute_s: np.ndarray
     fsdp_s: np.ndarray
+    used_fwd_s: np.ndarray
+    """Forward compute that TP, CP and EP traffic runs beside (``perfmodel.formulas.overlap``): what is
+    left of the pass hides the step's data-parallel traffic."""
+    used_bwd_s: np.ndarray
+    """The same for the backward."""
 
     @property
     def compute_s(self):
@@ -123,31 +128,42 @@ def _layer_time(kind: LayerKind, c: JobConstants, L: Layouts, fsdp_per_layer_s) 
     tp_f = exposed_s(tp_raw, blk.gemm_fwd_s, phi_tp, slowdown)
     tp_b = exposed_s(tp_raw, blk.gemm_bwd_s, phi_tp, slowdown)
     cp_raw = traffic.cp_layer_fwd_s(m, L, seq, hw, eff)
+    cp_raw_b = traffic.CP_BWD_OVER_FWD * cp_raw
     cp_f = exposed_s(cp_raw, blk.attn_fwd_s, ov.cp, slowdown)
-    cp_b = exposed_s(traffic.CP_BWD_OVER_FWD * cp_raw, blk.attn_bwd_s, ov.cp, slowdown)
+    cp_b = exposed_s(cp_raw_b, blk.attn_bwd_s, ov.cp, slowdown)
+    # A stretch of compute hides one collective at a time (perfmodel.formulas.overlap): EP, FSDP and the
+    # step's DP traffic hide behind what TP and CP leave of each pass.
+    used_f = window_used_s(tp_raw, blk.gemm_fwd_s, phi_tp) + window_used_s(cp_raw, blk.attn_fwd_s, ov.cp)
+    used_b = window_used_s(tp_raw, blk.gemm_bwd_s, phi_tp) + window_used_s(cp_raw_b, blk.attn_bwd_s, ov.cp)
     if kind is LayerKind.MOE:
         ep_raw = traffic.ep_layer_s(m, L, seq, hw, eff, c.moe_dispatcher)
         # Batch-level overlap: the forward all-to-alls of one micro-batch hide behind the
         # layer's backward compute of another, and vice versa (Megatron-Core
         # combined_1f1b, overlap_moe_expert_parallel_comm).
-        ep_f = exposed_s(ep_raw, blk.bwd_s, ov.ep, slowdown)
-        ep_b = exposed_s(ep_raw, blk.fwd_s, ov.ep, slowdown)
+        left_b, left_f = blk.bwd_s - used_b, blk.fwd_s - used_f
+        ep_f = exposed_s(ep_raw, left_b, ov.ep, slowdown)
+        ep_b = exposed_s(ep_raw, left_f, ov.ep, slowdown)
+        used_b = used_b + window_used_s(ep_raw, left_b, ov.ep)
+        used_f = used_f + window_used_s(ep_raw, left_f, ov.ep)
+        # A recomputed forward runs inside its own backward, with no other micro-batch's compute
+        # paired with it: its all-to-alls are not overlapped.
+        ep_redo = ep_raw
     else:
-        ep_f = ep_b = np.zeros(len(L))
+        ep_f = ep_b = ep_redo = np.zeros(len(L))
     if c.recompute == "full":
-        recompute = recomputed_layer_fraction(m, L, c.recompute_num_layers) * (blk.fwd_s + tp_f + cp_f + ep_f)
+        recompute = recomputed_layer_fraction(m, L, c.recompute_num_layers) * (blk.fwd_s + tp_f + cp_f + ep_redo)
     elif c.recompute == "selective":
         recompute = selective_recompute_s(blk, c.selective_recompute, m, kind)
         if "moe" in selective_modules(c.selective_recompute):
-            recompute = recompute + ep_f          # the recomputed layer dispatches and combines again
+            recompute = recompute + ep_redo       # the recomputed layer dispatches and combines again
         if c.selective_recompute == "save_qkv_proj":
             # the redone forward repeats the layer's collectives; counting the all-gather
             # before the saved QKV projection too makes this an upper bound under SP
             recompute = recompute + tp_f + cp_f
     else:
         recompute = np.zeros(len(L))
-    fsdp = exposed_s(fsdp_per_layer_s, blk.fwd_s + blk.bwd_s, ov.fsdp, slowdown)
-    return LayerTime(blk, tp_f, tp_b, cp_f, cp_b, ep_f, ep_b, recompute, fsdp)
+    fsdp = exposed_s(fsdp_per_layer_s, blk.fwd_s + blk.bwd_s - used_f - used_b, ov.fsdp, slowdown)
+    return LayerTime(blk, tp_f, tp_b, cp_f, cp_b, ep_f, ep_b, recompute, fsdp, used_f, used_b)
 
 
 def _layer_parts(lt: LayerTime) -> dict:
@@ -249,14 +265,17 @@ def evaluate(c: JobConstants, L: Layouts) -> StepArrays:
 
     per_layer: dict = {}
     blocks = []
+    used = []   # (forward, backward) compute that layer traffic runs beside, per kind (weighted)
     if n_dense:
         lt = _layer_time(LayerKind.DENSE, c, L, fsdp_per_layer)
         per_layer = _add(per_layer, _scaled(_layer_parts(lt), n_dense / len(kinds)))
         blocks.append((lt.block, n_dense / len(kinds)))
+        used.append((lt.used_fwd_s * n_dense / len(kinds), lt.used_bwd_s * n_dense / len(kinds)))
     if n_moe:
         lt = _layer_time(LayerKind.MOE, c, L, fsdp_per_layer)
         per_layer = _add(per_layer, _scaled(_layer_parts(lt), n_moe / len(kinds)))
         blocks.append((lt.block, n_moe / len(kinds)))
+        used.append((lt.used_fwd_s * n_moe / len(kinds), lt.used_bwd_s * n_moe / len(kinds)))
     middle = _scaled(per_layer, layers_per_stage)
 
     head = block_time(head_ops(m, c.cross_entropy), m, L, seq, c.precision, hw, eff, c.causal)
@@ -288,13 +307,6 @@ def evaluate(c: JobConstants, L: Layouts) -> StepArrays:
     num_mb = L.num_mb.astype(float)
     bd = {k: num_mb * v for k, v in slowest.items()}
 
-    # Pipeline: steady-state transfers behind compute, fill/drain transfers exposed.
-    t_p2p = traffic.pp_transfer_s(m, L, seq, hw, eff)
-    steady_p2p = 2.0 * L.vpp * t_p2p   # forward activation + backward gradient, per chunk
-    bd["pp_comm"] = (num_mb * exposed_s(steady_p2p, t_max, ov.pp, slowdown)
-                     + pipeline.fill_drain_transfers(L.pp, L.vpp) * t_p2p)
-    bd["pipeline_bubble"] = bubble
-
     # Host dispatch of one micro-batch (forward share 1/3, backward 2/3 of the operations).
     host_ops_per_mb = sum(b.host_ops * w for b, w in blocks) * layers_per_stage
     launches_per_mb = sum(b.extra_launches * w for b, w in blocks) * layers_per_stage
@@ -302,13 +314,24 @@ def evaluate(c: JobConstants, L: Layouts) -> StepArrays:
                                           eff.launch_overhead_s)
     bwd_host_frac = BACKWARD_HOST_OPS_OVER_FORWARD / (1.0 + BACKWARD_HOST_OPS_OVER_FORWARD)
 
+    # Pipeline: steady-state transfers behind a micro-batch, which lasts as long as its GPU work
+    # or its host dispatch, whichever is slower; fill/drain transfers exposed.
+    t_p2p = traffic.pp_transfer_s(m, L, seq, hw, eff)
+    steady_p2p = 2.0 * L.vpp * t_p2p   # forward activation + backward gradient, per chunk
+    bd["pp_comm"] = (num_mb * exposed_s(steady_p2p, np.maximum(t_max, host_s_per_mb), ov.pp, slowdown)
+                     + pipeline.fill_drain_transfers(L.pp, L.vpp) * t_p2p)
+    bd["pipeline_bubble"] = bubble
+
     # Data parallelism: sync behind the last backward, gather behind the next forward; each
-    # pass lasts as long as the GPU work or the host dispatch, whichever is slower.
+    # pass lasts as long as the GPU work or the host dispatch, whichever is slower, and hides
+    # DP traffic in what the layers' own TP, CP and EP traffic leaves of it (perfmodel.formulas.overlap).
+    used_fwd = sum(u for u, _ in used) * layers_per_stage
+    used_bwd = sum(u for _, u in used) * layers_per_stage
     slow_fwd = np.maximum(sum(b.fwd_s * w for b, w in blocks) * layers_per_stage,
                           (1.0 - bwd_host_frac) * host_s_per_mb)
     slow_bwd = np.maximum(sum(b.bwd_s * w for b, w in blocks) * layers_per_stage, bwd_host_frac * host_s_per_mb)
-    bd["dp_comm"] = (exposed_s(dp.grad_sync_s, slow_bwd, ov.dp, slowdown)
-                     + exposed_s(dp.param_gather_s, slow_fwd, ov.dp, slowdown))
+    bd["dp_comm"] = (exposed_s(dp.grad_sync_s, slow_bwd - used_bwd, ov.dp, slowdown)
+                     + exposed_s(dp.param_gather_s, slow_fwd - used_fwd, ov.dp, slowdown))
 
     # Activation offload: host copies beside the layers' compute (perfmodel.formulas.offload).
     n_off = c.activation_offload_layers

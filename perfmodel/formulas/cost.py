@@ -33,10 +33,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from perfmodel.spec.errors import InputError, validated
 from perfmodel.spec.hardware import HardwareSpec
+from perfmodel.spec.limits import MAX_RATIO, MAX_USD, MAX_YEARS, MIN_YEARS, real_field
 from perfmodel.spec.units import JOULES_PER_KWH, KILO, SECONDS_PER_HOUR
 
 HOURS_PER_YEAR = 8766.0
@@ -81,19 +82,19 @@ class CostModel(BaseModel):
 
     mode: Literal["cloud", "tco"] = "cloud"
     """``cloud``: rent at ``usd_per_gpu_hour``; ``tco``: own the hardware (capex + energy)."""
-    usd_per_gpu_hour: float | None = Field(None, gt=0)
+    usd_per_gpu_hour: real_field(MAX_USD) | None = None
     """Rental price override; None uses the hardware spec's cloud price."""
-    purchase_usd_per_gpu: float | None = Field(None, gt=0)
+    purchase_usd_per_gpu: real_field(MAX_USD) | None = None
     """Purchase price override (server price / GPUs); None uses the hardware spec's."""
-    amortisation_years: float = Field(AMORTISATION_YEARS_DEFAULT, gt=0)
-    utilisation_frac: float = Field(UTILISATION_FRAC_DEFAULT, gt=0, le=1)
+    amortisation_years: real_field(MAX_YEARS, MIN_YEARS, exclusive_minimum=False) = AMORTISATION_YEARS_DEFAULT
+    utilisation_frac: real_field(1.0) = UTILISATION_FRAC_DEFAULT
     """Fraction of the amortisation life the GPU does paid-for work."""
-    pue: float = Field(PUE_GENERAL, ge=1)
+    pue: real_field(MAX_RATIO, 1.0, exclusive_minimum=False) = PUE_GENERAL
     """Power usage effectiveness (facility / IT power); 1.1 for a hyperscaler."""
-    usd_per_kwh: float = Field(USD_PER_KWH_DEFAULT, ge=0)
-    network_ops_overhead_frac: float = Field(NETWORK_OPS_OVERHEAD_FRAC_DEFAULT, ge=0)
+    usd_per_kwh: real_field(MAX_USD, 0.0, exclusive_minimum=False) = USD_PER_KWH_DEFAULT
+    network_ops_overhead_frac: real_field(MAX_RATIO, 0.0, exclusive_minimum=False) = NETWORK_OPS_OVERHEAD_FRAC_DEFAULT
     """Cluster networking (and operations) cost as a fraction of the server purchase price."""
-    avg_power_frac: float = Field(AVG_POWER_FRAC_DEFAULT, gt=0, le=1)
+    avg_power_frac: real_field(1.0) = AVG_POWER_FRAC_DEFAULT
     """Average node draw during training as a fraction of its maximum power."""
 
 

@@ -34,10 +34,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from perfmodel.spec.errors import InputError
-from perfmodel.spec.units import SECONDS_PER_DAY, SECONDS_PER_HOUR
+from perfmodel.spec.limits import MAX_COUNT, MAX_FAILURES_PER_HOUR, MAX_GB_PER_S, MAX_SECONDS, MIN_RATE, int_field, real_field
+from perfmodel.spec.units import GIGA, SECONDS_PER_DAY, SECONDS_PER_HOUR
 
 # --- Llama 3 405B pre-training (Llama Team 2024, "The Llama 3 Herd of Models", sec. 3.3.4, table 5)
 LLAMA3_UNEXPECTED_INTERRUPTIONS = 419
@@ -83,25 +84,30 @@ GPUS_PER_RACK_DEFAULT = 72
 """GB200 NVL72: 72 GPUs share one NVLink rack (NVIDIA GB200 NVL72 product page)."""
 
 
+Rate = real_field(MAX_FAILURES_PER_HOUR, 0.0, exclusive_minimum=False)
+BytesPerS = real_field(MAX_GB_PER_S * GIGA, MIN_RATE * GIGA, exclusive_minimum=False)
+"""A storage or I/O bandwidth in bytes/s, from a MB/s to a PB/s (``perfmodel.spec.limits``)."""
+
+
 class FailureModel(BaseModel):
     """Interruption rates and recovery costs. Rates are per component-hour (edge units)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    gpu_failures_per_gpu_hour: float = Field(GPU_FAILURES_PER_GPU_HOUR_LLAMA3, ge=0)
+    gpu_failures_per_gpu_hour: Rate = GPU_FAILURES_PER_GPU_HOUR_LLAMA3
     """Job interruptions charged per GPU (default derived from Llama 3, all causes)."""
-    node_failures_per_node_hour: float = Field(0.0, ge=0)
+    node_failures_per_node_hour: Rate = 0.0
     """Extra interruptions per server (host CPU, NIC, PSU); 0: already in the GPU term."""
-    rack_failures_per_rack_hour: float = Field(0.0, ge=0)
+    rack_failures_per_rack_hour: Rate = 0.0
     """Extra interruptions per scale-up rack (NVLink switch trays, power shelves, liquid
     cooling of an NVL72); 0 by default: no public rate found."""
-    gpus_per_node: int = Field(GPUS_PER_NODE_DEFAULT, ge=1)
-    gpus_per_rack: int = Field(GPUS_PER_RACK_DEFAULT, ge=1)
-    restart_s: float = Field(RESTART_S_DEFAULT, ge=0)
+    gpus_per_node: int_field(MAX_COUNT) = GPUS_PER_NODE_DEFAULT
+    gpus_per_rack: int_field(MAX_COUNT) = GPUS_PER_RACK_DEFAULT
+    restart_s: real_field(MAX_SECONDS, 0.0, exclusive_minimum=False) = RESTART_S_DEFAULT
     """Relaunch time after a failure, excluding reading the checkpoint."""
-    storage_write_bandwidth_bytes_per_s: float = Field(STORAGE_BANDWIDTH_BYTES_PER_S_DEFAULT, gt=0)
-    storage_read_bandwidth_bytes_per_s: float = Field(STORAGE_BANDWIDTH_BYTES_PER_S_DEFAULT, gt=0)
-    per_gpu_io_bandwidth_bytes_per_s: float | None = Field(None, gt=0)
+    storage_write_bandwidth_bytes_per_s: BytesPerS = STORAGE_BANDWIDTH_BYTES_PER_S_DEFAULT
+    storage_read_bandwidth_bytes_per_s: BytesPerS = STORAGE_BANDWIDTH_BYTES_PER_S_DEFAULT
+    per_gpu_io_bandwidth_bytes_per_s: BytesPerS | None = None
     """Per-GPU cap on checkpoint I/O (host link or front-end NIC share); None = no cap."""
 
 
@@ -178,7 +184,7 @@ def young_daly_interval_s(checkpoint_write_s, mtbf_s):
     interval", CACM 17(9); Daly 2006 first-order model)."""
     d = _arr("checkpoint_write_s", checkpoint_write_s, positive=True)
     M = _arr("mtbf_s", mtbf_s, positive=True)
-    return _out(np.sqrt(2 * d * M))
+    return _out(np.sqrt(2 * d) * np.sqrt(M))   # not sqrt(2 d M): 2 d M overflows for rare failures
 
 
 def daly_interval_s(checkpoint_write_s, mtbf_s):
@@ -188,7 +194,7 @@ def daly_interval_s(checkpoint_write_s, mtbf_s):
     d = _arr("checkpoint_write_s", checkpoint_write_s, positive=True)
     M = _arr("mtbf_s", mtbf_s, positive=True)
     x = d / (2 * M)
-    higher_order = np.sqrt(2 * d * M) * (1 + np.sqrt(x) / 3 + x / 9) - d
+    higher_order = np.sqrt(2 * d) * np.sqrt(M) * (1 + np.sqrt(x) / 3 + x / 9) - d
     return _out(np.where(d < 2 * M, higher_order, M))
 
 

@@ -17,18 +17,34 @@ longer while the collective runs (``Efficiencies.overlap_compute_slowdown``). Wi
 
 The first term is the collective outlasting its window, the second the window stretched by
 the collective beside it; phi = 0 still gives t_comm.
+
+A stretch of compute hides one collective at a time: a collective that runs beside it for
+``used = min(t_comm, phi * t_window)`` seconds leaves ``t_window - used`` to the next kind that
+hides behind the same compute (``window_used_s``). In a layer, TP and CP traffic hide behind
+their own GEMMs and attention first, EP traffic behind what they leave of the pass, FSDP
+gathers behind what is left of both passes, and the step's data-parallel traffic behind what
+is left of the last micro-batch's backward (``perfmodel.engine.evaluate``). So the hidden time never
+exceeds the compute, and less compute can never make the step longer: exposing more traffic
+costs at most the compute saved (the windows used to be counted once per kind, so faster
+compute could expose CP and FSDP traffic at once, and a step could grow by up to one
+window per extra kind).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
+
+from perfmodel.spec.limits import real_field
+
+Phi = real_field(1.0, 0.0, exclusive_minimum=False)
+"""An overlap fraction in [0, 1]."""
 
 
 class Overlap(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    tp: float | None = Field(0.0, ge=0, le=1)
+    tp: Phi | None = 0.0
     """TP all-gather/reduce-scatter behind the layer's GEMMs. Default 0: Megatron-Core's
     TransformerConfig default tp_comm_overlap=False, so TP collectives sit in the critical
     path. None = ideal chunked pipelining, where the collective is split into tp chunks and
@@ -36,10 +52,10 @@ class Overlap(BaseModel):
     'Overlap communication with dependent computation via decomposition'; Transformer Engine
     userbuffers). The SMs the overlapped collectives take from those GEMMs are charged by
     ``exposed_s``."""
-    cp: float = Field(1.0, ge=0, le=1)
+    cp: Phi = 1.0
     """Ring-attention KV exchange behind the attention blocks (Liu et al. 2023, Ring
     Attention; Megatron-Core context parallelism sends the next KV chunk while computing)."""
-    ep: float = Field(0.0, ge=0, le=1)
+    ep: Phi = 0.0
     """MoE dispatch and combine. Default 0: Megatron-Core's dispatchers run them in the
     critical path. Batch-level overlap is opt-in (Megatron-Core
     overlap_moe_expert_parallel_comm, MCore v0.14; DeepSeek-V3's DualPipe): the forward of
@@ -47,14 +63,14 @@ class Overlap(BaseModel):
     behind the layer's backward compute and the backward ones behind its forward compute
     (Megatron-Core API docs, core.pipeline_parallel.combined_1f1b); that compute is the
     window. The unpaired first forward and last backward are not modelled."""
-    pp: float = Field(1.0, ge=0, le=1)
+    pp: Phi = 1.0
     """Steady-state pipeline send/recv behind compute (batched isend/irecv); the fill and
     drain transfers are always exposed (Narayanan et al. 2021, sec. 2.2)."""
-    dp: float = Field(1.0, ge=0, le=1)
+    dp: Phi = 1.0
     """Gradient reduce-scatter behind the last micro-batch's backward and parameter
     all-gather behind the next forward (Megatron-Core overlap_grad_reduce and
     overlap_param_gather, on in NeMo/Megatron-Bridge recipes; PyTorch DDP buckets, Li et al. 2020)."""
-    fsdp: float = Field(1.0, ge=0, le=1)
+    fsdp: Phi = 1.0
     """ZeRO-3/FSDP per-layer all-gathers prefetched behind the previous layer's compute
     (PyTorch FSDP, Zhao et al. 2023, sec. 4.3)."""
 
@@ -63,6 +79,12 @@ def exposed_s(t_comm, t_window, phi, slowdown=0.0):
     t_comm = np.asarray(t_comm)
     sigma = slowdown / (1.0 + slowdown)
     return np.maximum(t_comm - phi * np.asarray(t_window), sigma * t_comm)   # sigma * t_comm >= 0
+
+
+def window_used_s(t_comm, t_window, phi):
+    """Seconds of the compute ``t_window`` that a collective of ``t_comm`` with overlap ``phi``
+    runs beside: min(t_comm, phi * t_window). The next collective hides behind the rest."""
+    return np.minimum(np.asarray(t_comm), phi * np.asarray(t_window))
 
 
 def tp_phi(overlap: Overlap, tp):

@@ -22,6 +22,9 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from perfmodel.spec.limits import (MAX_BUSBW_BYTES_PER_S, MAX_COLLECTIVE_FITS, MAX_NUM_GPUS, MAX_RATIO, MAX_SECONDS,
+                     MIN_BUSBW_BYTES_PER_S, Name, int_field, real_field)
+
 
 def saturating_gemm_efficiency(m, n, k, efficiency_max, half_dim):
     """eff_max * m/(m+d) * n/(n+d) * k/(k+d): the one home of the GEMM form (step model and fits)."""
@@ -40,23 +43,30 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+Fraction = real_field(1.0)
+"""A finite fraction in (0, 1]."""
+NonNegative = real_field(MAX_RATIO, 0.0, exclusive_minimum=False)
+"""A finite, non-negative factor or size in elements (``perfmodel.spec.limits.MAX_RATIO``)."""
+Seconds = real_field(MAX_SECONDS, 0.0, exclusive_minimum=False)
+
+
 class GemmEfficiency(_Frozen):
     """Saturating GEMM efficiency for one precision."""
 
-    efficiency_max: float = Field(gt=0, le=1)
+    efficiency_max: Fraction
     """Fraction of the dense peak reached by large, square GEMMs."""
-    half_dim: float = Field(ge=0)
+    half_dim: NonNegative
     """Dimension (elements) at which one factor of the saturation is one half."""
 
 
 class AttentionEfficiency(_Frozen):
     """FlashAttention-style fused attention kernel, as a fraction of the 16-bit dense peak."""
 
-    fwd_efficiency_max: float = Field(gt=0, le=1)
-    bwd_efficiency_max: float = Field(gt=0, le=1)
-    half_seq: float = Field(ge=0)
+    fwd_efficiency_max: Fraction
+    bwd_efficiency_max: Fraction
+    half_seq: NonNegative
     """Sequence length (keys per query block) at which efficiency is half of its maximum."""
-    bwd_half_seq: float | None = Field(default=None, ge=0)
+    bwd_half_seq: NonNegative | None = None
     """The backward kernel's own half_seq where it was measured apart; None = ``half_seq``.
     FlashAttention-2's backward saturates later than its forward (H100 and H200 suites:
     half_seq about 370 forward and 870-990 backward, docs/calibration.md)."""
@@ -69,29 +79,29 @@ class AttentionEfficiency(_Frozen):
 class CollectiveFit(_Frozen):
     """Alpha-beta fit of one collective on one fabric and group size."""
 
-    op: str
+    op: Name
     """all_reduce | all_gather | reduce_scatter | all_to_all | send_recv"""
-    fabric: str
+    fabric: Name
     """scale_up | scale_out"""
-    num_gpus: int = Field(ge=2)
-    latency_s: float = Field(ge=0)
-    busbw_bytes_per_s: float = Field(gt=0)
+    num_gpus: int_field(MAX_NUM_GPUS, minimum=2)
+    latency_s: Seconds
+    busbw_bytes_per_s: real_field(MAX_BUSBW_BYTES_PER_S, MIN_BUSBW_BYTES_PER_S, exclusive_minimum=False)
     """Asymptotic bus bandwidth (nccl-tests convention)."""
 
 
 class Efficiencies(_Frozen):
     """Every efficiency the step model uses, with one source string per group."""
 
-    gemm: dict[str, GemmEfficiency]
+    gemm: dict[Name, GemmEfficiency]
     """Keyed by precision: bf16, fp16, fp8, fp4, tf32."""
-    grouped_gemm_half_dim: float = Field(ge=0)
+    grouped_gemm_half_dim: NonNegative
     """half_dim of expert GEMMs run as grouped GEMMs (many small problems in one call, or one
     cuBLAS call per expert): they saturate later than one dense GEMM of the same shape. The
     larger of this and the precision's dense half_dim applies to expert GEMMs."""
     attention: AttentionEfficiency
-    memory_efficiency: float = Field(gt=0, le=1)
+    memory_efficiency: Fraction
     """Achieved fraction of HBM bandwidth for streaming (copy/triad) kernels."""
-    fp8_fast_accum_speedup: float = Field(1.0, gt=0)
+    fp8_fast_accum_speedup: real_field(MAX_RATIO) = 1.0
     """Rate of an fp8 GEMM with cuBLASLt fast accumulation (``CUBLASLT_MATMUL_DESC_FAST_ACCUM``)
     over the precise, split-accumulator rate the ``gemm`` fp8 entry describes. Training stacks run
     the forward GEMM fast and the two backward GEMMs precise: Transformer Engine (fprop without,
@@ -100,16 +110,16 @@ class Efficiencies(_Frozen):
     pytorch/ao issue #2377, which reports 1.1-1.2x). Default 1: not measured, the fp8 entry applies
     to every pass. On Blackwell cuBLASLt has no such mode (Transformer Engine PR #2748 review), so a
     measurement there should give 1."""
-    kernel_overhead_s: float = Field(ge=0)
+    kernel_overhead_s: Seconds
     """GPU time every kernel costs beyond its roofline time (ramp-up, prologue/epilogue, tail
     wave): the intercept of time against work in a GEMM sweep of back-to-back kernels."""
-    launch_overhead_s: float = Field(ge=0)
+    launch_overhead_s: Seconds
     """Host-side cost of one kernel launch issued from C++ (CUDA graphs hide most)."""
-    host_op_overhead_s: float = Field(15e-6, ge=0)
+    host_op_overhead_s: Seconds = 15e-6
     """Host cost of dispatching one eager framework operation, its launch included.
     Default: midpoint of 10-20 us per eager PyTorch op (REFERENCES.md 'Efficiency';
     shared/data/microbenchmarks.yaml pytorch_tiny_gemm_launch_overhead_dgxc_sample: 11-18 us)."""
-    overlap_compute_slowdown: float = Field(0.189, ge=0)
+    overlap_compute_slowdown: NonNegative = 0.189
     """How much longer compute takes while a collective runs beside it on the same GPU: the
     collective's kernels hold SMs (NCCL channels, DeepEP/HybridEP blocks) and HBM bandwidth the
     compute then lacks, so hidden traffic still costs slowdown / (1 + slowdown) of its duration
@@ -117,15 +127,15 @@ class Efficiencies(_Frozen):
     Overlap in GPU-Accelerated Distributed Deep Learning' (arXiv 2507.03114, abstract): compute
     overlapped with communication runs 18.9% slower on average (40.0% at most) than alone, over
     GPT and Llama training on four A100, H100, MI250 or MI210 GPUs."""
-    scale_up_bus_efficiency: float = Field(gt=0, le=1)
+    scale_up_bus_efficiency: Fraction
     """Achieved busbw / link bandwidth per direction on the scale-up fabric, large messages."""
-    scale_out_bus_efficiency: float = Field(gt=0, le=1)
+    scale_out_bus_efficiency: Fraction
     """Achieved busbw / NIC bandwidth per direction on the scale-out fabric, large messages."""
-    scale_up_latency_s: float = Field(ge=0)
+    scale_up_latency_s: Seconds
     """Per-step latency (alpha) of a collective on the scale-up fabric."""
-    scale_out_latency_s: float = Field(ge=0)
+    scale_out_latency_s: Seconds
     """Per-step latency (alpha) of a collective across the scale-out fabric."""
-    collectives: tuple[CollectiveFit, ...] = ()
+    collectives: tuple[CollectiveFit, ...] = Field((), max_length=MAX_COLLECTIVE_FITS)
     """Optional measured fits that override the link-derived model for matching groups."""
     sources: dict[str, str] = Field(default_factory=dict)
     """Where each group of numbers comes from (key = field name)."""

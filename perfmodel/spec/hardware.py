@@ -15,16 +15,19 @@ scale-out bandwidth       per GPU, per direction = nics_per_gpu * NIC line rate 
 
 from __future__ import annotations
 
-from perfmodel.spec.paths import PROJECT_DIR
 import functools
 import os
 import re
+import reprlib
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, StrictBool, model_validator
 
+from perfmodel.spec.paths import PROJECT_DIR
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.errors import InputError, read_data_file, validated
+from perfmodel.spec.limits import (MAX_COUNT, MAX_GB_PER_S, MAX_GBIT_PER_S, MAX_GIB, MAX_LATENCY_US, MAX_NICS_PER_GPU,
+                     MAX_NUM_GPUS, MAX_POWER_W, MAX_TFLOP_PER_S, MAX_USD, MIN_RATE, Name, int_field, real_field)
 from perfmodel.spec.units import BITS_PER_BYTE, GIBI, GIGA, MEBI, MICRO, TERA
 
 PRECISIONS = ("fp64", "tf32", "bf16", "fp16", "fp8", "fp4")
@@ -38,29 +41,37 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+Tflops = real_field(MAX_TFLOP_PER_S, MIN_RATE, exclusive_minimum=False)
+"""A dense peak in TFLOP/s (``perfmodel.spec.limits``: finite, a GFLOP/s to an EFLOP/s)."""
+GbPerS = real_field(MAX_GB_PER_S, MIN_RATE, exclusive_minimum=False)
+"""A bandwidth in GB/s (``perfmodel.spec.limits``: finite, a MB/s to a PB/s)."""
+Gib = real_field(MAX_GIB)
+LatencyUs = real_field(MAX_LATENCY_US, 0.0, exclusive_minimum=False)
+
+
 class DensePeaks(_Frozen):
     """Dense tensor-core peaks in TFLOP/s (never the 2:4-sparse datasheet figure)."""
 
-    fp64: float | None = Field(None, gt=0)
-    tf32: float | None = Field(None, gt=0)
-    bf16: float = Field(gt=0)
-    fp16: float = Field(gt=0)
-    fp8: float | None = Field(None, gt=0)
-    fp4: float | None = Field(None, gt=0)
+    fp64: Tflops | None = None
+    tf32: Tflops | None = None
+    bf16: Tflops
+    fp16: Tflops
+    fp8: Tflops | None = None
+    fp4: Tflops | None = None
 
 
 class GpuSpec(_Frozen):
-    name: str
+    name: Name
     peak_dense_tflop_per_s: DensePeaks
-    hbm_capacity_gib: float = Field(gt=0)
+    hbm_capacity_gib: Gib
     """Physical HBM capacity."""
-    hbm_usable_gib: float = Field(gt=0)
+    hbm_usable_gib: Gib
     """Allocatable by a training process."""
-    hbm_bandwidth_gb_per_s: float = Field(gt=0)
-    l2_cache_mib: float = Field(gt=0)
-    num_sms: int = Field(gt=0)
+    hbm_bandwidth_gb_per_s: GbPerS
+    l2_cache_mib: real_field(MAX_GIB)
+    num_sms: int_field(MAX_COUNT)
     """Streaming multiprocessors (compute units on AMD)."""
-    tdp_w: float = Field(gt=0)
+    tdp_w: real_field(MAX_POWER_W)
 
     @model_validator(mode="after")
     def _usable_le_physical(self) -> "GpuSpec":
@@ -101,17 +112,17 @@ class GpuSpec(_Frozen):
 
 
 class ScaleUpSpec(_Frozen):
-    name: str
-    domain_size: int = Field(ge=1)
+    name: Name
+    domain_size: int_field(MAX_NUM_GPUS)
     """GPUs in one scale-up (NVLink) domain: 8 for HGX, 72 for NVL72."""
-    gpus_per_host: int | None = Field(None, ge=1)
+    gpus_per_host: int_field(MAX_COUNT) | None = None
     """GPUs per host (the unit a scheduler allocates) where a domain spans several hosts:
     4 per GB200 compute tray. None: one host is the whole domain (HGX). See ``placement``."""
-    bandwidth_per_direction_gb_per_s: float = Field(gt=0)
+    bandwidth_per_direction_gb_per_s: GbPerS
     """Per GPU, one direction."""
-    in_network_reduction: bool
+    in_network_reduction: StrictBool
     """NVLink SHARP (NVLS) or equivalent in-switch reduction."""
-    latency_us: float = Field(ge=0)
+    latency_us: LatencyUs
 
     @property
     def bandwidth_bytes_per_s(self) -> float:
@@ -123,11 +134,11 @@ class ScaleUpSpec(_Frozen):
 
 
 class ScaleOutSpec(_Frozen):
-    name: str
-    nics_per_gpu: float = Field(gt=0)
-    nic_bandwidth_gbit_per_s: float = Field(gt=0)
+    name: Name
+    nics_per_gpu: real_field(MAX_NICS_PER_GPU)
+    nic_bandwidth_gbit_per_s: real_field(MAX_GBIT_PER_S, MIN_RATE, exclusive_minimum=False)
     """Line rate of one NIC, one direction, in Gb/s (bits)."""
-    latency_us: float = Field(ge=0)
+    latency_us: LatencyUs
 
     @property
     def bandwidth_bytes_per_s(self) -> float:
@@ -140,8 +151,8 @@ class ScaleOutSpec(_Frozen):
 
 
 class HostLinkSpec(_Frozen):
-    name: str
-    bandwidth_per_direction_gb_per_s: float = Field(gt=0)
+    name: Name
+    bandwidth_per_direction_gb_per_s: GbPerS
 
     @property
     def bandwidth_bytes_per_s(self) -> float:
@@ -149,9 +160,9 @@ class HostLinkSpec(_Frozen):
 
 
 class PowerSpec(_Frozen):
-    gpus_per_node: int = Field(ge=1)
+    gpus_per_node: int_field(MAX_COUNT)
     """GPUs per node (per rack for NVL72 systems, with node_power_w the rack power)."""
-    node_power_w: float = Field(gt=0)
+    node_power_w: real_field(MAX_POWER_W)
     """Maximum power of one node (or rack) including CPUs, NICs and fans."""
 
     @property
@@ -160,17 +171,17 @@ class PowerSpec(_Frozen):
 
 
 class PriceSpec(_Frozen):
-    cloud_usd_per_gpu_hour: float = Field(gt=0)
-    cloud_provider: str
-    cloud_date: str
-    purchase_usd_per_gpu: float = Field(gt=0)
+    cloud_usd_per_gpu_hour: real_field(MAX_USD)
+    cloud_provider: Name
+    cloud_date: Name
+    purchase_usd_per_gpu: real_field(MAX_USD)
     """System purchase price divided by its GPUs (node, networking share excluded)."""
 
 
 class HardwareSpec(_Frozen):
-    id: str
-    name: str
-    variant_of: str | None = None
+    id: Name
+    name: Name
+    variant_of: Name | None = None
     """Id of the spec of the same die run by the same kernels, of which this is a variant (a
     power-capped or differently-memoried SKU). The variant inherits that spec's efficiencies
     (they are fractions of each SKU's own peaks) and its calibration profile, and validation
@@ -251,7 +262,7 @@ def parse_hardware(data: dict, origin: str = "hardware") -> HardwareSpec:
     ref = data.get("variant_of") if isinstance(data, dict) else None
     if ref is not None:
         if not isinstance(ref, str):
-            raise InputError(f"{origin}.variant_of", f"must be a hardware id, got {ref!r}")
+            raise InputError(f"{origin}.variant_of", f"must be a hardware id, got {reprlib.repr(ref)}")
         if ref == data.get("id"):
             raise InputError(f"{origin}.variant_of", f"points to the spec itself ({ref!r})")
         base = load_hardware(ref) if ref in _catalogue() else None

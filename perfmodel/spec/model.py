@@ -6,9 +6,13 @@ Field names follow ``shared/contracts/scenario.md``; defaults follow it too
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+import reprlib
+
+from pydantic import BaseModel, ConfigDict, StrictBool, model_validator
 
 from perfmodel.spec.errors import InputError
+from perfmodel.spec.limits import (MAX_ATTENTION_HEADS, MAX_FFN_HIDDEN_SIZE, MAX_HEAD_DIM, MAX_HIDDEN_SIZE, MAX_NUM_EXPERTS,
+                     MAX_NUM_LAYERS, MAX_SEQ_LENGTH, MAX_VOCAB_SIZE, Name, int_field)
 
 
 class _Frozen(BaseModel):
@@ -18,32 +22,32 @@ class _Frozen(BaseModel):
 class MlaSpec(_Frozen):
     """DeepSeek multi-head latent attention (DeepSeek-V2 report, section 2.1)."""
 
-    q_lora_rank: PositiveInt | None = None
+    q_lora_rank: int_field(MAX_HIDDEN_SIZE) | None = None
     """Rank of the query down-projection; null = queries are not compressed."""
-    kv_lora_rank: PositiveInt
+    kv_lora_rank: int_field(MAX_HIDDEN_SIZE)
     """Rank of the joint key/value latent."""
-    qk_nope_head_dim: PositiveInt
+    qk_nope_head_dim: int_field(MAX_HEAD_DIM)
     """Per-head query/key width without rotary embedding."""
-    qk_rope_head_dim: PositiveInt
+    qk_rope_head_dim: int_field(MAX_HEAD_DIM)
     """Per-head decoupled rotary query/key width (the rotary key is shared by all heads)."""
-    v_head_dim: PositiveInt
+    v_head_dim: int_field(MAX_HEAD_DIM)
     """Per-head value width."""
 
 
 class MoeSpec(_Frozen):
     """Mixture-of-experts MLP (Shazeer et al. 2017; Fedus et al. 2021)."""
 
-    num_experts: PositiveInt
+    num_experts: int_field(MAX_NUM_EXPERTS)
     """Routed experts per MoE layer."""
-    top_k: PositiveInt
+    top_k: int_field(MAX_NUM_EXPERTS)
     """Routed experts each token uses."""
-    expert_ffn_hidden_size: PositiveInt
+    expert_ffn_hidden_size: int_field(MAX_FFN_HIDDEN_SIZE)
     """Hidden width of one expert's MLP."""
-    num_shared_experts: int = Field(0, ge=0)
+    num_shared_experts: int_field(MAX_NUM_EXPERTS, minimum=0) = 0
     """Always-active experts (DeepSeek style), each of width ``expert_ffn_hidden_size``."""
-    num_dense_layers: int = Field(0, ge=0)
+    num_dense_layers: int_field(MAX_NUM_LAYERS, minimum=0) = 0
     """Leading layers that use the dense MLP (``ffn_hidden_size``) instead of experts."""
-    interleave_step: PositiveInt = 1
+    interleave_step: int_field(MAX_NUM_LAYERS) = 1
     """After the leading dense layers, layer j (counted from 0) is MoE when
     ``(j + 1) % interleave_step == 0`` and a dense-MLP layer otherwise: 1 = every layer MoE,
     2 = dense and MoE alternate (Llama 4 Maverick: transformers' interleave_moe_layer_step,
@@ -61,37 +65,37 @@ class MoeSpec(_Frozen):
 class ModelSpec(_Frozen):
     """A decoder-only transformer."""
 
-    name: str = "custom"
+    name: Name = "custom"
     """Label shown in outputs."""
-    num_layers: PositiveInt
+    num_layers: int_field(MAX_NUM_LAYERS)
     """Transformer layers (l)."""
-    hidden_size: PositiveInt
+    hidden_size: int_field(MAX_HIDDEN_SIZE)
     """Model width (h)."""
-    num_attention_heads: PositiveInt
+    num_attention_heads: int_field(MAX_ATTENTION_HEADS)
     """Query heads (a)."""
-    num_query_groups: PositiveInt | None = None
+    num_query_groups: int_field(MAX_ATTENTION_HEADS) | None = None
     """Key/value heads (GQA); null = ``num_attention_heads`` (MHA)."""
-    head_dim: PositiveInt | None = None
+    head_dim: int_field(MAX_HEAD_DIM) | None = None
     """Per-head width; null = ``hidden_size / num_attention_heads``."""
-    ffn_hidden_size: PositiveInt
+    ffn_hidden_size: int_field(MAX_FFN_HIDDEN_SIZE)
     """Dense MLP width (for MoE models, the width of the dense layers)."""
-    gated_mlp: bool = False
+    gated_mlp: StrictBool = False
     """True = SwiGLU-style MLP with three weight matrices; false = GeLU with two."""
-    vocab_size: PositiveInt
+    vocab_size: int_field(MAX_VOCAB_SIZE)
     """Vocabulary size (V)."""
-    tied_embeddings: bool = False
+    tied_embeddings: StrictBool = False
     """True = the output layer reuses the input embedding matrix."""
     mla: MlaSpec | None = None
     """DeepSeek multi-head latent attention, if used."""
     moe: MoeSpec | None = None
     """Mixture of experts, if used."""
-    mtp_layers: int = Field(0, ge=0)
+    mtp_layers: int_field(MAX_NUM_LAYERS, minimum=0) = 0
     """Multi-token-prediction layers (DeepSeek-V3 uses 1)."""
-    attention_window: PositiveInt | None = None
+    attention_window: int_field(MAX_SEQ_LENGTH) | None = None
     """Sliding-window attention: a query attends to at most this many of the latest tokens,
     itself included (Beltagy et al. 2020; Mistral 7B, Jiang et al. 2023); null = full causal
     attention in every layer."""
-    full_attention_every: PositiveInt | None = None
+    full_attention_every: int_field(MAX_NUM_LAYERS) | None = None
     """With ``attention_window``: layers n, 2n, 3n, ... (counted from 1) keep full attention
     (GPT-OSS: 2, Gemma 3: 6); null = every layer uses the window."""
 
@@ -156,5 +160,5 @@ class ModelSpec(_Frozen):
 def require_positive_int(field: str, value) -> int:
     """Coerce a user value to a positive int or raise a one-line InputError."""
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise InputError(field, f"must be a positive integer, got {value!r}")
+        raise InputError(field, f"must be a positive integer, got {reprlib.repr(value)}")
     return value

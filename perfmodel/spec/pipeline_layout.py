@@ -27,16 +27,38 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfmodel.spec.errors import InputError
+from perfmodel.spec.limits import MAX_PIPELINE_LAYOUT_CHARS, MAX_PIPELINE_LAYOUT_SYMBOLS
 
 FIELD = "pipeline_layout"
 SYMBOLS = "EtmL"   # embedding, decoder layer, MTP module, output layer and loss
 
 
+GROUP_REPEAT = re.compile(r"\(([^()]+)\)\*(\d+)")
+SYMBOL_REPEAT = re.compile(r"(.)\*(\d+)")
+MAX_REPEAT_DIGITS = 9
+"""A repeat count of more than nine digits is past every limit; refused before int() reads it."""
+
+
+def _expand(s: str, pattern: re.Pattern, unit_len, limit: int, what: str) -> str:
+    """``pattern``'s repeats of ``s`` written out, after checking arithmetically that the result
+    has at most ``limit`` characters (so ``t*10000000000`` is refused before any string is built)."""
+    matches = list(pattern.finditer(s))
+    for g in matches:
+        if len(g.group(2)) > MAX_REPEAT_DIGITS:
+            raise InputError(FIELD, f"repeat count {g.group(2)[:12]}... is too large")
+    size = len(s) + sum(unit_len(g) * int(g.group(2)) - len(g.group(0)) for g in matches)
+    if size > limit:
+        raise InputError(FIELD, f"expands to {size:,} {what}; at most {limit:,} (perfmodel.spec.limits)")
+    return pattern.sub(lambda g: g.group(1) * int(g.group(2)), s)
+
+
 def parse(text: str) -> tuple[str, ...]:
     """The virtual stages of a layout string, each as its unrolled symbols (e.g. ``'Ett'``)."""
+    if len(text) > MAX_PIPELINE_LAYOUT_CHARS:
+        raise InputError(FIELD, f"{len(text):,} characters; at most {MAX_PIPELINE_LAYOUT_CHARS:,}")
     s = text.replace(",", "").replace(" ", "")
-    s = re.sub(r"\(([^()]+)\)\*(\d+)", lambda g: g.group(1) * int(g.group(2)), s)
-    s = re.sub(r"(.)\*(\d+)", lambda g: g.group(1) * int(g.group(2)), s)
+    s = _expand(s, GROUP_REPEAT, lambda g: len(g.group(1)), MAX_PIPELINE_LAYOUT_CHARS, "characters")
+    s = _expand(s, SYMBOL_REPEAT, lambda g: 1, MAX_PIPELINE_LAYOUT_SYMBOLS, "symbols")
     bad = sorted(set(s) - set(SYMBOLS) - {"|"})
     if bad:
         raise InputError(FIELD, f"unknown symbol {bad[0]!r} in {text!r}; use E, t, m, L, | , x*n and (...)*n")

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, field_validator
 
 from perfmodel.spec import pipeline_layout
 from perfmodel.spec.errors import InputError, read_data_file, validated
 from perfmodel.spec.hardware import HardwareSpec, list_hardware_ids, load_hardware, load_hardware_file, parse_hardware
+from perfmodel.spec.limits import (MAX_FSDP_COLLECTIVES_PER_LAYER, MAX_GLOBAL_BATCH_SIZE, MAX_NUM_GPUS,
+                     MAX_NUM_LAYERS, MAX_PIPELINE_LAYOUT_CHARS, MAX_SEQ_LENGTH, MAX_TRAINING_TOKENS,
+                     MAX_VIRTUAL_STAGES, Name, int_choice, int_field, real_field)
 from perfmodel.spec.model import ModelSpec
 from perfmodel.formulas.overlap import Overlap
 
@@ -45,21 +48,21 @@ class _Frozen(BaseModel):
 
 
 class Parallelism(_Frozen):
-    tp: PositiveInt = 1
+    tp: int_field(MAX_NUM_GPUS) = 1
     """Tensor parallel degree."""
-    pp: PositiveInt = 1
+    pp: int_field(MAX_NUM_GPUS) = 1
     """Pipeline parallel degree."""
-    vpp: PositiveInt = 1
+    vpp: int_field(MAX_VIRTUAL_STAGES) = 1
     """Virtual stages per pipeline rank (interleaved 1F1B)."""
-    cp: PositiveInt = 1
+    cp: int_field(MAX_NUM_GPUS) = 1
     """Context parallel degree."""
-    ep: PositiveInt = 1
+    ep: int_field(MAX_NUM_GPUS) = 1
     """Expert parallel degree (carved out of dp * cp)."""
-    etp: PositiveInt = 1
+    etp: int_field(MAX_NUM_GPUS) = 1
     """Tensor parallel degree inside experts."""
-    sequence_parallel: bool | None = None
+    sequence_parallel: StrictBool | None = None
     """Megatron sequence parallelism; null = (tp > 1)."""
-    zero_stage: Literal[0, 1, 2, 3] = 0
+    zero_stage: int_choice(0, 1, 2, 3) = 0
     """0 none, 1 optimizer states, 2 + gradients, 3 + parameters (FSDP)."""
 
     @property
@@ -68,19 +71,19 @@ class Parallelism(_Frozen):
 
 
 class Scenario(_Frozen):
-    name: str = "scenario"
-    hardware: str | HardwareSpec
+    name: Name = "scenario"
+    hardware: Name | HardwareSpec
     """Id of hardware/<id>.yaml, or an inline spec (a mapping in the hardware YAML format). A
     path to a hardware YAML file is read by ``load_scenario`` (a file the user names) and
     inlined; a parsed mapping (a link, an upload) never opens a file."""
-    num_gpus: PositiveInt
-    model: str | ModelSpec
+    num_gpus: int_field(MAX_NUM_GPUS)
+    model: Name | ModelSpec
     """A preset id, or an inline mapping. A path to a Hugging Face config.json is read by
     ``load_scenario`` only, and inlined."""
-    seq_length: PositiveInt
-    global_batch_size: PositiveInt
+    seq_length: int_field(MAX_SEQ_LENGTH)
+    global_batch_size: int_field(MAX_GLOBAL_BATCH_SIZE)
     """Sequences per optimizer step."""
-    micro_batch_size: PositiveInt = 1
+    micro_batch_size: int_field(MAX_GLOBAL_BATCH_SIZE) = 1
     parallelism: Parallelism = Field(default_factory=Parallelism)
     recompute: Recompute = "none"
     precision: Precision = "bf16"
@@ -94,7 +97,7 @@ class Scenario(_Frozen):
     contract): a mapping of any of tp, cp, ep, pp, dp, fsdp to a fraction in [0, 1]; kinds
     left out keep the defaults of ``perfmodel.formulas.overlap.Overlap`` (how Megatron-Core, NeMo and
     FSDP overlap)."""
-    fsdp_collectives_per_layer: PositiveInt = 1
+    fsdp_collectives_per_layer: int_field(MAX_FSDP_COLLECTIVES_PER_LAYER) = 1
     """ZeRO-3 collectives per layer and direction (perfmodel extension of the contract): the
     layer's parameters are all-gathered (forward and backward) and its gradients
     reduce-scattered in this many separate collectives, each paying its own ring latency.
@@ -103,7 +106,7 @@ class Scenario(_Frozen):
     parameter tensor (deepspeed/runtime/zero/partition_parameters.py, _allgather_param and
     _reduce_scatter_gradient, v0.3.14 commit 112ebff): 12 for a GPT-2/3 layer with biases
     and LayerNorms. Ignored below ZeRO stage 3."""
-    fsdp_list_api: bool = False
+    fsdp_list_api: StrictBool = False
     """ZeRO-3 collectives through torch.distributed's list API (perfmodel extension of the
     contract): each all-gather and reduce-scatter also copies every rank's chunk with its
     own kernel, n kernels per collective (PyTorch ProcessGroupNCCL). DeepSpeed ZeRO-3 used
@@ -117,7 +120,7 @@ class Scenario(_Frozen):
     and fans out over NVLink. Across scale-up domains they differ in network bytes; inside
     one they send the same all-to-all, and only alltoall sorts tokens by local expert after
     it. Ignored for dense models."""
-    grad_reduce_in_fp32: bool = True
+    grad_reduce_in_fp32: StrictBool = True
     """Data-parallel gradients kept and reduced in fp32 (perfmodel extension of the contract;
     Megatron-Core's DistributedDataParallelConfig flag of that name). true: a 4-byte gradient
     buffer and 4-byte reduce-scatter or all-reduce (Megatron-LM forces it on for bf16;
@@ -132,7 +135,8 @@ class Scenario(_Frozen):
     torch.compile); eager = PyTorch eager, one kernel and one HBM round trip per elementwise
     op, with the fp32 upcasts of torchtitan's Llama block (RMSNorm 36 bytes per element in 8
     kernels instead of 4 in 1; see ``perfmodel.formulas.workload._eager_elementwise_ops``)."""
-    selective_recompute: SelectiveRecompute | tuple[RecomputeModule, ...] = "core_attn"
+    selective_recompute: SelectiveRecompute | Annotated[tuple[RecomputeModule, ...], Field(
+        max_length=len(RECOMPUTE_MODULE_CHOICES))] = "core_attn"
     """What ``recompute: selective`` recomputes (perfmodel extension of the contract; unused
     for none and full, but always checked against the model, since the layout search tries
     selective too): core_attn = Megatron-Core's default, the attention core; op_sac =
@@ -143,20 +147,20 @@ class Scenario(_Frozen):
     ``recompute_modules`` (core_attn, layernorm, mla_up_proj, moe_act, mlp, moe,
     shared_experts), each recomputed as Megatron-Core does it (see ``perfmodel.formulas.recompute``).
     ``core_attn`` and ``[core_attn]`` are the same policy."""
-    recompute_num_layers: PositiveInt | None = None
+    recompute_num_layers: int_field(MAX_NUM_LAYERS) | None = None
     """With ``recompute: full``, how many layers of each model chunk (pipeline stage, or
     virtual stage with interleaving) are recomputed (perfmodel extension of the contract;
     Megatron-Core ``recompute_method: block`` with ``recompute_num_layers``): the first N
     layers of every chunk store only their input and are recomputed, the others store
     everything. null = every layer (``full`` as the contract defines it). A chunk with fewer
     layers recomputes all of them, as in Megatron-Core."""
-    activation_offload_layers: NonNegativeInt = 0
+    activation_offload_layers: int_field(MAX_NUM_LAYERS, minimum=0) = 0
     """Transformer layers whose activations are copied to host memory during the forward and
     back before their backward (perfmodel extension of the contract; Megatron-Core
     ``cpu_offloading`` with ``cpu_offloading_num_layers``, through Transformer Engine's
     ``get_cpu_offload_context``). The first N layers are offloaded; Megatron-Core allows it
     only with pp = 1, no recompute and N < num_layers. 0 = off. See ``perfmodel.formulas.offload``."""
-    pipeline_layout: str | None = None
+    pipeline_layout: Annotated[str, StringConstraints(max_length=MAX_PIPELINE_LAYOUT_CHARS)] | None = None
     """Which layers each virtual pipeline stage runs (perfmodel extension of the contract;
     Megatron-Core ``pipeline_model_parallel_layout`` in its string form, e.g.
     ``Et*4|(t*4|)*14tmL``): ``|`` separates the pp * vpp virtual stages, E is the embedding,
@@ -170,7 +174,7 @@ class Scenario(_Frozen):
     labels)`` in eager PyTorch (torchtitan before it compiled the loss), 12 bytes per logit at
     the start of the backward and 14 bytes of forward traffic (``perfmodel.formulas.memory``,
     ``perfmodel.formulas.workload``)."""
-    training_tokens: float | None = Field(None, gt=0)
+    training_tokens: real_field(MAX_TRAINING_TOKENS) | None = None
     """Optional: enables time to train, GPU-hours, cost and energy."""
 
     @field_validator("hardware", mode="before")
@@ -251,9 +255,11 @@ def inline_local_files(data: dict, base: Path | None = None) -> dict:
     itself never opens a file."""
     def local(ref: str) -> Path:
         p = Path(ref)
-        if not p.is_absolute() and base is not None and (base / p).exists():
-            return base / p
-        return p
+        beside = None if p.is_absolute() or base is None else base / p
+        try:
+            return beside if beside is not None and beside.is_file() else p
+        except (OSError, ValueError):   # a name the file system refuses (too long, a NUL): the reader says why
+            return p
 
     out = dict(data)
     hw = out.get("hardware")

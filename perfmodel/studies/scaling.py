@@ -32,6 +32,7 @@ from perfmodel.formulas.cost import CostModel, job_cost, marginal_usd_per_hour_s
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.errors import InputError
 from perfmodel.formulas.goodput import FailureModel, checkpoint_state_bytes, goodput_fraction
+from perfmodel.spec.limits import MAX_NUM_GPUS, MAX_SWEEP_POINTS
 from perfmodel.formulas.overlap import Overlap
 from perfmodel.studies.search import Candidate, SearchOptions, bind, search
 from perfmodel.spec.units import SECONDS_PER_DAY, SECONDS_PER_HOUR
@@ -66,10 +67,14 @@ class ScalingPoint:
         return self.candidate is not None
 
     def to_dict(self) -> dict:
+        """The point's fields; a count where no layout runs has no speed, time or cost (None,
+        not the NaN its fields hold, which JSON does not have)."""
         out = {k: getattr(self, k) for k in (
             "num_gpus", "global_batch_size", "skipped_reason", "tokens_per_s", "tokens_per_s_per_gpu",
             "parallel_efficiency", "ideal_time_s", "goodput_frac", "time_to_solution_s", "gpu_hours",
             "cost_usd", "energy_kwh", "marginal_usd_per_hour_saved")}
+        if not self.ok:
+            out.update({k: None for k in out if k not in ("num_gpus", "global_batch_size", "skipped_reason")})
         out["layout"] = self.candidate.layout() if self.candidate else None
         out["mfu"] = self.candidate.mfu if self.candidate else None
         out["bottleneck"] = self.candidate.bottleneck if self.candidate else None
@@ -120,8 +125,10 @@ def scale_sweep(scenario, gpu_counts, mode: Mode = "strong", options: SearchOpti
     if mode not in ("strong", "weak"):
         raise InputError("mode", f"must be 'strong' or 'weak', got {mode!r}")
     counts = sorted(set(int(n) for n in gpu_counts))
-    if not counts or counts[0] < 1:
-        raise InputError("gpus", "give one or more positive GPU counts")
+    if not counts or counts[0] < 1 or counts[-1] > MAX_NUM_GPUS:
+        raise InputError("gpus", f"give one or more GPU counts from 1 to {MAX_NUM_GPUS:,}")
+    if len(counts) > MAX_SWEEP_POINTS:
+        raise InputError("gpus", f"{len(counts)} GPU counts; at most {MAX_SWEEP_POINTS}")
     if not scenario.training_tokens:
         raise InputError("training_tokens", "a scaling sweep needs training_tokens (time to solution)")
     if not 0 < efficiency_threshold <= 1:
@@ -163,6 +170,7 @@ def scale_sweep(scenario, gpu_counts, mode: Mode = "strong", options: SearchOpti
         marginal = None
         if prev is not None:
             marginal = float(marginal_usd_per_hour_saved(prev.cost_usd, prev.time_to_solution_s, jc.cost_usd, wall))
+            marginal = marginal if np.isfinite(marginal) else None   # equal times: no hour is saved
         prev = ScalingPoint(
             p.num_gpus, p.global_batch_size, c, tokens_per_s=c.tokens_per_s,
             tokens_per_s_per_gpu=c.tokens_per_s_per_gpu,
@@ -190,7 +198,7 @@ def find_knee(points, efficiency_threshold: float, value_of_time_usd_per_hour: f
             if p.time_to_solution_s >= prev.time_to_solution_s:
                 return p.num_gpus, f"{p.num_gpus} GPUs are no faster than {prev.num_gpus}"
             mc = p.marginal_usd_per_hour_saved
-            if mc > value_of_time_usd_per_hour:
+            if mc is not None and mc > value_of_time_usd_per_hour:
                 return p.num_gpus, (f"from {prev.num_gpus} to {p.num_gpus} GPUs each hour saved costs "
                                     f"{fmt.usd(mc)} > value of time {fmt.usd(value_of_time_usd_per_hour)}/h")
         prev = p

@@ -28,11 +28,12 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, fields
-from typing import Callable, Literal
+from typing import Annotated, Callable, Literal, get_args
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field
 
+from perfmodel.spec import limits
 from perfmodel.formulas.cost import CostModel, job_cost
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.errors import validated
@@ -64,18 +65,19 @@ class SearchOptions(BaseModel):
 
     objective: Objective = "time"
     """time: shortest step; cost: fewest dollars; tokens_per_usd: most tokens per dollar."""
-    top_k: PositiveInt = 10
-    precisions: tuple[Precision, ...] | None = None
+    top_k: limits.int_field(limits.MAX_TOP_K) = 10
+    precisions: Annotated[tuple[Precision, ...], Field(max_length=len(get_args(Precision)))] | None = None
     """None = the scenario's precision only (other precisions change the numerics)."""
-    recompute: tuple[Recompute, ...] = RECOMPUTE_CHOICES
-    zero_stages: tuple[Literal[0, 1, 2, 3], ...] = (0, 1, 2, 3)
-    max_micro_batch_size: PositiveInt = 8
+    recompute: Annotated[tuple[Recompute, ...], Field(max_length=len(RECOMPUTE_CHOICES))] = RECOMPUTE_CHOICES
+    zero_stages: Annotated[tuple[limits.int_choice(0, 1, 2, 3), ...], Field(max_length=4)] = (0, 1, 2, 3)
+    max_micro_batch_size: limits.int_field(limits.MAX_SEARCH_MICRO_BATCH_SIZE) = 8
     """A search bound, not a physical limit: recipes at scale use 1-4, larger rarely fits."""
-    max_tp: PositiveInt | None = None
+    max_tp: limits.int_field(limits.MAX_NUM_GPUS) | None = None
     """None = the hardware's scale-up domain size."""
-    max_cp: PositiveInt | None = None
-    max_vpp: PositiveInt | None = None
-    gpu_counts: tuple[PositiveInt, ...] | None = None
+    max_cp: limits.int_field(limits.MAX_NUM_GPUS) | None = None
+    max_vpp: limits.int_field(limits.MAX_VIRTUAL_STAGES) | None = None
+    gpu_counts: Annotated[tuple[limits.int_field(limits.MAX_NUM_GPUS), ...],
+                          Field(min_length=1, max_length=limits.MAX_SWEEP_POINTS)] | None = None
     """None = the scenario's num_gpus; several counts make the time-cost front non-trivial."""
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import reprlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,15 +78,54 @@ class Skipped:
     reason: str
 
 
+MEASURED_NUMBERS = ("tokens_per_s_per_gpu", "step_time_s", "mfu", "peak_memory_gib")
+"""Numbers of a case's ``measured`` and ``derived`` blocks that the report reads."""
+JOB_SIZE_FIELDS = ("num_gpus", "global_batch_size", "seq_length")
+"""Scenario fields that turn a published step time into tokens/s before the scenario is parsed."""
+
+
 def load_cases(path: str | Path) -> list[dict]:
+    """The cases of a ``perfmodel-cases/1`` file, each checked for what the report reads before
+    its scenario is parsed (a scenario that does not parse is a skipped case, with its reason)."""
+    from perfmodel.spec.limits import MAX_CASES, MAX_NAME_LENGTH
+
     p = Path(path)
     data = read_data_file(p, "cases")
     if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
         raise InputError("cases", f"{p.name} must be a mapping with a 'cases' list (format {CASES_FORMAT})")
+    if len(data["cases"]) > MAX_CASES:
+        raise InputError("cases", f"{len(data['cases']):,} cases; at most {MAX_CASES:,} (perfmodel.spec.limits)")
     for i, c in enumerate(data["cases"]):
         if not isinstance(c, dict) or "id" not in c:
             raise InputError(f"cases[{i}]", "each case needs an 'id'")
+        if not isinstance(c["id"], str) or not 0 < len(c["id"]) <= MAX_NAME_LENGTH:
+            raise InputError(f"cases[{i}].id", f"must be a name of 1 to {MAX_NAME_LENGTH} characters")
+        _check_case(c, f"cases[{i}]")
     return data["cases"]
+
+
+def _check_case(case: dict, where: str) -> None:
+    """The parts of a case that ``run_case`` and the report read as they are: mappings where
+    mappings go, and finite positive numbers where numbers go."""
+    for block in ("scenario", "measured", "derived"):
+        if case.get(block) is not None and not isinstance(case[block], dict):
+            raise InputError(f"{where}.{block}", "must be a mapping")
+        for key in MEASURED_NUMBERS if block != "scenario" else ():
+            value = (case.get(block) or {}).get(key)
+            if value is not None and not _positive_number(value):
+                raise InputError(f"{where}.{block}.{key}", f"must be a finite number > 0, got {reprlib.repr(value)}")
+    if case.get("assumptions") is not None and not isinstance(case["assumptions"], list):
+        raise InputError(f"{where}.assumptions", "must be a list")
+    s = case.get("scenario")
+    if s:
+        for key in JOB_SIZE_FIELDS:
+            if not (type(s.get(key)) is int and s[key] > 0):
+                raise InputError(f"{where}.scenario.{key}",
+                                 f"must be a positive integer, got {reprlib.repr(s.get(key))}")
+
+
+def _positive_number(value) -> bool:
+    return type(value) in (int, float) and np.isfinite(value) and value > 0
 
 
 def measured_tps(case: dict) -> tuple[float | None, str]:
