@@ -32,8 +32,14 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from perfmodel.formulas.compute import gemm_time_s
-from perfmodel.spec.efficiency import (AttentionEfficiency, CollectiveFit, Efficiencies, GemmEfficiency,
-                                  saturating_attention_efficiency, saturating_gemm_efficiency)
+from perfmodel.spec.efficiency import (
+    AttentionEfficiency,
+    CollectiveFit,
+    Efficiencies,
+    GemmEfficiency,
+    saturating_attention_efficiency,
+    saturating_gemm_efficiency,
+)
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import HardwareSpec
 

@@ -14,11 +14,10 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-
-import math
 
 from pydantic import ValidationError
 

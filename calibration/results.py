@@ -37,9 +37,20 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, computed_field, m
 
 from perfmodel.formulas import comm
 from perfmodel.spec.errors import read_data_file, validated, write_text_file
-from perfmodel.spec.limits import (MAX_KERNEL_DIM, MAX_KERNEL_FLOP, MAX_MEASURED_RATE_PER_S, MAX_MESSAGE_BYTES,
-                              MAX_NUM_EXPERTS, MAX_NUM_GPUS, MAX_RECORDS, MAX_SECONDS, MAX_SEQ_LENGTH, Name,
-                              int_field, real_field)
+from perfmodel.spec.limits import (
+    MAX_KERNEL_DIM,
+    MAX_KERNEL_FLOP,
+    MAX_MEASURED_RATE_PER_S,
+    MAX_MESSAGE_BYTES,
+    MAX_NUM_EXPERTS,
+    MAX_NUM_GPUS,
+    MAX_RECORDS,
+    MAX_SECONDS,
+    MAX_SEQ_LENGTH,
+    Name,
+    int_field,
+    real_field,
+)
 
 RESULTS_FORMAT = "perfmodel-calibration-results/1"
 

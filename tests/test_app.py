@@ -393,14 +393,14 @@ def test_overlap_and_zero3_fields_survive_widgets_url_and_yaml():
     import sys
     sys.path.insert(0, str(APP.parent))
     from appkit import state
-
     from perfmodel.spec.scenario import parse_scenario, scenario_to_dict
     data = scenario_to_dict(state.default_scenario())
-    data.update(overlap={"tp": None, "fsdp": 0.25, "ep": 1.0}, fsdp_collectives_per_layer=12, fsdp_list_api=True,
-                moe_dispatcher="flex", elementwise_kernels="eager", selective_recompute="op_sac",
-                cross_entropy="eager_fp32")
+    data["software"].update(overlap={"tp": None, "fsdp": 0.25, "ep": 1.0}, fsdp_collectives_per_layer=12,
+                            fsdp_list_api=True, moe_dispatcher="flex", elementwise_kernels="eager",
+                            selective_recompute="op_sac", cross_entropy="eager_fp32")
     sc = parse_scenario(data)
-    assert sc.overlap.tp is None and sc.overlap.fsdp == 0.25 and sc.overlap.dp == 1.0
+    ov = sc.software.overlap
+    assert ov.tp is None and ov.fsdp == 0.25 and ov.dp == 1.0
     assert state.scenario_from_values(state.widget_values(sc)) == sc
     assert state.decode_query(state.encode_query(json.loads(json.dumps(scenario_to_dict(sc))))) == sc
     assert parse_scenario(yaml.safe_load(state.scenario_yaml(sc))) == sc
@@ -423,19 +423,19 @@ def test_recompute_modules_block_recompute_and_offload_survive_the_widgets():
     import sys
     sys.path.insert(0, str(APP.parent))
     from appkit import state
-
     from perfmodel.spec.errors import InputError
     from perfmodel.spec.scenario import parse_scenario, scenario_to_dict
     data = scenario_to_dict(state.default_scenario())
-    for extra in (dict(selective_recompute=["layernorm", "core_attn"], recompute_num_layers=3),
-                  dict(activation_offload_layers=4, recompute="none"),
-                  dict(pipeline_layout="Et*4|(t*4|)*14tmL")):
-        sc = parse_scenario({**data, **extra})
+    for extra, recompute in ((dict(selective_recompute=["layernorm", "core_attn"], recompute_num_layers=3), None),
+                             (dict(activation_offload_layers=4), "none"),
+                             (dict(pipeline_layout="Et*4|(t*4|)*14tmL"), None)):
+        sc = parse_scenario({**data, "software": {**data["software"], **extra},
+                             **({"recompute": recompute} if recompute else {})})
         assert state.scenario_from_values(state.widget_values(sc)) == sc
         assert parse_scenario(yaml.safe_load(state.scenario_yaml(sc))) == sc
     for named in ("op_sac", "save_qkv_proj"):
         with pytest.raises(InputError) as e:
             state.selective_recompute_value([named, "mlp"])
-        assert e.value.field == "selective_recompute" and named in str(e.value)
+        assert e.value.field == "software.selective_recompute" and named in str(e.value)
         assert state.selective_recompute_value([named]) == named
     assert state.selective_recompute_value(["core_attn"]) == "core_attn"

@@ -531,13 +531,12 @@ def _finishes(code: str, seconds: float) -> bool:
 
 _PREDICT = """
     import yaml
+    import perfmodel as pm
     from perfmodel.spec.errors import InputError
-    from perfmodel.engine.prediction import predict_job
-    from perfmodel.spec.scenario import parse_scenario, resolve
     data = yaml.safe_load(open("perfmodel/data/example_scenario.yaml"))
     data.update({extra})
     try:
-        predict_job(resolve(parse_scenario(data)))
+        pm.predict(pm.parse_scenario(data))
     except InputError:
         pass
 """

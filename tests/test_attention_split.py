@@ -5,8 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from perfmodel.engine.prediction import predict
-from perfmodel.spec.profile import efficiency_for_hardware
+import perfmodel as pm
 from perfmodel.spec.scenario import parse_scenario
 from perfmodel.studies.validation import load_cases
 
@@ -22,7 +21,7 @@ def test_split_adds_up_to_the_prediction_and_attention_grows_with_sequence():
     for cid in ("nemo_longseq_h100_llama2_7b_8k", "nemo_longseq_h100_llama2_7b_16k"):
         measured, attention, rest = attention_split.split(cases[cid])
         sc = parse_scenario(cases[cid]["scenario"])
-        assert attention + rest == pytest.approx(predict(sc, efficiency_for_hardware(sc.hardware)).step_time_s)
+        assert attention + rest == pytest.approx(pm.predict(sc).step_time_s)
         assert attention > 0 and rest > 0 and measured > 0
         shares.append(attention / (attention + rest))
     assert shares[1] > shares[0]

@@ -14,8 +14,16 @@ import yaml
 from calibration.bench import plan_for, run_suite, workload_gemm_shapes
 from calibration.cli import bench_hw_main, calibrate_main
 from calibration.fit import (
-    Calibration, accuracy_checks, fit_attention, fit_collective_group, fit_efficiencies, fit_gemm, fit_launch,
-    fit_memory, load_profile, write_profile,
+    Calibration,
+    accuracy_checks,
+    fit_attention,
+    fit_collective_group,
+    fit_efficiencies,
+    fit_gemm,
+    fit_launch,
+    fit_memory,
+    load_profile,
+    write_profile,
 )
 from calibration.parsers import load_any, parse_microbenchmarks, parse_nccl_tests
 from calibration.profile import apply_profile

@@ -93,7 +93,8 @@ def test_random_garbage_never_tracebacks(tmp_path_factory, data):
     merged = {**BASE, **data}
     path = tmp_path_factory.mktemp("g") / "s.yaml"
     path.write_text(yaml.safe_dump(merged))
-    import io, contextlib
+    import contextlib
+    import io
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         code = main(["predict", str(path)])

@@ -4,8 +4,18 @@ import numpy as np
 import pytest
 import yaml
 
-from perfmodel.formulas.comm import (NVLS_ALLREDUCE_GAIN, Algorithm, Collective, Fabric, bus_factor, flat_time_s,
-                            group_time_s, latency_steps, scale_out_fabric, scale_up_fabric)
+from perfmodel.formulas.comm import (
+    NVLS_ALLREDUCE_GAIN,
+    Algorithm,
+    Collective,
+    Fabric,
+    bus_factor,
+    flat_time_s,
+    group_time_s,
+    latency_steps,
+    scale_out_fabric,
+    scale_up_fabric,
+)
 from perfmodel.spec.hardware import load_hardware
 
 GB = 1e9
@@ -136,15 +146,17 @@ def test_remote_domains_per_token_is_hypergeometric():
 
 
 def _ep_layer(dispatcher, ep, num_gpus=64):
-    from perfmodel.formulas.layouts import layouts_from_job
-    from perfmodel.engine.prediction import resolve
-    from perfmodel.spec.scenario import parse_scenario
+    from perfmodel.engine.rules import resolve
     from perfmodel.formulas.traffic import ep_layer_s
+    from perfmodel.spec.scenario import parse_scenario
+    from perfmodel.spec.software import SoftwareStack
     sc = parse_scenario(dict(hardware="h100-sxm", num_gpus=num_gpus, model="deepseek-v3", seq_length=4096,
                              global_batch_size=num_gpus, parallelism=dict(tp=1, pp=1, ep=ep)))
-    job = resolve(sc)
-    L, hw = layouts_from_job(job), job.hardware
-    return float(ep_layer_s(job.model, L, 4096, hw, hw.efficiency, dispatcher)[0]), job, L
+    r = resolve(sc)
+    job, L = r.job, r.layouts
+    hw = job.hardware
+    stack = SoftwareStack(moe_dispatcher=dispatcher)
+    return float(ep_layer_s(job.model, L, 4096, hw, hw.efficiency, stack)[0]), job, L
 
 
 def test_flex_dispatch_is_the_same_all_to_all_inside_one_domain():
@@ -178,20 +190,19 @@ def test_expert_tensor_parallel_gather_carries_etp_shares_of_routed_tokens():
     S = 2048 * 2 * 4 * 6144 * 2 bytes, the same rows the expert GEMMs multiply. So the MoE
     layer's TP time is the dense layer's minus one attention-or-MLP pair plus an all-gather and
     a reduce-scatter of S over the 4 GPUs; the count of EP ranks plays no part."""
+    from perfmodel.engine.rules import resolve
     from perfmodel.formulas.comm import group_time_s
     from perfmodel.formulas.compute import gemm_shape
-    from perfmodel.formulas.layouts import layouts_from_job
-    from perfmodel.engine.prediction import resolve
-    from perfmodel.spec.scenario import parse_scenario
     from perfmodel.formulas.traffic import tp_layer_s
     from perfmodel.formulas.workload import LayerKind, layer_ops
+    from perfmodel.spec.scenario import parse_scenario
     sc = parse_scenario(dict(hardware="h100-sxm", num_gpus=32, model="grok-1-314b", seq_length=8192,
                              global_batch_size=8, parallelism=dict(tp=4, pp=1, ep=8, etp=4, sequence_parallel=True)))
-    job = resolve(sc)
-    L, hw, m = layouts_from_job(job), job.hardware, job.model
+    r = resolve(sc)
+    L, hw, m = r.layouts, r.job.hardware, r.job.model
     eff = hw.efficiency
     S = 2048 * 2 * 4 * 6144 * 2
-    expert_rows = [gemm_shape(op, m, L, 8192) for op in layer_ops(m, LayerKind.MOE) if op.expert][0]
+    expert_rows = [gemm_shape(op, m, L, 8192) for op in layer_ops(m, LayerKind.MOE, r.job.software) if op.expert][0]
     assert float(expert_rows.m[0] * expert_rows.count[0]) * 6144 * 2 == S
     routed = (float(group_time_s(Collective.ALL_GATHER, S, 4, 1, hw, eff))
               + float(group_time_s(Collective.REDUCE_SCATTER, S, 4, 1, hw, eff)))

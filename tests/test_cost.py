@@ -9,15 +9,14 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from perfmodel.formulas.cost import (
-    CostModel,
     buy_vs_rent_break_even_hours,
     buy_vs_rent_break_even_months,
     effective_usd_per_gpu_hour,
     gpu_hour_price,
     job_cost,
     marginal_usd_per_hour_saved,
-    parse_cost_model,
 )
+from perfmodel.spec.cost import CostModel, parse_cost_model
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import load_hardware
 

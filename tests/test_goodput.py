@@ -9,18 +9,12 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 from scipy.optimize import minimize_scalar
 
-from perfmodel.spec.errors import InputError
 from perfmodel.formulas.goodput import (
     BLOOM_FAILURES_PER_WEEK,
     BLOOM_NUM_GPUS,
-    GPU_FAILURES_PER_GPU_HOUR_LLAMA3,
-    LLAMA3_NUM_GPUS,
-    LLAMA3_SNAPSHOT_DAYS,
-    LLAMA3_UNEXPECTED_INTERRUPTIONS,
     META_RSC1_FAILURES_PER_NODE_DAY,
     META_RSC2_FAILURES_PER_NODE_DAY,
     META_RSC_GPUS_PER_NODE,
-    FailureModel,
     Goodput,
     checkpoint_state_bytes,
     checkpoint_write_s,
@@ -33,6 +27,14 @@ from perfmodel.formulas.goodput import (
     mtbf_s,
     restart_time_s,
     young_daly_interval_s,
+)
+from perfmodel.spec.errors import InputError
+from perfmodel.spec.reliability import (
+    GPU_FAILURES_PER_GPU_HOUR_LLAMA3,
+    LLAMA3_NUM_GPUS,
+    LLAMA3_SNAPSHOT_DAYS,
+    LLAMA3_UNEXPECTED_INTERRUPTIONS,
+    FailureModel,
 )
 
 HOUR = 3600.0

@@ -19,7 +19,8 @@ from perfmodel.spec.hardware import (
     HARDWARE_DIR,
     PRECISIONS,
     list_hardware_ids,
-    load_hardware, load_hardware_file,
+    load_hardware,
+    load_hardware_file,
     parse_hardware,
 )
 from perfmodel.spec.units import BITS_PER_BYTE, GIGA, TERA
@@ -353,5 +354,7 @@ def test_a_variant_inherits_its_reference_efficiencies():
 
 
 def test_a_variant_uses_its_reference_calibration_profile():
-    from perfmodel.spec.profile import efficiency_for_hardware
-    assert efficiency_for_hardware("h100-sxm-hbm2e-500w") == efficiency_for_hardware("h100-sxm") is not None
+    from perfmodel.spec.profile import efficiencies_for
+    variant, note = efficiencies_for(load_hardware("h100-sxm-hbm2e-500w"))
+    assert variant == efficiencies_for(load_hardware("h100-sxm"))[0] != load_hardware("h100-sxm").efficiency
+    assert "calibration/profiles/h100-sxm.yaml" in note

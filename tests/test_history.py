@@ -3,10 +3,9 @@
 import pytest
 import yaml
 
-from perfmodel.spec.errors import InputError
-from perfmodel.studies.history import (HISTORY_PATH, history_rows, load_software_history,
-                               predicted_tflop_per_s_per_gpu)
 from perfmodel.engine.prediction import predict
+from perfmodel.spec.errors import InputError
+from perfmodel.studies.history import HISTORY_PATH, history_rows, load_software_history, predicted_tflop_per_s_per_gpu
 
 
 def test_megatron_core_gb200_history_matches_the_published_table():

@@ -150,7 +150,7 @@ def test_numbers_must_be_numbers(value):
 
 
 def test_numbers_must_be_numbers_in_every_input():
-    from perfmodel.formulas.cost import parse_cost_model
+    from perfmodel.spec.cost import parse_cost_model
     from perfmodel.spec.hardware import load_hardware, parse_hardware
     from perfmodel.spec.presets import parse_model
     from perfmodel.studies.search import parse_search_options

@@ -8,21 +8,28 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from conftest import SW, sw
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from perfmodel.engine.evaluate import job_memory
+from perfmodel.engine.rules import check_layout, resolve
+from perfmodel.formulas.activations import activation_bytes_per_layer, korthikanti_activation_bytes_per_layer
+from perfmodel.formulas.counts import param_count
+from perfmodel.formulas.layouts import layouts_from_arrays
+from perfmodel.formulas.memory import (
+    STATE_BYTES_PER_PARAM,
+    MemoryBreakdown,
+    fits_in_memory,
+    memory_per_gpu,
+    model_state_bytes,
+)
+from perfmodel.formulas.workload import LayerKind
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import list_hardware_ids, load_hardware
-from perfmodel.formulas.layouts import layouts_from_arrays, layouts_from_job
-from perfmodel.formulas.activations import activation_bytes_per_layer, korthikanti_activation_bytes_per_layer
-from perfmodel.formulas.memory import STATE_BYTES_PER_PARAM, MemoryBreakdown, fits_in_memory, memory_per_gpu, model_state_bytes
 from perfmodel.spec.model import MlaSpec, ModelSpec, MoeSpec
-from perfmodel.engine.prediction import job_constants
-from perfmodel.spec.scenario import Scenario, check_layout, parse_scenario, resolve
-from perfmodel.engine.evaluate import job_memory
+from perfmodel.spec.scenario import Scenario, parse_scenario
 from perfmodel.spec.units import GIBI
-from perfmodel.formulas.workload import LayerKind
-from perfmodel.formulas.counts import param_count
 
 PUBLISHED = Path(__file__).resolve().parent.parent / "perfmodel" / "data" / "published_runs.yaml"
 """Project copy of shared/data/published_runs.yaml."""
@@ -71,22 +78,20 @@ def test_flash_attention_removes_the_score_term():
 def test_generalised_layer_reduces_to_paper_for_gpt(t, sp, recompute, flash):
     if sp and t == 1:
         return
-    ours = activation_bytes_per_layer(GPT3, LayerKind.DENSE, S, B, t, sp, 1, 1, recompute,
-                                      flash=flash, dropout=True)
+    ours = activation_bytes_per_layer(GPT3, LayerKind.DENSE, S, B, t, sp, 1, 1, recompute, "bf16", sw(flash=flash), dropout=True)
     paper = korthikanti_activation_bytes_per_layer(S, B, H, A, t, sp, recompute, flash)
     assert float(ours) == pytest.approx(paper, rel=1e-12)
 
 
 def test_no_dropout_drops_masks_and_dropped_probabilities():
     # Without dropout: 34 -> 32 (two 1-byte masks of h) and 5as/h -> 2as/h (probabilities only).
-    ours = activation_bytes_per_layer(GPT3, LayerKind.DENSE, S, B, 1, False, 1, 1, "none",
-                                      flash=False, dropout=False)
+    ours = activation_bytes_per_layer(GPT3, LayerKind.DENSE, S, B, 1, False, 1, 1, "none", "bf16", sw(flash=False), dropout=False)
     assert float(ours) == pytest.approx(SBH * (32 + 2 * A * S / H), rel=1e-12)
 
 
 def test_context_parallel_divides_the_sequence():
-    one = activation_bytes_per_layer(GPT3, LayerKind.DENSE, S, B, 8, True, 1, 1, "selective")
-    four = activation_bytes_per_layer(GPT3, LayerKind.DENSE, S, B, 8, True, 4, 1, "selective")
+    one = activation_bytes_per_layer(GPT3, LayerKind.DENSE, S, B, 8, True, 1, 1, "selective", "bf16", SW)
+    four = activation_bytes_per_layer(GPT3, LayerKind.DENSE, S, B, 8, True, 4, 1, "selective", "bf16", SW)
     assert float(one) == pytest.approx(4 * float(four))
 
 
@@ -98,7 +103,7 @@ def test_gqa_swiglu_layer_by_hand():
     m = ModelSpec(num_layers=32, hidden_size=h, num_attention_heads=a, num_query_groups=g,
                   ffn_hidden_size=f, gated_mlp=True, vocab_size=128256)
     per_token = 2 * h + 2 * h + 2 * (a * d + 2 * g * d) + 2 * a * d + 2 * h + 2 * h + 4 * f + 2 * f
-    got = activation_bytes_per_layer(m, LayerKind.DENSE, 8192, 2, 1, False, 1, 1, "selective")
+    got = activation_bytes_per_layer(m, LayerKind.DENSE, 8192, 2, 1, False, 1, 1, "selective", "bf16", SW)
     assert float(got) == per_token * 8192 * 2
 
 
@@ -106,8 +111,8 @@ def test_moe_layer_counts_top_k_copies():
     m = ModelSpec(num_layers=4, hidden_size=1024, num_attention_heads=8, ffn_hidden_size=4096,
                   vocab_size=1000, gated_mlp=True,
                   moe=MoeSpec(num_experts=8, top_k=2, expert_ffn_hidden_size=512))
-    dense = activation_bytes_per_layer(m, LayerKind.DENSE, 1024, 1, 1, False, 1, 1, "none")
-    moe = activation_bytes_per_layer(m, LayerKind.MOE, 1024, 1, 1, False, 1, 1, "none")
+    dense = activation_bytes_per_layer(m, LayerKind.DENSE, 1024, 1, 1, False, 1, 1, "none", "bf16", SW)
+    moe = activation_bytes_per_layer(m, LayerKind.MOE, 1024, 1, 1, False, 1, 1, "none", "bf16", SW)
     # attention block (2h + 2h + 6h + 2h) and MLP norm/input (4h) are shared; then
     # dense: 2*2f + 2f; MoE: router 2E + k * (2h dispatched + 2*2f_e + 2f_e + 2h combine).
     h, f, fe, E, k = 1024, 4096, 512, 8, 2
@@ -149,7 +154,7 @@ def test_model_states_match_param_count_when_unsplit():
                   vocab_size=32000)
     P = param_count(m).stored
     for zero in range(4):
-        mem = memory_per_gpu(m, 1024, "selective", "bf16", layouts(zero_stage=zero, dp=8))
+        mem = memory_per_gpu(m, 1024, "selective", "bf16", layouts(zero_stage=zero, dp=8), SW)
         w, g, o = model_state_bytes(P, 0.0, zero, 8, 8, "bf16")
         assert mem.weights[0] == pytest.approx(float(w))
         assert mem.gradients[0] == pytest.approx(float(g))
@@ -163,7 +168,7 @@ def test_experts_shard_over_expert_data_parallel_group():
     w, g, o = model_state_bytes(100.0, 40.0, 1, 8, 4, "bf16")
     assert float(o) == pytest.approx(12 * (100 / 8 + 40 / 4))
     lay = layouts(tp=2, ep=4, dp=8, sp=True, zero_stage=3)
-    mem = memory_per_gpu(m, 1024, "selective", "bf16", lay)
+    mem = memory_per_gpu(m, 1024, "selective", "bf16", lay, SW)
     assert np.all(np.isfinite(mem.total))
 
 
@@ -173,16 +178,16 @@ def test_interleaving_factor_on_first_stage():
     m = ModelSpec(num_layers=32, hidden_size=1024, num_attention_heads=16, ffn_hidden_size=4096,
                   vocab_size=128)
     p, v = 4, 2
-    one = memory_per_gpu(m, 2048, "none", "bf16", layouts(pp=p, num_mb=64)).activations[0]
-    inter = memory_per_gpu(m, 2048, "none", "bf16", layouts(pp=p, vpp=v, num_mb=64)).activations[0]
+    one = memory_per_gpu(m, 2048, "none", "bf16", layouts(pp=p, num_mb=64), SW).activations[0]
+    inter = memory_per_gpu(m, 2048, "none", "bf16", layouts(pp=p, vpp=v, num_mb=64), SW).activations[0]
     assert inter / one == pytest.approx(1 + (p - 1) / (p * v))
 
 
 def test_in_flight_micro_batches_capped_by_num_mb():
     m = ModelSpec(num_layers=32, hidden_size=1024, num_attention_heads=16, ffn_hidden_size=4096,
                   vocab_size=128)
-    few = memory_per_gpu(m, 2048, "none", "bf16", layouts(pp=8, num_mb=2)).activations[0]
-    many = memory_per_gpu(m, 2048, "none", "bf16", layouts(pp=8, num_mb=64)).activations[0]
+    few = memory_per_gpu(m, 2048, "none", "bf16", layouts(pp=8, num_mb=2), SW).activations[0]
+    many = memory_per_gpu(m, 2048, "none", "bf16", layouts(pp=8, num_mb=64), SW).activations[0]
     assert few / many == pytest.approx(2 / 8)
 
 
@@ -196,23 +201,23 @@ def test_batch_equals_one_by_one():
     batch = layouts_from_arrays(**{k: [r.get(k, d) for r in rows] for k, d in
                                    dict(tp=1, pp=1, vpp=1, cp=1, ep=1, etp=1, sp=False,
                                         zero_stage=0, mbs=1, dp=1, num_mb=1).items()})
-    together = memory_per_gpu(m, 4096, "selective", "bf16", batch)
+    together = memory_per_gpu(m, 4096, "selective", "bf16", batch, SW)
     for i, r in enumerate(rows):
-        alone = memory_per_gpu(m, 4096, "selective", "bf16", layouts(**r))
+        alone = memory_per_gpu(m, 4096, "selective", "bf16", layouts(**r), SW)
         assert together.total[i] == pytest.approx(alone.total[0])
         assert [x["bytes"] for x in together.rows(i)] == pytest.approx([x["bytes"] for x in alone.rows(0)])
 
 
 def test_rows_sum_to_total_and_fits():
     mem = memory_per_gpu(GPT3, 2048, "selective", "bf16", layouts(tp=8, pp=16, sp=True, dp=8,
-                                                                   zero_stage=1, num_mb=64))
+                                                                   zero_stage=1, num_mb=64), SW)
     assert sum(r["bytes"] for r in mem.rows()) == pytest.approx(mem.total[0])
     assert [r["component"] for r in mem.rows()] == ["weights", "gradients", "optimizer_states",
                                                      "activations", "workspace"]
     hw = load_hardware("h100-sxm")
     assert fits_in_memory(mem, hw)[0] == (mem.total[0] <= hw.gpu.hbm_usable_bytes)
     # GPT-3 175B unsharded on one GPU cannot fit.
-    assert not fits_in_memory(memory_per_gpu(GPT3, 2048, "full", "bf16", layouts()), hw)[0]
+    assert not fits_in_memory(memory_per_gpu(GPT3, 2048, "full", "bf16", layouts(), SW), hw)[0]
 
 
 def test_mla_and_mtp_run():
@@ -222,7 +227,7 @@ def test_mla_and_mtp_run():
                               qk_rope_head_dim=32, v_head_dim=64),
                   moe=MoeSpec(num_experts=16, top_k=4, expert_ffn_hidden_size=256,
                               num_shared_experts=1, num_dense_layers=1))
-    mem = memory_per_gpu(m, 2048, "selective", "bf16", layouts(tp=2, sp=True, pp=2, ep=4, dp=4, num_mb=8))
+    mem = memory_per_gpu(m, 2048, "selective", "bf16", layouts(tp=2, sp=True, pp=2, ep=4, dp=4, num_mb=8), SW)
     assert np.all(mem.total > 0) and np.all(np.isfinite(mem.total))
 
 
@@ -242,7 +247,7 @@ def predict_published(case) -> tuple[float, MemoryBreakdown, str]:
     if data["hardware"] not in list_hardware_ids():
         note, data["hardware"] = f"(resolved on h100-sxm; {data['hardware']} not in hardware/)", "h100-sxm"
     job = resolve(parse_scenario(data))
-    mem = job_memory(job_constants(job), layouts_from_job(job))
+    mem = job_memory(job.job, job.layouts)
     return float(mem.total[0]) / GIBI, mem, note
 
 
@@ -364,7 +369,7 @@ def _lay(scen: Scenario, **over):
 
 
 def _mem(scen: Scenario, seq=None, **over) -> MemoryBreakdown:
-    return memory_per_gpu(scen.model, seq or scen.seq_length, scen.recompute, scen.precision, _lay(scen, **over))
+    return memory_per_gpu(scen.model, seq or scen.seq_length, scen.recompute, scen.precision, _lay(scen, **over), SW)
 
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])

@@ -6,18 +6,20 @@ from dataclasses import fields
 
 import numpy as np
 import pytest
+from conftest import with_software
 
-from perfmodel.spec.errors import InputError
+from perfmodel.engine.evaluate import evaluate, job_memory
+from perfmodel.engine.prediction import predict
+from perfmodel.engine.rules import resolve
+from perfmodel.formulas.counts import layer_params
+from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.memory import state_bytes_per_param
+from perfmodel.formulas.workload import LayerKind
+from perfmodel.spec.errors import InputError
 from perfmodel.spec.model import ModelSpec, MoeSpec
 from perfmodel.spec.pipeline_layout import parse, rank_load, validate
-from perfmodel.engine.prediction import evaluate, job_constants, predict
-from perfmodel.formulas.layouts import Layouts, layouts_from_job
-from perfmodel.spec.scenario import parse_scenario, resolve
+from perfmodel.spec.scenario import parse_scenario
 from perfmodel.studies.search import SearchOptions, search
-from perfmodel.engine.evaluate import job_memory
-from perfmodel.formulas.workload import LayerKind
-from perfmodel.formulas.counts import layer_params
 
 DENSE = ModelSpec(name="dense", num_layers=4, hidden_size=1024, num_attention_heads=8, num_query_groups=8,
                   ffn_hidden_size=4096, gated_mlp=True, vocab_size=32000)
@@ -29,12 +31,12 @@ def _scenario(layout=None, pp=2, vpp=1, model=DENSE, **kw):
                 global_batch_size=32, micro_batch_size=1, parallelism=dict(pp=pp, vpp=vpp),
                 pipeline_layout=layout)
     base.update(kw)
-    return parse_scenario(base)
+    return parse_scenario(with_software(base))
 
 
 def _arrays(sc):
     job = resolve(sc)
-    return evaluate(job_constants(job), layouts_from_job(job))
+    return evaluate(job.job, job.layouts)
 
 
 # ------------------------------------------------------------------------------- parser
@@ -147,10 +149,10 @@ def test_layout_memory_over_layouts_of_several_pp_is_each_layouts_own():
     four = _arrays(_scenario("Et|t|t|tL", pp=4, vpp=1, num_gpus=4))
     two = _arrays(_scenario("Et|t|t|tL", pp=2, vpp=2, num_gpus=4))
     job = resolve(_scenario("Et|t|t|tL", pp=4, vpp=1, num_gpus=4))
-    both = Layouts(**{f.name: np.concatenate([getattr(layouts_from_job(resolve(_scenario("Et|t|t|tL", pp=p, vpp=v,
-                                                                                         num_gpus=4))), f.name)
+    both = Layouts(**{f.name: np.concatenate([getattr(resolve(_scenario("Et|t|t|tL", pp=p, vpp=v,
+                                                                                         num_gpus=4)).layouts, f.name)
                                               for p, v in ((2, 2), (4, 1))]) for f in fields(Layouts)})
-    mem = job_memory(job_constants(job), both)
+    mem = job_memory(job.job, both)
     assert float(mem.total[0]) == pytest.approx(float(two.memory.total[0]), rel=1e-12)
     assert float(mem.total[1]) == pytest.approx(float(four.memory.total[0]), rel=1e-12)
 
@@ -160,5 +162,5 @@ def test_layout_with_interleaved_moe_layers_is_refused():
                                                   interleave_step=2)})
     with pytest.raises(InputError) as e:
         resolve(_scenario("Et*2|t*2L", model=moe))
-    assert e.value.field == "pipeline_layout" and "interleave_step (2)" in str(e.value)
+    assert e.value.field == "software.pipeline_layout" and "interleave_step (2)" in str(e.value)
     resolve(_scenario(None, model=moe))      # the even split is accepted

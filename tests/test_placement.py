@@ -1,14 +1,12 @@
 """Job placement on NVLink domains (``placement``) and its use by the comm model."""
 
 import pytest
-
-from perfmodel.formulas.comm import group_domains
-from perfmodel.spec.hardware import load_hardware
-from perfmodel.formulas.placement import job_domain_gpus, placed
-from perfmodel.engine.prediction import job_constants
-from perfmodel.spec.scenario import resolve
-
 from conftest import scenario
+
+from perfmodel.engine.rules import resolve
+from perfmodel.formulas.comm import group_domains
+from perfmodel.formulas.placement import job_domain_gpus, placed
+from perfmodel.spec.hardware import load_hardware
 
 
 @pytest.mark.parametrize("num_gpus, expected", [
@@ -52,7 +50,7 @@ def test_group_domains_rounds_up():
 def test_job_constants_carry_the_placed_domain():
     job = resolve(scenario(hardware="gb200-nvl72", num_gpus=256, global_batch_size=256,
                            parallelism=dict(tp=2, pp=2)))
-    assert job_constants(job).hardware.scale_up.domain_size == 64
+    assert job.job.hardware.scale_up.domain_size == 64
     job = resolve(scenario(hardware="gb200-nvl72", num_gpus=72, global_batch_size=72,
                            parallelism=dict(tp=2, pp=1)))
-    assert job_constants(job).hardware.scale_up.domain_size == 72
+    assert job.job.hardware.scale_up.domain_size == 72

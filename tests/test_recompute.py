@@ -5,22 +5,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import SW, sw, with_software
 
-from perfmodel.formulas.compute import block_time
-from perfmodel.spec.errors import InputError
-from perfmodel.spec.hardware import load_hardware
-from perfmodel.formulas.layouts import layouts_from_arrays
-from perfmodel.formulas.activations import activation_bytes_per_layer
-from perfmodel.formulas.memory import memory_per_gpu
-from perfmodel.spec.model import ModelSpec
 from perfmodel.engine.prediction import predict
+from perfmodel.engine.rules import resolve
+from perfmodel.formulas.activations import activation_bytes_per_layer
+from perfmodel.formulas.compute import block_time
+from perfmodel.formulas.layouts import layouts_from_arrays
+from perfmodel.formulas.memory import memory_per_gpu
 from perfmodel.formulas.recompute import (
     op_sac_recomputed_fraction,
     op_sac_saved_bytes_per_token,
     save_qkv_saved_bytes_per_token,
     selective_recompute_s,
 )
-from perfmodel.spec.scenario import parse_scenario, resolve
 from perfmodel.formulas.workload import (
     EAGER_FP32_CE_BWD_BYTES_PER_LOGIT,
     EAGER_FP32_CE_FWD_BYTES_PER_LOGIT,
@@ -28,6 +26,10 @@ from perfmodel.formulas.workload import (
     head_ops,
     layer_ops,
 )
+from perfmodel.spec.errors import InputError
+from perfmodel.spec.hardware import load_hardware
+from perfmodel.spec.model import ModelSpec
+from perfmodel.spec.scenario import parse_scenario
 
 H100 = load_hardware("h100-sxm")
 LLAMA3_8B = ModelSpec(name="Llama 3.1 8B", num_layers=32, hidden_size=4096, num_attention_heads=32,
@@ -46,13 +48,13 @@ def _scenario(**kw):
     base = dict(hardware="h100-sxm", num_gpus=8, model=LLAMA3_8B.model_dump(), seq_length=8192,
                 global_batch_size=16, micro_batch_size=2, parallelism=dict(zero_stage=3), recompute="selective")
     base.update(kw)
-    return parse_scenario(base)
+    return parse_scenario(with_software(base))
 
 
 # ------------------------------------------------------------------ eager elementwise kernels
 def test_eager_elementwise_bytes_and_kernels_by_hand():
     # h 8, a 2 heads, g 1 KV head, d 4, f 16 (gated). Per token, forward:
-    ops = {op.name: op for op in layer_ops(TINY, LayerKind.DENSE, elementwise_kernels="eager")}
+    ops = {op.name: op for op in layer_ops(TINY, LayerKind.DENSE, sw(elementwise_kernels="eager"))}
     # RMSNorm: cast 2+4, pow 4+4, mean 4, mul 4+4, cast 4+2, weight 2+2 = 36 B/element, 2 norms
     assert ops["norm"].bytes_per_token == 2 * 36 * 8 and ops["norm"].kernels == 16
     # rotary on Q (a d = 8) and K (g d = 4): cast 2+4, complex mul 4+4, cast 4+2 = 20 B/element
@@ -66,16 +68,15 @@ def test_eager_elementwise_bytes_and_kernels_by_hand():
 
 
 def test_fused_default_is_unchanged_and_has_no_rope_op():
-    fused = {op.name: op for op in layer_ops(TINY, LayerKind.DENSE)}
+    fused = {op.name: op for op in layer_ops(TINY, LayerKind.DENSE, SW)}
     assert set(fused) >= {"norm", "residual", "mlp/activation"}
     assert "attention/rope" not in fused and fused["norm"].bytes_per_token == 2 * 2 * 8 * 2
 
 
 def test_eager_elementwise_costs_more_gpu_time_and_host_ops():
     L = _layouts(mbs=2)
-    fused = block_time(layer_ops(LLAMA3_8B, LayerKind.DENSE), LLAMA3_8B, L, 8192, "bf16", H100, H100.efficiency)
-    eager = block_time(layer_ops(LLAMA3_8B, LayerKind.DENSE, elementwise_kernels="eager"), LLAMA3_8B, L, 8192,
-                       "bf16", H100, H100.efficiency)
+    fused = block_time(layer_ops(LLAMA3_8B, LayerKind.DENSE, SW), LLAMA3_8B, L, 8192, "bf16", H100, H100.efficiency, SW)
+    eager = block_time(layer_ops(LLAMA3_8B, LayerKind.DENSE, sw(elementwise_kernels="eager")), LLAMA3_8B, L, 8192, "bf16", H100, H100.efficiency, SW)
     assert float(eager.mem_fwd_s[0]) > 3 * float(fused.mem_fwd_s[0])
     np.testing.assert_allclose(eager.gemm_fwd_s, fused.gemm_fwd_s)
     assert eager.host_ops > fused.host_ops
@@ -102,7 +103,7 @@ def test_op_sac_recomputes_every_second_matmul_of_the_llama_block():
 
 def test_op_sac_recompute_time_is_the_recomputed_matmuls_plus_all_elementwise_work():
     L = _layouts(mbs=2)
-    blk = block_time(layer_ops(LLAMA3_8B, LayerKind.DENSE), LLAMA3_8B, L, 8192, "bf16", H100, H100.efficiency)
+    blk = block_time(layer_ops(LLAMA3_8B, LayerKind.DENSE, SW), LLAMA3_8B, L, 8192, "bf16", H100, H100.efficiency, SW)
     t = {o.name: float(o.fwd_s[0]) for o in blk.ops}
     hand = (t["attention/qkv"] / 6 + t["attention/out"] + t["mlp/up"] / 2
             + t["norm"] + t["residual"] + t["mlp/activation"])
@@ -114,8 +115,7 @@ def test_op_sac_saved_bytes_by_hand():
     # block input h, wq a d, wv g d, w1 f, w2 h, SDPA out a d (2 bytes), log-sum-exp 4 bytes x a
     per_token = 2 * (4096 + 4096 + 1024 + 14336 + 4096 + 4096) + 4 * 32
     assert float(op_sac_saved_bytes_per_token(LLAMA3_8B, 1, 1.0)) == per_token
-    stored = activation_bytes_per_layer(LLAMA3_8B, LayerKind.DENSE, 8192, 2, 1, False, 1, 1, "selective",
-                                        selective_policy="op_sac")
+    stored = activation_bytes_per_layer(LLAMA3_8B, LayerKind.DENSE, 8192, 2, 1, False, 1, 1, "selective", "bf16", sw(selective_policy="op_sac"))
     assert float(stored) == 2 * 8192 * per_token
     # tp 2 with SP: input and the two reduce-scatter outputs sequence-sharded; w2's partial sum is full width
     tp2 = 2 * 4096 / 2 + (2 * (4096 + 14336 + 4096) + 4 * 32) / 2 + 2 * 128 * 4 + 2 * 4096 + 2 * 2 * 4096 / 2
@@ -124,8 +124,8 @@ def test_op_sac_saved_bytes_by_hand():
 
 def test_op_sac_stores_less_than_core_attn_recompute():
     L = _layouts(mbs=2, dp=8, zero_stage=3)
-    core = memory_per_gpu(LLAMA3_8B, 8192, "selective", "bf16", L)
-    op = memory_per_gpu(LLAMA3_8B, 8192, "selective", "bf16", L, selective_policy="op_sac")
+    core = memory_per_gpu(LLAMA3_8B, 8192, "selective", "bf16", L, SW)
+    op = memory_per_gpu(LLAMA3_8B, 8192, "selective", "bf16", L, sw(selective_policy="op_sac"))
     assert float(op.activations[0]) < float(core.activations[0])
     assert float(op.weights[0]) == float(core.weights[0])
 
@@ -139,7 +139,7 @@ def test_selective_policy_is_ignored_without_selective_recompute():
 # ------------------------------------------------------------------ MaxText save_qkv_proj
 def test_save_qkv_proj_recomputes_the_layer_forward_but_the_qkv_projection():
     L = _layouts(mbs=2)
-    blk = block_time(layer_ops(LLAMA3_8B, LayerKind.DENSE), LLAMA3_8B, L, 8192, "bf16", H100, H100.efficiency)
+    blk = block_time(layer_ops(LLAMA3_8B, LayerKind.DENSE, SW), LLAMA3_8B, L, 8192, "bf16", H100, H100.efficiency, SW)
     t = {o.name: float(o.fwd_s[0]) for o in blk.ops}
     hand = sum(v for name, v in t.items() if name != "attention/qkv")
     assert float(selective_recompute_s(blk, "save_qkv_proj", LLAMA3_8B, LayerKind.DENSE)[0]) == pytest.approx(hand)
@@ -150,23 +150,20 @@ def test_save_qkv_proj_saved_bytes_by_hand():
     # layer input h = 4096, Q a d = 4096, K and V g d = 1024 each, all 2 bytes
     per_token = 2 * (4096 + 4096 + 1024 + 1024)
     assert float(save_qkv_saved_bytes_per_token(LLAMA3_8B, 1, 1.0)) == per_token
-    stored = activation_bytes_per_layer(LLAMA3_8B, LayerKind.DENSE, 8192, 2, 1, False, 1, 1, "selective",
-                                        selective_policy="save_qkv_proj")
+    stored = activation_bytes_per_layer(LLAMA3_8B, LayerKind.DENSE, 8192, 2, 1, False, 1, 1, "selective", "bf16", sw(selective_policy="save_qkv_proj"))
     assert float(stored) == 2 * 8192 * per_token
     # tp 8 with SP: input and Q split 8 ways; 8 KV heads over 8 GPUs, one each
     assert float(save_qkv_saved_bytes_per_token(LLAMA3_8B, 8, 8.0)) == 2 * (512 + 512 + 128 + 128)
     # tp 16: KV heads replicate (one per GPU), Q still splits
     assert float(save_qkv_saved_bytes_per_token(LLAMA3_8B, 16, 1.0)) == 2 * (4096 + 256 + 128 + 128)
-    full = activation_bytes_per_layer(LLAMA3_8B, LayerKind.DENSE, 8192, 2, 1, False, 1, 1, "full")
+    full = activation_bytes_per_layer(LLAMA3_8B, LayerKind.DENSE, 8192, 2, 1, False, 1, 1, "full", "bf16", SW)
     assert float(full) < float(stored)
 
 
 def test_save_qkv_proj_recompute_repeats_the_layers_collectives():
-    from perfmodel.formulas.layouts import layouts_from_job
-    from perfmodel.engine.prediction import job_constants
     from perfmodel.engine.evaluate import _layer_time
     job = resolve(_scenario(selective_recompute="save_qkv_proj", parallelism=dict(tp=2, zero_stage=1)))
-    c, L = job_constants(job), layouts_from_job(job)
+    c, L = job.job, job.layouts
     lt = _layer_time(LayerKind.DENSE, c, L, np.zeros(len(L)))
     compute = selective_recompute_s(lt.block, "save_qkv_proj", LLAMA3_8B, LayerKind.DENSE)
     assert float(lt.tp_fwd_s[0]) > 0
@@ -180,7 +177,7 @@ def test_named_policies_on_an_moe_model_are_refused_with_the_field_named(recompu
     moe = LLAMA3_8B.model_dump() | {"moe": dict(num_experts=8, top_k=2, expert_ffn_hidden_size=1024)}
     with pytest.raises(InputError) as e:
         resolve(_scenario(model=moe, selective_recompute=policy, recompute=recompute))
-    assert e.value.field == "selective_recompute" and "MoE" in str(e.value) and policy in str(e.value)
+    assert e.value.field == "software.selective_recompute" and "MoE" in str(e.value) and policy in str(e.value)
 
 
 @pytest.mark.parametrize("field, value", [("elementwise_kernels", "compiled"), ("selective_recompute", "mlp"),
@@ -197,16 +194,16 @@ def test_eager_fp32_loss_traffic_by_hand():
     assert EAGER_FP32_CE_FWD_BYTES_PER_LOGIT == 22
     # backward: zero-fill 4; log-softmax backward 16; cast back read 4 write 2 -> 26, 4 kernels
     assert EAGER_FP32_CE_BWD_BYTES_PER_LOGIT == 26
-    loss = {op.name: op for op in head_ops(TINY, "eager_fp32")}["output/cross_entropy"]
+    loss = {op.name: op for op in head_ops(TINY, sw(cross_entropy="eager_fp32"))}["output/cross_entropy"]
     assert loss.bytes_per_token == 22 * 32 and loss.kernels == 3
     assert loss.bwd_bytes_per_token == 26 * 32 and loss.bwd_kernels == 4
-    assert {op.name: op for op in head_ops(TINY)}["output/cross_entropy"].bytes_per_token == 3 * 32 * 2
+    assert {op.name: op for op in head_ops(TINY, SW)}["output/cross_entropy"].bytes_per_token == 3 * 32 * 2
 
 
 def test_eager_fp32_loss_holds_12_bytes_per_logit_instead_of_4():
     L = _layouts(mbs=2, dp=8, zero_stage=3, tp=2, sp=True)
-    fused = memory_per_gpu(LLAMA3_8B, 8192, "full", "bf16", L)
-    eager = memory_per_gpu(LLAMA3_8B, 8192, "full", "bf16", L, cross_entropy="eager_fp32")
+    fused = memory_per_gpu(LLAMA3_8B, 8192, "full", "bf16", L, SW)
+    eager = memory_per_gpu(LLAMA3_8B, 8192, "full", "bf16", L, sw(cross_entropy="eager_fp32"))
     logits_per_gpu = 2 * 8192 * 128256 / 2          # tokens x vocabulary / tp
     assert float(eager.activations[0] - fused.activations[0]) == pytest.approx((12 - 4) * logits_per_gpu)
     assert float(eager.weights[0]) == float(fused.weights[0])
@@ -234,8 +231,9 @@ def test_eager_over_compiled_ratio_matches_torchtitan_report(gpus):
     cases = {c["id"]: c for c in read_data_file(path, "cases")["cases"]}
     eager = cases[f"torchtitan_2412_llama3_8b_{gpus}gpu_fsdp"]
     compiled = cases[f"torchtitan_2412_llama3_8b_{gpus}gpu_fsdp_torch.compile"]
-    same = {"elementwise_kernels": "fused", "name": ""}
-    assert eager["scenario"] | same == compiled["scenario"] | same
+    def same(s):
+        return s | {"name": "", "software": s["software"] | {"elementwise_kernels": "fused"}}
+    assert same(eager["scenario"]) == same(compiled["scenario"])
     measured = compiled["measured"]["tokens_per_s_per_gpu"] / eager["measured"]["tokens_per_s_per_gpu"]
     model = (predict(parse_scenario(compiled["scenario"])).tokens_per_s_per_gpu
              / predict(parse_scenario(eager["scenario"])).tokens_per_s_per_gpu)

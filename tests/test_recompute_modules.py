@@ -4,20 +4,22 @@ checked by hand against the tensors each one frees and the work it redoes."""
 import numpy as np
 import pytest
 import yaml
+from conftest import SW, sw, with_software
 
+from perfmodel.engine.prediction import predict
+from perfmodel.engine.rules import resolve
+from perfmodel.formulas.activations import activation_bytes_per_layer
 from perfmodel.formulas.compute import block_time
+from perfmodel.formulas.layouts import layouts_from_arrays
+from perfmodel.formulas.memory import memory_per_gpu
+from perfmodel.formulas.offload import exposed_copy_s, resident_activation_bytes
+from perfmodel.formulas.recompute import module_op_shares, recomputed_layer_fraction, selective_recompute_s
+from perfmodel.formulas.workload import LayerKind, layer_ops
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import HARDWARE_DIR, load_hardware
-from perfmodel.formulas.layouts import layouts_from_arrays
-from perfmodel.formulas.activations import activation_bytes_per_layer
-from perfmodel.formulas.memory import memory_per_gpu
 from perfmodel.spec.model import MlaSpec, ModelSpec, MoeSpec
-from perfmodel.formulas.offload import exposed_copy_s, resident_activation_bytes
-from perfmodel.engine.prediction import predict
-from perfmodel.formulas.recompute import module_op_shares, recomputed_layer_fraction, selective_recompute_s
-from perfmodel.spec.scenario import parse_scenario, resolve
+from perfmodel.spec.scenario import parse_scenario
 from perfmodel.studies.search import SearchOptions, search
-from perfmodel.formulas.workload import LayerKind, layer_ops
 
 H100 = load_hardware("h100-sxm")
 DENSE = ModelSpec(name="dense", num_layers=8, hidden_size=1024, num_attention_heads=8, num_query_groups=8,
@@ -38,15 +40,14 @@ def _layouts(**kw):
 
 
 def _act(m, kind, modules, precision="bf16", recompute="selective", t=1):
-    return float(np.ravel(activation_bytes_per_layer(m, kind, S, 1, t, False, 1, 1, recompute,
-                                                     precision=precision, selective_policy=modules))[0])
+    return float(np.ravel(activation_bytes_per_layer(m, kind, S, 1, t, False, 1, 1, recompute, precision, sw(selective_policy=modules)))[0])
 
 
 def _scenario(model=DENSE, **kw):
     base = dict(hardware="h100-sxm", num_gpus=8, model=model.model_dump(), seq_length=S,
                 global_batch_size=16, micro_batch_size=1)
     base.update(kw)
-    return parse_scenario(base)
+    return parse_scenario(with_software(base))
 
 
 # ------------------------------------------------------------------------- memory, by hand
@@ -98,7 +99,7 @@ def test_core_attn_string_and_list_are_the_same_policy():
 # --------------------------------------------------------------------------- time, by hand
 def _block(m, kind):
     L = _layouts()
-    return block_time(layer_ops(m, kind), m, L, S, "bf16", H100, H100.efficiency)
+    return block_time(layer_ops(m, kind, SW), m, L, S, "bf16", H100, H100.efficiency, SW)
 
 
 def test_module_recompute_time_is_the_forward_time_of_its_ops():
@@ -145,10 +146,9 @@ def test_block_method_recomputes_n_of_each_chunks_layers():
 
 def test_block_method_memory_mixes_stored_and_checkpointed_layers():
     L = _layouts()
-    kw = dict(flash=True)
-    none = memory_per_gpu(DENSE, S, "none", "bf16", L, **kw).activations[0]
-    full = memory_per_gpu(DENSE, S, "full", "bf16", L, **kw).activations[0]
-    three = memory_per_gpu(DENSE, S, "full", "bf16", L, recompute_num_layers=3, **kw).activations[0]
+    none = memory_per_gpu(DENSE, S, "none", "bf16", L, SW).activations[0]
+    full = memory_per_gpu(DENSE, S, "full", "bf16", L, SW).activations[0]
+    three = memory_per_gpu(DENSE, S, "full", "bf16", L, sw(recompute_num_layers=3)).activations[0]
     per_none = _act(DENSE, LayerKind.DENSE, "core_attn", recompute="none")
     per_full = _act(DENSE, LayerKind.DENSE, "core_attn", recompute="full")
     # 3 of 8 layers keep their input only, 5 keep everything, one layer is rebuilt at a time
@@ -168,8 +168,8 @@ def test_offload_keeps_the_unoffloaded_layers_and_one_reloaded_layer():
 
 def test_offload_memory_against_no_offload():
     L = _layouts()
-    none = memory_per_gpu(DENSE, S, "none", "bf16", L)
-    off = memory_per_gpu(DENSE, S, "none", "bf16", L, activation_offload_layers=5)
+    none = memory_per_gpu(DENSE, S, "none", "bf16", L, SW)
+    off = memory_per_gpu(DENSE, S, "none", "bf16", L, sw(activation_offload_layers=5))
     per = _act(DENSE, LayerKind.DENSE, "core_attn", recompute="none")
     assert none.activations[0] - off.activations[0] == pytest.approx(4 * per)
     assert off.weights[0] == none.weights[0]
@@ -204,12 +204,12 @@ def test_offload_time_appears_when_the_host_link_is_slow_and_shrinks_as_it_grows
 
 # ---------------------------------------------------------------------------- input checks
 @pytest.mark.parametrize("kw, field, words", [
-    (dict(selective_recompute=["mla_up_proj"]), "selective_recompute", "multi-latent"),
-    (dict(selective_recompute=["moe_act"]), "selective_recompute", "MoE"),
-    (dict(selective_recompute=[]), "selective_recompute", "empty"),
-    (dict(recompute="selective", recompute_num_layers=2), "recompute_num_layers", "full"),
-    (dict(activation_offload_layers=8), "activation_offload_layers", "less than"),
-    (dict(activation_offload_layers=2, recompute="full"), "activation_offload_layers", "recompute"),
+    (dict(selective_recompute=["mla_up_proj"]), "software.selective_recompute", "multi-latent"),
+    (dict(selective_recompute=["moe_act"]), "software.selective_recompute", "MoE"),
+    (dict(selective_recompute=[]), "software.selective_recompute", "empty"),
+    (dict(recompute="selective", recompute_num_layers=2), "software.recompute_num_layers", "full"),
+    (dict(activation_offload_layers=8), "software.activation_offload_layers", "less than"),
+    (dict(activation_offload_layers=2, recompute="full"), "software.activation_offload_layers", "recompute"),
     (dict(activation_offload_layers=2, parallelism=dict(pp=2)), "parallelism.pp", "pp = 1"),
 ])
 def test_recompute_and_offload_input_errors_name_the_field(kw, field, words):

@@ -10,14 +10,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfmodel.cli import main
-from perfmodel.formulas.cost import CostModel, marginal_usd_per_hour_saved
-from perfmodel.spec.errors import InputError
-from perfmodel.formulas.goodput import FailureModel, checkpoint_state_bytes, goodput_fraction
-from perfmodel.spec.hardware import load_hardware
-from perfmodel.studies.scaling import find_knee, recommend, scale_sweep
-from perfmodel.spec.scenario import parse_scenario
-from perfmodel.studies.search import SearchOptions, search
+from perfmodel.formulas.cost import marginal_usd_per_hour_saved
 from perfmodel.formulas.counts import param_count
+from perfmodel.formulas.goodput import checkpoint_state_bytes, goodput_fraction
+from perfmodel.spec.cost import CostModel
+from perfmodel.spec.errors import InputError
+from perfmodel.spec.hardware import load_hardware
+from perfmodel.spec.reliability import FailureModel
+from perfmodel.spec.scenario import parse_scenario
+from perfmodel.present.verdicts import knee_text, scale_verdict_text
+from perfmodel.studies.scaling import find_knee, recommend, scale_sweep
+from perfmodel.studies.search import SearchOptions, search
 
 SMALL = dict(name="small", num_layers=8, hidden_size=1024, num_attention_heads=16, ffn_hidden_size=4096,
              vocab_size=32000)
@@ -78,31 +81,34 @@ def test_strong_scaling_skips_counts_where_the_batch_cannot_split():
 def test_knee_is_the_first_count_below_the_threshold():
     eff = [p.parallel_efficiency for p in STRONG.points]
     thr = float(np.median(eff))
-    knee, why = find_knee(STRONG.points, thr)
+    knee = find_knee(STRONG.points, thr)
     first = next(p for p in STRONG.points if p.parallel_efficiency < thr)
-    assert knee == first.num_gpus and "parallel efficiency" in why
-    assert find_knee(STRONG.points, 1e-6) == (None, "")
+    assert knee.num_gpus == first.num_gpus and knee.rule == "efficiency" and "parallel efficiency" in knee_text(knee)
+    none = find_knee(STRONG.points, 1e-6)
+    assert (none.num_gpus, none.rule, knee_text(none)) == (None, None, "")
 
 
 def test_knee_by_value_of_time():
     mcs = [p.marginal_usd_per_hour_saved for p in STRONG.points[1:]]
     vot = float(np.median(mcs))
-    knee, why = find_knee(STRONG.points, 1e-6, vot)
+    knee = find_knee(STRONG.points, 1e-6, vot)
     i = next(i for i, p in enumerate(STRONG.points[1:], 1) if p.marginal_usd_per_hour_saved > vot)
-    assert knee == STRONG.points[i].num_gpus and "each hour saved costs" in why
+    assert knee.num_gpus == STRONG.points[i].num_gpus and knee.rule == "value_of_time"
+    assert "each hour saved costs" in knee_text(knee)
 
 
 def test_verdicts():
     pts = STRONG.points
     v = recommend(pts, 0.8, None, deadline_s=pts[2].time_to_solution_s * 1.0001)
     meets = [p for p in pts if p.time_to_solution_s <= pts[2].time_to_solution_s * 1.0001]
-    assert v.num_gpus == min(meets, key=lambda p: p.cost_usd).num_gpus and "deadline" in v.reason
+    assert v.num_gpus == min(meets, key=lambda p: p.cost_usd).num_gpus and "deadline" in scale_verdict_text(v)
     v = recommend(pts, 0.8, None, deadline_s=1.0)
-    assert v.num_gpus == pts[-1].num_gpus and v.reason.startswith("no count meets")
+    assert v.num_gpus == pts[-1].num_gpus and scale_verdict_text(v).startswith("no count meets")
     vot_h = 500.0
     v = recommend(pts, 0.8, vot_h, None)
     want = min(pts, key=lambda p: p.cost_usd + vot_h / 3600 * p.time_to_solution_s)
-    assert v.num_gpus == want.num_gpus and v.reason.startswith(f"{want.num_gpus} GPUs minimise cost + time")
+    assert v.num_gpus == want.num_gpus and scale_verdict_text(v).startswith(
+        f"{want.num_gpus} GPUs minimise cost + time")
     v = recommend(pts, 0.8, None, None)
     assert v.num_gpus == [p for p in pts if p.parallel_efficiency >= 0.8][-1].num_gpus
 

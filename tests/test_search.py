@@ -8,17 +8,18 @@ import json
 
 import numpy as np
 import pytest
+from conftest import with_software
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfmodel.cli import main
-from perfmodel.formulas.cost import CostModel
+from perfmodel.engine.prediction import predict
+from perfmodel.engine.rules import check_layout, layout_violation, layout_violation_fields
+from perfmodel.spec.cost import CostModel
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import load_hardware
-from perfmodel.engine.prediction import predict
-from perfmodel.spec.scenario import (Parallelism, Scenario, check_layout, layout_violation, layout_violation_fields,
-                                parse_scenario)
-from perfmodel.studies.search import (DOES_NOT_FIT, SearchOptions, parse_search_options, pareto_front, search)
+from perfmodel.spec.scenario import Parallelism, Scenario, parse_scenario
+from perfmodel.studies.search import DOES_NOT_FIT, SearchOptions, pareto_front, parse_search_options, search
 
 H100 = load_hardware("h100-sxm")
 TINY = dict(name="tiny", num_layers=4, hidden_size=256, num_attention_heads=8, num_query_groups=4,
@@ -30,7 +31,7 @@ def scen(model=TINY, **over) -> Scenario:
     base = dict(hardware="h100-sxm", num_gpus=8, model=model if isinstance(model, str) else dict(model),
                 seq_length=512, global_batch_size=16, training_tokens=1e9)
     base.update(over)
-    return parse_scenario(base)
+    return parse_scenario(with_software(base))
 
 
 def close(a, b, rel=1e-9):
@@ -145,7 +146,7 @@ def test_every_candidate_search_returns_is_accepted_by_predict_with_the_same_num
         assert (p.step_time_s, p.mfu, p.memory_per_gpu_bytes, p.cost_usd) == (
             c.step_time_s, c.mfu, c.memory_per_gpu_bytes, c.cost_usd)
         if c.scenario.recompute != "full":
-            assert c.scenario.recompute_num_layers is None
+            assert c.scenario.software.recompute_num_layers is None
     if "activation_offload_layers" in extra:
         assert {c.scenario.recompute for c in res.candidates} == {"none"}
         assert any("activation_offload_layers" in r for r in res.rejected)

@@ -7,11 +7,12 @@ import json
 import pytest
 
 from perfmodel.cli import main
-from perfmodel.formulas.cost import CostModel
+from perfmodel.spec.cost import CostModel
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import load_hardware
 from perfmodel.spec.scenario import parse_scenario
 from perfmodel.studies.search import SearchOptions
+from perfmodel.present.verdicts import sizing_reason_text
 from perfmodel.studies.sizing import size_cluster
 
 SMALL = dict(name="small", num_layers=8, hidden_size=1024, num_attention_heads=16, ffn_hidden_size=4096,
@@ -31,7 +32,7 @@ def scen(**over):
 def size(**kw):
     kw.setdefault("hardware_ids", HW)
     kw.setdefault("gpu_counts", COUNTS)
-    return size_cluster(scen(), TOKENS, options=OPTS, **kw)
+    return size_cluster(scen(), TOKENS, options=OPTS, **kw).rows
 
 
 FREE = size()
@@ -57,7 +58,7 @@ def test_deadline_picks_the_cheapest_count_that_meets_it():
     r = size(deadline_s=deadline, hardware_ids=["h100-sxm"])[0]
     ok = [o for o in h100.options if o.time_to_train_s <= deadline]
     assert r.choice.num_gpus == min(ok, key=lambda o: o.cost_usd).num_gpus
-    assert r.reason.startswith("cheapest count")
+    assert sizing_reason_text(r).startswith("cheapest count")
 
 
 def test_reasons_when_nothing_qualifies():
@@ -65,21 +66,21 @@ def test_reasons_when_nothing_qualifies():
     fastest = min(h100.options, key=lambda o: o.time_to_train_s)
     cheapest = min(h100.options, key=lambda o: o.cost_usd)
     r = size(deadline_s=1.0, hardware_ids=["h100-sxm"])[0]
-    assert r.choice is None and r.reason.startswith("fastest found: ")
-    assert f"on {fastest.num_gpus} GPUs > deadline" in r.reason
+    assert r.choice is None and sizing_reason_text(r).startswith("fastest found: ")
+    assert f"on {fastest.num_gpus} GPUs > deadline" in sizing_reason_text(r)
     r = size(budget_usd=cheapest.cost_usd / 2, hardware_ids=["h100-sxm"])[0]
-    assert r.choice is None and r.reason.startswith("cheapest found: ") and "> budget" in r.reason
+    assert r.choice is None and sizing_reason_text(r).startswith("cheapest found: ") and "> budget" in sizing_reason_text(r)
     r = size(deadline_s=fastest.time_to_train_s * 1.0001, budget_usd=cheapest.cost_usd * 1.0001,
              hardware_ids=["h100-sxm"])[0]
     if fastest is cheapest:
         assert r.choice.num_gpus == fastest.num_gpus
     else:
-        assert r.choice is None and r.reason.startswith("meeting the ")
+        assert r.choice is None and sizing_reason_text(r).startswith("meeting the ")
 
 
 def test_unsupported_precision_says_why():
-    r = size_cluster(scen(precision="fp4"), TOKENS, hardware_ids=["h100-sxm"], gpu_counts=[8], options=OPTS)[0]
-    assert r.choice is None and "no dense fp4" in r.reason
+    r = size_cluster(scen(precision="fp4"), TOKENS, hardware_ids=["h100-sxm"], gpu_counts=[8], options=OPTS).rows[0]
+    assert r.choice is None and "no dense fp4" in sizing_reason_text(r)
 
 
 def test_tco_prices_apply():
@@ -104,7 +105,7 @@ def test_cli_size(tmp_path, capsys):
     base = ["size", str(path), "--tokens", "1e11", "--hardware", "h100-sxm,b200", "--gpus", "8,16",
             "--recompute", "none", "--no-profile"]
     assert main(base + ["--format", "json", "--deadline-days", "30"]) == 0
-    rows = json.loads(capsys.readouterr().out)
+    rows = json.loads(capsys.readouterr().out)["rows"]
     assert [r["hardware"] for r in rows] == HW and all(r["num_gpus"] in (8, 16) for r in rows)
     assert main(base + ["--budget-usd", "1"]) == 0
     assert "> budget $1.00" in capsys.readouterr().out

@@ -2,15 +2,14 @@
 
 import numpy as np
 import pytest
+from conftest import SW, scenario, sw
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from perfmodel.engine.evaluate import COMPONENTS
+from perfmodel.engine.prediction import predict
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import load_hardware
-from perfmodel.engine.prediction import predict
-from perfmodel.engine.evaluate import COMPONENTS
-
-from conftest import scenario
 
 
 def test_breakdown_sums_to_step_time():
@@ -82,12 +81,8 @@ def test_invariants_on_random_valid_scenarios(par, zero, recompute, precision, m
     if par["pp"] == 1:
         assert base.breakdown_s["pipeline_bubble"] == 0
     # More FLOP/s or more bandwidth is never slower.
-    from perfmodel.engine.prediction import predict_job
-    from perfmodel.spec.scenario import resolve
-    import dataclasses
-    job = resolve(sc)
-    faster = dataclasses.replace(job, hardware=_scaled_hw(f_flops, f_bw))
-    assert predict_job(faster).step_time_s <= base.step_time_s * (1 + 1e-12)
+    faster = sc.model_copy(update={"hardware": _scaled_hw(f_flops, f_bw)})   # an inline spec
+    assert predict(faster).step_time_s <= base.step_time_s * (1 + 1e-12)
 
 
 def test_invalid_layout_is_an_input_error_naming_the_field():
@@ -124,8 +119,8 @@ def test_overlap_is_a_scenario_input_per_kind():
     assert serial.step_time_s - hidden.step_time_s == pytest.approx(
         serial.breakdown_s["fsdp_comm"] - hidden.breakdown_s["fsdp_comm"], rel=1e-9)
     # kinds left out keep their defaults
-    assert scenario(overlap=dict(fsdp=0.0)).overlap.tp == 0.0
-    assert scenario(overlap=dict(fsdp=0.0)).overlap.dp == 1.0
+    assert scenario(overlap=dict(fsdp=0.0)).software.overlap.tp == 0.0
+    assert scenario(overlap=dict(fsdp=0.0)).software.overlap.dp == 1.0
 
 
 def test_overlap_out_of_range_is_a_one_line_input_error():
@@ -158,15 +153,14 @@ def test_fsdp_collectives_per_layer_add_one_ring_latency_each():
 def test_list_api_copies_each_rank_chunk_with_its_own_kernel():
     """torch.distributed's list API: per collective, n copy kernels moving the buffer once more
     (read + write). Checked by hand against compute.memory_time_s at the traffic level."""
-    from perfmodel.formulas.compute import memory_time_s
-    from perfmodel.formulas.layouts import layouts_from_job
     from perfmodel.engine.prediction import resolve
+    from perfmodel.formulas.compute import memory_time_s
     from perfmodel.formulas.traffic import PARAM_BYTES, dp_traffic, grad_reduce_bytes
     job = resolve(scenario(num_gpus=32, global_batch_size=64, parallelism=dict(tp=1, pp=1, zero_stage=3)))
-    L, hw = layouts_from_job(job), job.hardware
+    L, hw = job.layouts, job.hardware
     P, n = 1e8, 32
-    flat = dp_traffic(P, 0.0, L, hw, hw.efficiency).fsdp_per_unit_s
-    listed = dp_traffic(P, 0.0, L, hw, hw.efficiency, fsdp_list_api=True).fsdp_per_unit_s
+    flat = dp_traffic(P, 0.0, L, hw, hw.efficiency, 1.0, SW).fsdp_per_unit_s
+    listed = dp_traffic(P, 0.0, L, hw, hw.efficiency, 1.0, sw(fsdp_list_api=True)).fsdp_per_unit_s
     copies = (2 * memory_time_s(2 * P * PARAM_BYTES, hw, hw.efficiency, kernels=n)
               + memory_time_s(2 * P * grad_reduce_bytes(True), hw, hw.efficiency, kernels=n))
     assert (listed - flat).item() == pytest.approx(float(copies), rel=1e-9)
@@ -174,14 +168,13 @@ def test_list_api_copies_each_rank_chunk_with_its_own_kernel():
 
 def test_a_dense_model_pays_no_expert_collectives():
     """Zero expert parameters: no expert-group gather or reduce-scatter, not even a latency."""
-    from perfmodel.formulas.comm import Collective, group_time_s
-    from perfmodel.formulas.layouts import layouts_from_job
     from perfmodel.engine.prediction import resolve
+    from perfmodel.formulas.comm import Collective, group_time_s
     from perfmodel.formulas.traffic import PARAM_BYTES, dp_traffic, grad_reduce_bytes
     job = resolve(scenario(num_gpus=32, global_batch_size=64, parallelism=dict(tp=1, pp=1, zero_stage=3)))
-    L, hw = layouts_from_job(job), job.hardware
+    L, hw = job.layouts, job.hardware
     P = 1e8
-    t = dp_traffic(P, 0.0, L, hw, hw.efficiency).fsdp_per_unit_s
+    t = dp_traffic(P, 0.0, L, hw, hw.efficiency, 1.0, SW).fsdp_per_unit_s
     dense = (2 * group_time_s(Collective.ALL_GATHER, P * PARAM_BYTES, 32, 1, hw, hw.efficiency)
              + group_time_s(Collective.REDUCE_SCATTER, P * grad_reduce_bytes(True), 32, 1, hw, hw.efficiency))
     assert t.item() == pytest.approx(float(dense), rel=1e-12)
@@ -190,15 +183,14 @@ def test_a_dense_model_pays_no_expert_collectives():
 def test_grad_reduce_in_16_bits_halves_the_gradient_reduce_scatter():
     """ZeRO-1 over 32 data-parallel ranks: the reduce-scatter moves 2 bytes per gradient instead
     of 4, by hand through comm.group_time_s; the parameter all-gather does not change."""
-    from perfmodel.formulas.comm import Collective, group_time_s
-    from perfmodel.formulas.layouts import layouts_from_job
     from perfmodel.engine.prediction import resolve
+    from perfmodel.formulas.comm import Collective, group_time_s
     from perfmodel.formulas.traffic import dp_traffic
     job = resolve(scenario(num_gpus=32, global_batch_size=64, parallelism=dict(tp=1, pp=1, zero_stage=1)))
-    L, hw = layouts_from_job(job), job.hardware
+    L, hw = job.layouts, job.hardware
     P = 1e8
-    fp32 = dp_traffic(P, 0.0, L, hw, hw.efficiency)
-    bf16 = dp_traffic(P, 0.0, L, hw, hw.efficiency, grad_reduce_in_fp32=False)
+    fp32 = dp_traffic(P, 0.0, L, hw, hw.efficiency, 1.0, SW)
+    bf16 = dp_traffic(P, 0.0, L, hw, hw.efficiency, 1.0, sw(grad_reduce_in_fp32=False))
     for t, nbytes in ((fp32, 4), (bf16, 2)):
         rs = group_time_s(Collective.REDUCE_SCATTER, P * nbytes, 32, 1, hw, hw.efficiency)
         assert t.grad_sync_s.item() == pytest.approx(float(rs), rel=1e-12)
@@ -229,13 +221,12 @@ def test_moe_dispatcher_is_a_scenario_input():
     assert flex.breakdown_s["ep_comm"] < a2a.breakdown_s["ep_comm"]
     # The all-to-all dispatcher also sorts by local expert (8 experts per GPU here): its
     # compute exceeds flex's by that op, in every layer of every micro-batch.
-    from perfmodel.formulas.compute import op_time
-    from perfmodel.formulas.layouts import layouts_from_job
     from perfmodel.engine.prediction import resolve
+    from perfmodel.formulas.compute import op_time
     from perfmodel.formulas.workload import LayerKind, layer_ops
     job = resolve(_moe())
-    sort = next(op for op in layer_ops(job.model, LayerKind.MOE) if op.name == "moe/sort_by_local_expert")
-    t = op_time(sort, job.model, layouts_from_job(job), 4096, "bf16", job.hardware, job.hardware.efficiency)
+    sort = next(op for op in layer_ops(job.model, LayerKind.MOE, SW) if op.name == "moe/sort_by_local_expert")
+    t = op_time(sort, job.model, job.layouts, 4096, "bf16", job.hardware, job.hardware.efficiency, SW)
     extra = job.num_microbatches * job.model.num_layers * float(t.fwd_s[0] + t.bwd_s[0])
     assert extra > 0
     assert a2a.breakdown_s["compute"] - flex.breakdown_s["compute"] == pytest.approx(extra, rel=1e-9)
@@ -264,15 +255,14 @@ def test_hidden_traffic_costs_the_compute_beside_it_its_sm_share():
 def test_batch_level_ep_overlap_hides_each_direction_behind_the_other():
     """overlap.ep = 1 (Megatron-Core combined 1F1B): forward all-to-alls hide behind the
     layer's backward compute, backward ones behind its forward compute."""
-    from perfmodel.formulas.layouts import layouts_from_job
-    from perfmodel.engine.prediction import job_constants, resolve
     from perfmodel.engine.evaluate import _layer_time
+    from perfmodel.engine.rules import resolve
     from perfmodel.formulas.traffic import ep_layer_s
     from perfmodel.formulas.workload import LayerKind
     job = resolve(_moe(overlap=dict(ep=1.0)))
-    c, L = job_constants(job), layouts_from_job(job)
+    c, L = job.job, job.layouts
     lt = _layer_time(LayerKind.MOE, c, L, np.zeros(len(L)))
-    raw = ep_layer_s(job.model, L, job.scenario.seq_length, job.hardware, c.efficiency)
+    raw = ep_layer_s(job.model, L, job.scenario.seq_length, job.hardware, c.efficiency, SW)
     sigma = c.efficiency.overlap_compute_slowdown / (1.0 + c.efficiency.overlap_compute_slowdown)
     assert lt.ep_fwd_s == pytest.approx(np.maximum(raw - lt.block.bwd_s, sigma * raw))
     assert lt.ep_bwd_s == pytest.approx(np.maximum(raw - lt.block.fwd_s, sigma * raw))

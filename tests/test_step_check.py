@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from calibration.step_check import scenario_dict
-from perfmodel.spec.errors import InputError
 from perfmodel.engine.prediction import predict
+from perfmodel.spec.errors import InputError
 from perfmodel.spec.scenario import parse_scenario
 
 RESULTS = Path(__file__).resolve().parents[1] / "calibration" / "results"

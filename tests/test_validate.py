@@ -9,9 +9,9 @@ import yaml
 
 from perfmodel.cli import main
 from perfmodel.engine.prediction import predict
+from perfmodel.present.validation_report import markdown
 from perfmodel.spec.scenario import parse_scenario
 from perfmodel.studies.validation import load_cases, validate
-from perfmodel.present.validation_report import markdown
 
 RUNS = Path(__file__).resolve().parent.parent / "perfmodel" / "data" / "published_runs.yaml"
 IDS = ("megatron2021_t1_1.7B", "megatron2021_t1_18.4B", "dgxc_1b9bb6b_h100_llama3_8b_bf16_8gpu")
@@ -36,7 +36,7 @@ def _tps(case):
 
 
 def test_report_figures_are_the_mean_of_single_predictions(small_cases):
-    report = validate(small_cases)   # spec defaults, no profiles
+    report = validate(small_cases, profile=None)   # spec defaults, no profiles
     assert [r.id for r in report.results] == list(IDS)
     assert [(s.id, s.reason) for s in report.skipped] == [("no_scenario_here", "layout not published")]
     errors = [predict(parse_scenario(c["scenario"])).tokens_per_s_per_gpu / _tps(c) - 1.0 for c in small_cases[:3]]
@@ -57,7 +57,7 @@ def test_a_variant_spec_counts_under_its_gpu(small_cases):
     h100 = small_cases[2]
     variant = {**h100, "id": "same_run_on_the_500w_variant",
                "scenario": {**h100["scenario"], "hardware": "h100-sxm-hbm2e-500w"}}
-    report = validate([h100, variant])
+    report = validate([h100, variant], profile=None)
     errs = [abs(r.error) for r in report.results]
     assert set(report.by_hardware()) == {"h100-sxm", "h100-sxm-hbm2e-500w"}
     assert report.by_gpu() == {"h100-sxm": {"cases": 2, "mape": pytest.approx(np.mean(errs)),
@@ -68,7 +68,7 @@ def test_a_variant_spec_counts_under_its_gpu(small_cases):
 
 
 def test_markdown_lists_summary_sources_and_every_case(small_cases):
-    text = markdown(validate(small_cases), profiles=False, notes={})
+    text = markdown(validate(small_cases, profile=None), profiles=False, notes={})
     assert "--no-profile" in text and "## By source" in text and "## Not runnable" in text
     for i in IDS:
         assert f"| {i} |" in text
@@ -114,7 +114,7 @@ def test_what_if_pairs_only_cases_of_one_source_gpu_and_model():
 def test_what_if_ratio_is_the_ratio_of_single_predictions():
     by_id = {c["id"]: c for c in load_cases(RUNS)}
     a, b = (by_id[f"dgxc_1b9bb6b_h100_llama3_8b_bf16_{n}gpu"] for n in (8, 16))
-    report = validate([a, b])
+    report = validate([a, b], profile=None)
     pred = [predict(parse_scenario(c["scenario"])).tokens_per_s_per_gpu for c in (a, b)]
     expected = abs((pred[0] / pred[1]) / (_tps(a) / _tps(b)) - 1)
     wi = report.to_dict()["what_if"]
@@ -146,7 +146,7 @@ def test_equal_scenarios_share_a_key_and_the_name_is_not_part_of_it():
     case = by_id["dgxc_1b9bb6b_h100_llama3_8b_bf16_8gpu"]
     twin = {**case, "id": "twin", "scenario": {**case["scenario"], "name": "another name"}}
     other = {**case, "id": "other", "scenario": {**case["scenario"], "global_batch_size": 2 * case["scenario"]["global_batch_size"]}}
-    report = validate([case, twin, other])
+    report = validate([case, twin, other], profile=None)
     keys = {r.id: r.scenario_key for r in report.results}
     assert keys[case["id"]] == keys["twin"] != keys["other"]
     assert report.repeats()["groups"][0]["cases"] == [case["id"], "twin"]
@@ -160,7 +160,7 @@ def test_published_runs_the_model_says_do_not_fit_are_listed(small_cases):
     big = {**h100, "id": "same_run_64_sequences_per_micro_batch",
            "scenario": {**s, "micro_batch_size": 64, "global_batch_size": 64 * s["num_gpus"]},
            "assumptions": ["zero_stage: 1 assumed", "memory: the recipe\n  offloads activations"]}
-    report = validate([h100, big])
+    report = validate([h100, big], profile=None)
     fits = [predict(parse_scenario(c["scenario"])).fits_in_memory for c in (h100, big)]
     assert fits == [True, False]
     assert [r.predicted_fits for r in report.results] == fits

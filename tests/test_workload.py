@@ -14,12 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from perfmodel.formulas.counts import megatron_flop_per_token, param_count, training_flop_per_token
+from perfmodel.formulas.workload import LayerKind, layer_kinds
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.hf_config import model_from_hf_config
 from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.presets import list_presets, load_model, load_model_file
-from perfmodel.formulas.workload import LayerKind, layer_kinds
-from perfmodel.formulas.counts import megatron_flop_per_token, param_count, training_flop_per_token
 
 HF_DIR = Path(__file__).resolve().parent / "data" / "hf"
 GIGA = 1e9

@@ -9,8 +9,9 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from perfmodel.engine.evaluate import COMPONENTS, LENS
-from perfmodel.formulas.timeline import PHASES
+from perfmodel.api import BREAKDOWN_COMPONENTS as COMPONENTS
+from perfmodel.api import LENS
+from perfmodel.api import TIMELINE_PHASES as PHASES
 from perfmodel.spec.units import GIBI, SECONDS_PER_DAY, TERA
 
 PHASE_COLOURS = ("#4c78a8", "#f58518", "#e45756", "#9d9d9d")

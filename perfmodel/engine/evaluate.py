@@ -21,26 +21,23 @@ and by the layout search (thousands).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
+from perfmodel.engine.job import Job
 from perfmodel.formulas import comm, offload, overheads, pipeline, traffic
-
-from perfmodel.spec import pipeline_layout
+from perfmodel.formulas.activations import activation_bytes_per_layer
 from perfmodel.formulas.compute import BACKWARD_HOST_OPS_OVER_FORWARD, BlockTime, block_time
-from perfmodel.spec.efficiency import Efficiencies
-from perfmodel.spec.hardware import HardwareSpec
+from perfmodel.formulas.counts import training_flop_per_token
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.memory import MemoryBreakdown, fits_in_memory, memory_per_gpu
-from perfmodel.formulas.activations import activation_bytes_per_layer
-from perfmodel.spec.model import ModelSpec
-from perfmodel.formulas.overlap import Overlap, exposed_s, tp_phi, window_used_s
+from perfmodel.formulas.overlap import exposed_s, tp_phi, window_used_s
 from perfmodel.formulas.recompute import recomputed_layer_fraction, selective_recompute_s
-from perfmodel.spec.software import selective_modules
 from perfmodel.formulas.sharding import stage_params
 from perfmodel.formulas.workload import LayerKind, head_ops, layer_kinds, layer_ops, mtp_extra_ops, mtp_layer_kind
-from perfmodel.formulas.counts import training_flop_per_token
+from perfmodel.spec import pipeline_layout
+from perfmodel.spec.software import selective_modules
 
 COMPONENTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "fsdp_comm", "pp_comm",
               "pipeline_bubble", "dp_comm", "offload", "optimizer", "overheads", "data_wait")
@@ -57,41 +54,10 @@ LENS = {
 """Which of the product's four lenses explains each bottleneck."""
 
 
-@dataclass(frozen=True)
-class JobConstants:
-    """Everything about a job except its layout."""
-
-    model: ModelSpec
-    hardware: HardwareSpec
-    efficiency: Efficiencies
-    seq_length: int
-    global_batch_size: int
-    num_gpus: int
-    precision: str
-    recompute: str
-    overlap: Overlap = field(default_factory=Overlap)
-    causal: bool = True
-    attention_backend: str = "flash"
-    fsdp_collectives_per_layer: int = 1
-    fsdp_list_api: bool = False
-    moe_dispatcher: str = "alltoall"
-    grad_reduce_in_fp32: bool = True
-    elementwise_kernels: str = "fused"
-    selective_recompute: str | tuple[str, ...] = "core_attn"
-    cross_entropy: str = "fused"
-    recompute_num_layers: int | None = None
-    activation_offload_layers: int = 0
-    pipeline_layout: tuple[str, ...] | None = None
-    """Virtual stages of an explicit pipeline layout (``perfmodel.spec.pipeline_layout``); None = even split."""
-
-
-def job_memory(c: JobConstants, L: Layouts) -> MemoryBreakdown:
+def job_memory(c: Job, L: Layouts) -> MemoryBreakdown:
     """Peak memory per GPU of the job over its layouts: the one place a job's fields become
     ``memory_per_gpu`` arguments (step, search and ``describe`` all call this)."""
-    return memory_per_gpu(c.model, c.seq_length, c.recompute, c.precision, L, flash=c.attention_backend == "flash",
-                          grad_reduce_in_fp32=c.grad_reduce_in_fp32, selective_policy=c.selective_recompute,
-                          cross_entropy=c.cross_entropy, recompute_num_layers=c.recompute_num_layers,
-                          activation_offload_layers=c.activation_offload_layers, pipeline_layout=c.pipeline_layout)
+    return memory_per_gpu(c.model, c.seq_length, c.recompute, c.precision, L, c.software)
 
 
 @dataclass(frozen=True)
@@ -118,10 +84,10 @@ class LayerTime:
         return self.block.fwd_s + self.block.bwd_s
 
 
-def _layer_time(kind: LayerKind, c: JobConstants, L: Layouts, fsdp_per_layer_s) -> LayerTime:
-    m, hw, eff, ov, seq = c.model, c.hardware, c.efficiency, c.overlap, c.seq_length
-    blk = block_time(layer_ops(m, kind, c.moe_dispatcher, c.elementwise_kernels), m, L, seq, c.precision, hw, eff,
-                     c.causal, c.attention_backend)
+def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerTime:
+    m, hw, eff, sw, seq = c.model, c.hardware, c.efficiency, c.software, c.seq_length
+    ov = sw.overlap
+    blk = block_time(layer_ops(m, kind, sw), m, L, seq, c.precision, hw, eff, sw)
     phi_tp = tp_phi(ov, L.tp)
     slowdown = eff.overlap_compute_slowdown   # SMs held by hidden collectives (perfmodel.formulas.overlap)
     tp_raw = traffic.tp_layer_s(kind, m, L, seq, hw, eff, c.precision)
@@ -136,7 +102,7 @@ def _layer_time(kind: LayerKind, c: JobConstants, L: Layouts, fsdp_per_layer_s) 
     used_f = window_used_s(tp_raw, blk.gemm_fwd_s, phi_tp) + window_used_s(cp_raw, blk.attn_fwd_s, ov.cp)
     used_b = window_used_s(tp_raw, blk.gemm_bwd_s, phi_tp) + window_used_s(cp_raw_b, blk.attn_bwd_s, ov.cp)
     if kind is LayerKind.MOE:
-        ep_raw = traffic.ep_layer_s(m, L, seq, hw, eff, c.moe_dispatcher)
+        ep_raw = traffic.ep_layer_s(m, L, seq, hw, eff, sw)
         # Batch-level overlap: the forward all-to-alls of one micro-batch hide behind the
         # layer's backward compute of another, and vice versa (Megatron-Core
         # combined_1f1b, overlap_moe_expert_parallel_comm).
@@ -151,12 +117,12 @@ def _layer_time(kind: LayerKind, c: JobConstants, L: Layouts, fsdp_per_layer_s) 
     else:
         ep_f = ep_b = ep_redo = np.zeros(len(L))
     if c.recompute == "full":
-        recompute = recomputed_layer_fraction(m, L, c.recompute_num_layers) * (blk.fwd_s + tp_f + cp_f + ep_redo)
+        recompute = recomputed_layer_fraction(m, L, sw.recompute_num_layers) * (blk.fwd_s + tp_f + cp_f + ep_redo)
     elif c.recompute == "selective":
-        recompute = selective_recompute_s(blk, c.selective_recompute, m, kind)
-        if "moe" in selective_modules(c.selective_recompute):
+        recompute = selective_recompute_s(blk, sw.selective_recompute, m, kind)
+        if "moe" in selective_modules(sw.selective_recompute):
             recompute = recompute + ep_redo       # the recomputed layer dispatches and combines again
-        if c.selective_recompute == "save_qkv_proj":
+        if sw.selective_recompute == "save_qkv_proj":
             # the redone forward repeats the layer's collectives; counting the all-gather
             # before the saved QKV projection too makes this an upper bound under SP
             recompute = recompute + tp_f + cp_f
@@ -248,8 +214,10 @@ def _layout_stages(stages_text: tuple[str, ...], L: Layouts, per_layer: dict, he
     return st, slowest, bubble
 
 
-def evaluate(c: JobConstants, L: Layouts) -> StepArrays:
-    m, hw, eff, seq, ov = c.model, c.hardware, c.efficiency, c.seq_length, c.overlap
+def evaluate(c: Job, L: Layouts) -> StepArrays:
+    """The step-time breakdown and memory of the job under every layout of ``L``."""
+    m, hw, eff, seq, sw = c.model, c.hardware, c.efficiency, c.seq_length, c.software
+    ov = sw.overlap
     slowdown = eff.overlap_compute_slowdown   # SMs held by hidden collectives (perfmodel.formulas.overlap)
     kinds = layer_kinds(m)
     n_dense = sum(1 for k in kinds if k is LayerKind.DENSE)
@@ -258,9 +226,9 @@ def evaluate(c: JobConstants, L: Layouts) -> StepArrays:
 
     sp_params = stage_params(m, L)
     layers_per_stage = len(kinds) / pp
-    per_layer_units = c.fsdp_collectives_per_layer
+    per_layer_units = sw.fsdp_collectives_per_layer
     dp = traffic.dp_traffic(sp_params.max_dense(), sp_params.max_expert(), L, hw, eff,
-                            layers_per_stage * per_layer_units, c.fsdp_list_api, c.grad_reduce_in_fp32)
+                            layers_per_stage * per_layer_units, sw)
     fsdp_per_layer = per_layer_units * dp.fsdp_per_unit_s
 
     per_layer: dict = {}
@@ -278,18 +246,18 @@ def evaluate(c: JobConstants, L: Layouts) -> StepArrays:
         used.append((lt.used_fwd_s * n_moe / len(kinds), lt.used_bwd_s * n_moe / len(kinds)))
     middle = _scaled(per_layer, layers_per_stage)
 
-    head = block_time(head_ops(m, c.cross_entropy), m, L, seq, c.precision, hw, eff, c.causal)
+    head = block_time(head_ops(m, sw), m, L, seq, c.precision, hw, eff, sw)
     head_parts = {"compute": head.fwd_s + head.bwd_s}
     mtp_parts: dict = {}   # one MTP module: its layer, its projection and its own head
     if m.mtp_layers:
         mtp_lt = _layer_time(mtp_layer_kind(m), c, L, fsdp_per_layer)
-        mtp_proj = block_time(mtp_extra_ops(m), m, L, seq, c.precision, hw, eff, c.causal)
+        mtp_proj = block_time(mtp_extra_ops(m), m, L, seq, c.precision, hw, eff, sw)
         mtp_parts = _add(_layer_parts(mtp_lt), {"compute": mtp_proj.fwd_s + mtp_proj.bwd_s + head.fwd_s + head.bwd_s})
 
     def total(d):
         return sum(d.values())
 
-    if c.pipeline_layout is None:
+    if sw.pipeline_stages is None:
         single = L.pp == 1
         last = _add(middle, head_parts, _scaled(mtp_parts, m.mtp_layers))
         first = {k: np.where(single, last[k], middle[k]) for k in last}
@@ -301,7 +269,7 @@ def evaluate(c: JobConstants, L: Layouts) -> StepArrays:
         slowest = {k: np.where(slow_is_last, last[k], np.where(slow_is_first, first[k], middle[k])) for k in last}
         bubble = pipeline.bubble_s(stages, L.pp, L.vpp)
     else:
-        stages, slowest, bubble = _layout_stages(c.pipeline_layout, L, per_layer, head_parts, mtp_parts)
+        stages, slowest, bubble = _layout_stages(sw.pipeline_stages, L, per_layer, head_parts, mtp_parts)
         t_max = total(slowest)
 
     num_mb = L.num_mb.astype(float)
@@ -334,10 +302,9 @@ def evaluate(c: JobConstants, L: Layouts) -> StepArrays:
                      + exposed_s(dp.param_gather_s, slow_fwd - used_fwd, ov.dp, slowdown))
 
     # Activation offload: host copies beside the layers' compute (perfmodel.formulas.offload).
-    n_off = c.activation_offload_layers
+    n_off = sw.activation_offload_layers
     if n_off:
-        per_kind = {k: activation_bytes_per_layer(m, k, seq, L.mbs, L.tp, L.sp, L.cp, L.etp, "none",
-                                                  flash=c.attention_backend == "flash", precision=c.precision)
+        per_kind = {k: activation_bytes_per_layer(m, k, seq, L.mbs, L.tp, L.sp, L.cp, L.etp, "none", c.precision, sw)
                     for k in set(kinds)}
         copy_s = offload.offloaded_bytes_per_layer(m, n_off, per_kind) / (
             hw.host_link.bandwidth_bytes_per_s * offload.HOST_COPY_EFFICIENCY)

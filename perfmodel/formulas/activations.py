@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from perfmodel.formulas.recompute import op_sac_saved_bytes_per_token, save_qkv_saved_bytes_per_token
-from perfmodel.spec.software import selective_modules
 from perfmodel.formulas.workload import ACT_BYTES, LayerKind
 from perfmodel.spec.model import ModelSpec
+from perfmodel.spec.software import SoftwareStack, selective_modules
 
 DROPOUT_MASK_BYTES = 1
 """Dropout masks are stored as one byte per element (Korthikanti et al. 2022, sec. 4.1)."""
@@ -48,8 +48,7 @@ saved for backward); norm inputs and attention tensors stay 16-bit."""
 
 
 def activation_bytes_per_layer(m: ModelSpec, kind: LayerKind, s, b, t, sp, cp, etp, recompute: str,
-                               flash: bool = True, dropout: bool = False, precision: str = "bf16",
-                               selective_policy: str = "core_attn") -> np.ndarray:
+                               precision: str, sw: SoftwareStack, dropout: bool = False) -> np.ndarray:
     """Bytes one GPU stores for one layer and one micro-batch (Korthikanti et al. 2022, sec. 4.1).
 
     Tensors are sorted as in the paper: "replicated" ones (norm inputs, GEMM inputs of
@@ -65,6 +64,7 @@ def activation_bytes_per_layer(m: ModelSpec, kind: LayerKind, s, b, t, sp, cp, e
     tokens = np.asarray(s) / np.asarray(cp) * np.asarray(b)
     B, h, a = ACT_BYTES, m.hidden_size, m.num_attention_heads
     G = SAVED_GEMM_INPUT_BYTES[precision]
+    flash, selective_policy = sw.flash_attention, sw.selective_recompute
     if recompute == "full":
         return tokens * B * h / r
     if recompute == "selective" and selective_policy == "op_sac":

@@ -34,13 +34,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perfmodel.formulas.counts import attention_fwd_flop_per_token, attention_layer_mix
+from perfmodel.formulas.layouts import Layouts
+from perfmodel.formulas.workload import Op, OpKind, TpSplit
 from perfmodel.spec.efficiency import Efficiencies, saturating_attention_efficiency, saturating_gemm_efficiency
 from perfmodel.spec.hardware import HardwareSpec
-from perfmodel.formulas.layouts import Layouts
 from perfmodel.spec.model import ModelSpec
-from perfmodel.formulas.workload import Op, OpKind, TpSplit
-from perfmodel.formulas.counts import attention_fwd_flop_per_token, attention_layer_mix
+from perfmodel.spec.software import SoftwareStack
 
+CAUSAL = True
+"""Every modelled job trains a decoder-only language model under the causal mask: a query
+attends to the keys before it (s/2 on average, ``perfmodel.formulas.counts.mean_keys_per_query``)."""
 ATTENTION_BWD_OVER_FWD_EXECUTED = 2.5
 """Flash-attention backward executes 2.5x the forward FLOPs (5 matmuls vs 2; Dao 2023)."""
 SOFTMAX_FWD_SCORE_PASSES = 2
@@ -194,8 +198,7 @@ def unfused_attention_s(op: Op, layouts: Layouts, seq_length: int, hw: HardwareS
 
 
 def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precision: str,
-            hw: HardwareSpec, eff: Efficiencies, causal: bool = True,
-            attention_backend: str = "flash") -> OpTime:
+            hw: HardwareSpec, eff: Efficiencies, sw: SoftwareStack) -> OpTime:
     T = tokens_per_microbatch(layouts, seq_length)
     if op.kind is OpKind.GEMM:
         sh = gemm_shape(op, model, layouts, seq_length)
@@ -217,7 +220,7 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
         flop = 2.0 * sh.m * sh.n * sh.k * sh.count
         t_math, t_mem = gemm_roofline_s(sh.m, sh.n, sh.k, sh.count, prec, hw, eff, grp, fast_accum=True)
         return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, t_mem > t_math, host_ops, extra)
-    if op.kind is OpKind.ATTENTION and attention_backend == "unfused":
+    if op.kind is OpKind.ATTENTION and not sw.flash_attention:
         fwd, bwd, flop, fwd_bytes = unfused_attention_s(op, layouts, seq_length, hw, eff)
         bound = memory_time_s(fwd_bytes, hw, eff, kernels=0) > flop / hw.gpu.peak_flop_per_s("bf16")
         return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, bound, 3, np.zeros_like(fwd))
@@ -229,7 +232,7 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
         # Full-attention and windowed layers (the op is their average): a windowed kernel's
         # loop over keys is at most w long, so it runs at the efficiency of a w-token sequence.
         for share, window in attention_layer_mix(op):
-            f = share * attention_fwd_flop_per_token(op, seq_length, causal, window) * T * head_share
+            f = share * attention_fwd_flop_per_token(op, seq_length, CAUSAL, window) * T * head_share
             s_kernel = s_local if window is None else np.minimum(s_local, window)
             flop = flop + f
             fwd = fwd + f / (peak * attention_efficiency(s_kernel, eff))
@@ -280,10 +283,8 @@ class BlockTime:
 
 
 def block_time(ops: tuple[Op, ...], model: ModelSpec, layouts: Layouts, seq_length: int,
-               precision: str, hw: HardwareSpec, eff: Efficiencies, causal: bool = True,
-               attention_backend: str = "flash") -> BlockTime:
-    times = tuple(op_time(op, model, layouts, seq_length, precision, hw, eff, causal, attention_backend)
-                  for op in ops)
+               precision: str, hw: HardwareSpec, eff: Efficiencies, sw: SoftwareStack) -> BlockTime:
+    times = tuple(op_time(op, model, layouts, seq_length, precision, hw, eff, sw) for op in ops)
     zero = np.zeros(len(layouts))
 
     def total(kind, attr):

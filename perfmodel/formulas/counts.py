@@ -12,8 +12,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfmodel.formulas.workload import (BACKWARD_OVER_FORWARD, FLOP_PER_MAC, LayerKind, Op, OpKind, head_ops,
-                                         layer_kinds, layer_ops, mtp_extra_ops, mtp_layer_kind)
+from perfmodel.formulas.workload import (
+    BACKWARD_OVER_FORWARD,
+    FLOP_PER_MAC,
+    LayerKind,
+    Op,
+    OpKind,
+    head_weight_op,
+    layer_kinds,
+    mtp_extra_ops,
+    mtp_layer_kind,
+    weight_ops,
+)
 from perfmodel.spec.model import ModelSpec
 
 
@@ -24,11 +34,11 @@ def _norm_params(m: ModelSpec) -> int:
 
 
 def layer_params(m: ModelSpec, kind: LayerKind) -> int:
-    return sum(op.params for op in layer_ops(m, kind)) + _norm_params(m)
+    return sum(op.params for op in weight_ops(m, kind)) + _norm_params(m)
 
 
 def layer_active_params(m: ModelSpec, kind: LayerKind) -> float:
-    return sum(op.params * (op.tokens_frac if op.expert else 1.0) for op in layer_ops(m, kind)) + _norm_params(m)
+    return sum(op.params * (op.tokens_frac if op.expert else 1.0) for op in weight_ops(m, kind)) + _norm_params(m)
 
 
 def embedding_params(m: ModelSpec) -> int:
@@ -120,7 +130,7 @@ def mean_attention_fwd_flop_per_token(op: Op, seq_length, causal: bool) -> float
 
 def layer_fwd_flop_per_token(m: ModelSpec, kind: LayerKind, seq_length: int, causal: bool) -> float:
     total = 0.0
-    for op in layer_ops(m, kind):
+    for op in weight_ops(m, kind):
         if op.kind is OpKind.GEMM:
             total += op.fwd_flop_per_token
         elif op.kind is OpKind.ATTENTION:
@@ -145,7 +155,7 @@ def training_flop_per_token(m: ModelSpec, seq_length: int, causal: bool = True) 
     """Model FLOPs per token = (1 + backward factor) x forward; recompute excluded (MFU convention)."""
     train = 1 + BACKWARD_OVER_FORWARD
     layers = sum(layer_fwd_flop_per_token(m, k, seq_length, causal) for k in layer_kinds(m))
-    output = sum(op.fwd_flop_per_token for op in head_ops(m))
+    output = head_weight_op(m).fwd_flop_per_token
     mtp = m.mtp_layers * (
         layer_fwd_flop_per_token(m, mtp_layer_kind(m), seq_length, causal)
         + sum(op.fwd_flop_per_token for op in mtp_extra_ops(m))

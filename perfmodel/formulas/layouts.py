@@ -11,8 +11,6 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from perfmodel.spec.scenario import Job
-
 
 @dataclass(frozen=True)
 class Layouts:
@@ -48,11 +46,3 @@ def layouts_from_arrays(**arrays) -> Layouts:
         v = np.asarray(arrays[f.name])
         out[f.name] = np.broadcast_to(v, (n,)).astype(bool if f.name == "sp" else np.int64)
     return Layouts(**out)
-
-
-def layouts_from_job(job: Job) -> Layouts:
-    p, s = job.scenario.parallelism, job.scenario
-    return layouts_from_arrays(
-        tp=[p.tp], pp=[p.pp], vpp=[p.vpp], cp=[p.cp], ep=[p.ep], etp=[p.etp], sp=[p.sp],
-        zero_stage=[p.zero_stage], mbs=[s.micro_batch_size], dp=[job.dp], num_mb=[job.num_microbatches],
-    )

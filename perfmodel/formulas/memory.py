@@ -35,16 +35,26 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from perfmodel.spec.hardware import HardwareSpec
-from perfmodel.formulas.layouts import Layouts
-from perfmodel.spec.model import ModelSpec
-from perfmodel.formulas.offload import resident_activation_bytes
-from perfmodel.spec.pipeline_layout import rank_load
 from perfmodel.formulas.activations import activation_bytes_per_layer
-from perfmodel.spec.units import GIBI, MEBI
-from perfmodel.formulas.workload import (ACT_BYTES, FP32_BYTES, LayerKind, OpKind, TpSplit, layer_kinds, layer_ops,
-                                         mtp_extra_ops, mtp_layer_kind)
 from perfmodel.formulas.counts import embedding_params, layer_params, mtp_params, output_params
+from perfmodel.formulas.layouts import Layouts
+from perfmodel.formulas.offload import resident_activation_bytes
+from perfmodel.formulas.workload import (
+    ACT_BYTES,
+    FP32_BYTES,
+    LayerKind,
+    OpKind,
+    TpSplit,
+    layer_kinds,
+    mtp_extra_ops,
+    mtp_layer_kind,
+    weight_ops,
+)
+from perfmodel.spec.hardware import HardwareSpec
+from perfmodel.spec.model import ModelSpec
+from perfmodel.spec.pipeline_layout import rank_load
+from perfmodel.spec.software import SoftwareStack
+from perfmodel.spec.units import GIBI, MEBI
 
 LOGITS_BYTES = 4
 """Logits for the cross-entropy are kept in fp32: 4*s*b*V/t (Korthikanti et al. 2022, sec. 4.3)."""
@@ -129,7 +139,7 @@ def layer_params_per_gpu(m: ModelSpec, kind: LayerKind, t, ep, etp) -> tuple[np.
     t > g each rank keeps a whole K and V head (replicated g -> t).
     """
     t = np.asarray(t, dtype=float)
-    gemm = [op for op in layer_ops(m, kind) if op.kind is OpKind.GEMM]
+    gemm = [op for op in weight_ops(m, kind) if op.kind is OpKind.GEMM]
     norms = layer_params(m, kind) - sum(op.params for op in gemm)
     dense = np.full(t.shape, float(norms))
     expert = np.zeros(t.shape)
@@ -198,12 +208,11 @@ class RankLayers:
 
 
 def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Layouts, rank,
-           flash: bool, dropout: bool, grad_reduce_in_fp32: bool, selective_policy,
-           cross_entropy: str, recompute_num_layers: int | None, offload_layers: int,
-           held: RankLayers | None = None) -> MemoryBreakdown:
+           sw: SoftwareStack, dropout: bool, held: RankLayers | None = None) -> MemoryBreakdown:
     """One rank's memory. Without ``held`` (even split) every rank holds v chunks of the
     fullest chunk's ceil(l / (p v)) layers; with it, the layout's layers, in chunks of n / v."""
     s, h, V = seq_length, m.hidden_size, m.vocab_size
+    grad_reduce_in_fp32, recompute_num_layers = sw.grad_reduce_in_fp32, sw.recompute_num_layers
     t = L.tp.astype(float)
     r = np.where(L.sp, t, 1.0)
     first, last = rank == 0, rank == L.pp - 1
@@ -245,8 +254,7 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
 
     # activations
     def act(kind, rc):
-        return activation_bytes_per_layer(m, kind, s, L.mbs, t, L.sp, L.cp, L.etp, rc, flash, dropout, precision,
-                                          selective_policy)
+        return activation_bytes_per_layer(m, kind, s, L.mbs, t, L.sp, L.cp, L.etp, rc, precision, sw, dropout)
 
     if recompute == "full" and recompute_num_layers is not None:
         # block method: the first N layers of each chunk store their input, the rest all
@@ -257,14 +265,14 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
         per_layer = rebuilt = {k: act(k, recompute) for k in kinds}
     stored = _chunks_in_flight(rank, L.pp, L.vpp, L.num_mb) \
         * sum(count[k] * per_layer[k] for k in kinds) / L.vpp          # chunks x n / v layers
-    if offload_layers:
-        stored = np.where(L.pp == 1, resident_activation_bytes(m, offload_layers, per_layer), stored)
+    if sw.activation_offload_layers:
+        stored = np.where(L.pp == 1, resident_activation_bytes(m, sw.activation_offload_layers, per_layer), stored)
     # backward rebuilds one layer's dropped tensors at a time (Chen et al. 2016, sec. 3)
     rebuild = np.max([np.where(count[k] > 0, act(k, "none") - rebuilt[k], 0) for k in kinds], axis=0)
     tokens = s / L.cp * L.mbs
     B = ACT_BYTES
     # final norm input, output GEMM input, fp32 logits: 4sbh/t * (1 + V/h) with SP (sec. 4.3)
-    per_logit = EAGER_FP32_CE_PEAK_BYTES_PER_LOGIT if cross_entropy == "eager_fp32" else LOGITS_BYTES
+    per_logit = EAGER_FP32_CE_PEAK_BYTES_PER_LOGIT if sw.cross_entropy == "eager_fp32" else LOGITS_BYTES
     output_layer = tokens * (2 * B * h / r + per_logit * V / t)
     mtp = 0.0
     if m.mtp_layers:   # norms of h and the embedding, 2h-wide projection input, its own head
@@ -288,28 +296,27 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
 
 
 def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision: str, layouts: Layouts,
-                   *, flash: bool = True, dropout: bool = False, grad_reduce_in_fp32: bool = True,
-                   selective_policy="core_attn", cross_entropy: str = "fused",
-                   recompute_num_layers: int | None = None, activation_offload_layers: int = 0,
-                   pipeline_layout: tuple[str, ...] | None = None) -> MemoryBreakdown:
+                   sw: SoftwareStack, *, dropout: bool = False) -> MemoryBreakdown:
     """Peak memory per GPU: the most loaded pipeline rank.
 
     Even split: the larger of the first stage (the embedding and the most micro-batches in
     flight) and the last (the output layer, MTP modules and the fp32 logits; with pp = 1 they
     are the same stage), and for MoE models with leading dense-MLP layers also the ranks just
-    past them. ``pipeline_layout`` (virtual stages, ``perfmodel.spec.pipeline_layout``): every rank
-    holds the layers the layout gives it, and all ranks are weighed.
-    ``recompute_num_layers``: full recompute of that many layers per chunk (block method);
-    ``activation_offload_layers``: layers whose activations wait in host memory (pp = 1 only,
-    ``perfmodel.formulas.offload``).
+    past them. ``sw.pipeline_layout`` (virtual stages, ``perfmodel.spec.pipeline_layout``): every
+    rank holds the layers the layout gives it, and all ranks are weighed.
+    ``sw.recompute_num_layers``: full recompute of that many layers per chunk (block method);
+    ``sw.activation_offload_layers``: layers whose activations wait in host memory (pp = 1 only,
+    ``perfmodel.formulas.offload``). ``dropout``: stored dropout masks (not in current recipes;
+    Korthikanti et al. 2022's Table 2 counts them).
     """
     if precision not in STATE_BYTES_PER_PARAM:
         raise ValueError(f"precision {precision!r} is not one of {tuple(STATE_BYTES_PER_PARAM)}")
     if recompute not in ("none", "selective", "full"):
         raise ValueError(f"recompute {recompute!r} is not one of ('none', 'selective', 'full')")
+    pipeline_layout = sw.pipeline_stages
+
     def stage(rank, held=None):
-        return _stage(model, seq_length, recompute, precision, layouts, rank, flash, dropout, grad_reduce_in_fp32,
-                      selective_policy, cross_entropy, recompute_num_layers, activation_offload_layers, held)
+        return _stage(model, seq_length, recompute, precision, layouts, rank, sw, dropout, held)
 
     def larger(a: MemoryBreakdown, b: MemoryBreakdown, take_b) -> MemoryBreakdown:
         return MemoryBreakdown(*(np.where(take_b, getattr(b, f.name), getattr(a, f.name))

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from perfmodel.spec.model import ModelSpec
 from perfmodel.formulas.workload import LayerKind, layer_kinds
+from perfmodel.spec.model import ModelSpec
 
 HOST_COPY_EFFICIENCY = 0.81
 """Achieved share of the host link's per-direction bandwidth for pinned device-to-host and

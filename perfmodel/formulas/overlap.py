@@ -33,46 +33,8 @@ window per extra kind).
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
-from perfmodel.spec.limits import real_field
-
-Phi = real_field(1.0, 0.0, exclusive_minimum=False)
-"""An overlap fraction in [0, 1]."""
-
-
-class Overlap(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    tp: Phi | None = 0.0
-    """TP all-gather/reduce-scatter behind the layer's GEMMs. Default 0: Megatron-Core's
-    TransformerConfig default tp_comm_overlap=False, so TP collectives sit in the critical
-    path. None = ideal chunked pipelining, where the collective is split into tp chunks and
-    all but the first hide behind GEMM chunks, phi = (tp - 1) / tp (Wang et al., ASPLOS 2023,
-    'Overlap communication with dependent computation via decomposition'; Transformer Engine
-    userbuffers). The SMs the overlapped collectives take from those GEMMs are charged by
-    ``exposed_s``."""
-    cp: Phi = 1.0
-    """Ring-attention KV exchange behind the attention blocks (Liu et al. 2023, Ring
-    Attention; Megatron-Core context parallelism sends the next KV chunk while computing)."""
-    ep: Phi = 0.0
-    """MoE dispatch and combine. Default 0: Megatron-Core's dispatchers run them in the
-    critical path. Batch-level overlap is opt-in (Megatron-Core
-    overlap_moe_expert_parallel_comm, MCore v0.14; DeepSeek-V3's DualPipe): the forward of
-    one micro-batch runs beside the backward of another, so the forward all-to-alls hide
-    behind the layer's backward compute and the backward ones behind its forward compute
-    (Megatron-Core API docs, core.pipeline_parallel.combined_1f1b); that compute is the
-    window. The unpaired first forward and last backward are not modelled."""
-    pp: Phi = 1.0
-    """Steady-state pipeline send/recv behind compute (batched isend/irecv); the fill and
-    drain transfers are always exposed (Narayanan et al. 2021, sec. 2.2)."""
-    dp: Phi = 1.0
-    """Gradient reduce-scatter behind the last micro-batch's backward and parameter
-    all-gather behind the next forward (Megatron-Core overlap_grad_reduce and
-    overlap_param_gather, on in NeMo/Megatron-Bridge recipes; PyTorch DDP buckets, Li et al. 2020)."""
-    fsdp: Phi = 1.0
-    """ZeRO-3/FSDP per-layer all-gathers prefetched behind the previous layer's compute
-    (PyTorch FSDP, Zhao et al. 2023, sec. 4.3)."""
+from perfmodel.spec.software import Overlap
 
 
 def exposed_s(t_comm, t_window, phi, slowdown=0.0):

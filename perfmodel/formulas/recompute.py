@@ -59,8 +59,8 @@ from __future__ import annotations
 import numpy as np
 
 from perfmodel.formulas.compute import BlockTime
-from perfmodel.spec.model import ModelSpec
 from perfmodel.formulas.workload import ACT_BYTES, FP32_BYTES, LayerKind, OpKind
+from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.software import selective_modules
 
 NORMS_PER_LAYER = 2

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perfmodel.formulas.counts import embedding_params, output_params
 from perfmodel.formulas.layouts import Layouts
-from perfmodel.spec.model import ModelSpec
 from perfmodel.formulas.memory import layer_params_per_gpu
 from perfmodel.formulas.workload import LayerKind, layer_kinds, mtp_extra_ops, mtp_layer_kind
-from perfmodel.formulas.counts import embedding_params, output_params
+from perfmodel.spec.model import ModelSpec
 
 
 def _layer_split_params(model: ModelSpec, kind: LayerKind, layouts: Layouts):

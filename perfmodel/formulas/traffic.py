@@ -31,12 +31,13 @@ import numpy as np
 
 from perfmodel.formulas.comm import Collective, group_domains, group_time_s, p2p_time_s
 from perfmodel.formulas.compute import memory_time_s, moe_tokens, tokens_per_microbatch
-from perfmodel.spec.efficiency import Efficiencies
-from perfmodel.spec.hardware import HardwareSpec
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.memory import GRAD_16BIT_BYTES, GRAD_FP32_BYTES
-from perfmodel.spec.model import ModelSpec
 from perfmodel.formulas.workload import ACT_BYTES, LayerKind
+from perfmodel.spec.efficiency import Efficiencies
+from perfmodel.spec.hardware import HardwareSpec
+from perfmodel.spec.model import ModelSpec
+from perfmodel.spec.software import SoftwareStack
 
 PARAM_BYTES = 2
 """16-bit parameters gathered by the distributed optimizer / FSDP."""
@@ -115,7 +116,7 @@ def remote_domains_per_token(num_experts: int, top_k: int, n_domains):
 
 
 def ep_layer_s(model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpec, eff: Efficiencies,
-               dispatcher: str = "alltoall"):
+               sw: SoftwareStack):
     """Dispatch + combine of one MoE layer in one direction.
 
     alltoall: every routed copy of a token is its own message; a group spanning domains
@@ -128,7 +129,7 @@ def ep_layer_s(model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpec, e
     E, k = model.moe.num_experts, model.moe.top_k
     copy = moe_tokens(layouts, seq) * model.hidden_size * ACT_BYTES
     network = None
-    if dispatcher == "flex":
+    if sw.moe_dispatcher == "flex":
         _, n_out = group_domains(layouts.ep, layouts.etp, hw.scale_up.domain_size)
         network = copy * remote_domains_per_token(E, k, n_out)
     one = group_time_s(Collective.ALL_TO_ALL, copy * k, layouts.ep, layouts.etp, hw, eff, network)
@@ -159,12 +160,12 @@ class DpTraffic:
 
 
 def dp_traffic(dense_params_per_gpu, expert_params_per_gpu, layouts: Layouts, hw: HardwareSpec,
-               eff: Efficiencies, fsdp_units=1.0, fsdp_list_api: bool = False,
-               grad_reduce_in_fp32: bool = True) -> DpTraffic:
+               eff: Efficiencies, fsdp_units, sw: SoftwareStack) -> DpTraffic:
     """Data-parallel traffic for the parameters one GPU holds (before ZeRO-3 sharding);
-    ``fsdp_units`` is the number of separately gathered units they split into.
+    ``fsdp_units`` is the number of separately gathered units they split into; gradients go in
+    fp32 or 16 bits by ``sw.grad_reduce_in_fp32``.
 
-    ``fsdp_list_api``: the ZeRO-3 collectives go through torch.distributed's list API
+    ``sw.fsdp_list_api``: the ZeRO-3 collectives go through torch.distributed's list API
     (all_gather into, reduce_scatter from, a list of n per-rank tensors). ProcessGroupNCCL
     serves it through a flat buffer and copies each rank's chunk with its own copy kernel
     (after the all-gather, before the reduce-scatter): n more HBM-bound kernels moving the
@@ -172,6 +173,7 @@ def dp_traffic(dense_params_per_gpu, expert_params_per_gpu, layouts: Layouts, hw
     n_dp = layouts.dp * layouts.cp
     n_edp = np.maximum(layouts.dp * layouts.cp * layouts.tp // (layouts.ep * layouts.etp), 1)
     z = layouts.zero_stage
+    grad_reduce_in_fp32, fsdp_list_api = sw.grad_reduce_in_fp32, sw.fsdp_list_api
 
     def sync(params, n, stride, list_api=False):
         # No parameters of a kind (no experts in a dense model): no collective, no latency.

@@ -22,8 +22,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-
 from perfmodel.spec.model import ModelSpec
+from perfmodel.spec.software import SoftwareStack
 
 FLOP_PER_MAC = 2
 """A multiply-accumulate is two FLOPs."""
@@ -171,8 +171,7 @@ def _moe_mlp_ops(m: ModelSpec) -> list[Op]:
     return ops
 
 
-def _memory_ops(m: ModelSpec, kind: LayerKind, moe_dispatcher: str = "alltoall",
-                elementwise_kernels: str = "fused") -> list[Op]:
+def _memory_ops(m: ModelSpec, kind: LayerKind, sw: SoftwareStack) -> list[Op]:
     """Elementwise traffic per layer token, forward (Korthikanti et al. 2022, sec. 4.1 tensors).
 
     fused (Transformer Engine / Megatron-Core kernels, or torch.compile): two norms (read h,
@@ -186,7 +185,7 @@ def _memory_ops(m: ModelSpec, kind: LayerKind, moe_dispatcher: str = "alltoall",
         width += m.moe.expert_ffn_hidden_size * m.moe.num_shared_experts
     act_in = _mlp_mats(m) * width
     residual = Op("residual", OpKind.MEMORY, bytes_per_token=2 * (3 * h) * B)
-    if elementwise_kernels == "eager":
+    if sw.elementwise_kernels == "eager":
         attention_side, activation = _eager_elementwise_ops(m, width)
         ops = attention_side + [residual, activation]
     else:
@@ -197,7 +196,7 @@ def _memory_ops(m: ModelSpec, kind: LayerKind, moe_dispatcher: str = "alltoall",
         # writes top_k copies of the h-wide token (Megatron-Core MoE token dispatcher).
         permute_pair = 2 * 2 * m.moe.top_k * h * B
         ops.append(Op("moe/permute", OpKind.MEMORY, bytes_per_token=permute_pair))
-        if moe_dispatcher == "alltoall":
+        if sw.moe_dispatcher == "alltoall":
             # The all-to-all arrives ordered by source rank; a GPU holding several experts
             # sorts it by local expert after dispatch and restores the order before combine,
             # each pass again reading and writing the top_k copies (Megatron-Core
@@ -254,13 +253,19 @@ def _eager_elementwise_ops(m: ModelSpec, width: int) -> tuple[list[Op], Op]:
     return ops, act
 
 
-def layer_ops(m: ModelSpec, kind: LayerKind, moe_dispatcher: str = "alltoall",
-              elementwise_kernels: str = "fused") -> tuple[Op, ...]:
-    """Operations of one transformer layer of the given kind (``moe_dispatcher``: the
-    scenario's token dispatcher, which decides the MoE permutation passes;
-    ``elementwise_kernels``: fused or eager norms, rotary embedding and activation)."""
+def weight_ops(m: ModelSpec, kind: LayerKind) -> tuple[Op, ...]:
+    """The GEMMs and the attention core of one layer of the given kind: the operations that hold
+    the layer's weights and FLOPs, the same whatever software runs them."""
     mlp = _dense_mlp_ops(m) if kind is LayerKind.DENSE else _moe_mlp_ops(m)
-    return tuple(_attention_ops(m) + mlp + _memory_ops(m, kind, moe_dispatcher, elementwise_kernels))
+    return tuple(_attention_ops(m) + mlp)
+
+
+def layer_ops(m: ModelSpec, kind: LayerKind, sw: SoftwareStack) -> tuple[Op, ...]:
+    """Operations of one transformer layer of the given kind: ``weight_ops`` and the
+    elementwise traffic the software stack runs beside them (``sw.elementwise_kernels``: fused
+    or eager norms, rotary embedding and activation; ``sw.moe_dispatcher``: the MoE
+    permutation passes)."""
+    return weight_ops(m, kind) + tuple(_memory_ops(m, kind, sw))
 
 
 EAGER_FP32_CE_FWD_BYTES_PER_LOGIT = (ACT_BYTES + FP32_BYTES) + (3 * FP32_BYTES + FP32_BYTES)
@@ -280,17 +285,22 @@ bytes (measured 5.72 ms per 1.05e9 logits, same file); the cast back to bf16 rea
 2. 26 bytes per logit in 4 kernels."""
 
 
-def head_ops(m: ModelSpec, cross_entropy: str = "fused") -> tuple[Op, ...]:
-    """Output layer: logits GEMM and the softmax cross-entropy over V (fused: read and write
-    logits; eager_fp32: the eager fp32 upcast and log-softmax, ``EAGER_FP32_CE_FWD_BYTES_PER_LOGIT``
-    and ``EAGER_FP32_CE_BWD_BYTES_PER_LOGIT``)."""
-    h, V = m.hidden_size, m.vocab_size
-    if cross_entropy == "eager_fp32":
+def head_weight_op(m: ModelSpec) -> Op:
+    """The output layer's logits GEMM."""
+    return Op("output/logits", OpKind.GEMM, k=m.hidden_size, n=m.vocab_size, tp_split=TpSplit.COLUMN)
+
+
+def head_ops(m: ModelSpec, sw: SoftwareStack) -> tuple[Op, ...]:
+    """Output layer: logits GEMM and the softmax cross-entropy over V (``sw.cross_entropy``
+    fused: read and write logits; eager_fp32: the eager fp32 upcast and log-softmax,
+    ``EAGER_FP32_CE_FWD_BYTES_PER_LOGIT`` and ``EAGER_FP32_CE_BWD_BYTES_PER_LOGIT``)."""
+    V = m.vocab_size
+    if sw.cross_entropy == "eager_fp32":
         loss = Op("output/cross_entropy", OpKind.MEMORY, bytes_per_token=EAGER_FP32_CE_FWD_BYTES_PER_LOGIT * V,
                   kernels=3, bwd_bytes_per_token=EAGER_FP32_CE_BWD_BYTES_PER_LOGIT * V, bwd_kernels=4)
     else:
         loss = Op("output/cross_entropy", OpKind.MEMORY, bytes_per_token=3 * V * ACT_BYTES)
-    return (Op("output/logits", OpKind.GEMM, k=h, n=V, tp_split=TpSplit.COLUMN), loss)
+    return (head_weight_op(m), loss)
 
 
 def mtp_extra_ops(m: ModelSpec) -> tuple[Op, ...]:

@@ -104,3 +104,44 @@ def markdown(report: Report, profiles: bool = True, worst_k: int = 10, notes: di
         lines += ["", "## Not runnable", ""]
         lines += [f"- `{s.id}`: {s.reason}" for s in report.skipped]
     return "\n".join(lines) + "\n"
+
+
+def text_report(report) -> str:
+    """The validation report as plain text tables (``perfmodel validate``)."""
+    out: list[str] = []
+    rows = [[r.id[:56], r.hardware, f"{r.measured_tokens_per_s_per_gpu:,.0f}", f"{r.predicted_tokens_per_s_per_gpu:,.0f}",
+             f"{100 * r.error:+.1f}%", "-" if r.measured_mfu is None else f"{r.measured_mfu:.3f}",
+             f"{r.predicted_mfu:.3f}", r.bottleneck] for r in report.results]
+    out.append(fmt.table(rows, header=["case", "hardware", "meas tok/s/GPU", "pred", "error", "meas MFU", "pred MFU", "bottleneck"]))
+    out.append("")
+    for s in report.skipped:
+        out.append(f"skipped {s.id}: {s.reason}")
+    out.append("")
+    out.append("worst ten:")
+    for r in report.worst():
+        out.append(f"  {r.id}: {100 * r.error:+.1f}%")
+    out.append("")
+    mem = report.memory_results()
+    if mem:
+        out.append("peak memory per GPU (cases that publish it):")
+        out.append(fmt.table([[r.id[:56], f"{r.measured_peak_memory_gib:.1f}", f"{r.predicted_memory_gib:.1f}",
+                          f"{100 * r.memory_error:+.0f}%"] for r in mem],
+                        header=["case", "measured GiB", "predicted GiB", "error"]))
+        out.append(f"memory MAPE over {len(mem)} cases: {fmt.percent(report.memory_mape())}")
+        out.append("")
+    out.append(fmt.table([[src[:64], str(v["cases"]), fmt.percent(v["mape"]), f"{100 * v['mean_error']:+.1f}%"]
+                     for src, v in report.by_source().items()],
+                    header=["source", "cases", "MAPE", "mean error"]))
+    out.append("")
+    hw_rows = [[g, str(v["cases"]), fmt.percent(v["mape"]), ", ".join(v["specs"])] for g, v in report.by_gpu().items()]
+    hw_rows.append(["overall", str(len(report.results)), fmt.percent(report.mape()), ""])
+    out.append(fmt.table(hw_rows, header=["GPU", "cases", "MAPE tokens/s/GPU", "specs"]))
+    wi = report.what_if()
+    out.append(f"what-if accuracy (ratios between cases of one source, GPU and model): mean {fmt.percent(wi['mean'])}, "
+          f"median {fmt.percent(wi['median'])} over {wi['pairs']} pairs of {wi['cases']} cases")
+    rep = report.repeats()
+    out.append(f"repeated jobs: {len(rep['groups'])} groups of equal scenarios measured apart leave a floor of "
+          f"{fmt.percent(rep['floor_mape'])} under the overall MAPE")
+    out.append(f"memory fit: the model says {len(report.not_fitting())} of {len(report.results)} published runs "
+          "do not fit (each is a memory-model miss)")
+    return "\n".join(out)

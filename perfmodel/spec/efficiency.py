@@ -22,8 +22,17 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from perfmodel.spec.limits import (MAX_BUSBW_BYTES_PER_S, MAX_COLLECTIVE_FITS, MAX_NUM_GPUS, MAX_RATIO, MAX_SECONDS,
-                     MIN_BUSBW_BYTES_PER_S, Name, int_field, real_field)
+from perfmodel.spec.limits import (
+    MAX_BUSBW_BYTES_PER_S,
+    MAX_COLLECTIVE_FITS,
+    MAX_NUM_GPUS,
+    MAX_RATIO,
+    MAX_SECONDS,
+    MIN_BUSBW_BYTES_PER_S,
+    Name,
+    int_field,
+    real_field,
+)
 
 
 def saturating_gemm_efficiency(m, n, k, efficiency_max, half_dim):

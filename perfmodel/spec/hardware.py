@@ -23,11 +23,25 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, StrictBool, model_validator
 
-from perfmodel.spec.paths import PROJECT_DIR
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.errors import InputError, read_data_file, validated
-from perfmodel.spec.limits import (MAX_COUNT, MAX_GB_PER_S, MAX_GBIT_PER_S, MAX_GIB, MAX_LATENCY_US, MAX_NICS_PER_GPU,
-                     MAX_NUM_GPUS, MAX_POWER_W, MAX_TFLOP_PER_S, MAX_USD, MIN_RATE, Name, int_field, real_field)
+from perfmodel.spec.limits import (
+    MAX_COUNT,
+    MAX_GB_PER_S,
+    MAX_GBIT_PER_S,
+    MAX_GIB,
+    MAX_LATENCY_US,
+    MAX_NICS_PER_GPU,
+    MAX_NUM_GPUS,
+    MAX_POWER_W,
+    MAX_TFLOP_PER_S,
+    MAX_USD,
+    MIN_RATE,
+    Name,
+    int_field,
+    real_field,
+)
+from perfmodel.spec.paths import PROJECT_DIR
 from perfmodel.spec.units import BITS_PER_BYTE, GIBI, GIGA, MEBI, MICRO, TERA
 
 PRECISIONS = ("fp64", "tf32", "bf16", "fp16", "fp8", "fp4")

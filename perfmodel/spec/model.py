@@ -11,8 +11,18 @@ import reprlib
 from pydantic import BaseModel, ConfigDict, StrictBool, model_validator
 
 from perfmodel.spec.errors import InputError
-from perfmodel.spec.limits import (MAX_ATTENTION_HEADS, MAX_FFN_HIDDEN_SIZE, MAX_HEAD_DIM, MAX_HIDDEN_SIZE, MAX_NUM_EXPERTS,
-                     MAX_NUM_LAYERS, MAX_SEQ_LENGTH, MAX_VOCAB_SIZE, Name, int_field)
+from perfmodel.spec.limits import (
+    MAX_ATTENTION_HEADS,
+    MAX_FFN_HIDDEN_SIZE,
+    MAX_HEAD_DIM,
+    MAX_HIDDEN_SIZE,
+    MAX_NUM_EXPERTS,
+    MAX_NUM_LAYERS,
+    MAX_SEQ_LENGTH,
+    MAX_VOCAB_SIZE,
+    Name,
+    int_field,
+)
 
 
 class _Frozen(BaseModel):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from perfmodel.spec.paths import DATA_DIR
 import functools
 from pathlib import Path
 
@@ -10,6 +9,7 @@ from pydantic import ValidationError
 
 from perfmodel.spec.errors import InputError, pydantic_message, read_data_file, safe_load_yaml
 from perfmodel.spec.model import ModelSpec
+from perfmodel.spec.paths import DATA_DIR
 
 PRESETS_FILE = DATA_DIR / "models.yaml"
 

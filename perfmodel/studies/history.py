@@ -10,13 +10,13 @@ step is the part of the software the model does not describe. Data:
 
 from __future__ import annotations
 
-from perfmodel.spec.paths import DATA_DIR
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from perfmodel.spec.errors import InputError, pydantic_message, read_data_file
 from perfmodel.engine.prediction import predict
+from perfmodel.spec.errors import InputError, pydantic_message, read_data_file
+from perfmodel.spec.paths import DATA_DIR
 from perfmodel.spec.scenario import Scenario, parse_scenario
 from perfmodel.spec.units import TERA
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perfmodel.engine.rules import Resolved
 from perfmodel.formulas.compute import gemm_precision, op_time
 from perfmodel.formulas.workload import OpKind, head_ops, layer_kinds, layer_ops
 
@@ -52,28 +53,26 @@ def _roof_rows(label: str, precision: str, level: str, peak: float, bw: float) -
                  flop_per_s=float(min(peak, i * bw))) for i in grid]
 
 
-def roofline(job, efficiency=None) -> Roofline:
-    """Roofline rows for a resolved ``Job`` (``scenario.resolve``)."""
-    from perfmodel.formulas.layouts import layouts_from_job
-
-    s, hw, m = job.scenario, job.hardware, job.model
-    eff = efficiency or hw.efficiency
-    L = layouts_from_job(job)
+def roofline(r: Resolved) -> Roofline:
+    """Roofline rows for a resolved scenario (``perfmodel.engine.rules.resolve``): its own
+    layout, efficiencies and software stack, the ones its prediction uses."""
+    job, L = r.job, r.layouts
+    hw, m, eff, sw = job.hardware, job.model, job.efficiency, job.software
     bw = hw.gpu.hbm_bandwidth_bytes_per_s
     bw_achievable = bw * eff.memory_efficiency
     kinds = sorted(set(layer_kinds(m)), key=lambda k: k.value)
-    groups = [(f"{k.value} layer", layer_ops(m, k, s.moe_dispatcher, s.elementwise_kernels)) for k in kinds] + [("output", head_ops(m, s.cross_entropy))]
+    groups = [(f"{k.value} layer", layer_ops(m, k, sw)) for k in kinds] + [("output", head_ops(m, sw))]
     points = []
     used_precisions = set()
     for group, ops in groups:
         for op in ops:
-            t = op_time(op, m, L, s.seq_length, s.precision, hw, eff)
+            t = op_time(op, m, L, job.seq_length, job.precision, hw, eff, sw)
             flop, nbytes = float(t.fwd_flop[0]), float(t.fwd_bytes[0])
             if flop == 0 and nbytes == 0:
                 continue   # an op this layout does not run (sort by local expert with one expert per GPU)
             fwd_s = float(t.fwd_s[0])
             if op.kind is OpKind.GEMM:
-                prec = gemm_precision(op, s.precision)
+                prec = gemm_precision(op, job.precision)
             else:
                 prec = "bf16"
             bound = "memory" if bool(t.fwd_memory_bound[0]) else "compute"
@@ -87,7 +86,7 @@ def roofline(job, efficiency=None) -> Roofline:
                 flop=flop, bytes=nbytes, time_s=fwd_s + float(t.bwd_s[0]), bound=bound,
             ))
     roofs, ridge = [], {}
-    for prec in sorted(used_precisions or {s.precision}):
+    for prec in sorted(used_precisions or {job.precision}):
         peak = hw.gpu.peak_flop_per_s(prec)
         g = eff.gemm.get(prec) or eff.gemm["bf16"]
         roofs += _roof_rows(f"{prec} peak", prec, "peak", peak, bw)

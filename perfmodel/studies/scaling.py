@@ -27,16 +27,17 @@ from typing import Literal
 
 import numpy as np
 
-from perfmodel.present import fmt
-from perfmodel.formulas.cost import CostModel, job_cost, marginal_usd_per_hour_saved
+from perfmodel.formulas.cost import job_cost, marginal_usd_per_hour_saved
+from perfmodel.formulas.counts import param_count
+from perfmodel.formulas.goodput import checkpoint_state_bytes, goodput_fraction
+from perfmodel.spec.cost import CostModel
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.errors import InputError
-from perfmodel.formulas.goodput import FailureModel, checkpoint_state_bytes, goodput_fraction
 from perfmodel.spec.limits import MAX_NUM_GPUS, MAX_SWEEP_POINTS
-from perfmodel.formulas.overlap import Overlap
-from perfmodel.studies.search import Candidate, SearchOptions, bind, search
+from perfmodel.spec.reliability import FailureModel
+from perfmodel.spec.scenario import hardware_of, model_of
 from perfmodel.spec.units import SECONDS_PER_DAY, SECONDS_PER_HOUR
-from perfmodel.formulas.counts import param_count
+from perfmodel.studies.search import Candidate, SearchOptions, search
 
 Mode = Literal["strong", "weak"]
 EFFICIENCY_THRESHOLD_DEFAULT = 0.8
@@ -81,27 +82,70 @@ class ScalingPoint:
         return out
 
 
+KneeRule = Literal["efficiency", "no_faster", "value_of_time"]
+VerdictRule = Literal["none_runs", "deadline_missed", "value_of_time", "cheapest_on_time", "efficiency"]
+
+
+@dataclass(frozen=True)
+class Knee:
+    """Where adding GPUs stops paying: the count, the rule that fired, and the points it compared."""
+
+    num_gpus: int | None
+    rule: KneeRule | None
+    """efficiency: parallel efficiency fell below the threshold; no_faster: more GPUs did not
+    shorten the time to solution; value_of_time: an hour saved cost more than it is worth."""
+    point: ScalingPoint | None
+    previous: ScalingPoint | None
+    efficiency_threshold: float
+    value_of_time_usd_per_hour: float | None
+
+    def to_dict(self) -> dict:
+        return {"num_gpus": self.num_gpus, "rule": self.rule,
+                "previous_num_gpus": self.previous.num_gpus if self.previous else None}
+
+
 @dataclass(frozen=True)
 class Verdict:
+    """The recommended count, the rule that chose it, and the numbers behind it."""
+
     num_gpus: int | None
-    reason: str
+    rule: VerdictRule
+    """none_runs: no count has a layout that runs and fits; deadline_missed: none meets the
+    deadline (the fastest is given); value_of_time: the count minimising cost + value of time x
+    time; cheapest_on_time: the cheapest that meets the deadline; efficiency: the largest count
+    whose parallel efficiency stays above the threshold."""
+    chosen: ScalingPoint | None
+    next_point: ScalingPoint | None
+    """The next larger count considered, for the reason to stop there."""
+    marginal_usd_per_hour_saved: float | None
+    """From the chosen count to the next, where that buys time (value-of-time rule)."""
+    efficiency_threshold: float
+    value_of_time_usd_per_hour: float | None
+    deadline_s: float | None
+
+    def to_dict(self) -> dict:
+        return {"num_gpus": self.num_gpus, "rule": self.rule,
+                "next_num_gpus": self.next_point.num_gpus if self.next_point else None,
+                "marginal_usd_per_hour_saved": self.marginal_usd_per_hour_saved}
 
 
 @dataclass(frozen=True)
 class ScalingResult:
     mode: str
     points: tuple[ScalingPoint, ...]
-    knee_num_gpus: int | None
-    knee_reason: str
+    knee: Knee
     verdict: Verdict
+
+    @property
+    def knee_num_gpus(self) -> int | None:
+        return self.knee.num_gpus
 
     def runnable(self) -> tuple[ScalingPoint, ...]:
         return tuple(p for p in self.points if p.ok)
 
     def to_dict(self) -> dict:
         return {"mode": self.mode, "points": [p.to_dict() for p in self.points],
-                "knee_num_gpus": self.knee_num_gpus, "knee_reason": self.knee_reason,
-                "verdict": {"num_gpus": self.verdict.num_gpus, "reason": self.verdict.reason}}
+                "knee": self.knee.to_dict(), "verdict": self.verdict.to_dict()}
 
 
 def _batch_for(scenario, n: int, mode: str) -> tuple[int | None, str]:
@@ -119,7 +163,7 @@ def scale_sweep(scenario, gpu_counts, mode: Mode = "strong", options: SearchOpti
                 cost_model: CostModel | None = None, failure_model: FailureModel | None = None, *,
                 efficiency_threshold: float = EFFICIENCY_THRESHOLD_DEFAULT,
                 value_of_time_usd_per_day: float | None = None, deadline_s: float | None = None,
-                efficiency: Efficiencies | None = None, overlap: Overlap | None = None,
+                efficiency: Efficiencies | None = None,
                 progress=None) -> ScalingResult:
     """Best layout, throughput, efficiency, time to solution and cost at each GPU count."""
     if mode not in ("strong", "weak"):
@@ -138,7 +182,7 @@ def scale_sweep(scenario, gpu_counts, mode: Mode = "strong", options: SearchOpti
             raise InputError(name, f"must be > 0, got {v}")
     options = (options or SearchOptions()).model_copy(update={"gpu_counts": None})
     cost_model, fm = cost_model or CostModel(), failure_model or FailureModel()
-    m, hw = bind(scenario)
+    m, hw = model_of(scenario), hardware_of(scenario)
     state_bytes = checkpoint_state_bytes(param_count(m).total)
 
     raw = []
@@ -148,7 +192,7 @@ def scale_sweep(scenario, gpu_counts, mode: Mode = "strong", options: SearchOpti
             raw.append(ScalingPoint(n, scenario.global_batch_size, None, why))
             continue
         sc = scenario.model_copy(update={"num_gpus": n, "global_batch_size": gbs})
-        res = search(sc, options, cost_model, efficiency=efficiency, overlap=overlap)
+        res = search(sc, options, cost_model, efficiency=efficiency)
         if progress is not None:
             progress(k + 1, len(counts))
         if res.best is None:
@@ -181,73 +225,55 @@ def scale_sweep(scenario, gpu_counts, mode: Mode = "strong", options: SearchOpti
 
     vot_per_hour = (None if value_of_time_usd_per_day is None
                     else value_of_time_usd_per_day * SECONDS_PER_HOUR / SECONDS_PER_DAY)
-    knee, knee_reason = find_knee(points, efficiency_threshold, vot_per_hour)
-    verdict = recommend(points, efficiency_threshold, vot_per_hour, deadline_s)
-    return ScalingResult(mode=mode, points=tuple(points), knee_num_gpus=knee, knee_reason=knee_reason, verdict=verdict)
+    return ScalingResult(mode=mode, points=tuple(points), knee=find_knee(points, efficiency_threshold, vot_per_hour),
+                         verdict=recommend(points, efficiency_threshold, vot_per_hour, deadline_s))
 
 
-def find_knee(points, efficiency_threshold: float, value_of_time_usd_per_hour: float | None = None):
+def find_knee(points, efficiency_threshold: float, value_of_time_usd_per_hour: float | None = None) -> Knee:
     """First runnable count whose parallel efficiency is below the threshold or, given a
     value of time, whose marginal dollars per hour saved exceed it (or that saves no time)."""
     prev = None
     for p in (q for q in points if q.ok):
         if p.parallel_efficiency < efficiency_threshold:
-            return p.num_gpus, (f"parallel efficiency {p.parallel_efficiency:.2f} < threshold "
-                                f"{efficiency_threshold:.2f} at {p.num_gpus} GPUs")
+            return Knee(p.num_gpus, "efficiency", p, prev, efficiency_threshold, value_of_time_usd_per_hour)
         if value_of_time_usd_per_hour is not None and prev is not None:
             if p.time_to_solution_s >= prev.time_to_solution_s:
-                return p.num_gpus, f"{p.num_gpus} GPUs are no faster than {prev.num_gpus}"
+                return Knee(p.num_gpus, "no_faster", p, prev, efficiency_threshold, value_of_time_usd_per_hour)
             mc = p.marginal_usd_per_hour_saved
             if mc is not None and mc > value_of_time_usd_per_hour:
-                return p.num_gpus, (f"from {prev.num_gpus} to {p.num_gpus} GPUs each hour saved costs "
-                                    f"{fmt.usd(mc)} > value of time {fmt.usd(value_of_time_usd_per_hour)}/h")
+                return Knee(p.num_gpus, "value_of_time", p, prev, efficiency_threshold, value_of_time_usd_per_hour)
         prev = p
-    return None, ""
+    return Knee(None, None, None, None, efficiency_threshold, value_of_time_usd_per_hour)
 
 
 def recommend(points, efficiency_threshold: float, value_of_time_usd_per_hour: float | None,
               deadline_s: float | None) -> Verdict:
-    """A GPU count and the numbers behind it (one or two sentences)."""
+    """A GPU count, the rule that chose it and the points behind it (``present.verdicts`` words it)."""
+    def verdict(rule, chosen, nxt=None, marginal=None):
+        return Verdict(None if chosen is None else chosen.num_gpus, rule, chosen, nxt, marginal,
+                       efficiency_threshold, value_of_time_usd_per_hour, deadline_s)
+
     ok = [p for p in points if p.ok]
     if not ok:
-        return Verdict(None, "no GPU count in the sweep has a layout that runs and fits")
+        return verdict("none_runs", None)
     pool = ok
     if deadline_s is not None:
         pool = [p for p in ok if p.time_to_solution_s <= deadline_s]
         if not pool:
-            f = min(ok, key=lambda p: p.time_to_solution_s)
-            return Verdict(f.num_gpus, (f"no count meets the {fmt.seconds(deadline_s)} deadline; the fastest is "
-                                        f"{f.num_gpus} GPUs at {fmt.seconds(f.time_to_solution_s)} "
-                                        f"for {fmt.usd(f.cost_usd)}"))
+            return verdict("deadline_missed", min(ok, key=lambda p: p.time_to_solution_s))
     if value_of_time_usd_per_hour is not None:
         v = value_of_time_usd_per_hour / SECONDS_PER_HOUR
         best = min(pool, key=lambda p: (p.cost_usd + v * p.time_to_solution_s, p.num_gpus))
         larger = [p for p in pool if p.num_gpus > best.num_gpus]
-        why = (f"{best.num_gpus} GPUs minimise cost + time x {fmt.usd(value_of_time_usd_per_hour)}/h: "
-               f"{fmt.seconds(best.time_to_solution_s)} for {fmt.usd(best.cost_usd)}")
-        if larger:
-            nxt = larger[0]
-            mc = marginal_usd_per_hour_saved(best.cost_usd, best.time_to_solution_s, nxt.cost_usd,
-                                             nxt.time_to_solution_s)
-            if np.isfinite(mc) and mc > 0:
-                why += (f"; beyond {best.num_gpus} GPUs each hour saved costs {fmt.usd(float(mc))} > your "
-                        f"{fmt.usd(value_of_time_usd_per_hour)}/h value of time")
-            else:
-                why += f"; {nxt.num_gpus} GPUs are no faster"
-        else:
-            why += "; it is the largest count in the sweep, so try larger ones"
-        return Verdict(best.num_gpus, why)
+        if not larger:
+            return verdict("value_of_time", best)
+        nxt = larger[0]
+        mc = float(marginal_usd_per_hour_saved(best.cost_usd, best.time_to_solution_s, nxt.cost_usd,
+                                               nxt.time_to_solution_s))
+        return verdict("value_of_time", best, nxt, mc if np.isfinite(mc) and mc > 0 else None)
     if deadline_s is not None:
-        best = min(pool, key=lambda p: (p.cost_usd, p.time_to_solution_s))
-        return Verdict(best.num_gpus, (f"{best.num_gpus} GPUs are the cheapest count that meets the "
-                                       f"{fmt.seconds(deadline_s)} deadline: {fmt.seconds(best.time_to_solution_s)} "
-                                       f"for {fmt.usd(best.cost_usd)}"))
+        return verdict("cheapest_on_time", min(pool, key=lambda p: (p.cost_usd, p.time_to_solution_s)))
     above = [p for p in ok if p.parallel_efficiency >= efficiency_threshold]
     best = above[-1] if above else ok[0]
-    why = (f"{best.num_gpus} GPUs are the largest count with parallel efficiency "
-           f"{best.parallel_efficiency:.2f} >= {efficiency_threshold:.2f}: "
-           f"{fmt.seconds(best.time_to_solution_s)} for {fmt.usd(best.cost_usd)}")
     nxt = [p for p in ok if p.num_gpus > best.num_gpus]
-    if nxt:
-        why += f"; {nxt[0].num_gpus} GPUs drop to {nxt[0].parallel_efficiency:.2f}"
-    return Verdict(best.num_gpus, why)
+    return verdict("efficiency", best, nxt[0] if nxt else None)

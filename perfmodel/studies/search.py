@@ -1,26 +1,13 @@
 """Layout search: every parallel layout of a job, evaluated at once, ranked by an objective.
 
 The scenario fixes the job (model, hardware, GPUs, sequence length, global batch, precision,
-training tokens); its ``parallelism``, ``micro_batch_size`` and ``recompute`` are ignored and
-searched over:
-
-==============  ===========================================================================
-tp              divisors of num_gpus up to the scale-up domain (TP stays inside NVLink)
-pp              divisors of num_gpus up to num_layers
-vpp             1, or v > 1 with pp > 1 and pp * v dividing num_layers (whole chunks)
-cp              divisors of num_gpus (up to ``max_cp``)
-ep, etp         MoE only: ep divides num_experts and num_gpus; etp divides num_gpus, <= max tp
-zero_stage      ``zero_stages`` (0-3)
-mbs             1..``max_micro_batch_size`` where the per-rank batch splits
-sp              on whenever tp > 1 (Korthikanti et al. 2022 recommend it with TP)
-recompute       ``recompute`` (none, selective, full)
-precision       the scenario's, or ``precisions`` (opt-in: it changes the numerics)
-==============  ===========================================================================
-
-Candidates are numpy arrays built by successive Cartesian products; the contract's rules
-(``scenario.layout_violation_fields``) drop the layouts that cannot run, the memory model drops
-those that do not fit, and ``step.evaluate`` times the rest, one call per (GPU count,
-recompute, precision) group and chunk. No Python runs per candidate except for the top-k.
+training tokens, software stack); its ``parallelism``, ``micro_batch_size`` and ``recompute``
+are searched over (``perfmodel.engine.enumerate``), unless pinned, along with the precisions and
+GPU counts the options name. The rules every entry point applies (``perfmodel.engine.rules``)
+drop the layouts that cannot run, the memory model those that do not fit, and the engine times
+the rest, one call per (GPU count, recompute, precision) group and chunk; every figure of a row
+comes from ``perfmodel.engine.prediction.measure``, so a candidate has exactly the numbers
+``predict`` gives its scenario. No Python runs per candidate except for the top-k.
 """
 
 from __future__ import annotations
@@ -33,22 +20,37 @@ from typing import Annotated, Callable, Literal, get_args
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from perfmodel.spec import limits
-from perfmodel.formulas.cost import CostModel, job_cost
-from perfmodel.spec.efficiency import Efficiencies
-from perfmodel.spec.errors import validated
-from perfmodel.spec.hardware import HardwareSpec
+from perfmodel.engine.enumerate import Bounds, enumerate_layouts, keep
+from perfmodel.engine.evaluate import COMPONENTS, evaluate, job_memory
+from perfmodel.engine.job import bind
+from perfmodel.engine.prediction import Evaluation, measure
+from perfmodel.engine.rules import (
+    check_job,
+    layout_rule_fields,
+    layout_violation_fields,
+    recompute_violation,
+    with_recompute,
+)
 from perfmodel.formulas.layouts import Layouts, layouts_from_arrays
 from perfmodel.formulas.memory import fits_in_memory
-from perfmodel.spec.model import ModelSpec
-from perfmodel.formulas.overlap import Overlap
-from perfmodel.spec.scenario import (RECOMPUTE_CHOICES, Parallelism, Precision, Recompute, Scenario, check_job, hardware_of,
-                       layout_rule_fields, layout_violation_fields, model_of, recompute_violation)
-from perfmodel.engine.prediction import scenario_constants
-from perfmodel.engine.evaluate import COMPONENTS, evaluate, job_memory
-from perfmodel.formulas.counts import training_flop_per_token
+from perfmodel.spec import limits
+from perfmodel.spec.cost import CostModel
+from perfmodel.spec.efficiency import Efficiencies
+from perfmodel.spec.errors import validated
+from perfmodel.spec.scenario import (
+    RECOMPUTE_CHOICES,
+    Parallelism,
+    Precision,
+    Recompute,
+    Scenario,
+    hardware_of,
+    model_of,
+)
 
 Objective = Literal["time", "cost", "tokens_per_usd"]
+Pinnable = Literal["tp", "pp", "vpp", "cp", "ep", "etp", "sequence_parallel", "zero_stage", "micro_batch_size",
+                   "recompute"]
+PINNABLE: tuple[str, ...] = get_args(Pinnable)
 CHUNK = 32_768
 """Layouts per ``evaluate`` call: large enough to amortise numpy's ~5 ms per-call overhead,
 small enough to keep temporaries to tens of MB and the progress bar moving (measured for
@@ -79,64 +81,16 @@ class SearchOptions(BaseModel):
     gpu_counts: Annotated[tuple[limits.int_field(limits.MAX_NUM_GPUS), ...],
                           Field(min_length=1, max_length=limits.MAX_SWEEP_POINTS)] | None = None
     """None = the scenario's num_gpus; several counts make the time-cost front non-trivial."""
+    pin: Annotated[tuple[Pinnable, ...], Field(max_length=len(PINNABLE))] = ()
+    """Dimensions held at the scenario's own values instead of searched (``PINNABLE``): pin them
+    all to evaluate exactly the scenario's layout, as ``predict`` does."""
 
 
 def parse_search_options(data: dict) -> SearchOptions:
     return validated(SearchOptions, data, "search", "must be a mapping")
 
 
-# ------------------------------------------------------------------------ enumeration
-def _divisors(n: int, upto: int) -> np.ndarray:
-    return np.array([d for d in range(1, min(n, upto) + 1) if n % d == 0], dtype=np.int64)
 
-
-def _cross(cols: dict, name: str, values) -> dict:
-    """Every row of ``cols`` combined with every value (a Cartesian product)."""
-    values = np.asarray(values, dtype=np.int64)
-    n = len(next(iter(cols.values()))) if cols else 1
-    out = {k: np.repeat(v, len(values)) for k, v in cols.items()}
-    out[name] = np.tile(values, n)
-    return out
-
-
-def _keep(cols: dict, mask) -> dict:
-    return {k: v[mask] for k, v in cols.items()}
-
-
-def enumerate_layouts(model: ModelSpec, hw: HardwareSpec, num_gpus: int, global_batch_size: int,
-                      seq_length: int, options: SearchOptions) -> dict:
-    """Structurally possible layouts (degrees multiply into num_gpus) as integer arrays.
-
-    Returns columns tp, pp, vpp, cp, ep, etp, zero_stage, mbs, sp. Whether each can run is
-    for ``layout_violation_fields`` to say; this only keeps the product bounded.
-    """
-    N, layers = num_gpus, model.num_layers
-    max_tp = options.max_tp or hw.scale_up.domain_size
-    c = {"tp": _divisors(N, min(max_tp, model.num_attention_heads))}
-    c = _cross(c, "pp", _divisors(N, layers))
-    c = _keep(c, N % (c["tp"] * c["pp"]) == 0)
-    c = _cross(c, "cp", _divisors(N, options.max_cp or seq_length))
-    c = _keep(c, N % (c["tp"] * c["pp"] * c["cp"]) == 0)
-    c = _cross(c, "vpp", _divisors(layers, options.max_vpp or layers))
-    c = _keep(c, (c["vpp"] == 1) | ((c["pp"] > 1) & (layers % (c["pp"] * c["vpp"]) == 0)))
-    if model.moe is None:
-        c["ep"] = c["etp"] = np.ones_like(c["tp"])
-    else:
-        # ep * etp divides dp * cp * tp, which divides N: both must divide N
-        experts = model.moe.num_experts
-        c = _cross(c, "ep", [d for d in _divisors(N, experts) if experts % d == 0])
-        c = _cross(c, "etp", _divisors(N, max_tp))
-    c = _cross(c, "zero_stage", sorted(set(options.zero_stages)))
-    dp = N // (c["tp"] * c["pp"] * c["cp"])
-    c = _cross(c, "mbs", np.arange(1, options.max_micro_batch_size + 1))
-    dp = np.repeat(dp, options.max_micro_batch_size)
-    # keep mbs = 1 where the batch does not split at all, so the rule reports why
-    c = _keep(c, (c["mbs"] == 1) | (global_batch_size % (c["mbs"] * dp) == 0))
-    c["sp"] = c["tp"] > 1
-    return c
-
-
-# --------------------------------------------------------------------------- results
 @dataclass(frozen=True)
 class Candidate:
     """One layout with its prediction (the numbers ``predict`` gives for ``scenario``)."""
@@ -283,57 +237,90 @@ class SearchResult:
     def best(self) -> Candidate | None:
         return self.candidates[0] if self.candidates else None
 
+    def to_dict(self) -> dict:
+        """The CLI's JSON (``perfmodel search --format json``)."""
+        return {"candidates": [c.to_dict() for c in self.candidates], "pareto": [c.to_dict() for c in self.pareto],
+                "num_enumerated": self.num_enumerated, "num_valid": self.num_valid,
+                "num_evaluated": self.num_evaluated, "num_fit": len(self.table), "rejected": dict(self.rejected),
+                "cost_basis": self.cost_basis, "objective": self.options.objective, "elapsed_s": self.elapsed_s}
+
     def top_reason(self) -> str:
         """The most common reason a layout was rejected ('' if none was)."""
         return next(iter(self.rejected), "")
 
 
+def _table(scenario: Scenario, evaluations: list[Evaluation]) -> LayoutTable:
+    """The rows of every evaluation, one table (their figures as ``measure`` gave them)."""
+    if not evaluations:
+        empty = np.zeros(0)
+        none = np.zeros(0, dtype=object)
+        return LayoutTable(
+            base=scenario, num_gpus=np.zeros(0, dtype=np.int64),
+            layouts=layouts_from_arrays(**{f.name: np.zeros(0, dtype=np.int64) for f in fields(Layouts)}),
+            recompute=none, precision=none, step_time_s=empty, tokens_per_s=empty, mfu=empty,
+            memory_per_gpu_bytes=empty, fits=np.zeros(0, dtype=bool), cost_usd=empty, energy_kwh=empty,
+            time_to_train_s=None if not scenario.training_tokens else empty, bottleneck=none,
+            breakdown={k: empty for k in COMPONENTS})
+
+    def cat(get):
+        return np.concatenate([np.asarray(get(e)) for e in evaluations])
+
+    def per_row(get, dtype):
+        return cat(lambda e: np.full(len(e), get(e), dtype=dtype))
+
+    return LayoutTable(
+        base=scenario, num_gpus=per_row(lambda e: e.job.num_gpus, np.int64),
+        layouts=layouts_from_arrays(**{f.name: cat(lambda e, n=f.name: getattr(e.layouts, n))
+                                       for f in fields(Layouts)}),
+        recompute=per_row(lambda e: e.job.recompute, object), precision=per_row(lambda e: e.job.precision, object),
+        step_time_s=cat(lambda e: e.step_time_s), tokens_per_s=cat(lambda e: e.tokens_per_s),
+        mfu=cat(lambda e: e.mfu), memory_per_gpu_bytes=cat(lambda e: e.step.memory.total),
+        fits=cat(lambda e: e.step.fits).astype(bool), cost_usd=cat(lambda e: e.cost_usd),
+        energy_kwh=cat(lambda e: e.energy_kwh),
+        time_to_train_s=None if not scenario.training_tokens else cat(lambda e: e.time_to_train_s),
+        bottleneck=cat(lambda e: e.bottleneck), breakdown={k: cat(lambda e, k=k: e.step.breakdown[k])
+                                                           for k in COMPONENTS})
+
+
 # --------------------------------------------------------------------------- search
-def bind(scenario: Scenario) -> tuple[ModelSpec, HardwareSpec]:
-    """The scenario's model and hardware specs, checked by the job rules ``predict`` applies
-    (``scenario.check_job``); the layout and recompute mode are the search's to vary."""
-    hw, m = hardware_of(scenario), model_of(scenario)
-    check_job(scenario, m)
-    return m, hw
-
-
-def with_recompute(scenario: Scenario, recompute: str) -> Scenario:
-    """The scenario with another recompute mode; ``recompute_num_layers`` (the block method of
-    full recompute) goes with ``full`` and is dropped for the other modes, which have no blocks."""
-    update: dict = {"recompute": recompute}
-    if recompute != "full":
-        update["recompute_num_layers"] = None
-    return scenario.model_copy(update=update)
-
-
-def _row_count(c: dict) -> int:
-    return len(c["tp"])
+def bounds_for(scenario: Scenario, options: SearchOptions) -> Bounds:
+    """The enumeration bounds the options set, with pinned dimensions at the scenario's values."""
+    p = scenario.parallelism
+    own = {"tp": p.tp, "pp": p.pp, "vpp": p.vpp, "cp": p.cp, "ep": p.ep, "etp": p.etp, "sp": p.sp,
+           "zero_stage": p.zero_stage, "mbs": scenario.micro_batch_size}
+    column = {"sequence_parallel": "sp", "micro_batch_size": "mbs"}
+    pinned = {column.get(k, k): own[column.get(k, k)] for k in options.pin if k != "recompute"}
+    return Bounds(zero_stages=tuple(options.zero_stages), max_micro_batch_size=options.max_micro_batch_size,
+                  max_tp=options.max_tp, max_cp=options.max_cp, max_vpp=options.max_vpp, pinned=pinned)
 
 
 def search(scenario: Scenario, options: SearchOptions | None = None, cost_model: CostModel | None = None,
-           progress: Progress | None = None, *, efficiency: Efficiencies | None = None,
-           overlap: Overlap | None = None) -> SearchResult:
-    """Enumerate, check, fit and time every layout of the job; rank by ``options.objective``."""
+           progress: Progress | None = None, *, efficiency: Efficiencies | None = None) -> SearchResult:
+    """Enumerate, check, fit and time every layout of the job; rank by ``options.objective``.
+    ``efficiency``: the efficiencies in force (None: the hardware spec's own)."""
     t0 = time.perf_counter()
     options = options or SearchOptions()
     cost_model = cost_model or CostModel()
-    m, hw = bind(scenario)
-    eff, ov = efficiency or hw.efficiency, overlap or scenario.overlap
+    hw, m = hardware_of(scenario), model_of(scenario)
+    check_job(scenario, m)
+    eff = efficiency or hw.efficiency
     precisions = options.precisions or (scenario.precision,)
     counts = options.gpu_counts or (scenario.num_gpus,)
     seq, gbs = scenario.seq_length, scenario.global_batch_size
+    bounds = bounds_for(scenario, options)
     rejected: Counter = Counter()
-    # Recompute modes the job's own fields rule out (scenario.recompute_violation): every layout
+    # Recompute modes the job's own fields rule out (rules.recompute_violation): every layout
     # of such a mode is rejected for that reason, as predict would reject it.
+    modes = (scenario.recompute,) if "recompute" in options.pin else options.recompute
     recompute_options, ruled_out = [], []
-    for rc in dict.fromkeys(options.recompute):
+    for rc in dict.fromkeys(modes):
         bad = recompute_violation(with_recompute(scenario, rc), rc)
         (ruled_out if bad else recompute_options).append((rc, bad))
     recompute_options = tuple(rc for rc, _ in recompute_options)
     groups = []   # (num_gpus, precision, valid layout columns)
     num_enumerated = num_valid = 0
     for N in dict.fromkeys(counts):
-        cols = enumerate_layouts(m, hw, N, gbs, seq, options)
+        cols = enumerate_layouts(m, hw, N, gbs, seq, bounds)
         for prec in dict.fromkeys(precisions):
             _, reason = layout_violation_fields(
                 m, hw, seq, gbs, N, prec, tp=cols["tp"], pp=cols["pp"], vpp=cols["vpp"], cp=cols["cp"],
@@ -346,16 +333,12 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
                 rejected.update({str(t): int(k) * nrc for t, k in zip(texts, counts_)})
             for _, (field, why) in ruled_out:
                 rejected[f"{field}: {why}"] += int((~bad).sum())
-            num_enumerated += _row_count(cols) * (nrc + len(ruled_out))
+            num_enumerated += len(cols["tp"]) * (nrc + len(ruled_out))
             num_valid += int((~bad).sum()) * nrc
             if (~bad).any():
-                groups.append((N, prec, _keep(cols, ~bad)))
+                groups.append((N, prec, keep(cols, ~bad)))
 
-    total = num_valid
-    done = 0
-    parts = []
-    eval_s = 0.0
-    flop_per_token = training_flop_per_token(m, seq, causal=True).total
+    done, eval_s, evaluations = 0, 0.0, []
     for N, prec, cols in groups:
         dp = N // (cols["tp"] * cols["pp"] * cols["cp"])
         L_all = layouts_from_arrays(tp=cols["tp"], pp=cols["pp"], vpp=cols["vpp"], cp=cols["cp"],
@@ -363,22 +346,22 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
                                     zero_stage=cols["zero_stage"], mbs=cols["mbs"], dp=dp,
                                     num_mb=gbs // (cols["mbs"] * dp))
         for rc in recompute_options:
-            c = scenario_constants(with_recompute(scenario, rc), m, hw, eff, ov, num_gpus=N, precision=prec)
+            job = bind(with_recompute(scenario, rc), m, hw, eff, num_gpus=N, precision=prec)
             for start in range(0, len(L_all), CHUNK):
                 L = L_all.take(slice(start, start + CHUNK))
-                fit = fits_in_memory(job_memory(c, L), hw)
+                fit = fits_in_memory(job_memory(job, L), hw)
                 rejected[DOES_NOT_FIT] += int((~fit).sum())
                 if fit.any():
                     L = L.take(fit)
                     t1 = time.perf_counter()
-                    arrays = evaluate(c, L)
+                    arrays = evaluate(job, L)
                     eval_s += time.perf_counter() - t1
-                    parts.append(_part(N, prec, rc, L, arrays, flop_per_token, hw))
+                    evaluations.append(measure(job, L, arrays, cost_model))
                 done += min(CHUNK, len(L_all) - start)
                 if progress is not None:
-                    progress(done, total)
+                    progress(done, num_valid)
 
-    table = _table(scenario, parts, hw, cost_model)
+    table = _table(scenario, evaluations)
     order = table.ranking(options.objective)
     top = tuple(table.candidate(int(i)) for i in order[: options.top_k])
     front_time = table.time_to_train_s if table.time_to_train_s is not None else table.step_time_s
@@ -388,55 +371,4 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
         num_enumerated=num_enumerated, num_valid=num_valid,
         rejected=dict(sorted(((k, v) for k, v in rejected.items() if v), key=lambda kv: (-kv[1], kv[0]))),
         cost_basis="training_tokens" if scenario.training_tokens else "step",
-        elapsed_s=time.perf_counter() - t0, evaluate_s=eval_s,
-        num_evaluated=sum(len(p["tp"]) for p in parts))
-
-
-def _bottleneck(breakdown: dict, gemm_s, attention_s, memory_bound_s) -> np.ndarray:
-    """``step.bottleneck`` over arrays: the largest component (first on ties), with compute
-    renamed memory_bandwidth where HBM-bound ops outweigh the GEMMs and attention."""
-    stacked = np.stack([breakdown[k] for k in COMPONENTS])
-    names = np.array(COMPONENTS, dtype=object)[np.argmax(stacked, axis=0)]
-    hbm = (names == "compute") & (memory_bound_s > gemm_s + attention_s)
-    return np.where(hbm, "memory_bandwidth", names).astype(object)
-
-
-def _part(N: int, prec: str, rc: str, L: Layouts, arrays, flop_per_token: float, hw: HardwareSpec) -> dict:
-    step = arrays.step_time_s
-    n = len(L)
-    out = {f.name: getattr(L, f.name) for f in fields(Layouts)}
-    out.update(num_gpus=np.full(n, N, dtype=np.int64), precision=np.full(n, prec, dtype=object),
-               recompute=np.full(n, rc, dtype=object), step_time_s=step,
-               memory_per_gpu_bytes=arrays.memory.total, fits=arrays.fits,
-               peak=np.full(n, hw.gpu.peak_flop_per_s(prec)),
-               bottleneck=_bottleneck(arrays.breakdown, arrays.gemm_s, arrays.attention_s,
-                                      arrays.memory_bound_s))
-    out.update({"bd_" + k: arrays.breakdown[k] for k in COMPONENTS})
-    out["flop_per_token"] = flop_per_token
-    return out
-
-
-def _table(scenario: Scenario, parts: list, hw: HardwareSpec, cost_model: CostModel) -> LayoutTable:
-    keys = [f.name for f in fields(Layouts)] + ["num_gpus", "precision", "recompute", "step_time_s",
-                                                "memory_per_gpu_bytes", "fits", "peak", "bottleneck"]
-    keys += ["bd_" + k for k in COMPONENTS]
-    empty = {k: np.zeros(0, dtype=object if k in ("precision", "recompute", "bottleneck") else float)
-             for k in keys}
-    cat = {k: np.concatenate([p[k] for p in parts]) if parts else empty[k] for k in keys}
-    flop = parts[0]["flop_per_token"] if parts else 0.0
-    step, N = cat["step_time_s"], cat["num_gpus"].astype(float)
-    tokens_per_step = scenario.global_batch_size * scenario.seq_length
-    tps = tokens_per_step / step
-    # MFU as in predict: model FLOPs (no recompute) / (step x GPUs x dense peak of the precision)
-    mfu = flop * tokens_per_step / (step * N * cat["peak"])
-    ttt = scenario.training_tokens / tps if scenario.training_tokens else None
-    cost = job_cost(N, ttt if ttt is not None else step, hw, cost_model)
-    return LayoutTable(
-        base=scenario, num_gpus=cat["num_gpus"].astype(np.int64),
-        layouts=layouts_from_arrays(**{k: cat[k] for k in
-                                       ("tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero_stage", "mbs", "dp", "num_mb")}),
-        recompute=cat["recompute"], precision=cat["precision"], step_time_s=step, tokens_per_s=tps, mfu=mfu,
-        memory_per_gpu_bytes=cat["memory_per_gpu_bytes"], fits=cat["fits"].astype(bool),
-        cost_usd=np.asarray(cost.cost_usd, dtype=float), energy_kwh=np.asarray(cost.energy_kwh, dtype=float),
-        time_to_train_s=ttt, bottleneck=cat["bottleneck"],
-        breakdown={k: cat["bd_" + k] for k in COMPONENTS})
+        elapsed_s=time.perf_counter() - t0, evaluate_s=eval_s, num_evaluated=len(table))

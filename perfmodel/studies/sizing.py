@@ -11,18 +11,18 @@ time to solution W = (tokens / throughput) / goodput (``goodput.py``) and cost =
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Literal
 
-from perfmodel.present import fmt
-from perfmodel.formulas.cost import CostModel, job_cost
+from perfmodel.formulas.cost import job_cost
+from perfmodel.formulas.counts import param_count
+from perfmodel.formulas.goodput import checkpoint_state_bytes, goodput_fraction
+from perfmodel.spec.cost import CostModel
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.errors import InputError
-from perfmodel.formulas.goodput import FailureModel, checkpoint_state_bytes, goodput_fraction
 from perfmodel.spec.hardware import list_hardware_ids, load_hardware
-from perfmodel.formulas.overlap import Overlap
-from perfmodel.spec.scenario import Scenario
-from perfmodel.studies.search import Candidate, SearchOptions, bind, search
-from perfmodel.formulas.counts import param_count
+from perfmodel.spec.reliability import FailureModel
+from perfmodel.spec.scenario import Scenario, hardware_of, model_of
+from perfmodel.studies.search import Candidate, SearchOptions, search
 
 GPU_COUNTS_DEFAULT = tuple(2 ** k for k in range(3, 15))
 """8 to 16,384 GPUs in powers of two (16,384 is the Llama 3 405B run; Llama Team 2024)."""
@@ -42,21 +42,37 @@ class SizingOption:
     energy_kwh: float
 
 
+SizingRule = Literal["cheapest", "deadline_missed", "over_budget", "deadline_costs_more", "none_runs"]
+
+
 @dataclass(frozen=True)
 class SizingRow:
     hardware_id: str
     hardware_name: str
     choice: SizingOption | None
     """The cheapest option meeting the deadline and budget; None if there is none."""
-    reason: str
-    """Why this choice, or why none meets the constraints."""
+    rule: SizingRule
+    """cheapest: ``choice`` is the cheapest count meeting both; deadline_missed: even the fastest
+    (``binding``) misses the deadline; over_budget: even the cheapest (``binding``) is over
+    budget; deadline_costs_more: the cheapest count on time (``binding``) is over budget;
+    none_runs: no count has a layout that runs and fits (``none_reason`` says why, mostly)."""
+    binding: SizingOption | None
+    """The option that shows why nothing qualifies (see ``rule``)."""
+    deadline_s: float | None
+    budget_usd: float | None
+    gpu_counts: tuple[int, ...]
+    none_reason: str
+    """With ``none_runs``: the most common reason a count had no layout."""
     options: tuple[SizingOption, ...]
     """Every count with a runnable layout (for charts)."""
 
     def to_dict(self) -> dict:
         c = self.choice
-        out = {"hardware": self.hardware_id, "hardware_name": self.hardware_name, "reason": self.reason,
-               "num_gpus": c.num_gpus if c else None}
+        out = {"hardware": self.hardware_id, "hardware_name": self.hardware_name, "rule": self.rule,
+               "num_gpus": c.num_gpus if c else None,
+               "binding_num_gpus": self.binding.num_gpus if self.binding else None}
+        if self.none_reason:
+            out["none_reason"] = self.none_reason
         if c:
             out.update(time_to_train_s=c.time_to_train_s, goodput_frac=c.goodput_frac, cost_usd=c.cost_usd,
                        gpu_hours=c.gpu_hours, energy_kwh=c.energy_kwh, mfu=c.candidate.mfu,
@@ -64,13 +80,13 @@ class SizingRow:
         return out
 
 
-def _options_for(scenario: Scenario, counts, search_options, cost_model, fm, efficiency, overlap):
-    m, hw = bind(scenario)
+def _options_for(scenario: Scenario, counts, search_options, cost_model, fm, efficiency):
+    m, hw = model_of(scenario), hardware_of(scenario)
     state_bytes = checkpoint_state_bytes(param_count(m).total)
     out, reasons = [], {}
     for n in counts:
         res = search(scenario.model_copy(update={"num_gpus": n}), search_options, cost_model,
-                     efficiency=efficiency, overlap=overlap)
+                     efficiency=efficiency)
         if res.best is None:
             reasons[n] = res.top_reason() or "no layout enumerated"
             continue
@@ -82,29 +98,30 @@ def _options_for(scenario: Scenario, counts, search_options, cost_model, fm, eff
     return out, reasons
 
 
-def _choose(opts, deadline_s, budget_usd) -> tuple[SizingOption | None, str]:
-    if not opts:
-        return None, ""
+def _choose(opts, deadline_s, budget_usd) -> tuple[SizingOption | None, SizingRule, SizingOption | None]:
+    """(choice, rule, the option that binds): see ``SizingRow.rule``."""
     on_time = [o for o in opts if deadline_s is None or o.time_to_train_s <= deadline_s]
     affordable = [o for o in opts if budget_usd is None or o.cost_usd <= budget_usd]
     both = [o for o in on_time if o in affordable]
     if both:
-        best = min(both, key=lambda o: (o.cost_usd, o.time_to_train_s))
-        why = f"cheapest count: {fmt.seconds(best.time_to_train_s)} for {fmt.usd(best.cost_usd)}"
-        if deadline_s is not None:
-            why += f" (deadline {fmt.seconds(deadline_s)})"
-        return best, why
-    fastest = min(opts, key=lambda o: o.time_to_train_s)
-    cheapest = min(opts, key=lambda o: o.cost_usd)
+        return min(both, key=lambda o: (o.cost_usd, o.time_to_train_s)), "cheapest", None
     if not on_time:
-        return None, (f"fastest found: {fmt.seconds(fastest.time_to_train_s)} on {fastest.num_gpus} GPUs "
-                      f"> deadline {fmt.seconds(deadline_s)}")
+        return None, "deadline_missed", min(opts, key=lambda o: o.time_to_train_s)
     if not affordable:
-        return None, (f"cheapest found: {fmt.usd(cheapest.cost_usd)} on {cheapest.num_gpus} GPUs "
-                      f"> budget {fmt.usd(budget_usd)}")
-    c = min(on_time, key=lambda o: o.cost_usd)
-    return None, (f"meeting the {fmt.seconds(deadline_s)} deadline costs at least {fmt.usd(c.cost_usd)} "
-                  f"({c.num_gpus} GPUs) > budget {fmt.usd(budget_usd)}")
+        return None, "over_budget", min(opts, key=lambda o: o.cost_usd)
+    return None, "deadline_costs_more", min(on_time, key=lambda o: o.cost_usd)
+
+
+@dataclass(frozen=True)
+class SizingResult:
+    """One row per hardware type (``size_cluster``)."""
+
+    tokens: float
+    rows: tuple[SizingRow, ...]
+
+    def to_dict(self) -> dict:
+        """The CLI's JSON (``perfmodel size --format json``)."""
+        return {"tokens": self.tokens, "rows": [r.to_dict() for r in self.rows]}
 
 
 def size_cluster(scenario_like: Scenario, tokens: float, deadline_s: float | None = None,
@@ -112,7 +129,7 @@ def size_cluster(scenario_like: Scenario, tokens: float, deadline_s: float | Non
                  cost_model: CostModel | None = None, failure_model: FailureModel | None = None, *,
                  options: SearchOptions | None = None,
                  efficiency_lookup: Callable[[str], Efficiencies | None] | None = None,
-                 overlap: Overlap | None = None, progress=None) -> list[SizingRow]:
+                 progress=None) -> SizingResult:
     """One row per hardware type: the cheapest (GPU count, layout) that trains ``tokens``
     within ``deadline_s`` and ``budget_usd``, or why none does.
 
@@ -136,12 +153,15 @@ def size_cluster(scenario_like: Scenario, tokens: float, deadline_s: float | Non
         hw = load_hardware(hw_id)
         sc = scenario_like.model_copy(update={"hardware": hw_id, "training_tokens": float(tokens)})
         eff = efficiency_lookup(hw_id) if efficiency_lookup else None
-        opts, reasons = _options_for(sc, counts, options, cost_model, fm, eff, overlap)
-        choice, why = _choose(opts, deadline_s, budget_usd)
-        if not opts:
+        opts, reasons = _options_for(sc, counts, options, cost_model, fm, eff)
+        if opts:
+            choice, rule, binding = _choose(opts, deadline_s, budget_usd)
+            common = ""
+        else:
+            choice, rule, binding = None, "none_runs", None
             common = max(set(reasons.values()), key=list(reasons.values()).count)
-            why = f"no layout runs and fits at {counts[0]}-{counts[-1]} GPUs (e.g. {common})"
-        rows.append(SizingRow(hw.id, hw.name, choice, why, tuple(opts)))
+        rows.append(SizingRow(hw.id, hw.name, choice, rule, binding, deadline_s, budget_usd, tuple(counts), common,
+                              tuple(opts)))
         if progress is not None:
             progress(k + 1, len(ids))
-    return rows
+    return SizingResult(float(tokens), tuple(rows))

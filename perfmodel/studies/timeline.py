@@ -6,9 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from perfmodel.engine.evaluate import evaluate
-from perfmodel.engine.prediction import job_constants
+from perfmodel.engine.rules import Resolved
 from perfmodel.formulas.compute import block_time
-from perfmodel.formulas.layouts import layouts_from_job
 from perfmodel.formulas.timeline import MAX_MICROBATCHES_DRAWN, Timeline, pipeline_timeline
 from perfmodel.formulas.traffic import pp_transfer_s
 from perfmodel.formulas.workload import layer_kinds, layer_ops
@@ -17,9 +16,8 @@ _COMM = ("tp_comm", "cp_comm", "ep_comm", "fsdp_comm")
 _TAIL = ("dp_comm", "optimizer", "overheads", "data_wait")
 
 
-def scenario_timeline(job, efficiency=None, overlap=None,
-                      max_microbatches: int | None = MAX_MICROBATCHES_DRAWN) -> Timeline:
-    """The timeline of a resolved ``Job`` with the step model's per-stage times.
+def scenario_timeline(r: Resolved, max_microbatches: int | None = MAX_MICROBATCHES_DRAWN) -> Timeline:
+    """The timeline of a resolved scenario with the step model's per-stage times.
 
     ``step.evaluate`` gives each stage's per-micro-batch total (first, middle, last stage)
     and the slowest stage's split into compute, recompute and exposed communication. Every
@@ -27,18 +25,17 @@ def scenario_timeline(job, efficiency=None, overlap=None,
     backward by the layer's op times (``compute.block_time``); recompute and half the
     exposed communication go with the backward.
     """
-    c = job_constants(job, efficiency, overlap)
-    L = layouts_from_job(job)
+    c, L = r.job, r.layouts
     arr = evaluate(c, L)
-    p, v, m = job.scenario.parallelism.pp, job.scenario.parallelism.vpp, job.num_microbatches
+    p, v, m = r.scenario.parallelism.pp, r.scenario.parallelism.vpp, r.num_microbatches
     per_mb = {k: float(arr.breakdown[k][0]) / m for k in ("compute", "recompute") + _COMM}
     slow_total = sum(per_mb.values()) or 1.0
     kinds = layer_kinds(c.model)
     fwd = bwd = 0.0
     for kind in set(kinds):
         n = sum(1 for k in kinds if k is kind)
-        blk = block_time(layer_ops(c.model, kind, c.moe_dispatcher, c.elementwise_kernels), c.model, L, c.seq_length, c.precision, c.hardware,
-                         c.efficiency, c.causal, c.attention_backend)
+        blk = block_time(layer_ops(c.model, kind, c.software), c.model, L, c.seq_length, c.precision, c.hardware,
+                         c.efficiency, c.software)
         fwd += n * float(blk.fwd_s[0])
         bwd += n * float(blk.bwd_s[0])
     fwd_frac = fwd / (fwd + bwd) if fwd + bwd > 0 else 1.0 / 3.0

@@ -16,10 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from perfmodel.spec.efficiency import Efficiencies
-from perfmodel.spec.errors import InputError, read_data_file
-from perfmodel.spec.hardware import load_hardware
 from perfmodel.engine.prediction import predict
+from perfmodel.spec.errors import InputError, read_data_file
+from perfmodel.spec.profile import AUTO, ProfileChoice, efficiencies_for
 from perfmodel.spec.scenario import hardware_id, hardware_of, parse_scenario, scenario_to_dict
 from perfmodel.spec.units import GIBI
 
@@ -144,7 +143,7 @@ def measured_tps(case: dict) -> tuple[float | None, str]:
     return None, ""
 
 
-def run_case(case: dict, efficiency_for=None) -> CaseResult | Skipped:
+def run_case(case: dict, profile: ProfileChoice = AUTO) -> CaseResult | Skipped:
     s = case.get("scenario")
     if not s:
         return Skipped(case["id"], case.get("why_not_runnable", "no scenario"))
@@ -153,8 +152,7 @@ def run_case(case: dict, efficiency_for=None) -> CaseResult | Skipped:
         return Skipped(case["id"], "no tokens/s or step time published or derived")
     try:
         sc = parse_scenario(s)
-        eff = efficiency_for(sc.hardware) if efficiency_for else None
-        p = predict(sc, efficiency=eff)
+        p = predict(sc, efficiency=efficiencies_for(hardware_of(sc), profile)[0])
     except InputError as exc:
         return Skipped(case["id"], str(exc))
     m = case.get("measured") or {}
@@ -289,20 +287,8 @@ class Report:
         }
 
 
-def validate(cases: list[dict], efficiency_for=None) -> Report:
-    out = [run_case(c, efficiency_for) for c in cases]
+def validate(cases: list[dict], profile: ProfileChoice = AUTO) -> Report:
+    """Every case predicted with the efficiencies ``profile`` chooses (``perfmodel.spec.profile``)."""
+    out = [run_case(c, profile) for c in cases]
     return Report(results=tuple(r for r in out if isinstance(r, CaseResult)),
                   skipped=tuple(r for r in out if isinstance(r, Skipped)))
-
-
-def profile_efficiency_lookup(profile_dir: str | Path):
-    """Efficiencies from calibration profiles (``<dir>/<hardware-id>.yaml``) where one exists."""
-    d = Path(profile_dir)
-
-    def lookup(hw_id: str) -> Efficiencies | None:
-        p = d / f"{hw_id}.yaml"
-        if not p.exists():
-            return None
-        from perfmodel.spec.profile import load_profile_efficiency
-        return load_profile_efficiency(p, load_hardware(hw_id))
-    return lookup

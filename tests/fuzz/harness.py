@@ -341,7 +341,8 @@ def check_faster_hardware(d: dict, rng: random.Random) -> Outcome:
 
 def check_goodput(rng: random.Random) -> Outcome:
     """Goodput lies in [0, 1] and falls (weakly) as the failure rate rises."""
-    from perfmodel.formulas.goodput import FailureModel, goodput_fraction
+    from perfmodel.formulas.goodput import goodput_fraction
+    from perfmodel.spec.reliability import FailureModel
 
     def call():
         n = rng.choice([1, 8, 1024, 16_384, 1_000_000])
