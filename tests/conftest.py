@@ -1,53 +1,20 @@
-"""Shared fixtures: small scenarios built inline so tests do not depend on presets."""
+"""Tiers: each test is marked with its folder (formulas, anchors, properties, studies, app,
+browser), so ``pytest -m formulas`` runs the formula tests alone, in seconds; a hypothesis test
+is marked ``properties`` too, wherever it sits (``-m "formulas and not properties"``: the
+hand-computed cases only)."""
+
+from pathlib import Path
 
 import pytest
 
-from perfmodel.spec.scenario import parse_scenario
-
-GPT_SMALL = dict(name="gpt-small", num_layers=8, hidden_size=1024, num_attention_heads=16,
-                 ffn_hidden_size=4096, vocab_size=32000)
+TIERS = ("formulas", "anchors", "properties", "studies", "app", "browser")
 
 
-def with_software(data: dict) -> dict:
-    """A scenario mapping with the software options a test names at the top level moved under
-    ``software:``, where they live (the tests' shorthand; the loader warns on the old place)."""
-    from perfmodel.spec.software import SOFTWARE_FIELDS
-    moved = {k: data[k] for k in data if k in SOFTWARE_FIELDS}
-    if not moved:
-        return data
-    rest = {k: v for k, v in data.items() if k not in SOFTWARE_FIELDS}
-    return {**rest, "software": {**data.get("software", {}), **moved}}
-
-
-def scenario(**over):
-    base = dict(hardware="h100-sxm", num_gpus=16, model=dict(GPT_SMALL), seq_length=2048,
-                global_batch_size=64, micro_batch_size=1,
-                parallelism=dict(tp=2, pp=2, vpp=1, cp=1, zero_stage=1), recompute="none", precision="bf16")
-    par = over.pop("parallelism", {})
-    base.update(with_software(over))
-    base["parallelism"] = {**base["parallelism"], **par}
-    return parse_scenario(base)
-
-
-@pytest.fixture
-def make_scenario():
-    return scenario
-
-
-from perfmodel.spec.software import SoftwareStack  # noqa: E402
-
-SW = SoftwareStack()
-"""The default software stack (Megatron-Core's defaults), for formula tests."""
-
-
-def sw(flash=None, selective_policy=None, pipeline_layout=None, **options) -> SoftwareStack:
-    """A software stack from the keyword names formula tests used before the stack was one
-    object: ``flash`` (a bool: the attention backend), ``selective_policy`` (what selective
-    recompute keeps), ``pipeline_layout`` (a layout string, or its parsed stages)."""
-    if flash is not None:
-        options["attention_backend"] = "flash" if flash else "unfused"
-    if selective_policy is not None:
-        options["selective_recompute"] = selective_policy
-    if pipeline_layout is not None:
-        options["pipeline_layout"] = pipeline_layout if isinstance(pipeline_layout, str) else "|".join(pipeline_layout)
-    return SoftwareStack(**options)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        parts = Path(str(item.fspath)).parts
+        for tier in TIERS:
+            if tier in parts:
+                item.add_marker(getattr(pytest.mark, tier))
+        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+            item.add_marker(pytest.mark.properties)

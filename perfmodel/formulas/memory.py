@@ -89,7 +89,7 @@ transient and small next to the states (TransformerEngine "Using FP8" docs). Meg
 optional ``--fp8-param-gather`` (1-byte weights) is not modelled.
 """
 
-def state_bytes_per_param(precision: str, grad_reduce_in_fp32: bool = True) -> tuple[int, int, int]:
+def state_bytes_per_param(precision: str, grad_reduce_in_fp32: bool) -> tuple[int, int, int]:
     """(weights, gradients, optimizer) bytes per parameter: ``STATE_BYTES_PER_PARAM``, with a
     16-bit gradient buffer where gradients are not reduced in fp32 (fp16 has one already)."""
     w, g, o = STATE_BYTES_PER_PARAM[precision]
@@ -157,7 +157,7 @@ def layer_params_per_gpu(m: ModelSpec, kind: LayerKind, t, ep, etp) -> tuple[np.
 
 
 def model_state_bytes(params_dense, params_expert, zero_stage, group_dense, group_expert,
-                      precision: str, grad_reduce_in_fp32: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                      precision: str, grad_reduce_in_fp32: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(weights, gradients, optimizer states) bytes; ZeRO stage z shards the last z of them."""
     w, g, o = state_bytes_per_param(precision, grad_reduce_in_fp32)
     z = np.asarray(zero_stage)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import random
 
-import harness
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import fuzz as harness
 
 SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 

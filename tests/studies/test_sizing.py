@@ -7,12 +7,12 @@ import json
 import pytest
 
 from perfmodel.cli import main
+from perfmodel.present.verdicts import sizing_reason_text
 from perfmodel.spec.cost import CostModel
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import load_hardware
 from perfmodel.spec.scenario import parse_scenario
 from perfmodel.studies.search import SearchOptions
-from perfmodel.present.verdicts import sizing_reason_text
 from perfmodel.studies.sizing import size_cluster
 
 SMALL = dict(name="small", num_layers=8, hidden_size=1024, num_attention_heads=16, ffn_hidden_size=4096,

@@ -12,7 +12,7 @@ violation       an answer that breaks an invariant (non-finite, parts not summin
 hang            an input that took longer than ``HANG_S`` (bounded work must stay bounded)
 ==============  ======================================================================
 
-The same generators drive the bounded pytest suite (``tests/fuzz/``) and the longer run of
+The same generators drive the bounded pytest suite (``tests/properties/test_fuzz.py``) and the longer run of
 ``scripts/fuzz.py``, which prints the counts.
 """
 

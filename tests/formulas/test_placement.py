@@ -1,7 +1,7 @@
 """Job placement on NVLink domains (``placement``) and its use by the comm model."""
 
 import pytest
-from conftest import scenario
+from support import scenario
 
 from perfmodel.engine.rules import resolve
 from perfmodel.formulas.comm import group_domains

@@ -1,7 +1,7 @@
 """Roofline formulas checked by hand."""
 
 import pytest
-from conftest import SW, sw
+from support import SW, sw
 
 from perfmodel.formulas.compute import (
     ATTENTION_BWD_OVER_FWD_EXECUTED,

@@ -8,9 +8,9 @@ import json
 
 import numpy as np
 import pytest
-from conftest import with_software
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import with_software
 
 from perfmodel.cli import main
 from perfmodel.engine.prediction import predict

@@ -32,7 +32,7 @@ import yaml
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "app" / "streamlit_app.py"
 EXAMPLE = ROOT / "perfmodel" / "data" / "example_scenario.yaml"
 TIMEOUT_S = 120

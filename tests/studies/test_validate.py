@@ -13,7 +13,7 @@ from perfmodel.present.validation_report import markdown
 from perfmodel.spec.scenario import parse_scenario
 from perfmodel.studies.validation import load_cases, validate
 
-RUNS = Path(__file__).resolve().parent.parent / "perfmodel" / "data" / "published_runs.yaml"
+RUNS = Path(__file__).resolve().parents[2] / "perfmodel" / "data" / "published_runs.yaml"
 IDS = ("megatron2021_t1_1.7B", "megatron2021_t1_18.4B", "dgxc_1b9bb6b_h100_llama3_8b_bf16_8gpu")
 
 

@@ -21,7 +21,7 @@ from perfmodel.spec.hf_config import model_from_hf_config
 from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.presets import list_presets, load_model, load_model_file
 
-HF_DIR = Path(__file__).resolve().parent / "data" / "hf"
+HF_DIR = Path(__file__).resolve().parents[1] / "data" / "hf"
 GIGA = 1e9
 MEGA = 1e6
 

@@ -16,7 +16,7 @@ import yaml
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-APP = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
+APP = Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"
 TIMEOUT_S = 120
 PAGES = ("pages_/plan.py", "pages_/compare.py", "pages_/scale.py", "pages_/search.py", "pages_/size.py",
          "pages_/calibration.py")
@@ -197,7 +197,7 @@ def test_plan_hf_config_upload(tmp_path):
     at = _app()
     at.sidebar.radio(key="model_source").set_value("Uploaded").run()
     _assert_one_line_error(at, "upload a Hugging Face config.json")
-    cfg = (Path(__file__).parent / "data" / "hf" / "llama3-8b.json").read_bytes()
+    cfg = (Path(__file__).resolve().parents[1] / "data" / "hf" / "llama3-8b.json").read_bytes()
     at.file_uploader(key="model_upload").upload("config.json", cfg, "application/json").run()
     _assert_clean(at)
     at.file_uploader(key="model_upload").upload("config.json", b"{not json", "application/json").run()

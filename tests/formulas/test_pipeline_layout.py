@@ -6,7 +6,7 @@ from dataclasses import fields
 
 import numpy as np
 import pytest
-from conftest import with_software
+from support import with_software
 
 from perfmodel.engine.evaluate import evaluate, job_memory
 from perfmodel.engine.prediction import predict
@@ -129,7 +129,7 @@ def test_a_middle_rank_with_the_most_layers_sets_the_peak():
     # no recompute: a rank stores (micro-batches in flight) x (its layers) layer activations.
     # Even split: rank 0 holds 3 in flight x 2 layers = 6; the layout's rank 1 holds 2 x 4 = 8.
     assert uneven["activations"] == pytest.approx(even["activations"] * 8 / 6, rel=1e-12)
-    w_bytes = state_bytes_per_param("bf16")[0]
+    w_bytes = state_bytes_per_param("bf16", True)[0]
     assert uneven["weights"] == pytest.approx(4 * layer_params(six, LayerKind.DENSE) * w_bytes, rel=1e-12)
 
 

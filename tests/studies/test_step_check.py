@@ -13,7 +13,7 @@ from perfmodel.engine.prediction import predict
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.scenario import parse_scenario
 
-RESULTS = Path(__file__).resolve().parents[1] / "calibration" / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "calibration" / "results"
 COMMITTED = sorted(RESULTS.glob("*/step_check_*/scenario.yaml"))
 
 

@@ -15,7 +15,7 @@ from perfmodel.spec.scenario import parse_scenario
 from perfmodel.studies.validation import measured_tps
 
 CASES = {c["id"]: c for c in yaml.safe_load(
-    (Path(__file__).resolve().parent.parent / "perfmodel" / "data" / "published_runs.yaml").read_text())["cases"]}
+    (Path(__file__).resolve().parents[2] / "perfmodel" / "data" / "published_runs.yaml").read_text())["cases"]}
 
 # Narayanan et al. 2021 (SC21) Table 1, weak scaling on A100, rows from 7.5B up (the 1.7B and
 # 3.6B rows are dominated by the materialised attention of 2021, which the model omits).

@@ -9,7 +9,7 @@ import perfmodel as pm
 from perfmodel.spec.scenario import parse_scenario
 from perfmodel.studies.validation import load_cases
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("attention_split", ROOT / "scripts" / "attention_split.py")
 attention_split = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(attention_split)

@@ -34,9 +34,9 @@ from perfmodel.spec.efficiency import AttentionEfficiency, GemmEfficiency
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import load_hardware
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 NCCL_SAMPLE = DATA / "nccl" / "all_reduce_perf_sample.txt"
-PROFILES = Path(__file__).resolve().parent.parent / "calibration" / "profiles"
+PROFILES = Path(__file__).resolve().parents[2] / "calibration" / "profiles"
 MICROBENCHMARKS = default_data_path()
 needs_shared = pytest.mark.skipif(not MICROBENCHMARKS.exists(), reason="microbenchmarks.yaml absent")
 GiB, MiB = 2**30, 2**20

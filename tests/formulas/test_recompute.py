@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SW, sw, with_software
+from support import SW, sw, with_software
 
 from perfmodel.engine.prediction import predict
 from perfmodel.engine.rules import resolve
@@ -227,7 +227,7 @@ def test_eager_over_compiled_ratio_matches_torchtitan_report(gpus):
     raises tokens/s per GPU from 5,762 to 6,667 on 8 GPUs (1.157x) and from 5,605 to 6,514 on
     128 (1.162x). The two rows differ only in ``elementwise_kernels``; the model gives 1.23x."""
     from perfmodel.spec.errors import read_data_file
-    path = Path(__file__).resolve().parents[1] / "perfmodel" / "data" / "published_runs.yaml"
+    path = Path(__file__).resolve().parents[2] / "perfmodel" / "data" / "published_runs.yaml"
     cases = {c["id"]: c for c in read_data_file(path, "cases")["cases"]}
     eager = cases[f"torchtitan_2412_llama3_8b_{gpus}gpu_fsdp"]
     compiled = cases[f"torchtitan_2412_llama3_8b_{gpus}gpu_fsdp_torch.compile"]

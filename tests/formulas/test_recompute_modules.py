@@ -4,7 +4,7 @@ checked by hand against the tensors each one frees and the work it redoes."""
 import numpy as np
 import pytest
 import yaml
-from conftest import SW, sw, with_software
+from support import SW, sw, with_software
 
 from perfmodel.engine.prediction import predict
 from perfmodel.engine.rules import resolve

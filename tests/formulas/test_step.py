@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
-from conftest import SW, scenario, sw
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import SW, scenario, sw
 
 from perfmodel.engine.evaluate import COMPONENTS
 from perfmodel.engine.prediction import predict

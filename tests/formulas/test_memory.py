@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from conftest import SW, sw
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from support import SW, sw
 
 from perfmodel.engine.evaluate import job_memory
 from perfmodel.engine.rules import check_layout, resolve
@@ -31,7 +31,7 @@ from perfmodel.spec.model import MlaSpec, ModelSpec, MoeSpec
 from perfmodel.spec.scenario import Scenario, parse_scenario
 from perfmodel.spec.units import GIBI
 
-PUBLISHED = Path(__file__).resolve().parent.parent / "perfmodel" / "data" / "published_runs.yaml"
+PUBLISHED = Path(__file__).resolve().parents[2] / "perfmodel" / "data" / "published_runs.yaml"
 """Project copy of shared/data/published_runs.yaml."""
 
 # GPT-3 175B layer (Brown et al. 2020; Korthikanti et al. 2022 Table 3): h 12288, a 96, s 2048.
@@ -127,7 +127,7 @@ def test_moe_layer_counts_top_k_copies():
     (3, 1.75e9, 3.5e9, 10.5e9),  # + weights / 8
 ])
 def test_zero_stages_7b_dp8(zero, weights, grads, optimizer):
-    w, g, o = model_state_bytes(7e9, 0.0, zero, 8, 8, "bf16")
+    w, g, o = model_state_bytes(7e9, 0.0, zero, 8, 8, "bf16", True)
     assert (float(w), float(g), float(o)) == pytest.approx((weights, grads, optimizer))
 
 
@@ -135,7 +135,7 @@ def test_megatron_distributed_optimizer_table():
     # Megatron-Core docs: bf16 params + fp32 grads 18 -> 6 + 12/d; fp16 + fp16 grads 20 -> 4 + 16/d.
     for precision, plain, fixed, sharded in [("bf16", 18, 6, 12), ("fp16", 20, 4, 16)]:
         assert sum(STATE_BYTES_PER_PARAM[precision]) == plain
-        total = sum(model_state_bytes(1.0, 0.0, 1, 32, 32, precision))
+        total = sum(model_state_bytes(1.0, 0.0, 1, 32, 32, precision, True))
         assert float(total) == pytest.approx(fixed + sharded / 32)
 
 
@@ -143,7 +143,7 @@ def test_megatron_distributed_optimizer_table():
 def test_gradients_reduced_in_16_bits_keep_a_2_byte_buffer(precision, grads):
     """grad_reduce_in_fp32 false: the gradient buffer takes the 16-bit dtype (7B params, no
     sharding: 14 GB); weights and optimizer states do not change."""
-    w1, g1, o1 = model_state_bytes(7e9, 0.0, 0, 8, 8, precision)
+    w1, g1, o1 = model_state_bytes(7e9, 0.0, 0, 8, 8, precision, True)
     w2, g2, o2 = model_state_bytes(7e9, 0.0, 0, 8, 8, precision, grad_reduce_in_fp32=False)
     assert float(g2) == pytest.approx(grads * 7e9)
     assert (float(w2), float(o2)) == (float(w1), float(o1))
@@ -155,7 +155,7 @@ def test_model_states_match_param_count_when_unsplit():
     P = param_count(m).stored
     for zero in range(4):
         mem = memory_per_gpu(m, 1024, "selective", "bf16", layouts(zero_stage=zero, dp=8), SW)
-        w, g, o = model_state_bytes(P, 0.0, zero, 8, 8, "bf16")
+        w, g, o = model_state_bytes(P, 0.0, zero, 8, 8, "bf16", True)
         assert mem.weights[0] == pytest.approx(float(w))
         assert mem.gradients[0] == pytest.approx(float(g))
         assert mem.optimizer_states[0] == pytest.approx(float(o))
@@ -165,7 +165,7 @@ def test_experts_shard_over_expert_data_parallel_group():
     m = ModelSpec(num_layers=4, hidden_size=1024, num_attention_heads=8, ffn_hidden_size=4096,
                   vocab_size=1000, moe=MoeSpec(num_experts=8, top_k=2, expert_ffn_hidden_size=512))
     # dp*cp*tp/(ep*etp) = 8*1*2/(4*1) = 4 for experts; dp*cp = 8 for the rest.
-    w, g, o = model_state_bytes(100.0, 40.0, 1, 8, 4, "bf16")
+    w, g, o = model_state_bytes(100.0, 40.0, 1, 8, 4, "bf16", True)
     assert float(o) == pytest.approx(12 * (100 / 8 + 40 / 4))
     lay = layouts(tp=2, ep=4, dp=8, sp=True, zero_stage=3)
     mem = memory_per_gpu(m, 1024, "selective", "bf16", lay, SW)

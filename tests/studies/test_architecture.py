@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "perfmodel"
+PACKAGE = Path(__file__).resolve().parents[2] / "perfmodel"
 LAYERS = ("spec", "formulas", "engine", "studies", "present", "api", "cli")
 MAX_LINES = 400
 

@@ -13,12 +13,12 @@ from perfmodel.cli import main
 from perfmodel.formulas.cost import marginal_usd_per_hour_saved
 from perfmodel.formulas.counts import param_count
 from perfmodel.formulas.goodput import checkpoint_state_bytes, goodput_fraction
+from perfmodel.present.verdicts import knee_text, scale_verdict_text
 from perfmodel.spec.cost import CostModel
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import load_hardware
 from perfmodel.spec.reliability import FailureModel
 from perfmodel.spec.scenario import parse_scenario
-from perfmodel.present.verdicts import knee_text, scale_verdict_text
 from perfmodel.studies.scaling import find_knee, recommend, scale_sweep
 from perfmodel.studies.search import SearchOptions, search
 
