@@ -18,8 +18,9 @@ APP = HERE / "streamlit_app.py"
 def main(argv: list[str]) -> None:
     if str(HERE) not in sys.path:
         sys.path.insert(0, str(HERE))
-    from appkit.offline import no_address_lookups
     from streamlit.web import cli
+
+    from appkit.offline import no_address_lookups
 
     no_address_lookups()
     cli.main(["run", str(APP), *argv], prog_name="streamlit")

@@ -1,7 +1,7 @@
 """The microbenchmark suite: the same pipeline on every backend.
 
 =============  ===========================================================================
-gemm           square sweep plus the shapes ``perfmodel.workload.layer_ops`` gives for a few
+gemm           square sweep plus the shapes ``perfmodel.formulas.workload.layer_ops`` gives for a few
                model presets (forward m x n x k, input gradient m x k x n, weight gradient
                k x n x m), per precision
 grouped        MoE expert GEMMs (forward up and down) of a few MoE presets: one grouped
@@ -31,23 +31,22 @@ from __future__ import annotations
 import math
 import os
 import platform
-import re
 import time
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 
-from perfmodel.compute import ATTENTION_BWD_OVER_FWD_EXECUTED
-from perfmodel.errors import InputError
-from perfmodel.model import ModelSpec
-from perfmodel.workload import LayerKind, Op, OpKind, TpSplit, attention_fwd_flop_per_token, layer_ops
+from perfmodel.formulas.compute import ATTENTION_BWD_OVER_FWD_EXECUTED
+from perfmodel.formulas.counts import attention_fwd_flop_per_token
+from perfmodel.formulas.workload import LayerKind, Op, OpKind, TpSplit, layer_ops
+from perfmodel.spec.errors import InputError
+from perfmodel.spec.model import ModelSpec
+from perfmodel.spec.software import SoftwareStack
 
 from .results import Metadata, Record, Results, write_results
+from .timing import MAX_INNER, Plan, cpu_name, host_time_calls, slug, timed_record, today  # noqa: F401  (re-exported)
 
-MAX_INNER = 10_000
-"""Upper bound on back-to-back calls in one timed repeat."""
 FLOP_PER_MAC = 2
 
 INLINE_MODELS = {
@@ -61,33 +60,6 @@ INLINE_MODELS = {
         ffn_hidden_size=1024, vocab_size=1024),
     # Not a published model: small enough that every GEMM runs in milliseconds on a CPU.
 }
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What the suite measures; ``plan_for`` gives the defaults per device class."""
-
-    gemm_squares: tuple[int, ...]
-    gemm_models: tuple[str, ...]
-    gemm_tokens: tuple[int, ...]
-    """Tokens per micro-batch (GEMM m) for the workload shapes."""
-    gemm_tps: tuple[int, ...]
-    """Tensor-parallel degrees whose sharded shapes are measured."""
-    gemm_max_flop: float
-    """Shapes above this work are skipped (keeps CPU runs short)."""
-    grouped_models: tuple[str, ...]
-    grouped_tokens: tuple[int, ...]
-    """Tokens per expert (m of each expert GEMM)."""
-    attention_seqs: tuple[int, ...]
-    attention_tokens: int
-    attention_heads: int
-    attention_head_dim: int
-    stream_array_bytes: tuple[int, ...]
-    h2d_bytes: tuple[int, ...]
-    collective_max_bytes: int
-    repeats: int
-    warmup: int
-    target_sample_s: float
 
 
 def plan_for(device_kind: str, quick: bool) -> Plan:
@@ -133,19 +105,10 @@ def measure(backend, fn, plan: Plan, graph: bool = True) -> tuple[tuple[float, .
     return tuple(times), timing
 
 
-def timed_record(measured, **fields) -> Record:
-    times, timing = measured
-    t = np.asarray(times, dtype=float)
-    p10, median, p90 = np.percentile(t, [10, 50, 90])
-    return Record(timing=timing, times_s=tuple(float(x) for x in t), median_s=float(median),
-                  p10_s=float(p10), p90_s=float(p90), **fields)
-
-
-# --------------------------------------------------------------------------------- shapes
 def model_spec(ref: str) -> ModelSpec:
     """A preset from perfmodel/data/models.yaml, else the inline fallback."""
     try:
-        from perfmodel.presets import load_model
+        from perfmodel.spec.presets import load_model
 
         return load_model(ref)
     except (InputError, ImportError, OSError, KeyError):
@@ -158,7 +121,7 @@ def workload_gemm_shapes(models, tokens, tps) -> list[tuple[int, int, int]]:
     """(m, n, k) of every dense-layer GEMM, sharded by TP, with its two backward GEMMs."""
     shapes = []
     for ref in models:
-        for op in layer_ops(model_spec(ref), LayerKind.DENSE):
+        for op in layer_ops(model_spec(ref), LayerKind.DENSE, SoftwareStack()):
             if op.kind is not OpKind.GEMM:
                 continue
             for tp in tps:
@@ -186,14 +149,14 @@ def grouped_gemm_shapes(models, tokens_per_expert) -> list[tuple[int, int, int, 
             raise InputError("grouped_models", f"{ref!r} is not a mixture-of-experts preset")
         experts = spec.moe.num_experts
         groups = experts if experts < MANY_EXPERTS else experts // EP_SCALE_UP
-        for op in layer_ops(spec, LayerKind.MOE):
+        for op in layer_ops(spec, LayerKind.MOE, SoftwareStack()):
             if op.kind is OpKind.GEMM and op.expert:
                 shapes += [(groups, m, op.n, op.k) for m in tokens_per_expert]
     return list(dict.fromkeys(shapes))
 
 
 def attention_flop(batch: int, heads: int, seq: int, head_dim: int, causal: bool) -> tuple[float, float]:
-    """(forward, backward) FLOPs in ``perfmodel.compute``'s convention."""
+    """(forward, backward) FLOPs in ``perfmodel.formulas.compute``'s convention."""
     op = Op("attention/core", OpKind.ATTENTION, attn_heads=heads, attn_qk_dim=head_dim, attn_v_dim=head_dim)
     fwd = attention_fwd_flop_per_token(op, seq, causal) * batch * seq
     return fwd, ATTENTION_BWD_OVER_FWD_EXECUTED * fwd
@@ -373,36 +336,6 @@ class NumpyBackend:
     def metadata(self) -> Metadata:
         return Metadata(device=cpu_name(), backend=self.name, date=today(),
                         numpy_version=np.__version__, notes=f"python {platform.python_version()}")
-
-
-def host_time_calls(fn, inner: int, repeats: int, sync=None) -> list[float]:
-    out = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        if sync is not None:
-            sync()
-        out.append((time.perf_counter() - t0) / inner)
-    return out
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "cpu"
-
-
-def today() -> str:
-    return datetime.now(timezone.utc).date().isoformat()
-
-
-def slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60] or "device"
 
 
 def select_backend(name: str, quick: bool, gloo_ranks: int = 0):

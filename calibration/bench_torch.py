@@ -38,8 +38,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .bench import MAX_INNER, Plan, cpu_name, host_time_calls, timed_record, today
 from .results import FAST_ACCUM_IMPL, Metadata, Record
+from .timing import MAX_INNER, Plan, cpu_name, host_time_calls, timed_record, today
 
 SWEEP_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 FP8_MIN_CAPABILITY = (8, 9)

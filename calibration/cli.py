@@ -12,16 +12,16 @@ import math
 import sys
 from pathlib import Path
 
-from perfmodel.errors import InputError, check_output_path, one_line
-from perfmodel.hardware import list_hardware_ids, load_hardware, load_hardware_file
-from perfmodel.limits import MAX_BENCH_REPEATS, MAX_MESSAGE_BYTES, MAX_TFLOP_PER_S
-from perfmodel.units import TERA
+from perfmodel.spec.errors import InputError, check_output_path, one_line
+from perfmodel.spec.hardware import list_hardware_ids, load_hardware, load_hardware_file
+from perfmodel.spec.limits import MAX_BENCH_REPEATS, MAX_MESSAGE_BYTES, MAX_TFLOP_PER_S
+from perfmodel.spec.units import TERA
 
 from .bench import plan_for, run_and_write, select_backend, with_repeats
 from .fit import SKIPPABLE, fit_efficiencies, quality_lines, require_records
 from .parsers import load_any
 from .profile import write_profile
-from .published import PUBLISHED_HARDWARE, PROFILES_DIR, default_data_path, fit_published, require_file
+from .published import PROFILES_DIR, PUBLISHED_HARDWARE, default_data_path, fit_published, require_file
 from .report import quality_text, write_plot
 
 EXIT_INPUT = 2
@@ -58,6 +58,16 @@ def bench_hw_main(argv=None, raise_errors: bool = False) -> int:
 
 def calibrate_main(argv=None, raise_errors: bool = False) -> int:
     return _run(_calibrate, argv, raise_errors)
+
+
+def bench_hw_command(argv) -> int:
+    """``perfmodel bench-hw ...`` (registered under the ``perfmodel.commands`` entry points)."""
+    return bench_hw_main(argv, raise_errors=True)
+
+
+def calibrate_command(argv) -> int:
+    """``perfmodel calibrate ...`` (registered under the ``perfmodel.commands`` entry points)."""
+    return calibrate_main(argv, raise_errors=True)
 
 
 def fit_published_main(argv=None) -> int:

@@ -10,7 +10,7 @@ GEMM, precision p  t = 2mnk / (P_p * eff_max * m/(m+d) * n/(n+d) * k/(k+d));  ef
 grouped GEMM       t = E * t_kernel + 2mnkE / (P_bf16 * eff(m, n, k) at d_grouped);  d_grouped
                    (the dense bf16 fit's eff_max and t_kernel held; E problems per call)
 attention          t = F / (P_bf16 * eff_dir * s/(s+s_half));  eff_fwd, eff_bwd, s_half
-                   (F in ``perfmodel.compute``'s convention: backward executes 2.5x forward)
+                   (F in ``perfmodel.formulas.compute``'s convention: backward executes 2.5x forward)
 memory             t = bytes / (B_hbm * memory_efficiency)
 launch             t = launch_overhead_s (raw launches), host_op_overhead_s (the suite's
                    eager op, ``EAGER_OP``)
@@ -31,11 +31,17 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import least_squares
 
-from perfmodel.compute import gemm_time_s
-from perfmodel.efficiency import (AttentionEfficiency, CollectiveFit, Efficiencies, GemmEfficiency,
-                                  saturating_attention_efficiency, saturating_gemm_efficiency)
-from perfmodel.errors import InputError
-from perfmodel.hardware import HardwareSpec
+from perfmodel.formulas.compute import gemm_time_s
+from perfmodel.spec.efficiency import (
+    AttentionEfficiency,
+    CollectiveFit,
+    Efficiencies,
+    GemmEfficiency,
+    saturating_attention_efficiency,
+    saturating_gemm_efficiency,
+)
+from perfmodel.spec.errors import InputError
+from perfmodel.spec.hardware import HardwareSpec
 
 from .profile import Profile, apply_profile, load_profile, write_profile  # noqa: F401  (re-export)
 from .regimes import envelope_s, fit_regimes
@@ -161,7 +167,7 @@ def fit_gemm(records, peak_flop_per_s: float, default: GemmEfficiency, group: st
 
 def fit_grouped_gemm(records, spec: HardwareSpec, eff: Efficiencies):
     """grouped_gemm_half_dim from bf16 expert-GEMM records, through the step model's own time
-    (``perfmodel.compute.gemm_time_s`` with ``grouped``: a kernel overhead per expert plus
+    (``perfmodel.formulas.compute.gemm_time_s`` with ``grouped``: a kernel overhead per expert plus
     the roofline at the grouped half_dim), the rest of ``eff`` held."""
     recs = [r for r in records if r.shape and r.median_s and r.groups]
     m, n, k = (np.array([r.shape[i] for r in recs], dtype=float) for i in range(3))

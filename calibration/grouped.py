@@ -3,7 +3,7 @@
 Expert GEMMs run many small problems (one cuBLAS call per expert, or one grouped kernel) and
 reach less of the peak than one dense GEMM of the same per-expert shape. The step model
 treats them as dense GEMMs with their own, larger half_dim (``grouped_gemm_half_dim``,
-``perfmodel.compute.gemm_efficiency``). This module finds it from
+``perfmodel.formulas.compute.gemm_efficiency``). This module finds it from
 ``calibration/data/grouped_gemm.yaml``: the record with one kernel per expert and a pure
 GEMM timing fixes d; records whose time also covers other work (routing, permutation)
 only bound it, and are reported as consistency checks.
@@ -16,9 +16,9 @@ from pathlib import Path
 
 from scipy.optimize import brentq
 
-from perfmodel.compute import gemm_roofline_s
-from perfmodel.errors import InputError, read_data_file
-from perfmodel.hardware import HardwareSpec
+from perfmodel.formulas.compute import gemm_roofline_s
+from perfmodel.spec.errors import InputError, read_data_file
+from perfmodel.spec.hardware import HardwareSpec
 
 DATA = Path(__file__).resolve().parent / "data" / "grouped_gemm.yaml"
 

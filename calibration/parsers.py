@@ -14,17 +14,16 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import math
-
 from pydantic import ValidationError
 
-from perfmodel.errors import InputError, parse_data_text, pydantic_message, read_text_file
-from perfmodel.limits import MAX_LOG_FILE_BYTES, MAX_LOG_ROWS
-from perfmodel.units import GIGA, MICRO, TERA
+from perfmodel.spec.errors import InputError, parse_data_text, pydantic_message, read_text_file
+from perfmodel.spec.limits import MAX_LOG_FILE_BYTES, MAX_LOG_ROWS
+from perfmodel.spec.units import GIGA, MICRO, TERA
 
 from .results import RESULTS_FORMAT, Metadata, Record, Results, bus_factor, parse_results
 
@@ -113,7 +112,7 @@ def parse_nccl_tests(text: str, origin: str = "nccl-tests", op: str | None = Non
         if line.startswith("#") or len(words) != len(columns) or not words[0].isdigit():
             continue
         if len(rows) == MAX_LOG_ROWS:
-            raise InputError(origin, f"more than {MAX_LOG_ROWS:,} data rows (perfmodel.limits.MAX_LOG_ROWS)")
+            raise InputError(origin, f"more than {MAX_LOG_ROWS:,} data rows (perfmodel.spec.limits.MAX_LOG_ROWS)")
         try:
             row = {"size": int(words[0]), "type": words[columns.index("type")],
                    "groups": [(float(words[i]), float(words[i + 1]), float(words[i + 2])) for i in time_cols]}

@@ -1,46 +1,18 @@
-"""Calibration profiles: fitted ``Efficiencies`` for one hardware id, with their sources.
-
-A profile is a YAML file::
-
-    format: perfmodel-calibration-profile/1
-    hardware_id: h100-sxm
-    efficiency: {gemm: ..., attention: ..., ..., collectives: [...], sources: {...}}
-    quality: {gemm.fp8: "9 points, median |error| 3.1%, worst ...", ...}
-
-``efficiency`` has exactly the schema of a hardware YAML's ``efficiency:`` block, so
-``apply_profile`` swaps it into a ``HardwareSpec``. Several ``collectives`` entries for one
-(op, fabric, num_gpus) are regimes of one curve (NCCL protocols/algorithms), in order of
-increasing busbw: the collective takes the fastest, t(S) = min_i(latency_i + factor*S/busbw_i).
-"""
+"""Writing calibration profiles. The format, and reading and applying a profile, are
+perfmodel's (``perfmodel.spec.profile``): calibration writes what perfmodel reads."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict
 
-from perfmodel.efficiency import Efficiencies
-from perfmodel.errors import InputError, validated, write_text_file
-from perfmodel.hardware import HardwareSpec
-from perfmodel.limits import Name
+from perfmodel.spec.efficiency import Efficiencies
+from perfmodel.spec.errors import write_text_file
+from perfmodel.spec.profile import Profile, apply_profile, load_profile  # noqa: F401  (calibration's API)
 
-from .results import read_mapping
-
-PROFILE_FORMAT = "perfmodel-calibration-profile/1"
 SIGNIFICANT_DIGITS = 5
 """Written precision of fitted values (fits are good to a few percent at best)."""
-
-
-class Profile(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    format: Literal["perfmodel-calibration-profile/1"] = PROFILE_FORMAT
-    hardware_id: Name
-    efficiency: Efficiencies
-    quality: dict[str, str] = {}
-    """One line per fitted group: points, median and worst relative error."""
 
 
 def write_profile(path, hardware_id: str, efficiencies: Efficiencies, sources: dict[str, str] | None = None,
@@ -65,14 +37,3 @@ def _rounded(data, digits: int = SIGNIFICANT_DIGITS):
     if isinstance(data, list):
         return [_rounded(v, digits) for v in data]
     return data
-
-
-def load_profile(path) -> Profile:
-    return validated(Profile, read_mapping(Path(path)), f"profile({Path(path).name})", "must be a mapping")
-
-
-def apply_profile(spec: HardwareSpec, profile: Profile) -> HardwareSpec:
-    """The spec with its efficiency block replaced by the profile's."""
-    if profile.hardware_id != spec.id:
-        raise InputError("profile", f"profile is for {profile.hardware_id!r}, hardware is {spec.id!r}")
-    return spec.model_copy(update={"efficiency": profile.efficiency})

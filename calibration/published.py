@@ -18,8 +18,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfmodel.errors import InputError
-from perfmodel.hardware import load_hardware
+from perfmodel.spec.errors import InputError
+from perfmodel.spec.hardware import load_hardware
 
 from .fit import Calibration, fit_efficiencies, quality_lines
 from .parsers import parse_microbenchmarks

@@ -9,7 +9,7 @@ import csv
 import io
 from pathlib import Path
 
-from perfmodel.errors import InputError, check_output_path, write_text_file
+from perfmodel.spec.errors import InputError, check_output_path, write_text_file
 
 from .fit import Calibration, accuracy_checks
 

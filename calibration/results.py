@@ -14,7 +14,7 @@ shape           gemm (m, n, k), per problem for a grouped GEMM of ``groups`` pro
 size_bytes      collective: the nccl-tests message size S; hbm, elementwise: bytes read
                 plus written by one call (the STREAM convention); h2d: bytes transferred
 flop            work of one call (gemm 2mnk, times ``groups``; attention in
-                ``perfmodel.compute``'s convention)
+                ``perfmodel.formulas.compute``'s convention)
 times_s         every timed repeat, seconds per call
 timing          cuda-graph | cuda-events | host (suite runs only)
 median_s        median of ``times_s`` (or the single published/reported time)
@@ -35,11 +35,22 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, computed_field, model_validator
 
-from perfmodel import comm
-from perfmodel.errors import read_data_file, validated, write_text_file
-from perfmodel.limits import (MAX_KERNEL_DIM, MAX_KERNEL_FLOP, MAX_MEASURED_RATE_PER_S, MAX_MESSAGE_BYTES,
-                              MAX_NUM_EXPERTS, MAX_NUM_GPUS, MAX_RECORDS, MAX_SECONDS, MAX_SEQ_LENGTH, Name,
-                              int_field, real_field)
+from perfmodel.formulas import comm
+from perfmodel.spec.errors import read_data_file, validated, write_text_file
+from perfmodel.spec.limits import (
+    MAX_KERNEL_DIM,
+    MAX_KERNEL_FLOP,
+    MAX_MEASURED_RATE_PER_S,
+    MAX_MESSAGE_BYTES,
+    MAX_NUM_EXPERTS,
+    MAX_NUM_GPUS,
+    MAX_RECORDS,
+    MAX_SECONDS,
+    MAX_SEQ_LENGTH,
+    Name,
+    int_field,
+    real_field,
+)
 
 RESULTS_FORMAT = "perfmodel-calibration-results/1"
 
@@ -53,7 +64,7 @@ the plain ``torch._scaled_mm`` records accumulate precisely."""
 
 
 def bus_factor(op: str, num_gpus: int) -> float:
-    """busbw / algbw for a collective named ``op`` (``perfmodel.comm.bus_factor``)."""
+    """busbw / algbw for a collective named ``op`` (``perfmodel.formulas.comm.bus_factor``)."""
     return float(comm.bus_factor(comm.Collective(op), num_gpus))
 
 
@@ -62,7 +73,7 @@ class _Frozen(BaseModel):
 
 
 Seconds = real_field(MAX_SECONDS)
-"""A measured time: finite, positive (``perfmodel.limits.MAX_SECONDS``)."""
+"""A measured time: finite, positive (``perfmodel.spec.limits.MAX_SECONDS``)."""
 
 
 class Metadata(_Frozen):

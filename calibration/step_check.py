@@ -6,7 +6,7 @@ compared with a measured step on the same machine.
     perfmodel predict DIR/<name>/scenario.yaml                            (anywhere)
 
 The model follows the Llama 3 block as torchtitan 9dec370 writes it in eager mode, which is
-what the scenario's ``elementwise_kernels: eager`` and ``cross_entropy: eager_fp32`` describe:
+what the scenario's ``software: {elementwise_kernels: eager, cross_entropy: eager_fp32}`` describes:
 RMSNorm and rotary embedding computed in fp32, grouped-query K/V repeated by a copy,
 SDPA (flash backend, causal), SwiGLU as silu(x W1) * (x W3) then W2, and an fp32
 cross-entropy over the logits. Mixed precision follows Megatron's layout on one GPU: bf16
@@ -28,12 +28,12 @@ from pathlib import Path
 
 import yaml
 
-from perfmodel.errors import InputError, write_text_file
-from perfmodel.limits import MAX_BENCH_REPEATS
-from perfmodel.presets import load_model
-from perfmodel.scenario import parse_scenario, resolve
+import perfmodel as pm
+from perfmodel.spec.errors import InputError, write_text_file
+from perfmodel.spec.limits import MAX_BENCH_REPEATS
+from perfmodel.spec.presets import load_model
 
-from .bench import slug, today
+from .timing import slug, today
 
 ROPE_THETA = 500000.0
 """Llama 3 rotary base (Dubey et al. 2024, Table 3)."""
@@ -58,9 +58,9 @@ def scenario_dict(preset: str, layers: int, seq: int, mbs: int, gbs: int, hardwa
         "parallelism": {"tp": 1, "pp": 1, "vpp": 1, "cp": 1, "ep": 1, "etp": 1, "sequence_parallel": False,
                         "zero_stage": 0},
         "recompute": "none", "precision": "bf16",
-        "elementwise_kernels": "eager", "cross_entropy": "eager_fp32",
+        "software": {"elementwise_kernels": "eager", "cross_entropy": "eager_fp32"},
     }
-    resolve(parse_scenario(data))      # a clear error here (fields and layout), not after a GPU run
+    pm.resolve(pm.parse_scenario(data), profile=None)   # a clear error here (fields and layout), not after a GPU run
     return data
 
 

@@ -1,3 +1,51 @@
-"""perfmodel: an analytical performance and cost model of distributed AI training."""
+"""perfmodel: an analytical performance and cost model of distributed AI training.
+
+    import perfmodel as pm
+    p = pm.predict(pm.load_scenario("job.yaml"))
+
+The public API is ``perfmodel.api`` (documented in docs/api.md), re-exported here. Names load on
+first use, so ``import perfmodel`` costs little until a prediction is asked for.
+"""
+
+from __future__ import annotations
 
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    # functions
+    "load_scenario": "perfmodel.api", "parse_scenario": "perfmodel.spec.scenario",
+    "scenario_to_dict": "perfmodel.spec.scenario", "predict": "perfmodel.api", "describe": "perfmodel.api",
+    "search": "perfmodel.api", "scale": "perfmodel.api", "size": "perfmodel.api", "validate": "perfmodel.api",
+    "hardware": "perfmodel.api", "model": "perfmodel.api", "hardware_ids": "perfmodel.api",
+    "model_ids": "perfmodel.api", "efficiencies": "perfmodel.api", "resolve": "perfmodel.api",
+    "roofline": "perfmodel.api", "timeline": "perfmodel.api", "bench": "perfmodel.api",
+    "software_histories": "perfmodel.api", "BREAKDOWN_COMPONENTS": "perfmodel.api", "LENS": "perfmodel.api",
+    "TIMELINE_PHASES": "perfmodel.api",
+    # inputs
+    "Scenario": "perfmodel.spec.scenario", "Parallelism": "perfmodel.spec.scenario",
+    "SoftwareStack": "perfmodel.spec.software", "Overlap": "perfmodel.spec.software",
+    "HardwareSpec": "perfmodel.spec.hardware", "ModelSpec": "perfmodel.spec.model",
+    "CostModel": "perfmodel.spec.cost", "FailureModel": "perfmodel.spec.reliability",
+    "SearchOptions": "perfmodel.studies.search", "InputError": "perfmodel.spec.errors",
+    # results
+    "Prediction": "perfmodel.engine.prediction", "Description": "perfmodel.studies.describe",
+    "SearchResult": "perfmodel.studies.search", "Candidate": "perfmodel.studies.search",
+    "ScalingResult": "perfmodel.studies.scaling", "SizingResult": "perfmodel.studies.sizing",
+    "Report": "perfmodel.studies.validation",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'perfmodel' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(list(globals()) + __all__)

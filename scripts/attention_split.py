@@ -17,11 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
-from perfmodel.errors import InputError
-from perfmodel.predict import predict
-from perfmodel.profile import efficiency_for_hardware
-from perfmodel.scenario import parse_scenario
-from perfmodel.validate import measured_tps, load_cases
+from perfmodel.engine.prediction import predict
+from perfmodel.spec.errors import InputError
+from perfmodel.spec.profile import efficiencies_for
+from perfmodel.spec.scenario import hardware_of, parse_scenario
+from perfmodel.studies.validation import load_cases, measured_tps
 
 RUNS = Path(__file__).resolve().parent.parent / "perfmodel" / "data" / "published_runs.yaml"
 FREE = 1e6
@@ -31,7 +31,7 @@ FREE = 1e6
 def split(case: dict) -> tuple[float, float, float]:
     """(measured step s, predicted attention s, predicted rest s) of one case."""
     sc = parse_scenario(case["scenario"])
-    eff = efficiency_for_hardware(sc.hardware)
+    eff = efficiencies_for(hardware_of(sc))[0]
     full = predict(sc, eff).step_time_s
     free = eff.model_copy(update={"attention": eff.attention.model_copy(
         update={"fwd_efficiency_max": FREE, "bwd_efficiency_max": FREE})})

@@ -5,7 +5,7 @@
 
 Counts per entry point: inputs tried, answers, one-line errors, and defects (tracebacks, wrong
 exit codes, invariant violations, hangs), with the first examples of each defect. Exit status 1
-when any defect was found. The checks are those of ``tests/fuzz/harness.py``.
+when any defect was found. The checks are those of ``tests/support/fuzz.py``.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "fuzz"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-import harness  # noqa: E402
+from support import fuzz as harness  # noqa: E402
 
 
 def main() -> int:

@@ -1,23 +1,20 @@
-"""Shared fixtures: small scenarios built inline so tests do not depend on presets."""
+"""Tiers: each test is marked with its folder (formulas, anchors, properties, studies, app,
+browser), so ``pytest -m formulas`` runs the formula tests alone, in seconds; a hypothesis test
+is marked ``properties`` too, wherever it sits (``-m "formulas and not properties"``: the
+hand-computed cases only)."""
+
+from pathlib import Path
 
 import pytest
 
-from perfmodel.scenario import parse_scenario
-
-GPT_SMALL = dict(name="gpt-small", num_layers=8, hidden_size=1024, num_attention_heads=16,
-                 ffn_hidden_size=4096, vocab_size=32000)
+TIERS = ("formulas", "anchors", "properties", "studies", "app", "browser")
 
 
-def scenario(**over):
-    base = dict(hardware="h100-sxm", num_gpus=16, model=dict(GPT_SMALL), seq_length=2048,
-                global_batch_size=64, micro_batch_size=1,
-                parallelism=dict(tp=2, pp=2, vpp=1, cp=1, zero_stage=1), recompute="none", precision="bf16")
-    par = over.pop("parallelism", {})
-    base.update(over)
-    base["parallelism"] = {**base["parallelism"], **par}
-    return parse_scenario(base)
-
-
-@pytest.fixture
-def make_scenario():
-    return scenario
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        parts = Path(str(item.fspath)).parts
+        for tier in TIERS:
+            if tier in parts:
+                item.add_marker(getattr(pytest.mark, tier))
+        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+            item.add_marker(pytest.mark.properties)

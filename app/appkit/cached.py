@@ -2,7 +2,7 @@
 
 Each function takes the ``JobInputs.key()`` JSON string (plus options, also frozen), so a
 rerun with unchanged inputs costs a dictionary look-up. Invalid input raises
-``perfmodel.errors.InputError``; pages show its one line with ``st.error``.
+``perfmodel.spec.errors.InputError``; pages show its one line with ``st.error``.
 """
 
 from __future__ import annotations
@@ -12,14 +12,11 @@ from pathlib import Path
 
 import streamlit as st
 
-from perfmodel.cost import CostModel
-from perfmodel.errors import InputError
-from perfmodel.hardware import list_hardware_ids, load_hardware
-from perfmodel.predict import predict_job
-from perfmodel.roofline import roofline
-from perfmodel.scenario import parse_scenario, resolve, scenario_to_dict
-from perfmodel.step import COMPONENTS
-from perfmodel.timeline import scenario_timeline
+import perfmodel as pm
+from perfmodel.api import BREAKDOWN_COMPONENTS
+from perfmodel.present.verdicts import knee_text, scale_verdict_text, sizing_reason_text
+from perfmodel.spec.cost import CostModel
+from perfmodel.spec.errors import InputError
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = dict(max_entries=256, show_spinner=False)
@@ -30,29 +27,13 @@ micro-batches drawn, at least pp of them): pp 128 draws 32,768; pp 1,024 would d
 
 def _unpack(key: str):
     d = json.loads(key)
-    sc = parse_scenario(d["scenario"])
+    sc = pm.parse_scenario(d["scenario"])
     return sc, CostModel.model_validate(d["cost"]), d["use_profile"], d
 
 
-def efficiency_for(hardware_ref: str, use_profile: bool):
-    """(efficiencies, note): the calibration profile's for a catalogue id, else (None, why).
-
-    None means the hardware spec's defaults. Edited or uploaded hardware keeps its own
-    ``efficiency`` section: a profile fitted to the catalogue spec would override the edits.
-    A profile that cannot be read falls back to the defaults and says why in ``note``.
-    """
-    if not use_profile:
-        return None, "hardware spec defaults (calibration profile off)"
-    if not isinstance(hardware_ref, str) or hardware_ref not in list_hardware_ids():
-        return None, "the edited hardware YAML's own efficiencies"
-    from perfmodel.profile import efficiency_for_hardware
-    try:
-        eff = efficiency_for_hardware(hardware_ref)
-    except (ImportError, TypeError, ValueError, KeyError, OSError) as exc:   # a profile file or loader at fault
-        return None, f"hardware spec defaults: the calibration profile could not be read ({type(exc).__name__}: {exc})"
-    if eff is None:
-        return None, f"hardware spec defaults (no calibration profile for {hardware_ref})"
-    return eff, f"calibration profile calibration/profiles/{hardware_ref}.yaml"
+def _profile(use_profile: bool):
+    """The sidebar's checkbox as ``perfmodel``'s profile choice (the one place that decides)."""
+    return "auto" if use_profile else None
 
 
 # ------------------------------------------------------------------------------- plan
@@ -60,18 +41,20 @@ def efficiency_for(hardware_ref: str, use_profile: bool):
 def plan_view(key: str) -> dict:
     """Prediction, memory, roofline and pipeline timeline of the job."""
     sc, cost, use_profile, _ = _unpack(key)
-    job = resolve(sc)
-    eff, eff_note = efficiency_for(sc.hardware, use_profile)
-    p = predict_job(job, efficiency=eff, cost_model=cost)
-    rl = roofline(job, eff)
+    profile = _profile(use_profile)
+    r = pm.resolve(sc, profile=profile)
+    eff_note = pm.efficiencies(sc, profile)[1]
+    p = pm.predict(sc, profile=profile, cost=cost)
+    rl = pm.roofline(sc, profile=profile)
     pp, vpp = sc.parallelism.pp, sc.parallelism.vpp
     drawn = max(pp, min(16, 48 // vpp))
-    bars = 2 * pp * vpp * min(drawn, job.num_microbatches)
-    tl = scenario_timeline(job, eff, max_microbatches=drawn) if bars <= MAX_TIMELINE_BARS else None
-    gpu = job.hardware.gpu
+    bars = 2 * pp * vpp * min(drawn, r.num_microbatches)
+    tl = pm.timeline(sc, profile=profile, max_microbatches=drawn) if bars <= MAX_TIMELINE_BARS else None
+    hw = pm.hardware(sc.hardware) if isinstance(sc.hardware, str) else sc.hardware
+    gpu = hw.gpu
     return {
         "prediction": p.to_dict(),
-        "model_name": job.model.name, "hardware_name": job.hardware.name, "hardware_id": job.hardware.id,
+        "model_name": r.job.model.name, "hardware_name": hw.name, "hardware_id": hw.id,
         "usable_hbm_bytes": gpu.hbm_usable_bytes, "hbm_capacity_bytes": gpu.hbm_bytes,
         "efficiency_note": eff_note,
         "roofline": {"points": list(rl.points), "roofs": list(rl.roofs), "ridge": rl.ridge_flop_per_byte},
@@ -91,21 +74,20 @@ def compare_view(key: str, hardware_ids: tuple[str, ...], with_search: bool, obj
     when the job cannot run there.
     """
     sc, cost, use_profile, _ = _unpack(key)
+    profile = _profile(use_profile)
     rows = []
     for hw_id in hardware_ids:
         s = sc.model_copy(update={"hardware": hw_id})
-        eff, _ = efficiency_for(hw_id, use_profile)
-        base = {"hardware": hw_id, "hardware_name": load_hardware(hw_id).name}
+        base = {"hardware": hw_id, "hardware_name": pm.hardware(hw_id).name}
         try:
-            p = predict_job(resolve(s), efficiency=eff, cost_model=cost)
+            p = pm.predict(s, profile=profile, cost=cost)
             rows.append({**base, "layout": "as given", "fits": p.fits_in_memory, **_numbers(p.to_dict()),
                          "layout_text": _layout_text(s), "reason": "" if p.fits_in_memory else "does not fit in memory"})
         except InputError as exc:
             rows.append({**base, "layout": "as given", "reason": str(exc)})
         if with_search:
-            from perfmodel.search import SearchOptions, search
             try:
-                r = search(s, SearchOptions(objective=objective, top_k=1), cost, efficiency=eff)
+                r = pm.search(s, pm.SearchOptions(objective=objective, top_k=1), profile=profile, cost=cost)
             except InputError as exc:
                 rows.append({**base, "layout": "best", "reason": str(exc)})
                 continue
@@ -135,10 +117,10 @@ def _layout_text(s) -> str:
 def search_view(key: str, options_json: str) -> dict:
     """Top layouts, the time-cost Pareto front, every fitting layout (sampled) and the
     reasons layouts were rejected."""
-    from perfmodel.search import parse_search_options, search
+    from perfmodel.studies.search import parse_search_options
     sc, cost, use_profile, _ = _unpack(key)
     opts = parse_search_options(json.loads(options_json))
-    r = search(sc, opts, cost, efficiency=efficiency_for(sc.hardware, use_profile)[0])
+    r = pm.search(sc, opts, profile=_profile(use_profile), cost=cost)
     t = r.table
     time_col = t.time_to_train_s if t.time_to_train_s is not None else t.step_time_s
     n = len(t)
@@ -147,7 +129,7 @@ def search_view(key: str, options_json: str) -> dict:
               "num_gpus": int(t.num_gpus[i]), "bottleneck": str(t.bottleneck[i])} for i in range(0, n, step)]
     return {
         "top": [c.to_dict() for c in r.candidates],
-        "top_scenarios": [scenario_to_dict(c.scenario) for c in r.candidates],
+        "top_scenarios": [pm.scenario_to_dict(c.scenario) for c in r.candidates],
         "pareto": [c.to_dict() for c in r.pareto],
         "cloud": cloud, "cloud_sampled": step > 1, "num_fitting": n,
         "rejected": dict(r.rejected), "num_enumerated": r.num_enumerated, "num_valid": r.num_valid,
@@ -160,14 +142,15 @@ def search_view(key: str, options_json: str) -> dict:
 @st.cache_data(**CACHE)
 def scale_view(key: str, gpu_counts: tuple[int, ...], mode: str, objective: str, efficiency_threshold: float,
                value_of_time_usd_per_day: float | None, deadline_s: float | None) -> dict:
-    """The best layout at each GPU count (``scaling.scale_sweep``), as plain rows."""
-    from perfmodel.scaling import scale_sweep
-    from perfmodel.search import SearchOptions
+    """The best layout at each GPU count (``perfmodel.scale``), as plain rows, with the knee and
+    the verdict in words."""
     sc, cost, use_profile, _ = _unpack(key)
-    res = scale_sweep(sc, gpu_counts, mode, SearchOptions(objective=objective, top_k=1), cost, None,
-                      efficiency_threshold=efficiency_threshold, value_of_time_usd_per_day=value_of_time_usd_per_day,
-                      deadline_s=deadline_s, efficiency=efficiency_for(sc.hardware, use_profile)[0])
+    res = pm.scale(sc, gpu_counts, mode=mode, options=pm.SearchOptions(objective=objective, top_k=1),
+                   profile=_profile(use_profile), cost=cost, efficiency_threshold=efficiency_threshold,
+                   value_of_time_usd_per_day=value_of_time_usd_per_day, deadline_s=deadline_s)
     out = _plain(res)
+    out["knee_num_gpus"], out["knee_reason"] = res.knee.num_gpus, knee_text(res.knee)
+    out["verdict"]["reason"] = scale_verdict_text(res.verdict)
     for row, p in zip(out["points"], res.points):
         row["breakdown_s"] = dict(p.candidate.breakdown_s) if p.candidate else None
         row["step_time_s"] = p.candidate.step_time_s if p.candidate else None
@@ -179,15 +162,14 @@ def scale_view(key: str, gpu_counts: tuple[int, ...], mode: str, objective: str,
 def size_view(key: str, tokens: float, deadline_s: float | None, budget_usd: float | None,
               hardware_ids: tuple[str, ...], gpu_counts: tuple[int, ...]) -> dict:
     """Per hardware type, the cheapest (GPU count, layout) meeting the deadline and budget
-    (``sizing.size_cluster``), and every count that runs (for the chart)."""
-    from perfmodel.sizing import size_cluster
+    (``perfmodel.size``), and every count that runs (for the chart)."""
     sc, cost, use_profile, _ = _unpack(key)
-    rows = size_cluster(sc, tokens, deadline_s, budget_usd, hardware_ids, gpu_counts, cost, None,
-                        efficiency_lookup=lambda h: efficiency_for(h, use_profile)[0])
+    rows = pm.size(sc, tokens, deadline_s=deadline_s, budget_usd=budget_usd, hardware_ids=hardware_ids,
+                   gpu_counts=gpu_counts, profile=_profile(use_profile), cost=cost).rows
     options = [{"hardware": r.hardware_id, "num_gpus": o.num_gpus, "time_to_train_s": o.time_to_train_s,
                 "cost_usd": o.cost_usd, "chosen": r.choice is not None and o.num_gpus == r.choice.num_gpus}
                for r in rows for o in r.options]
-    return {"rows": [_plain(r.to_dict()) for r in rows], "options": options}
+    return {"rows": [{**_plain(r.to_dict()), "reason": sizing_reason_text(r)} for r in rows], "options": options}
 
 
 def _plain(obj):
@@ -232,9 +214,8 @@ def microbenchmarks_path() -> Path:
 @st.cache_data(**CACHE)
 def validation_view(use_profile: bool) -> dict:
     """Predicted against measured tokens/s per GPU for every runnable published case."""
-    from perfmodel.validate import load_cases, validate
     path = published_runs_path()
-    report = validate(load_cases(path), (lambda h: efficiency_for(h, True)[0]) if use_profile else None)
+    report = pm.validate(path, profile=_profile(use_profile))
     shown = path.relative_to(REPO) if REPO in path.parents else path.relative_to(REPO.parent)
     return {"path": str(shown),
             "results": [r.to_dict() for r in report.results],
@@ -262,19 +243,11 @@ def fit_view(hardware_id: str) -> dict:
 @st.cache_data(**CACHE)
 def software_history_view(use_profile: bool) -> list[dict]:
     """Each published software history with perfmodel's prediction for its layout."""
-    from perfmodel.history import history_rows, load_software_history, predicted_tflop_per_s_per_gpu
-    out = []
-    for h in load_software_history():
-        eff, eff_note = efficiency_for(h.scenario.hardware, use_profile)
-        predicted = predicted_tflop_per_s_per_gpu(h, eff)
-        out.append({"title": h.title, "source": h.source, "unit": h.unit, "notes": list(h.scenario_notes),
-                    "hardware": h.scenario.hardware, "efficiency": eff_note, "predicted_tflop_per_s": predicted,
-                    "rows": history_rows(h, predicted)})
-    return out
+    return pm.software_histories(profile=_profile(use_profile))
 
 
 def breakdown_rows(breakdown_s: dict) -> list[dict]:
     """Long-form rows (component, seconds, share) in the model's component order."""
     total = sum(breakdown_s.values()) or 1.0
     return [{"component": k, "seconds": breakdown_s[k], "share": breakdown_s[k] / total}
-            for k in COMPONENTS if breakdown_s.get(k, 0.0) > 0]
+            for k in BREAKDOWN_COMPONENTS if breakdown_s.get(k, 0.0) > 0]

@@ -1,7 +1,7 @@
 """Altair charts from long-form rows. Every encoding states its type; every axis its unit.
 
 Values arrive in SI units; this module converts them to display units (GiB, TFLOP/s, days)
-with the named prefixes of ``perfmodel.units``, at the edge.
+with the named prefixes of ``perfmodel.spec.units``, at the edge.
 """
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from perfmodel.step import COMPONENTS, LENS
-from perfmodel.timeline import PHASES
-from perfmodel.units import GIBI, SECONDS_PER_DAY, TERA
+from perfmodel.api import BREAKDOWN_COMPONENTS as COMPONENTS
+from perfmodel.api import LENS
+from perfmodel.api import TIMELINE_PHASES as PHASES
+from perfmodel.spec.units import GIBI, SECONDS_PER_DAY, TERA
 
 PHASE_COLOURS = ("#4c78a8", "#f58518", "#e45756", "#9d9d9d")
 WIDTH = "container"

@@ -6,7 +6,7 @@ import re
 
 import streamlit as st
 
-from perfmodel.errors import InputError
+from perfmodel.spec.errors import InputError
 
 from .specs import to_spec
 from .state import JobInputs

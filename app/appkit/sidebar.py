@@ -12,13 +12,18 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from perfmodel.cost import CostModel
-from perfmodel.errors import InputError
-from perfmodel.hardware import list_hardware_ids
-from perfmodel.hf_config import model_from_hf_config
-from perfmodel.presets import list_presets, load_model
-from perfmodel.scenario import (ATTENTION_BACKEND_CHOICES, CROSS_ENTROPY_CHOICES, ELEMENTWISE_KERNELS_CHOICES,
-                                MOE_DISPATCHER_CHOICES, PRECISION_CHOICES, RECOMPUTE_CHOICES, parse_scenario)
+from perfmodel.spec.cost import CostModel
+from perfmodel.spec.errors import InputError
+from perfmodel.spec.hardware import list_hardware_ids
+from perfmodel.spec.hf_config import model_from_hf_config
+from perfmodel.spec.presets import list_presets, load_model
+from perfmodel.spec.scenario import PRECISION_CHOICES, RECOMPUTE_CHOICES, parse_scenario
+from perfmodel.spec.software import (
+    ATTENTION_BACKEND_CHOICES,
+    CROSS_ENTROPY_CHOICES,
+    ELEMENTWISE_KERNELS_CHOICES,
+    MOE_DISPATCHER_CHOICES,
+)
 
 from . import state
 from .page import plain

@@ -16,15 +16,14 @@ from pathlib import Path
 
 import yaml
 
-from perfmodel.cost import CostModel
-from perfmodel.errors import InputError, parse_data_text
-from perfmodel.hardware import HARDWARE_DIR, HardwareSpec, list_hardware_ids, parse_hardware
-from perfmodel.model import ModelSpec
-from perfmodel.overlap import Overlap
-from perfmodel.presets import list_presets, load_model, parse_model
-from perfmodel.recompute import NAMED_POLICIES
-from perfmodel.scenario import RECOMPUTE_MODULE_CHOICES, Scenario, load_scenario, parse_scenario, scenario_to_dict
-from perfmodel.units import GIGA, KIBI, MEBI
+from perfmodel.spec.cost import CostModel
+from perfmodel.spec.errors import InputError, parse_data_text
+from perfmodel.spec.hardware import HARDWARE_DIR, HardwareSpec, list_hardware_ids, parse_hardware
+from perfmodel.spec.model import ModelSpec
+from perfmodel.spec.presets import list_presets, load_model, parse_model
+from perfmodel.spec.scenario import Scenario, load_scenario, parse_scenario, scenario_to_dict
+from perfmodel.spec.software import NAMED_POLICIES, RECOMPUTE_MODULE_CHOICES, Overlap
+from perfmodel.spec.units import GIGA, KIBI, MEBI
 
 EXAMPLE_SCENARIO = Path(__file__).resolve().parents[2] / "perfmodel" / "data" / "example_scenario.yaml"
 MAX_UPLOAD_MIB = 1
@@ -219,21 +218,21 @@ def overlap_from_values(v: dict) -> dict:
 
 def widget_values(sc: Scenario) -> dict:
     """Every widget value that reproduces ``sc`` (plus the non-widget ``_uploaded_model``)."""
-    p = sc.parallelism
+    p, sw = sc.parallelism, sc.software
     v: dict = {
         "num_gpus": sc.num_gpus, "seq_length": sc.seq_length, "global_batch_size": sc.global_batch_size,
         "micro_batch_size": sc.micro_batch_size, "recompute": sc.recompute, "precision": sc.precision,
-        "attention_backend": sc.attention_backend,
-        **overlap_widget_values(sc.overlap),
-        "fsdp_collectives_per_layer": sc.fsdp_collectives_per_layer, "fsdp_list_api": sc.fsdp_list_api,
-        "moe_dispatcher": sc.moe_dispatcher, "grad_reduce_in_fp32": sc.grad_reduce_in_fp32,
-        "elementwise_kernels": sc.elementwise_kernels,
-        "selective_recompute": ([sc.selective_recompute] if isinstance(sc.selective_recompute, str)
-                                else list(sc.selective_recompute)),
-        "recompute_num_layers": sc.recompute_num_layers or 0,
-        "activation_offload_layers": sc.activation_offload_layers,
-        "pipeline_layout": sc.pipeline_layout or "",
-        "cross_entropy": sc.cross_entropy,
+        "attention_backend": sw.attention_backend,
+        **overlap_widget_values(sw.overlap),
+        "fsdp_collectives_per_layer": sw.fsdp_collectives_per_layer, "fsdp_list_api": sw.fsdp_list_api,
+        "moe_dispatcher": sw.moe_dispatcher, "grad_reduce_in_fp32": sw.grad_reduce_in_fp32,
+        "elementwise_kernels": sw.elementwise_kernels,
+        "selective_recompute": ([sw.selective_recompute] if isinstance(sw.selective_recompute, str)
+                                else list(sw.selective_recompute)),
+        "recompute_num_layers": sw.recompute_num_layers or 0,
+        "activation_offload_layers": sw.activation_offload_layers,
+        "pipeline_layout": sw.pipeline_layout or "",
+        "cross_entropy": sw.cross_entropy,
         "sequence_parallel": p.sp, "zero_stage": p.zero_stage, "scenario_name": sc.name,
         "training_tokens_b": (sc.training_tokens or 0.0) / GIGA,
         **{k: getattr(p, k) for k in LAYOUT_FIELDS},
@@ -282,7 +281,7 @@ def selective_recompute_value(chosen) -> str | tuple[str, ...]:
     named = [c for c in chosen if c in NAMED_POLICIES]
     if named:
         if len(chosen) > 1:
-            raise InputError("selective_recompute", f"{named[0]} is a whole policy on its own; it does not "
+            raise InputError("software.selective_recompute", f"{named[0]} is a whole policy on its own; it does not "
                                                     "combine with other choices")
         return named[0]
     return "core_attn" if chosen == ["core_attn"] else tuple(chosen)
@@ -316,18 +315,20 @@ def scenario_from_values(v: dict) -> Scenario:
         "parallelism": {**{k: int(v[k]) for k in LAYOUT_FIELDS}, "sequence_parallel": bool(v["sequence_parallel"]),
                         "zero_stage": int(v["zero_stage"])},
         "recompute": v["recompute"], "precision": v["precision"],
-        "attention_backend": v.get("attention_backend", "flash"),
-        "overlap": overlap_from_values(v),
-        "fsdp_collectives_per_layer": int(v.get("fsdp_collectives_per_layer", 1)),
-        "fsdp_list_api": bool(v.get("fsdp_list_api", False)),
-        "moe_dispatcher": v.get("moe_dispatcher", "alltoall"),
-        "grad_reduce_in_fp32": bool(v.get("grad_reduce_in_fp32", True)),
-        "elementwise_kernels": v.get("elementwise_kernels", "fused"),
-        "selective_recompute": selective_recompute_value(v.get("selective_recompute", ["core_attn"])),
-        "recompute_num_layers": int(v.get("recompute_num_layers", 0)) or None,
-        "activation_offload_layers": int(v.get("activation_offload_layers", 0)),
-        "pipeline_layout": str(v.get("pipeline_layout", "")).strip() or None,
-        "cross_entropy": v.get("cross_entropy", "fused"),
+        "software": {
+            "attention_backend": v.get("attention_backend", "flash"),
+            "overlap": overlap_from_values(v),
+            "fsdp_collectives_per_layer": int(v.get("fsdp_collectives_per_layer", 1)),
+            "fsdp_list_api": bool(v.get("fsdp_list_api", False)),
+            "moe_dispatcher": v.get("moe_dispatcher", "alltoall"),
+            "grad_reduce_in_fp32": bool(v.get("grad_reduce_in_fp32", True)),
+            "elementwise_kernels": v.get("elementwise_kernels", "fused"),
+            "selective_recompute": selective_recompute_value(v.get("selective_recompute", ["core_attn"])),
+            "recompute_num_layers": int(v.get("recompute_num_layers", 0)) or None,
+            "activation_offload_layers": int(v.get("activation_offload_layers", 0)),
+            "pipeline_layout": str(v.get("pipeline_layout", "")).strip() or None,
+            "cross_entropy": v.get("cross_entropy", "fused"),
+        },
     }
     if tokens > 0:
         data["training_tokens"] = float(tokens) * GIGA

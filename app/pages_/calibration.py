@@ -6,7 +6,7 @@ import streamlit as st
 
 from appkit import cached, charts, page
 from calibration.published import PUBLISHED_HARDWARE
-from perfmodel import fmt
+from perfmodel.present import fmt
 
 FAMILY_TITLES = {"gemm": "GEMMs", "gemm_fast_accum": "fp8 GEMMs with fast accumulation (the forward pass)",
                  "grouped_gemm": "Expert (grouped) GEMMs", "attention": "Attention kernels",

@@ -4,9 +4,9 @@ import pandas as pd
 import streamlit as st
 
 from appkit import cached, charts, page
-from perfmodel import fmt
-from perfmodel.hardware import list_hardware_ids, reference_hardware_ids
-from perfmodel.units import KILO, SECONDS_PER_DAY
+from perfmodel.present import fmt
+from perfmodel.spec.hardware import list_hardware_ids, reference_hardware_ids
+from perfmodel.spec.units import KILO, SECONDS_PER_DAY
 
 j = page.job()
 st.title("Compare hardware")

@@ -4,8 +4,8 @@ import streamlit as st
 
 from appkit import cached, page, specs
 from appkit.lenses import LENS_TEXT
-from perfmodel import fmt
-from perfmodel.units import KILO
+from perfmodel.present import fmt
+from perfmodel.spec.units import KILO
 
 j = page.job()
 key = j.key()

@@ -4,8 +4,8 @@ import pandas as pd
 import streamlit as st
 
 from appkit import cached, charts, page
-from perfmodel import fmt
-from perfmodel.units import SECONDS_PER_DAY
+from perfmodel.present import fmt
+from perfmodel.spec.units import SECONDS_PER_DAY
 
 COUNTS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 

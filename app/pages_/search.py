@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from appkit import cached, charts, page, sidebar
-from perfmodel import fmt
+from perfmodel.present import fmt
 
 MAX_EXTRA_COUNTS = 16
 """GPU counts typed beside the job's own: each is a whole search."""

@@ -1,0 +1,178 @@
+"""perfmodel's public Python API: what the CLI and the app call, and nothing else does more.
+
+    import perfmodel as pm
+    sc = pm.load_scenario("my_job.yaml")          # or a mapping
+    p = pm.predict(sc)                            # the numbers `perfmodel predict` prints
+    p.to_dict() == json.loads(`perfmodel predict my_job.yaml --format json`)
+
+Every function takes a ``Scenario`` (or a mapping, parsed without opening any file) and keyword
+options whose defaults are the CLI's: ``profile="auto"`` uses the project's calibration profile
+for the hardware where one exists, ``profile=None`` the hardware spec's own efficiencies, and a
+path a profile file of your own (``perfmodel.spec.profile``). ``cost`` prices GPU-hours
+(``CostModel``; default: the hardware's cloud price). Results are frozen objects whose
+``to_dict()`` is exactly the CLI's JSON. Invalid input raises ``InputError`` (one line:
+``<field>: <reason>``). See docs/api.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from perfmodel.engine.evaluate import COMPONENTS as BREAKDOWN_COMPONENTS  # noqa: F401  (public)
+from perfmodel.engine.evaluate import LENS  # noqa: F401  (public)
+from perfmodel.engine.prediction import Prediction
+from perfmodel.engine.prediction import predict as _predict
+from perfmodel.engine.rules import Resolved
+from perfmodel.engine.rules import resolve as _resolve
+from perfmodel.formulas.timeline import PHASES as TIMELINE_PHASES  # noqa: F401  (public)
+from perfmodel.spec.cost import CostModel
+from perfmodel.spec.errors import InputError
+from perfmodel.spec.hardware import HardwareSpec, list_hardware_ids, load_hardware
+from perfmodel.spec.model import ModelSpec
+from perfmodel.spec.presets import list_presets, load_model
+from perfmodel.spec.profile import AUTO, ProfileChoice, efficiencies_for, profile_lookup
+from perfmodel.spec.reliability import FailureModel
+from perfmodel.spec.scenario import Scenario, hardware_of, inline_local_files, parse_scenario
+from perfmodel.spec.scenario import load_scenario as _load_scenario_file
+
+ScenarioLike = Scenario | Mapping
+
+
+def load_scenario(source: str | Path | Mapping) -> Scenario:
+    """A scenario from a file you name (YAML or JSON) or from a mapping. The hardware YAML or
+    Hugging Face config.json a file or mapping names by path is read and inlined (paths in a
+    mapping are taken from the working directory). For data from someone else (a link, an
+    upload) use ``parse_scenario``, which never opens a file."""
+    if isinstance(source, Mapping):
+        return parse_scenario(inline_local_files(dict(source)))
+    return _load_scenario_file(source)
+
+
+def _scenario(s: ScenarioLike) -> Scenario:
+    if isinstance(s, Scenario):
+        return s
+    if isinstance(s, Mapping):
+        return parse_scenario(dict(s))
+    raise InputError("scenario", f"expected a Scenario or a mapping, got {type(s).__name__} "
+                                 f"(load a file with perfmodel.load_scenario)")
+
+
+def hardware(hw_id: str) -> HardwareSpec:
+    """The catalogue spec ``hardware/<hw_id>.yaml``."""
+    return load_hardware(hw_id)
+
+
+def model(preset_id: str) -> ModelSpec:
+    """The model preset ``preset_id`` (``perfmodel/data/models.yaml``)."""
+    return load_model(preset_id)
+
+
+def hardware_ids() -> list[str]:
+    return list_hardware_ids()
+
+
+def model_ids() -> list[str]:
+    return list_presets()
+
+
+def efficiencies(scenario: ScenarioLike, profile: ProfileChoice = AUTO):
+    """(the efficiencies a prediction of ``scenario`` uses, where they come from)."""
+    return efficiencies_for(hardware_of(_scenario(scenario)), profile)
+
+
+def resolve(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO) -> Resolved:
+    """The scenario checked by every rule and bound to its job and layout (for the roofline,
+    the timeline and other views of one prediction)."""
+    sc = _scenario(scenario)
+    return _resolve(sc, efficiencies_for(hardware_of(sc), profile)[0])
+
+
+def predict(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO, cost: CostModel | None = None) -> Prediction:
+    """Step time, throughput, MFU, memory and, with ``training_tokens``, time, cost and energy."""
+    sc = _scenario(scenario)
+    return _predict(sc, efficiencies_for(hardware_of(sc), profile)[0], cost)
+
+
+def describe(scenario: ScenarioLike):
+    """Parameters, FLOPs per token, placement and memory per GPU (no timing)."""
+    from perfmodel.studies.describe import describe as _describe
+    return _describe(_scenario(scenario))
+
+
+def search(scenario: ScenarioLike, options=None, *, profile: ProfileChoice = AUTO, cost: CostModel | None = None,
+           progress=None):
+    """Every parallel layout of the job, ranked (``SearchOptions``: objective, what to try, pins)."""
+    from perfmodel.studies.search import search as _search
+    sc = _scenario(scenario)
+    return _search(sc, options, cost, progress, efficiency=efficiencies_for(hardware_of(sc), profile)[0])
+
+
+def scale(scenario: ScenarioLike, gpu_counts, *, mode: str = "strong", options=None,
+          profile: ProfileChoice = AUTO, cost: CostModel | None = None, failures: FailureModel | None = None,
+          efficiency_threshold: float | None = None, value_of_time_usd_per_day: float | None = None,
+          deadline_s: float | None = None, progress=None):
+    """The best layout at each GPU count, the knee, and a verdict."""
+    from perfmodel.studies.scaling import EFFICIENCY_THRESHOLD_DEFAULT, scale_sweep
+    sc = _scenario(scenario)
+    return scale_sweep(sc, gpu_counts, mode, options, cost, failures,
+                       efficiency_threshold=EFFICIENCY_THRESHOLD_DEFAULT if efficiency_threshold is None
+                       else efficiency_threshold,
+                       value_of_time_usd_per_day=value_of_time_usd_per_day, deadline_s=deadline_s,
+                       efficiency=efficiencies_for(hardware_of(sc), profile)[0], progress=progress)
+
+
+def size(scenario: ScenarioLike, tokens: float, *, deadline_s: float | None = None, budget_usd: float | None = None,
+         hardware_ids=None, gpu_counts=None, options=None, profile: ProfileChoice = AUTO,
+         cost: CostModel | None = None, failures: FailureModel | None = None, progress=None):
+    """Per hardware type, the cheapest GPU count and layout that trains ``tokens`` within the
+    deadline and the budget, or why none does."""
+    from perfmodel.studies.sizing import size_cluster
+    return size_cluster(_scenario(scenario), tokens, deadline_s, budget_usd, hardware_ids, gpu_counts, cost,
+                        failures, options=options, efficiency_lookup=profile_lookup(profile), progress=progress)
+
+
+def validate(cases, *, profile: ProfileChoice = AUTO):
+    """Predicted against published runs: a case file's path, or a list of case mappings."""
+    from perfmodel.studies.validation import load_cases
+    from perfmodel.studies.validation import validate as _validate
+    if isinstance(cases, (str, Path)):
+        cases = load_cases(cases)
+    return _validate(list(cases), profile)
+
+
+def roofline(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO):
+    """Each operation of a layer against the GPU's compute and memory roofs."""
+    from perfmodel.studies.roofline import roofline as _roofline
+    return _roofline(resolve(scenario, profile=profile))
+
+
+def timeline(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO, max_microbatches: int | None = None):
+    """The pipeline schedule of one step, who computes what and when."""
+    from perfmodel.formulas.timeline import MAX_MICROBATCHES_DRAWN
+    from perfmodel.studies.timeline import scenario_timeline
+    cap = MAX_MICROBATCHES_DRAWN if max_microbatches is None else max_microbatches
+    return scenario_timeline(resolve(scenario, profile=profile), cap)
+
+
+def bench(repeat: int = 5):
+    """Layout evaluations per second and full-search wall time on one core (``perfmodel bench``)."""
+    from perfmodel.spec import limits
+    from perfmodel.studies.bench import bench as _bench
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or not 1 <= repeat <= limits.MAX_BENCH_REPEATS:
+        raise InputError("repeat", f"must be 1 to {limits.MAX_BENCH_REPEATS}, got {repeat!r}")
+    return _bench(repeat)
+
+
+def software_histories(*, profile: ProfileChoice = AUTO) -> list[dict]:
+    """Each published software history (one job's throughput as its software improved), with
+    perfmodel's prediction for its layout and each step's fraction of it."""
+    from perfmodel.studies.history import history_rows, load_software_history, predicted_tflop_per_s_per_gpu
+    out = []
+    for h in load_software_history():
+        eff, note = efficiencies_for(hardware_of(h.scenario), profile)
+        predicted = predicted_tflop_per_s_per_gpu(h, eff)
+        out.append({"title": h.title, "source": h.source, "unit": h.unit, "notes": list(h.scenario_notes),
+                    "hardware": h.scenario.hardware, "efficiency": note, "predicted_tflop_per_s": predicted,
+                    "rows": history_rows(h, predicted)})
+    return out

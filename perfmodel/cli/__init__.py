@@ -1,0 +1,100 @@
+"""Command line: ``perfmodel predict|describe|validate|search|scale|size|bench|app``, and the
+commands other packages register (``bench-hw`` and ``calibrate``, from ``calibration``).
+
+Every command calls the public API (``perfmodel.api``) and words its answer with
+``perfmodel.present``. Invalid input exits with status 2 and one line on stderr naming the
+field; no traceback. Notes (a scenario key that moved) go to stderr, one line each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import warnings
+
+from perfmodel.spec.errors import InputError, one_line
+
+CORE_COMMANDS = ("predict", "describe", "validate", "search", "scale", "size", "bench", "app")
+ENTRY_POINT_GROUP = "perfmodel.commands"
+"""Packages add commands here (``pyproject.toml``): ``name = "module:function"``, where
+``function(argv) -> int`` parses its own arguments and raises ``InputError`` on bad input."""
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """Usage errors as one line on stderr (exit 2), like every other input error."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} -h)\n")
+
+
+def _external_commands() -> dict:
+    from importlib.metadata import entry_points
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name not in CORE_COMMANDS}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from perfmodel.cli import job, studies, tools
+
+    ap = _OneLineParser(prog="perfmodel", description="Analytical performance and cost model of distributed AI training.")
+    sub = ap.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
+    job.register(sub)
+    studies.register(sub)
+    tools.register(sub)
+    for name, ep in sorted(_external_commands().items()):
+        sub.add_parser(name, help=f"from {ep.value.split(':')[0]} (perfmodel {name} -h)", add_help=False)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    external = None
+    if argv and argv[0] not in CORE_COMMANDS and not argv[0].startswith("-"):
+        external = _external_commands().get(argv[0])
+    if external is not None:
+        return _run(lambda: external.load()(argv[1:]))
+    args = build_parser().parse_args(argv)
+    return _run(lambda: args.func(args))
+
+
+def _run(command) -> int:
+    from perfmodel.spec.scenario import MovedKeysNote, ScenarioNote, moved_keys_text
+
+    try:
+        with warnings.catch_warnings(record=True) as notes:
+            warnings.simplefilter("always", ScenarioNote)
+            code = int(command() or 0)
+        moved = dict.fromkeys(k for n in notes if isinstance(n.message, MovedKeysNote) for k in n.message.keys)
+        texts = [moved_keys_text(moved)] if moved else []
+        texts += [str(n.message) for n in notes
+                  if issubclass(n.category, ScenarioNote) and not isinstance(n.message, MovedKeysNote)]
+        for text in dict.fromkeys(texts):
+            print(f"perfmodel: note: {one_line(text)}", file=sys.stderr)
+        sys.stdout.flush()        # a full disk or a closed pipe shows here, not at exit
+        return code
+    except InputError as exc:
+        print(f"perfmodel: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        _drop_stdout()
+        return 0
+    except OSError as exc:        # a file the user named (a path too long, stdout on a full device)
+        _drop_stdout()
+        where = exc.filename if exc.filename is not None else "output"
+        print(f"perfmodel: error: {one_line(where)}: {exc.strerror or type(exc).__name__}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: no traceback for users
+        print(f"perfmodel: internal error: {type(exc).__name__}: {one_line(exc)}", file=sys.stderr)
+        return 1
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null once writing to it failed, so the interpreter's own flush at exit
+    does not fail again with a traceback (Python docs, 'Note on SIGPIPE')."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):   # not a real file (tests capture stdout)
+        pass

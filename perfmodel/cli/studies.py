@@ -1,0 +1,148 @@
+"""``perfmodel search``, ``scale`` and ``size``: the studies that search layouts."""
+
+from __future__ import annotations
+
+import perfmodel as pm
+from perfmodel.cli.common import (
+    add_study_options,
+    check_numbers,
+    cost_model,
+    csv_list,
+    emit_json,
+    failure_model,
+    layout_text,
+    load,
+    profile_choice,
+    progress_bar,
+    search_options,
+    write_csv,
+)
+from perfmodel.present import fmt
+from perfmodel.present.verdicts import knee_text, scale_verdict_text, sizing_reason_text
+from perfmodel.spec.units import SECONDS_PER_DAY
+
+
+def cmd_search(args) -> int:
+    check_numbers(args)
+    sc = load(args.scenario)
+    counts = csv_list(args.gpus, int, "gpus")
+    opts = search_options(args, top_k=args.top, **({"gpu_counts": tuple(counts)} if counts else {}))
+    res = pm.search(sc, opts, profile=profile_choice(args), cost=cost_model(args),
+                    progress=progress_bar("search", args.progress))
+    if args.format == "json":
+        emit_json(res.to_dict())
+        return 0
+    if args.format == "csv":
+        write_csv([c.to_dict() for c in res.candidates])
+        return 0
+    cost_label = "cost (run)" if res.cost_basis == "training_tokens" else "cost/step"
+    rows = [[str(i + 1), (f"{c.scenario.num_gpus} GPUs " if counts else "") + layout_text(c),
+             fmt.seconds(c.step_time_s), f"{c.tokens_per_s_per_gpu:,.0f}", fmt.percent(c.mfu),
+             fmt.bytes_binary(c.memory_per_gpu_bytes), fmt.usd(c.cost_usd), c.bottleneck]
+            for i, c in enumerate(res.candidates)]
+    print(fmt.table(rows, header=["#", "layout", "step", "tok/s/GPU", "MFU", "memory", cost_label, "bottleneck"]))
+    print()
+    print(f"objective {opts.objective}: {res.num_enumerated:,} layouts enumerated, {res.num_valid:,} valid, "
+          f"{len(res.table):,} fit in memory; {fmt.seconds(res.elapsed_s)}")
+    print(f"Pareto front (time vs cost): {len(res.pareto)} layout(s)")
+    if len(res.pareto) > 1:
+        front = [[f"{c.scenario.num_gpus} GPUs " + layout_text(c), fmt.seconds(c.time_to_train_s or c.step_time_s),
+                  fmt.usd(c.cost_usd)] for c in res.pareto]
+        print(fmt.table(front, header=["layout", "time", "cost"]))
+    if res.rejected:
+        print("rejected:")
+        for reason, n in list(res.rejected.items())[:6]:
+            print(f"  {n:>9,}  {reason}")
+    if not res.candidates:
+        print("no layout runs and fits")
+    return 0
+
+
+def cmd_scale(args) -> int:
+    check_numbers(args)
+    sc = load(args.scenario)
+    if args.tokens is not None:
+        sc = sc.model_copy(update={"training_tokens": args.tokens})
+    deadline = None if args.deadline_days is None else args.deadline_days * SECONDS_PER_DAY
+    res = pm.scale(sc, csv_list(args.gpus, int, "gpus"), mode=args.mode, options=search_options(args, top_k=1),
+                   profile=profile_choice(args), cost=cost_model(args), failures=failure_model(args),
+                   efficiency_threshold=args.efficiency_threshold, value_of_time_usd_per_day=args.value_of_time,
+                   deadline_s=deadline, progress=progress_bar("scale", args.progress))
+    if args.format == "json":
+        emit_json(res.to_dict())
+        return 0
+    if args.format == "csv":
+        write_csv([p.to_dict() for p in res.points])
+        return 0
+    rows = []
+    for p in res.points:
+        if not p.ok:
+            rows.append([str(p.num_gpus), str(p.global_batch_size), f"skipped: {p.skipped_reason}"] + [""] * 7)
+            continue
+        mc = p.marginal_usd_per_hour_saved
+        rows.append([str(p.num_gpus), str(p.global_batch_size), layout_text(p.candidate),
+                     f"{p.tokens_per_s_per_gpu:,.0f}", f"{p.parallel_efficiency:.2f}", fmt.percent(p.goodput_frac),
+                     fmt.seconds(p.time_to_solution_s), fmt.usd(p.cost_usd), fmt.si(p.energy_kwh * 1e3, "Wh"),
+                     "-" if mc is None else fmt.usd(mc)])
+    print(fmt.table(rows, header=["GPUs", "batch", "best layout", "tok/s/GPU", "efficiency", "goodput",
+                                  "time to train", "cost", "energy", "$/h saved"]))
+    print()
+    knee = res.knee
+    print(f"knee: {knee.num_gpus} GPUs ({knee_text(knee)})" if knee.num_gpus else "knee: none in the sweep")
+    print(f"verdict: {scale_verdict_text(res.verdict)}")
+    return 0
+
+
+def cmd_size(args) -> int:
+    check_numbers(args)
+    sc = load(args.scenario)
+    deadline = None if args.deadline_days is None else args.deadline_days * SECONDS_PER_DAY
+    res = pm.size(sc, args.tokens, deadline_s=deadline, budget_usd=args.budget_usd,
+                  hardware_ids=csv_list(args.hardware, str, "hardware"), gpu_counts=csv_list(args.gpus, int, "gpus"),
+                  options=search_options(args), profile=profile_choice(args), cost=cost_model(args),
+                  failures=failure_model(args), progress=progress_bar("size", args.progress))
+    if args.format == "json":
+        emit_json(res.to_dict())
+        return 0
+    if args.format == "csv":
+        write_csv([r.to_dict() for r in res.rows])
+        return 0
+    table = []
+    for r in res.rows:
+        c = r.choice
+        if c is None:
+            table.append([r.hardware_id, "-", "-", "-", "-", "-", sizing_reason_text(r)])
+        else:
+            table.append([r.hardware_id, str(c.num_gpus), layout_text(c.candidate), fmt.seconds(c.time_to_train_s),
+                          fmt.usd(c.cost_usd), fmt.percent(c.candidate.mfu), sizing_reason_text(r)])
+    print(fmt.table(table, header=["hardware", "GPUs", "layout", "time to train", "cost", "MFU", "why"]))
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("search", help="find the best parallel layouts for a job")
+    add_study_options(p)
+    p.add_argument("--top", type=int, default=10)
+    p.add_argument("--gpus", help="comma-separated GPU counts to search too (default: the scenario's)")
+    p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("scale", help="best layout, efficiency, time and cost across GPU counts")
+    add_study_options(p)
+    p.add_argument("--gpus", required=True, help="comma-separated GPU counts, e.g. 64,128,256")
+    p.add_argument("--mode", choices=["strong", "weak"], default="strong")
+    p.add_argument("--efficiency-threshold", type=float, default=0.8)
+    p.add_argument("--value-of-time", type=float, metavar="USD_PER_DAY")
+    p.add_argument("--deadline-days", type=float)
+    p.add_argument("--tokens", type=float, help="training tokens (default: the scenario's)")
+    p.add_argument("--no-failures", action="store_true", help="goodput 1: no failures or checkpoints")
+    p.set_defaults(func=cmd_scale)
+
+    p = sub.add_parser("size", help="cheapest GPU count per hardware type for a deadline and budget")
+    add_study_options(p, objective=False)
+    p.add_argument("--tokens", type=float, required=True)
+    p.add_argument("--deadline-days", type=float)
+    p.add_argument("--budget-usd", type=float)
+    p.add_argument("--hardware", help="comma-separated hardware ids (default: all)")
+    p.add_argument("--gpus", help="comma-separated GPU counts (default: 8 to 16384, powers of two)")
+    p.add_argument("--no-failures", action="store_true", help="goodput 1: no failures or checkpoints")
+    p.set_defaults(func=cmd_size)

@@ -1,0 +1,1 @@
+"""The one place that combines the formulas, vectorised over layouts."""

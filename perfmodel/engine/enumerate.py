@@ -1,0 +1,99 @@
+"""Every structurally possible parallel layout of a job, as integer arrays built by successive
+Cartesian products (no Python per candidate).
+
+==============  ===========================================================================
+tp              divisors of num_gpus up to the scale-up domain (TP stays inside NVLink)
+pp              divisors of num_gpus up to num_layers
+vpp             1, or v > 1 with pp > 1 and pp * v dividing num_layers (whole chunks)
+cp              divisors of num_gpus (up to ``max_cp``)
+ep, etp         MoE only: ep divides num_experts and num_gpus; etp divides num_gpus, <= max tp
+zero_stage      the given stages (0-3)
+mbs             1..``max_micro_batch_size`` where the per-rank batch splits
+sp              on whenever tp > 1 (Korthikanti et al. 2022 recommend it with TP)
+==============  ===========================================================================
+
+A pinned dimension takes only the value given for it. Whether each layout can run is for the
+rules to say (``perfmodel.engine.rules.layout_violation_fields``); this only keeps the product
+bounded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from perfmodel.spec.hardware import HardwareSpec
+from perfmodel.spec.model import ModelSpec
+
+COLUMNS = ("tp", "pp", "vpp", "cp", "ep", "etp", "zero_stage", "mbs", "sp")
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What the enumeration may try: the search options that shape the product."""
+
+    zero_stages: tuple[int, ...]
+    max_micro_batch_size: int
+    max_tp: int | None
+    max_cp: int | None
+    max_vpp: int | None
+    pinned: dict
+    """column -> the one value it takes (tp, pp, vpp, cp, ep, etp, zero_stage, mbs, sp)."""
+
+
+def _divisors(n: int, upto: int) -> np.ndarray:
+    return np.array([d for d in range(1, min(n, upto) + 1) if n % d == 0], dtype=np.int64)
+
+
+def _cross(cols: dict, name: str, values) -> dict:
+    """Every row of ``cols`` combined with every value (a Cartesian product)."""
+    values = np.asarray(values, dtype=np.int64)
+    n = len(next(iter(cols.values()))) if cols else 1
+    out = {k: np.repeat(v, len(values)) for k, v in cols.items()}
+    out[name] = np.tile(values, n)
+    return out
+
+
+def keep(cols: dict, mask) -> dict:
+    return {k: v[mask] for k, v in cols.items()}
+
+
+def enumerate_layouts(model: ModelSpec, hw: HardwareSpec, num_gpus: int, global_batch_size: int,
+                      seq_length: int, bounds: Bounds) -> dict:
+    """Layouts whose degrees multiply into num_gpus, as columns ``COLUMNS`` of equal length."""
+    N, layers, pin = num_gpus, model.num_layers, bounds.pinned
+
+    def values(name, free):
+        return [pin[name]] if name in pin else free
+
+    def prune(cols, mask, *names):
+        """Drop structurally impossible rows, unless every column involved is pinned: then the
+        rules say what is wrong with the one layout asked for."""
+        return cols if all(n in pin for n in names) else keep(cols, mask)
+
+    max_tp = bounds.max_tp or hw.scale_up.domain_size
+    c = {"tp": np.asarray(values("tp", _divisors(N, min(max_tp, model.num_attention_heads))), dtype=np.int64)}
+    c = _cross(c, "pp", values("pp", _divisors(N, layers)))
+    c = prune(c, N % (c["tp"] * c["pp"]) == 0, "tp", "pp")
+    c = _cross(c, "cp", values("cp", _divisors(N, bounds.max_cp or seq_length)))
+    c = prune(c, N % (c["tp"] * c["pp"] * c["cp"]) == 0, "tp", "pp", "cp")
+    c = _cross(c, "vpp", values("vpp", _divisors(layers, bounds.max_vpp or layers)))
+    c = prune(c, (c["vpp"] == 1) | ((c["pp"] > 1) & (layers % (c["pp"] * c["vpp"]) == 0)), "vpp")
+    if model.moe is None:
+        c["ep"] = np.full_like(c["tp"], pin.get("ep", 1))
+        c["etp"] = np.full_like(c["tp"], pin.get("etp", 1))
+    else:
+        # ep * etp divides dp * cp * tp, which divides N: both must divide N
+        experts = model.moe.num_experts
+        c = _cross(c, "ep", values("ep", [d for d in _divisors(N, experts) if experts % d == 0]))
+        c = _cross(c, "etp", values("etp", _divisors(N, max_tp)))
+    c = _cross(c, "zero_stage", values("zero_stage", sorted(set(bounds.zero_stages))))
+    dp = np.maximum(N // (c["tp"] * c["pp"] * c["cp"]), 1)
+    mbs = values("mbs", np.arange(1, bounds.max_micro_batch_size + 1))
+    c = _cross(c, "mbs", mbs)
+    dp = np.repeat(dp, len(mbs))
+    # keep mbs = 1 where the batch does not split at all, so the rule reports why
+    c = prune(c, (c["mbs"] == 1) | (global_batch_size % (c["mbs"] * dp) == 0), "mbs")
+    c["sp"] = np.full(len(c["tp"]), bool(pin["sp"])) if "sp" in pin else c["tp"] > 1
+    return c

@@ -1,0 +1,349 @@
+"""The one place that combines the physical models into a step time.
+
+Per micro-batch on each pipeline stage (first, middle, last):
+
+    t_stage = sum over its layers of [compute_fwd + compute_bwd + recompute
+                                      + exposed TP, CP, EP and FSDP communication]
+              (+ output layer and MTP on the last stage)
+
+Per step:
+
+    step = m * max_i t_i                      (steady state, the slowest stage sets the pace)
+         + (sum_i t_i - max_i t_i) / v        (pipeline bubble)
+         + fill/drain activation transfers
+         + exposed DP gradient sync and parameter gather
+         + exposed activation-offload copies (pp = 1 only)
+         + optimizer + launch exposure + fixed per-step syncs + input-pipeline wait
+
+Every term is an array over layouts; ``evaluate`` is used both by ``predict`` (one layout)
+and by the layout search (thousands).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from perfmodel.engine.job import Job
+from perfmodel.formulas import comm, offload, overheads, pipeline, traffic
+from perfmodel.formulas.activations import activation_bytes_per_layer
+from perfmodel.formulas.compute import BACKWARD_HOST_OPS_OVER_FORWARD, BlockTime, block_time
+from perfmodel.formulas.counts import training_flop_per_token
+from perfmodel.formulas.layouts import Layouts
+from perfmodel.formulas.memory import MemoryBreakdown, fits_in_memory, memory_per_gpu
+from perfmodel.formulas.overlap import exposed_s, tp_phi, window_used_s
+from perfmodel.formulas.recompute import recomputed_layer_fraction, selective_recompute_s
+from perfmodel.formulas.sharding import stage_params
+from perfmodel.formulas.workload import LayerKind, head_ops, layer_kinds, layer_ops, mtp_extra_ops, mtp_layer_kind
+from perfmodel.spec import pipeline_layout
+from perfmodel.spec.software import selective_modules
+
+COMPONENTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "fsdp_comm", "pp_comm",
+              "pipeline_bubble", "dp_comm", "offload", "optimizer", "overheads", "data_wait")
+"""Breakdown keys of ``breakdown_s``; their sum is the step time."""
+
+LENS = {
+    "compute": "co-design", "memory_bandwidth": "co-design", "recompute": "co-design",
+    "tp_comm": "scale serves purpose", "cp_comm": "scale serves purpose",
+    "ep_comm": "scale serves purpose", "dp_comm": "scale serves purpose",
+    "fsdp_comm": "scale serves purpose",
+    "pp_comm": "balanced pipeline", "pipeline_bubble": "balanced pipeline", "offload": "balanced pipeline",
+    "optimizer": "amortisation", "overheads": "amortisation", "data_wait": "balanced pipeline",
+}
+"""Which of the product's four lenses explains each bottleneck."""
+
+
+def job_memory(c: Job, L: Layouts) -> MemoryBreakdown:
+    """Peak memory per GPU of the job over its layouts: the one place a job's fields become
+    ``memory_per_gpu`` arguments (step, search and ``describe`` all call this)."""
+    return memory_per_gpu(c.model, c.seq_length, c.recompute, c.precision, L, c.software)
+
+
+@dataclass(frozen=True)
+class LayerTime:
+    """One layer of one kind, per micro-batch, with its exposed communication."""
+
+    block: BlockTime
+    tp_fwd_s: np.ndarray
+    tp_bwd_s: np.ndarray
+    cp_fwd_s: np.ndarray
+    cp_bwd_s: np.ndarray
+    ep_fwd_s: np.ndarray
+    ep_bwd_s: np.ndarray
+    recompute_s: np.ndarray
+    fsdp_s: np.ndarray
+    used_fwd_s: np.ndarray
+    """Forward compute that TP, CP and EP traffic runs beside (``perfmodel.formulas.overlap``): what is
+    left of the pass hides the step's data-parallel traffic."""
+    used_bwd_s: np.ndarray
+    """The same for the backward."""
+
+    @property
+    def compute_s(self):
+        return self.block.fwd_s + self.block.bwd_s
+
+
+def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerTime:
+    m, hw, eff, sw, seq = c.model, c.hardware, c.efficiency, c.software, c.seq_length
+    ov = sw.overlap
+    blk = block_time(layer_ops(m, kind, sw), m, L, seq, c.precision, hw, eff, sw)
+    phi_tp = tp_phi(ov, L.tp)
+    slowdown = eff.overlap_compute_slowdown   # SMs held by hidden collectives (perfmodel.formulas.overlap)
+    tp_raw = traffic.tp_layer_s(kind, m, L, seq, hw, eff, c.precision)
+    tp_f = exposed_s(tp_raw, blk.gemm_fwd_s, phi_tp, slowdown)
+    tp_b = exposed_s(tp_raw, blk.gemm_bwd_s, phi_tp, slowdown)
+    cp_raw = traffic.cp_layer_fwd_s(m, L, seq, hw, eff)
+    cp_raw_b = traffic.CP_BWD_OVER_FWD * cp_raw
+    cp_f = exposed_s(cp_raw, blk.attn_fwd_s, ov.cp, slowdown)
+    cp_b = exposed_s(cp_raw_b, blk.attn_bwd_s, ov.cp, slowdown)
+    # A stretch of compute hides one collective at a time (perfmodel.formulas.overlap): EP, FSDP and the
+    # step's DP traffic hide behind what TP and CP leave of each pass.
+    used_f = window_used_s(tp_raw, blk.gemm_fwd_s, phi_tp) + window_used_s(cp_raw, blk.attn_fwd_s, ov.cp)
+    used_b = window_used_s(tp_raw, blk.gemm_bwd_s, phi_tp) + window_used_s(cp_raw_b, blk.attn_bwd_s, ov.cp)
+    if kind is LayerKind.MOE:
+        ep_raw = traffic.ep_layer_s(m, L, seq, hw, eff, sw)
+        # Batch-level overlap: the forward all-to-alls of one micro-batch hide behind the
+        # layer's backward compute of another, and vice versa (Megatron-Core
+        # combined_1f1b, overlap_moe_expert_parallel_comm).
+        left_b, left_f = blk.bwd_s - used_b, blk.fwd_s - used_f
+        ep_f = exposed_s(ep_raw, left_b, ov.ep, slowdown)
+        ep_b = exposed_s(ep_raw, left_f, ov.ep, slowdown)
+        used_b = used_b + window_used_s(ep_raw, left_b, ov.ep)
+        used_f = used_f + window_used_s(ep_raw, left_f, ov.ep)
+        # A recomputed forward runs inside its own backward, with no other micro-batch's compute
+        # paired with it: its all-to-alls are not overlapped.
+        ep_redo = ep_raw
+    else:
+        ep_f = ep_b = ep_redo = np.zeros(len(L))
+    if c.recompute == "full":
+        recompute = recomputed_layer_fraction(m, L, sw.recompute_num_layers) * (blk.fwd_s + tp_f + cp_f + ep_redo)
+    elif c.recompute == "selective":
+        recompute = selective_recompute_s(blk, sw.selective_recompute, m, kind)
+        if "moe" in selective_modules(sw.selective_recompute):
+            recompute = recompute + ep_redo       # the recomputed layer dispatches and combines again
+        if sw.selective_recompute == "save_qkv_proj":
+            # the redone forward repeats the layer's collectives; counting the all-gather
+            # before the saved QKV projection too makes this an upper bound under SP
+            recompute = recompute + tp_f + cp_f
+    else:
+        recompute = np.zeros(len(L))
+    fsdp = exposed_s(fsdp_per_layer_s, blk.fwd_s + blk.bwd_s - used_f - used_b, ov.fsdp, slowdown)
+    return LayerTime(blk, tp_f, tp_b, cp_f, cp_b, ep_f, ep_b, recompute, fsdp, used_f, used_b)
+
+
+def _layer_parts(lt: LayerTime) -> dict:
+    return {
+        "compute": lt.compute_s, "recompute": lt.recompute_s,
+        "tp_comm": lt.tp_fwd_s + lt.tp_bwd_s, "cp_comm": lt.cp_fwd_s + lt.cp_bwd_s,
+        "ep_comm": lt.ep_fwd_s + lt.ep_bwd_s, "fsdp_comm": lt.fsdp_s,
+    }
+
+
+def _scaled(parts: dict, factor) -> dict:
+    return {k: v * factor for k, v in parts.items()}
+
+
+def _add(*dicts) -> dict:
+    out: dict = {}
+    for d in dicts:
+        for k, v in d.items():
+            out[k] = out.get(k, 0.0) + v
+    return out
+
+
+@dataclass(frozen=True)
+class StepArrays:
+    """Step-time breakdown and memory for a batch of layouts."""
+
+    breakdown: dict
+    """component -> array of seconds; the step time is their sum."""
+    memory: MemoryBreakdown
+    fits: np.ndarray
+    flop_per_token: float
+    gemm_s: np.ndarray
+    attention_s: np.ndarray
+    memory_bound_s: np.ndarray
+    stage_s: pipeline.StageTimes
+
+    @property
+    def step_time_s(self):
+        return sum(self.breakdown[k] for k in COMPONENTS)
+
+
+def _layout_stages(stages_text: tuple[str, ...], L: Layouts, per_layer: dict, head_parts: dict, mtp_parts: dict):
+    """Stage times under an explicit layout: rank r runs d_r decoder layers (of the average
+    kind), m_r MTP modules and l_r output layers. Returns (StageTimes of the first, slowest
+    middle and last rank; components of the slowest rank; bubble = (sum - max) / vpp)."""
+    n = len(L)
+    coef = {c: np.zeros((3, n)) for c in ("t", "m", "L")}   # slowest, first, last rank
+    mid = {c: np.zeros(n) for c in ("t", "m", "L")}
+    rank_sum = {c: np.zeros(n) for c in ("t", "m", "L")}
+    layer_s = sum(per_layer.values())
+    mtp_s = sum(mtp_parts.values()) if mtp_parts else np.zeros(n)
+    head_s = sum(head_parts.values())
+    for pp in np.unique(L.pp):
+        rows = np.flatnonzero(L.pp == pp)
+        load = pipeline_layout.rank_load(stages_text, int(pp))
+        counts = {"t": load.decoder, "m": load.mtp, "L": load.loss}
+        # rank totals, (pp, rows)
+        t_rank = (counts["t"][:, None] * layer_s[rows] + counts["m"][:, None] * mtp_s[rows]
+                  + counts["L"][:, None] * head_s[rows])
+        slow = np.argmax(t_rank, axis=0)
+        inner = t_rank[1:-1] if pp > 2 else np.zeros((1, rows.size))
+        mid_rank = 1 + np.argmax(inner, axis=0)
+        for key, cnt in counts.items():
+            coef[key][0, rows] = cnt[slow]
+            coef[key][1, rows] = cnt[0]
+            coef[key][2, rows] = cnt[-1]
+            mid[key][rows] = np.where(pp > 2, cnt[np.minimum(mid_rank, pp - 1)], 0.0)
+            rank_sum[key][rows] = cnt.sum()
+
+    def parts(tc, mc, lc):
+        return _add(_scaled(per_layer, tc), _scaled(mtp_parts, mc), _scaled(head_parts, lc))
+
+    def tot(tc, mc, lc):
+        return tc * layer_s + mc * mtp_s + lc * head_s
+
+    slowest = parts(coef["t"][0], coef["m"][0], coef["L"][0])
+    t_max = tot(coef["t"][0], coef["m"][0], coef["L"][0])
+    st = pipeline.StageTimes(first_s=tot(coef["t"][1], coef["m"][1], coef["L"][1]),
+                             middle_s=tot(mid["t"], mid["m"], mid["L"]),
+                             last_s=tot(coef["t"][2], coef["m"][2], coef["L"][2]))
+    bubble = pipeline.bubble_from_stages_s(tot(rank_sum["t"], rank_sum["m"], rank_sum["L"]), t_max, L.vpp)
+    return st, slowest, bubble
+
+
+def evaluate(c: Job, L: Layouts) -> StepArrays:
+    """The step-time breakdown and memory of the job under every layout of ``L``."""
+    m, hw, eff, seq, sw = c.model, c.hardware, c.efficiency, c.seq_length, c.software
+    ov = sw.overlap
+    slowdown = eff.overlap_compute_slowdown   # SMs held by hidden collectives (perfmodel.formulas.overlap)
+    kinds = layer_kinds(m)
+    n_dense = sum(1 for k in kinds if k is LayerKind.DENSE)
+    n_moe = len(kinds) - n_dense
+    pp = L.pp.astype(float)
+
+    sp_params = stage_params(m, L)
+    layers_per_stage = len(kinds) / pp
+    per_layer_units = sw.fsdp_collectives_per_layer
+    dp = traffic.dp_traffic(sp_params.max_dense(), sp_params.max_expert(), L, hw, eff,
+                            layers_per_stage * per_layer_units, sw)
+    fsdp_per_layer = per_layer_units * dp.fsdp_per_unit_s
+
+    per_layer: dict = {}
+    blocks = []
+    used = []   # (forward, backward) compute that layer traffic runs beside, per kind (weighted)
+    if n_dense:
+        lt = _layer_time(LayerKind.DENSE, c, L, fsdp_per_layer)
+        per_layer = _add(per_layer, _scaled(_layer_parts(lt), n_dense / len(kinds)))
+        blocks.append((lt.block, n_dense / len(kinds)))
+        used.append((lt.used_fwd_s * n_dense / len(kinds), lt.used_bwd_s * n_dense / len(kinds)))
+    if n_moe:
+        lt = _layer_time(LayerKind.MOE, c, L, fsdp_per_layer)
+        per_layer = _add(per_layer, _scaled(_layer_parts(lt), n_moe / len(kinds)))
+        blocks.append((lt.block, n_moe / len(kinds)))
+        used.append((lt.used_fwd_s * n_moe / len(kinds), lt.used_bwd_s * n_moe / len(kinds)))
+    middle = _scaled(per_layer, layers_per_stage)
+
+    head = block_time(head_ops(m, sw), m, L, seq, c.precision, hw, eff, sw)
+    head_parts = {"compute": head.fwd_s + head.bwd_s}
+    mtp_parts: dict = {}   # one MTP module: its layer, its projection and its own head
+    if m.mtp_layers:
+        mtp_lt = _layer_time(mtp_layer_kind(m), c, L, fsdp_per_layer)
+        mtp_proj = block_time(mtp_extra_ops(m), m, L, seq, c.precision, hw, eff, sw)
+        mtp_parts = _add(_layer_parts(mtp_lt), {"compute": mtp_proj.fwd_s + mtp_proj.bwd_s + head.fwd_s + head.bwd_s})
+
+    def total(d):
+        return sum(d.values())
+
+    if sw.pipeline_stages is None:
+        single = L.pp == 1
+        last = _add(middle, head_parts, _scaled(mtp_parts, m.mtp_layers))
+        first = {k: np.where(single, last[k], middle[k]) for k in last}
+        stages = pipeline.StageTimes(first_s=total(first), middle_s=total(middle), last_s=total(last))
+        t_max = pipeline.slowest_stage_s(stages, L.pp)
+        # Components of the slowest stage (first == last when pp == 1).
+        slow_is_last = total(last) >= np.maximum(total(first), np.where(L.pp > 2, total(middle), 0.0))
+        slow_is_first = ~slow_is_last & (total(first) >= total(middle))
+        slowest = {k: np.where(slow_is_last, last[k], np.where(slow_is_first, first[k], middle[k])) for k in last}
+        bubble = pipeline.bubble_s(stages, L.pp, L.vpp)
+    else:
+        stages, slowest, bubble = _layout_stages(sw.pipeline_stages, L, per_layer, head_parts, mtp_parts)
+        t_max = total(slowest)
+
+    num_mb = L.num_mb.astype(float)
+    bd = {k: num_mb * v for k, v in slowest.items()}
+
+    # Host dispatch of one micro-batch (forward share 1/3, backward 2/3 of the operations).
+    host_ops_per_mb = sum(b.host_ops * w for b, w in blocks) * layers_per_stage
+    launches_per_mb = sum(b.extra_launches * w for b, w in blocks) * layers_per_stage
+    host_s_per_mb = overheads.host_time_s(host_ops_per_mb, eff.host_op_overhead_s, launches_per_mb,
+                                          eff.launch_overhead_s)
+    bwd_host_frac = BACKWARD_HOST_OPS_OVER_FORWARD / (1.0 + BACKWARD_HOST_OPS_OVER_FORWARD)
+
+    # Pipeline: steady-state transfers behind a micro-batch, which lasts as long as its GPU work
+    # or its host dispatch, whichever is slower; fill/drain transfers exposed.
+    t_p2p = traffic.pp_transfer_s(m, L, seq, hw, eff)
+    steady_p2p = 2.0 * L.vpp * t_p2p   # forward activation + backward gradient, per chunk
+    bd["pp_comm"] = (num_mb * exposed_s(steady_p2p, np.maximum(t_max, host_s_per_mb), ov.pp, slowdown)
+                     + pipeline.fill_drain_transfers(L.pp, L.vpp) * t_p2p)
+    bd["pipeline_bubble"] = bubble
+
+    # Data parallelism: sync behind the last backward, gather behind the next forward; each
+    # pass lasts as long as the GPU work or the host dispatch, whichever is slower, and hides
+    # DP traffic in what the layers' own TP, CP and EP traffic leaves of it (perfmodel.formulas.overlap).
+    used_fwd = sum(u for u, _ in used) * layers_per_stage
+    used_bwd = sum(u for _, u in used) * layers_per_stage
+    slow_fwd = np.maximum(sum(b.fwd_s * w for b, w in blocks) * layers_per_stage,
+                          (1.0 - bwd_host_frac) * host_s_per_mb)
+    slow_bwd = np.maximum(sum(b.bwd_s * w for b, w in blocks) * layers_per_stage, bwd_host_frac * host_s_per_mb)
+    bd["dp_comm"] = (exposed_s(dp.grad_sync_s, slow_bwd - used_bwd, ov.dp, slowdown)
+                     + exposed_s(dp.param_gather_s, slow_fwd - used_fwd, ov.dp, slowdown))
+
+    # Activation offload: host copies beside the layers' compute (perfmodel.formulas.offload).
+    n_off = sw.activation_offload_layers
+    if n_off:
+        per_kind = {k: activation_bytes_per_layer(m, k, seq, L.mbs, L.tp, L.sp, L.cp, L.etp, "none", c.precision, sw)
+                    for k in set(kinds)}
+        copy_s = offload.offloaded_bytes_per_layer(m, n_off, per_kind) / (
+            hw.host_link.bandwidth_bytes_per_s * offload.HOST_COPY_EFFICIENCY)
+        bd["offload"] = num_mb * offload.exposed_copy_s(n_off, len(kinds), copy_s,
+                                                        sum(b.fwd_s * w for b, w in blocks),
+                                                        sum(b.bwd_s * w for b, w in blocks))
+
+    # Optimizer over the parameters this GPU owns.
+    n_dp = (L.dp * L.cp).astype(float)
+    n_edp = np.maximum(L.dp * L.cp * L.tp // (L.ep * L.etp), 1).astype(float)
+    sharded = L.zero_stage >= 1
+    owned = (sp_params.max_dense() / np.where(sharded, n_dp, 1.0)
+             + sp_params.max_expert() / np.where(sharded, n_edp, 1.0))
+    bd["optimizer"] = overheads.optimizer_s(owned, hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency)
+
+    world_latency = comm.scale_out_fabric(hw, eff).latency_s * np.ceil(np.log2(max(c.num_gpus, 2)))
+    bd["overheads"] = (overheads.host_exposed_s(host_s_per_mb, t_max, num_mb)
+                       + overheads.fixed_step_s(world_latency) * np.ones(len(L)))
+    busy = sum(bd.values())
+    tokens_per_gpu = c.global_batch_size * seq / c.num_gpus
+    bd["data_wait"] = overheads.data_wait_s(tokens_per_gpu, busy) * np.ones(len(L))
+    for k in COMPONENTS:
+        bd.setdefault(k, np.zeros(len(L)))
+
+    mem = job_memory(c, L)
+    flop = training_flop_per_token(m, seq, causal=True).total
+    w_layers = num_mb * layers_per_stage
+    return StepArrays(
+        breakdown=bd, memory=mem, fits=fits_in_memory(mem, hw), flop_per_token=flop,
+        gemm_s=w_layers * sum((b.gemm_fwd_s + b.gemm_bwd_s) * w for b, w in blocks),
+        attention_s=w_layers * sum((b.attn_fwd_s + b.attn_bwd_s) * w for b, w in blocks),
+        memory_bound_s=w_layers * sum((b.mem_fwd_s + b.mem_bwd_s) * w for b, w in blocks),
+        stage_s=stages,
+    )
+
+
+def bottleneck(breakdown_row: dict, gemm_s: float, attention_s: float, memory_bound_s: float) -> str:
+    """The largest component; compute is named memory_bandwidth when HBM-bound ops dominate it."""
+    name = max(breakdown_row, key=breakdown_row.get)
+    if name == "compute" and memory_bound_s > gemm_s + attention_s:
+        return "memory_bandwidth"
+    return name

@@ -1,0 +1,61 @@
+"""A job as the formulas take it: a scenario bound to its model, hardware, efficiencies and
+software stack, everything but the parallel layout (which the engine varies as arrays).
+
+``bind`` is the one place a scenario's fields become a ``Job``; the layout search binds the same
+scenario at other GPU counts and precisions. ``scenario_layouts`` is the scenario's own layout as
+a batch of one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from perfmodel.formulas.layouts import Layouts, layouts_from_arrays
+from perfmodel.formulas.placement import placed
+from perfmodel.spec.efficiency import Efficiencies
+from perfmodel.spec.hardware import HardwareSpec
+from perfmodel.spec.model import ModelSpec
+from perfmodel.spec.scenario import Scenario
+from perfmodel.spec.software import SoftwareStack
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything about a training job except its parallel layout."""
+
+    model: ModelSpec
+    hardware: HardwareSpec
+    """The job's view of the hardware: its scale-up domain holds the GPUs the job places there
+    (``perfmodel.formulas.placement``)."""
+    efficiency: Efficiencies
+    """The efficiencies in force: a calibration profile's, or the hardware spec's."""
+    software: SoftwareStack
+    seq_length: int
+    global_batch_size: int
+    num_gpus: int
+    precision: str
+    recompute: str
+    training_tokens: float | None
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.global_batch_size * self.seq_length
+
+
+def bind(scenario: Scenario, model: ModelSpec, hardware: HardwareSpec, efficiency: Efficiencies, *,
+         num_gpus: int | None = None, precision: str | None = None) -> Job:
+    """The scenario as a ``Job`` (at another GPU count or precision where given: the search's)."""
+    n = scenario.num_gpus if num_gpus is None else num_gpus
+    return Job(model=model, hardware=placed(hardware, n), efficiency=efficiency, software=scenario.software,
+               seq_length=scenario.seq_length, global_batch_size=scenario.global_batch_size, num_gpus=n,
+               precision=scenario.precision if precision is None else precision, recompute=scenario.recompute,
+               training_tokens=scenario.training_tokens)
+
+
+def scenario_layouts(scenario: Scenario, dp: int, num_microbatches: int) -> Layouts:
+    """The scenario's own layout as a batch of one (``dp`` and micro-batches from the rules)."""
+    p, s = scenario.parallelism, scenario
+    return layouts_from_arrays(
+        tp=[p.tp], pp=[p.pp], vpp=[p.vpp], cp=[p.cp], ep=[p.ep], etp=[p.etp], sp=[p.sp],
+        zero_stage=[p.zero_stage], mbs=[s.micro_batch_size], dp=[dp], num_mb=[num_microbatches],
+    )

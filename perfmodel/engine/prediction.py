@@ -1,0 +1,171 @@
+"""From step arrays to the figures users read: the one place each derived quantity is computed.
+
+``measure`` turns the engine's step arrays for a batch of layouts into an ``Evaluation``:
+throughput, MFU (contract definition: model FLOPs without recompute / (step x GPUs x dense
+peak of the precision)), hardware FLOP utilisation, the bottleneck, and time to train,
+GPU-hours, cost and energy. ``predict`` is one row of it; the layout search keeps many rows of
+the same arrays, so a layout the search ranks has exactly the numbers ``predict`` gives it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from perfmodel.engine.evaluate import COMPONENTS, LENS, StepArrays, evaluate
+from perfmodel.engine.job import Job
+from perfmodel.engine.rules import Resolved, resolve
+from perfmodel.formulas.cost import job_cost
+from perfmodel.formulas.counts import param_count
+from perfmodel.formulas.layouts import Layouts
+from perfmodel.spec.cost import CostModel
+from perfmodel.spec.efficiency import Efficiencies
+from perfmodel.spec.scenario import Scenario
+
+RECOMPUTE_FRAC_FLOOR = 1e-30
+"""Guards the recompute / compute ratio of HFU against a job with no compute time at all."""
+
+
+def bottleneck(breakdown: dict, gemm_s, attention_s, memory_bound_s) -> np.ndarray:
+    """The largest component of each step (the first on ties), with ``compute`` named
+    ``memory_bandwidth`` where HBM-bound ops outweigh the GEMMs and attention."""
+    stacked = np.stack([np.atleast_1d(breakdown[k]) for k in COMPONENTS])
+    names = np.array(COMPONENTS, dtype=object)[np.argmax(stacked, axis=0)]
+    hbm = (names == "compute") & (np.asarray(memory_bound_s) > np.asarray(gemm_s) + np.asarray(attention_s))
+    return np.where(hbm, "memory_bandwidth", names).astype(object)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Every figure of one job under a batch of layouts (arrays of equal length)."""
+
+    job: Job
+    layouts: Layouts
+    step: StepArrays
+    step_time_s: np.ndarray
+    tokens_per_s: np.ndarray
+    mfu: np.ndarray
+    hfu: np.ndarray
+    """Executed FLOPs (with recompute) over peak: Megatron 2021's '% of peak'."""
+    bottleneck: np.ndarray
+    time_to_train_s: np.ndarray | None
+    """None without ``training_tokens``."""
+    gpu_hours: np.ndarray
+    cost_usd: np.ndarray
+    energy_kwh: np.ndarray
+    """GPU-hours, cost and facility energy of the whole run with ``training_tokens``, else of
+    one step (``cost_basis``)."""
+
+    @property
+    def cost_basis(self) -> str:
+        return "step" if self.time_to_train_s is None else "training_tokens"
+
+    @property
+    def tokens_per_s_per_gpu(self) -> np.ndarray:
+        return self.tokens_per_s / self.job.num_gpus
+
+    def __len__(self) -> int:
+        return len(self.layouts)
+
+
+def measure(job: Job, layouts: Layouts, arrays: StepArrays, cost_model: CostModel) -> Evaluation:
+    """The figures of ``arrays`` (``evaluate(job, layouts)``), each computed here and nowhere else."""
+    step = arrays.step_time_s
+    tokens = job.tokens_per_step
+    tps = tokens / step
+    peak = job.hardware.gpu.peak_flop_per_s(job.precision)
+    mfu = arrays.flop_per_token * tokens / (step * job.num_gpus * peak)
+    recompute_frac = arrays.breakdown["recompute"] / np.maximum(arrays.breakdown["compute"], RECOMPUTE_FRAC_FLOOR)
+    ttt = None if not job.training_tokens else job.training_tokens / tps
+    cost = job_cost(job.num_gpus, step if ttt is None else ttt, job.hardware, cost_model)
+    return Evaluation(
+        job=job, layouts=layouts, step=arrays, step_time_s=step, tokens_per_s=tps, mfu=mfu,
+        hfu=mfu * (1.0 + recompute_frac),
+        bottleneck=bottleneck(arrays.breakdown, arrays.gemm_s, arrays.attention_s, arrays.memory_bound_s),
+        time_to_train_s=ttt, gpu_hours=np.atleast_1d(cost.gpu_hours), cost_usd=np.atleast_1d(cost.cost_usd),
+        energy_kwh=np.atleast_1d(cost.energy_kwh))
+
+
+def evaluate_job(job: Job, layouts: Layouts, cost_model: CostModel) -> Evaluation:
+    return measure(job, layouts, evaluate(job, layouts), cost_model)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One job under one layout: the contract's prediction (shared/contracts/scenario.md)."""
+
+    step_time_s: float
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    mfu: float
+    memory_per_gpu_bytes: float
+    fits_in_memory: bool
+    model_params_total: int
+    model_params_active: float
+    model_flops_per_token: float
+    bottleneck: str
+    bottleneck_lens: str
+    breakdown_s: dict
+    """component -> seconds; the parts sum to ``step_time_s``."""
+    memory_breakdown_bytes: dict
+    hardware_flops_utilisation: float
+    """Executed FLOPs (with recompute) over peak: Megatron 2021's '% of peak'."""
+    num_microbatches: int
+    dp: int
+    time_to_train_s: float | None = None
+    gpu_hours: float | None = None
+    cost_usd: float | None = None
+    energy_kwh: float | None = None
+
+    def to_dict(self) -> dict:
+        """The CLI's JSON (``perfmodel predict --format json``), key for key."""
+        out = {
+            "step_time_s": self.step_time_s, "tokens_per_s": self.tokens_per_s,
+            "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu, "mfu": self.mfu,
+            "memory_per_gpu_bytes": self.memory_per_gpu_bytes, "fits_in_memory": self.fits_in_memory,
+            "model_params_total": self.model_params_total, "model_params_active": self.model_params_active,
+            "model_flops_per_token": self.model_flops_per_token, "bottleneck": self.bottleneck,
+            "bottleneck_lens": self.bottleneck_lens, "breakdown_s": dict(self.breakdown_s),
+            "memory_breakdown_bytes": dict(self.memory_breakdown_bytes),
+            "hardware_flops_utilisation": self.hardware_flops_utilisation,
+            "num_microbatches": self.num_microbatches, "dp": self.dp,
+        }
+        for k in ("time_to_train_s", "gpu_hours", "cost_usd", "energy_kwh"):
+            v = getattr(self, k)
+            if v is not None:
+                out[k] = v
+        return out
+
+
+def prediction_row(ev: Evaluation, i: int) -> Prediction:
+    """Row ``i`` of an evaluation as a ``Prediction``."""
+    arrays = ev.step
+    pc = param_count(ev.job.model)
+    name = str(ev.bottleneck[i])
+    out = dict(
+        step_time_s=float(ev.step_time_s[i]), tokens_per_s=float(ev.tokens_per_s[i]),
+        tokens_per_s_per_gpu=float(ev.tokens_per_s_per_gpu[i]), mfu=float(ev.mfu[i]),
+        memory_per_gpu_bytes=float(arrays.memory.total[i]), fits_in_memory=bool(arrays.fits[i]),
+        model_params_total=int(pc.total), model_params_active=float(pc.active),
+        model_flops_per_token=float(arrays.flop_per_token), bottleneck=name, bottleneck_lens=LENS.get(name, ""),
+        breakdown_s={k: float(arrays.breakdown[k][i]) for k in COMPONENTS},
+        memory_breakdown_bytes={r["component"]: float(r["bytes"]) for r in arrays.memory.rows(i)},
+        hardware_flops_utilisation=float(ev.hfu[i]),
+        num_microbatches=int(ev.layouts.num_mb[i]), dp=int(ev.layouts.dp[i]),
+    )
+    if ev.time_to_train_s is not None:
+        out.update(time_to_train_s=float(ev.time_to_train_s[i]), gpu_hours=float(ev.gpu_hours[i]),
+                   cost_usd=float(ev.cost_usd[i]), energy_kwh=float(ev.energy_kwh[i]))
+    return Prediction(**out)
+
+
+def predict_resolved(r: Resolved, cost_model: CostModel) -> Prediction:
+    return prediction_row(evaluate_job(r.job, r.layouts, cost_model), 0)
+
+
+def predict(scenario: Scenario, efficiency: Efficiencies | None = None,
+            cost_model: CostModel | None = None) -> Prediction:
+    """The scenario's prediction with the given efficiencies (None: the hardware spec's own;
+    ``perfmodel.predict`` chooses the calibration profile) and cost model (None: the defaults)."""
+    return predict_resolved(resolve(scenario, efficiency), cost_model or CostModel())

@@ -1,0 +1,267 @@
+"""The one rule set of a runnable job: what ``predict``, ``search``, ``scale``, ``size`` and the
+app all apply, so a layout the search returns is one predict accepts, with the same numbers.
+
+``layout_violation_fields`` holds the contract's layout rules over arrays of layouts (each
+rule's message shows the arithmetic); ``check_job`` the rules on the job whatever its layout;
+``recompute_violation`` the fields scoped to one recompute mode; ``with_recompute`` how those
+fields follow a recompute mode the search tries; ``resolve`` all of them for one scenario.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from perfmodel.engine.job import Job, bind, scenario_layouts
+from perfmodel.formulas.layouts import Layouts
+from perfmodel.spec import pipeline_layout
+from perfmodel.spec.efficiency import Efficiencies
+from perfmodel.spec.errors import InputError
+from perfmodel.spec.hardware import HardwareSpec
+from perfmodel.spec.model import ModelSpec
+from perfmodel.spec.scenario import Scenario, hardware_of, model_of, pipeline_stages
+from perfmodel.spec.software import selective_modules
+
+PIPELINE_EXTRA_UNITS = 2
+"""Embedding and loss, each placeable as a pipeline unit of its own (Megatron-Core)."""
+
+
+def _divides(a, b):
+    """True where ``a`` divides ``b`` (element-wise; a > 0)."""
+    return np.asarray(b) % np.asarray(a) == 0
+
+
+def layout_violation_fields(model: ModelSpec, hw: HardwareSpec, seq_length: int, global_batch_size,
+                            num_gpus, precision: str, *, tp, pp, vpp, cp, ep, etp, sp,
+                            micro_batch_size, activation_offload_layers: int = 0,
+                            pipeline_stages: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The layout rules of the scenario contract, over arrays of layouts.
+
+    Every argument after ``precision`` is an integer (``sp``: boolean) array; ``num_gpus`` and
+    ``global_batch_size`` may be scalars or arrays. Returns ``(field, reason)`` object arrays:
+    ``''`` where the layout can run, else the first rule it breaks, with the arithmetic. This is
+    the only home of the rules: ``check_layout`` calls it on a batch of one.
+    """
+    a = {k: np.atleast_1d(np.asarray(v, dtype=np.int64)) for k, v in dict(
+        tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp, mbs=micro_batch_size,
+        n=num_gpus, gbs=global_batch_size).items()}
+    shape = np.broadcast_shapes(*(v.shape for v in a.values()), np.shape(np.atleast_1d(sp)))
+    a = {k: np.broadcast_to(v, shape) for k, v in a.items()}
+    tp, pp, vpp, cp, ep, etp, mbs, n, gbs = (a[k] for k in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs", "n", "gbs"))
+    sp = np.broadcast_to(np.atleast_1d(np.asarray(sp, dtype=bool)), shape)
+    field = np.full(shape, "", dtype=object)
+    reason = np.full(shape, "", dtype=object)
+    ok = np.ones(shape, dtype=bool)
+
+    def rule(name, broken, message, **cols):
+        """Record ``message(**cols)`` where ``broken`` and no earlier rule fired."""
+        nonlocal ok
+        bad = ok & broken
+        if not bad.any():
+            return
+        idx = np.flatnonzero(bad)
+        keys = np.stack([np.broadcast_to(v, shape).ravel()[idx] for v in cols.values()]
+                        or [np.zeros(idx.size, dtype=np.int64)], axis=1)
+        uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+        # format each distinct combination once, then scatter (no per-layout Python)
+        texts = np.array([message(**dict(zip(cols, map(int, row)))) for row in uniq], dtype=object)
+        reason.ravel()[idx] = texts[np.ravel(inverse)]
+        field.ravel()[idx] = name
+        ok = ok & ~bad
+
+    model_par = tp * pp * cp
+    rule("num_gpus", ~_divides(model_par, n),
+         lambda tp, pp, cp, n: f"tp({tp}) * pp({pp}) * cp({cp}) = {tp * pp * cp} does not divide num_gpus({n})",
+         tp=tp, pp=pp, cp=cp, n=n)
+    dp = np.maximum(n // model_par, 1)
+    m_heads, m_kv = model.num_attention_heads, model.kv_heads
+    rule("parallelism.tp", ~_divides(tp, m_heads),
+         lambda tp: f"tp({tp}) does not divide num_attention_heads({m_heads})", tp=tp)
+    if model.mla is None:
+        rule("parallelism.tp", ~_divides(tp, m_kv) & ~_divides(m_kv, tp),
+             lambda tp: f"tp({tp}) and num_query_groups({m_kv}) do not divide one another", tp=tp)
+    s = seq_length
+    rule("parallelism.cp", ~_divides(cp, s), lambda cp: f"cp({cp}) does not divide seq_length({s})", cp=cp)
+    rule("parallelism.sequence_parallel", sp & ~_divides(tp, s // cp),
+         lambda cp, tp: f"seq_length({s}) / cp({cp}) = {s / cp:g} is not divisible by tp({tp})", cp=cp, tp=tp)
+    rule("parallelism.vpp", (vpp > 1) & (pp == 1),
+         lambda vpp, pp: f"vpp({vpp}) > 1 needs pp > 1 (pp = {pp})", vpp=vpp, pp=pp)
+    # Megatron-Core can count the embedding and the loss as one pipeline "layer" each
+    # (account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split), so
+    # pp * vpp model chunks need at least num_layers + 2 such units (e.g. Llama 3.1 405B:
+    # 126 layers on pp16 x vpp8 = 128 chunks in Megatron-Bridge's recipe).
+    units = model.num_layers + PIPELINE_EXTRA_UNITS
+    rule("parallelism.pp", pp * vpp > units,
+         lambda pp, vpp: f"pp({pp}) * vpp({vpp}) = {pp * vpp} exceeds num_layers({units - PIPELINE_EXTRA_UNITS}) + "
+                         f"embedding + loss = {units} pipeline units", pp=pp, vpp=vpp)
+    if pipeline_stages:
+        rule("parallelism.pp", pp * vpp != pipeline_stages,
+             lambda pp, vpp: f"pipeline_layout has {pipeline_stages} virtual stages; pp({pp}) * vpp({vpp}) = "
+                             f"{pp * vpp}", pp=pp, vpp=vpp)
+    if activation_offload_layers:
+        n_off = activation_offload_layers
+        rule("parallelism.pp", pp > 1,
+             lambda pp: f"activation_offload_layers({n_off}) needs pp = 1 (Megatron-Core offloads activations "
+                        f"only without pipeline parallelism); pp = {pp}", pp=pp)
+    if model.moe is None:
+        rule("parallelism.ep", (ep > 1) | (etp > 1),
+             lambda ep, etp: f"ep({ep}) and etp({etp}) need an MoE model", ep=ep, etp=etp)
+    else:
+        experts = model.moe.num_experts
+        rule("parallelism.ep", ~_divides(ep, experts),
+             lambda ep: f"ep({ep}) does not divide moe.num_experts({experts})", ep=ep)
+        rule("parallelism.ep", ~_divides(ep * etp, dp * cp * tp),
+             lambda ep, etp, dp, cp, tp: (f"ep({ep}) * etp({etp}) = {ep * etp} does not divide "
+                                          f"dp({dp}) * cp({cp}) * tp({tp}) = {dp * cp * tp}"),
+             ep=ep, etp=etp, dp=dp, cp=cp, tp=tp)
+    per_step = mbs * dp
+    rule("global_batch_size", ~_divides(per_step, gbs),
+         lambda mbs, dp, gbs: (f"micro_batch_size({mbs}) * dp({dp}) = {mbs * dp} does not divide "
+                               f"global_batch_size({gbs})"),
+         mbs=mbs, dp=dp, gbs=gbs)
+    num_mb = gbs // per_step
+    rule("global_batch_size", (vpp > 1) & ~_divides(pp, num_mb),
+         lambda num_mb, pp: f"interleaved schedule needs micro-batches({num_mb}) to be a multiple of pp({pp})",
+         num_mb=num_mb, pp=pp)
+    if not hw.gpu.supports(precision):
+        name = hw.gpu.name
+        rule("precision", np.ones(shape, dtype=bool),
+             lambda: f"{name} has no dense {precision} tensor-core peak")
+    return field, reason
+
+
+def layout_violation(model: ModelSpec, hw: HardwareSpec, seq_length: int, global_batch_size, num_gpus,
+                     precision: str, *, tp, pp, vpp, cp, ep, etp, sp, micro_batch_size,
+                     activation_offload_layers: int = 0, pipeline_stages: int = 0) -> np.ndarray:
+    """Reason each layout cannot run (``''`` = valid); see ``layout_violation_fields``."""
+    return layout_violation_fields(model, hw, seq_length, global_batch_size, num_gpus, precision, tp=tp,
+                                   pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp, sp=sp,
+                                   micro_batch_size=micro_batch_size,
+                                   activation_offload_layers=activation_offload_layers,
+                                   pipeline_stages=pipeline_stages)[1]
+
+
+def layout_rule_fields(s: Scenario) -> dict:
+    """The scenario fields beyond the layout itself that the layout rules read: the keyword
+    arguments every caller of ``layout_violation(_fields)`` passes for this scenario."""
+    return {"activation_offload_layers": s.software.activation_offload_layers,
+            "pipeline_stages": len(pipeline_stages(s) or ())}
+
+
+def check_layout(s: Scenario, m: ModelSpec, hw: HardwareSpec) -> tuple[int, int]:
+    """Check that the layout divides; return (dp, micro-batches). Raises InputError.
+
+    ZeRO over a single data-parallel rank is legal and simply shards nothing.
+    """
+    p = s.parallelism
+    field, reason = layout_violation_fields(
+        m, hw, s.seq_length, s.global_batch_size, s.num_gpus, s.precision, tp=p.tp, pp=p.pp, vpp=p.vpp,
+        cp=p.cp, ep=p.ep, etp=p.etp, sp=p.sp, micro_batch_size=s.micro_batch_size, **layout_rule_fields(s))
+    if reason[0]:
+        raise InputError(field[0], reason[0])
+    dp = s.num_gpus // (p.tp * p.pp * p.cp)
+    return dp, s.global_batch_size // (s.micro_batch_size * dp)
+
+
+def check_job(s: Scenario, m: ModelSpec) -> None:
+    """The rules on a job that hold whatever its layout and recompute mode: the pipeline layout
+    against the model, and the recompute and offload fields against the model (Megatron-Core's
+    own rules, in ``TransformerConfig.__post_init__``). ``resolve`` (predict) and the layout
+    search both call this, so a layout the search returns is one predict accepts. Raises
+    InputError."""
+    stages = pipeline_stages(s)
+    if stages is not None:
+        pipeline_layout.validate(stages, m.num_layers, m.mtp_layers)
+        if m.moe is not None and m.moe.interleave_step > 1:
+            raise InputError("software.pipeline_layout", f"is not supported with moe.interleave_step "
+                             f"({m.moe.interleave_step}); drop it for an even split")
+    # Checked whatever ``recompute`` says: the layout search tries selective recompute too.
+    policy = s.software.selective_recompute
+    owner = {"op_sac": "torchtitan's policy for its dense Llama block",
+             "save_qkv_proj": "MaxText's policy for dense decoder layers with Q, K and V projections"}
+    if policy in owner and (m.moe is not None or m.mla is not None):
+        raise InputError("software.selective_recompute", f"{policy} is {owner[policy]}; "
+                                                f"{m.name} has {'MoE' if m.moe is not None else 'MLA'} layers")
+    if not isinstance(policy, str):
+        if not policy:
+            raise InputError("software.selective_recompute", "an empty module list recomputes nothing; "
+                                                    "use recompute: none")
+        needs = {"mla_up_proj": (m.mla is not None, "multi-latent attention"),
+                 "moe_act": (m.moe is not None, "MoE layers"), "moe": (m.moe is not None, "MoE layers"),
+                 "shared_experts": (m.moe is not None and m.moe.num_shared_experts > 0, "shared experts"),
+                 "mlp": (m.num_dense_mlp_layers > 0, "dense-MLP layers")}
+        for name in selective_modules(policy):
+            has, what = needs.get(name, (True, ""))
+            if not has:
+                raise InputError("software.selective_recompute", f"module {name} recomputes {what}; {m.name} has none")
+    n = s.software.activation_offload_layers
+    if n and n >= m.num_layers:
+        raise InputError("software.activation_offload_layers", f"{n} must be less than num_layers({m.num_layers}) "
+                                                      f"(Megatron-Core)")
+
+
+def recompute_violation(s: Scenario, recompute: str) -> tuple[str, str] | None:
+    """(field, reason) where the scenario's recompute-scoped fields cannot go with ``recompute``
+    (the scenario's own, or one the layout search tries), else None."""
+    if s.software.recompute_num_layers is not None and recompute != "full":
+        return "software.recompute_num_layers", f"applies to recompute: full (block method); recompute is {recompute}"
+    if s.software.activation_offload_layers and recompute != "none":
+        return "software.activation_offload_layers", (f"Megatron-Core offloads activations only without recompute; "
+                                             f"recompute is {recompute}")
+    return None
+
+
+def check_recompute(s: Scenario, m: ModelSpec) -> None:
+    """``check_job`` and the scenario's own recompute mode against its recompute-scoped fields."""
+    check_job(s, m)
+    bad = recompute_violation(s, s.recompute)
+    if bad:
+        raise InputError(*bad)
+
+
+def with_recompute(scenario: Scenario, recompute: str) -> Scenario:
+    """The scenario with another recompute mode; ``software.recompute_num_layers`` (the block
+    method of full recompute) goes with ``full`` and is dropped for the other modes, which have
+    no blocks."""
+    if recompute == "full" or scenario.software.recompute_num_layers is None:
+        return scenario.model_copy(update={"recompute": recompute})
+    software = scenario.software.model_copy(update={"recompute_num_layers": None})
+    return scenario.model_copy(update={"recompute": recompute, "software": software})
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A scenario that passed every rule: its job and its own layout (a batch of one)."""
+
+    scenario: Scenario
+    job: Job
+    layouts: Layouts
+
+    @property
+    def model(self):
+        return self.job.model
+
+    @property
+    def hardware(self):
+        """The job's view of the hardware (its placement in scale-up domains)."""
+        return self.job.hardware
+
+    @property
+    def dp(self) -> int:
+        return int(self.layouts.dp[0])
+
+    @property
+    def num_microbatches(self) -> int:
+        """Micro-batches per pipeline per step = global_batch / (micro_batch * dp)."""
+        return int(self.layouts.num_mb[0])
+
+
+def resolve(s: Scenario, efficiency: Efficiencies | None = None) -> Resolved:
+    """Bind the scenario to its hardware, model and efficiencies (None: the hardware spec's) and
+    check every rule. Raises InputError with the first rule the scenario breaks."""
+    hw, m = hardware_of(s), model_of(s)
+    check_recompute(s, m)
+    dp, num_mb = check_layout(s, m, hw)
+    return Resolved(scenario=s, job=bind(s, m, hw, efficiency or hw.efficiency),
+                    layouts=scenario_layouts(s, dp, num_mb))

@@ -1,0 +1,1 @@
+"""One module per physical model: workload, compute, memory, communication, pipeline, cost, goodput."""

@@ -1,0 +1,206 @@
+"""Collective communication: alpha-beta times on a two-level topology.
+
+==================  ==================================================================
+n                   GPUs in the collective's group
+S                   message size in bytes (the whole buffer, nccl-tests convention)
+B                   achieved bus bandwidth per GPU, per direction (link x bus efficiency)
+alpha               latency of one algorithm step on a fabric (calibrated, per step)
+steps(op, n)        ring steps: all-reduce 2(n-1); all-gather, reduce-scatter, all-to-all
+                    n-1; send/recv 1. Across domains NCCL runs all-reduce as a double
+                    binary tree, 2 * ceil(log2 n) steps (Sanders et al. 2009); all-gather
+                    and reduce-scatter remain rings
+factor(op, n)       bytes each GPU must move per byte of S (nccl-tests PERFORMANCE.md):
+                    all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n;
+                    send/recv 1
+t(op, S, n)         steps * alpha + factor(op, n) * S / B  (Hockney 1994; Thakur et al. 2005)
+==================  ==================================================================
+
+Groups are mapped onto the machine with tensor parallelism innermost, then context,
+expert, data and pipeline parallelism (Megatron-Core's rank order). A group whose GPUs all
+sit in one scale-up domain (NVLink: 8 GPUs, or 72 for NVL72) runs at scale-up speed; a group
+that spans domains runs hierarchically (intra-domain reduce-scatter, inter-domain collective
+over the NICs of the g_in GPUs per domain in parallel, intra-domain all-gather). Its latency
+follows NCCL's algorithm: all-reduce as a tree across domains; all-gather and reduce-scatter
+as one ring through all n GPUs, n - 1 steps, so their latency grows with n, not with the
+number of domains. All-to-all
+cannot aggregate NICs across domains (REFERENCES.md, NCCL maintainers): its cross-domain
+part runs at one NIC per GPU.
+
+Every function broadcasts over numpy arrays of group sizes and message sizes.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import numpy as np
+
+from perfmodel.spec.efficiency import Efficiencies
+from perfmodel.spec.hardware import HardwareSpec
+
+
+class Collective(enum.Enum):
+    ALL_REDUCE = "all_reduce"
+    ALL_GATHER = "all_gather"
+    REDUCE_SCATTER = "reduce_scatter"
+    ALL_TO_ALL = "all_to_all"
+    SEND_RECV = "send_recv"
+
+
+class Algorithm(enum.Enum):
+    RING = "ring"
+    TREE = "tree"
+    NVLS = "nvls"   # NVLink SHARP: reduction in the NVSwitch (H100 and later)
+
+
+NVLS_ALLREDUCE_GAIN = 480.0 / 370.0
+"""NVLS over ring all-reduce busbw on H100 NVLink4: about 480 vs 370 GB/s at large sizes
+(REFERENCES.md 'Collectives'; shared/data/microbenchmarks.yaml nccl_expert_h100_nvls_all_reduce)."""
+
+
+def bus_factor(op: Collective, n):
+    """Bytes moved per GPU per byte of S (nccl-tests busbw conventions)."""
+    n = np.asarray(n, dtype=float)
+    if op is Collective.ALL_REDUCE:
+        return 2.0 * (n - 1.0) / n
+    if op is Collective.SEND_RECV:
+        return np.ones_like(n)
+    return (n - 1.0) / n
+
+
+def latency_steps(op: Collective, n, algorithm: Algorithm = Algorithm.RING):
+    """Algorithm steps that each pay one alpha."""
+    n = np.asarray(n, dtype=float)
+    if op is Collective.SEND_RECV:
+        return np.ones_like(n)
+    if algorithm is Algorithm.TREE:
+        return 2.0 * np.ceil(np.log2(np.maximum(n, 2.0)))
+    ring = n - 1.0
+    return 2.0 * ring if op is Collective.ALL_REDUCE else ring
+
+
+def ring_intra_steps(n, n_domains):
+    """Intra-domain steps of one ring through n GPUs in n_domains domains: n - n_domains.
+
+    NCCL's ring all-gather and reduce-scatter take n - 1 steps whatever the topology;
+    n_domains - 1 of them cross the network, the rest stay on NVLink (NVIDIA/nccl
+    src/graph/tuning.cc, commit 5067397: ring latency = (nsteps - nInterSteps) * intraLat
+    + nInterSteps * interLat, nInterSteps = nNodes - 1 for all-gather/reduce-scatter)."""
+    return np.asarray(n, dtype=float) - np.asarray(n_domains, dtype=float)
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """Achieved bus bandwidth (per GPU, per direction) and per-step latency of one fabric."""
+
+    busbw_bytes_per_s: float
+    latency_s: float
+
+
+def scale_up_fabric(hw: HardwareSpec, eff: Efficiencies) -> Fabric:
+    return Fabric(hw.scale_up.bandwidth_bytes_per_s * eff.scale_up_bus_efficiency, eff.scale_up_latency_s)
+
+
+def scale_out_fabric(hw: HardwareSpec, eff: Efficiencies) -> Fabric:
+    return Fabric(hw.scale_out.bandwidth_bytes_per_s * eff.scale_out_bus_efficiency, eff.scale_out_latency_s)
+
+
+def flat_time_s(op: Collective, size_bytes, n, fabric: Fabric, algorithm: Algorithm = Algorithm.RING):
+    """One collective inside a single fabric. Zero when n == 1."""
+    n = np.asarray(n, dtype=float)
+    size_bytes = np.asarray(size_bytes, dtype=float)
+    bw = fabric.busbw_bytes_per_s
+    if algorithm is Algorithm.NVLS and op is Collective.ALL_REDUCE:
+        bw = bw * NVLS_ALLREDUCE_GAIN
+    steps_alg = Algorithm.RING if algorithm is Algorithm.NVLS else algorithm
+    t = latency_steps(op, n, steps_alg) * fabric.latency_s + bus_factor(op, n) * size_bytes / bw
+    return np.where(n > 1, t, 0.0)
+
+
+def _fit_override(eff: Efficiencies, op: Collective, fabric: str, n):
+    """Measured (latency, busbw) for an exact (op, fabric, n) match from a calibration profile."""
+    for fit in eff.collectives:
+        if fit.op == op.value and fit.fabric == fabric:
+            yield fit
+
+
+def group_domains(n, stride, domain_size: int):
+    """(g_in, n_out): GPUs of a group of n (members ``stride`` ranks apart) inside one
+    scale-up domain, and the number of domains the group spans (rounded up: 128 GPUs over
+    domains of 72 span two)."""
+    n = np.asarray(n, dtype=np.int64)
+    g_in = np.clip(domain_size // np.maximum(np.asarray(stride, dtype=np.int64), 1), 1, None)
+    g_in = np.minimum(g_in, n)
+    return g_in, np.maximum(-(-n // g_in), 1)
+
+
+def group_time_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: Efficiencies,
+                 network_bytes=None):
+    """A collective over a group of n GPUs whose members are ``stride`` ranks apart.
+
+    ``stride`` is the product of the degrees placed inside this one (TP innermost).
+    ``network_bytes`` (all-to-all only): the bytes each GPU sends across domains when the
+    group spans them, where the algorithm sends fewer than the plain all-to-all's
+    S * (n - g_in) / n (hierarchical MoE dispatch, ``traffic.ep_layer_s``).
+    """
+    n = np.asarray(n, dtype=np.int64)
+    size = np.asarray(size_bytes, dtype=float)
+    up, out = scale_up_fabric(hw, eff), scale_out_fabric(hw, eff)
+    g_in, n_out = group_domains(n, stride, hw.scale_up.domain_size)
+    inside = n_out == 1
+    nvls = Algorithm.NVLS if hw.scale_up.in_network_reduction else Algorithm.RING
+
+    t_inside = flat_time_s(op, size, n, up, nvls)
+    t_inside = _apply_measured(op, "scale_up", size, n, eff, t_inside)
+
+    if op is Collective.ALL_TO_ALL:
+        # Intra-domain share at NVLink speed, cross-domain share through one NIC per GPU.
+        if network_bytes is None:
+            network_bytes = size * (n - g_in) / np.maximum(n, 1)
+        t_span = ((g_in - 1) * up.latency_s + (n_out - 1) * out.latency_s
+                  + np.maximum(size * (g_in - 1) / np.maximum(n, 1) / up.busbw_bytes_per_s,
+                               np.asarray(network_bytes, dtype=float) / out.busbw_bytes_per_s))
+    elif op is Collective.SEND_RECV:
+        t_span = flat_time_s(op, size, 2, out)
+    else:
+        # Hierarchical: intra-domain phase(s) on S, inter-domain phase on S / g_in per GPU.
+        intra_op = Collective.REDUCE_SCATTER if op is Collective.ALL_REDUCE else op
+        t_intra = flat_time_s(intra_op, size, g_in, up)
+        if op is Collective.ALL_REDUCE:
+            t_intra = 2.0 * t_intra   # reduce-scatter then all-gather
+        # NCCL runs all-reduce as a tree across nodes; all-gather/reduce-scatter stay rings.
+        inter_alg = Algorithm.TREE if op is Collective.ALL_REDUCE else Algorithm.RING
+        t_inter = flat_time_s(op, size / g_in, n_out, out, inter_alg)
+        t_inter = _apply_measured(op, "scale_out", size / g_in, n_out, eff, t_inter)
+        t_span = t_intra + t_inter
+        if op is not Collective.ALL_REDUCE:
+            # One NCCL ring threads every GPU: n - 1 steps, n_out - 1 of them across
+            # domains; the intra-domain phase above charged only g_in - 1 of the rest.
+            t_span = t_span + (ring_intra_steps(n, n_out) - (g_in - 1)) * up.latency_s
+    return np.where(n > 1, np.where(inside, t_inside, t_span), 0.0)
+
+
+def _apply_measured(op, fabric_name, size, n, eff, t_default):
+    """Replace the link-derived time by a calibrated fit where one matches (op, fabric, n).
+
+    Several fits for one (op, fabric, n) are regimes of one measured curve (NCCL protocols
+    and algorithms); the collective runs in the fastest: t = min_i(latency_i + factor*S/busbw_i).
+    """
+    best: dict[int, np.ndarray] = {}
+    for fit in _fit_override(eff, op, fabric_name, n):
+        fitted = fit.latency_s + bus_factor(op, n) * size / fit.busbw_bytes_per_s
+        best[fit.num_gpus] = np.minimum(best[fit.num_gpus], fitted) if fit.num_gpus in best else fitted
+    t = t_default
+    for num_gpus, fitted in best.items():
+        t = np.where(n == num_gpus, fitted, t)
+    return t
+
+
+def p2p_time_s(size_bytes, crosses_domain, hw: HardwareSpec, eff: Efficiencies):
+    """Point-to-point send/recv between neighbouring pipeline stages."""
+    up, out = scale_up_fabric(hw, eff), scale_out_fabric(hw, eff)
+    size = np.asarray(size_bytes, dtype=float)
+    t_up = up.latency_s + size / up.busbw_bytes_per_s
+    t_out = out.latency_s + size / out.busbw_bytes_per_s
+    return np.where(crosses_domain, t_out, t_up)

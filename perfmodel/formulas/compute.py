@@ -1,0 +1,300 @@
+"""Roofline time of every operation of a layer, per GPU and micro-batch.
+
+=============  ===========================================================================
+T              tokens per GPU per micro-batch = micro_batch * s / cp
+m, n, k        GEMM rows, output columns, reduction dimension after sharding
+P_prec         dense peak FLOP/s of the GEMM's precision
+eff(m,n,k)     calibrated GEMM efficiency (``efficiency.py``)
+B_hbm          HBM bandwidth x memory efficiency
+t_op           max(F / (P_prec * eff), bytes / B_hbm)   (Williams et al. 2009, roofline)
+=============  ===========================================================================
+
+Backward GEMMs are the input-gradient (m x k, reduce n) and weight-gradient (k x n, reduce
+m) products: twice the forward work, each at its own shape's efficiency. Flash attention is
+its own class: forward F = 2*a*(d_qk+d_v)*s_kv*T with s_kv = s/2 under the causal mask
+(w - w^2/(2s) in sliding-window layers of w < s keys, whose kernels run at the efficiency of a
+w-token sequence),
+backward 2.5 F executed (it recomputes the attention probabilities; Dao 2023, FlashAttention-2
+sec. 3.1.2, and its benchmark convention), at the 16-bit peak. With fp8/fp4 the transformer
+GEMMs run at that peak; the output layer, router and attention stay 16-bit (Transformer
+Engine recipes), and every low-precision GEMM pays the cast traffic of its inputs.
+
+Unfused attention (``attention_backend: unfused``; Megatron-LM before FlashAttention, and
+Megatron-Core's "unfused" backend) materialises the s x s scores in HBM: forward is a batched
+Q K^T GEMM, one fused scale-mask-softmax kernel and a batched P V GEMM; backward is four
+batched GEMMs (dP, dV, dQ, dK) and the softmax backward, which reads P and dP and writes dS.
+The GEMMs compute the whole s x s block (the causal mask is applied in the softmax), each
+GEMM's bytes include its s x s operand or result, and each batched GEMM is one kernel
+(Narayanan et al. 2021, sec. 4.2; Korthikanti et al. 2022, sec. 4.1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from perfmodel.formulas.counts import attention_fwd_flop_per_token, attention_layer_mix
+from perfmodel.formulas.layouts import Layouts
+from perfmodel.formulas.workload import Op, OpKind, TpSplit
+from perfmodel.spec.efficiency import Efficiencies, saturating_attention_efficiency, saturating_gemm_efficiency
+from perfmodel.spec.hardware import HardwareSpec
+from perfmodel.spec.model import ModelSpec
+from perfmodel.spec.software import SoftwareStack
+
+CAUSAL = True
+"""Every modelled job trains a decoder-only language model under the causal mask: a query
+attends to the keys before it (s/2 on average, ``perfmodel.formulas.counts.mean_keys_per_query``)."""
+ATTENTION_BWD_OVER_FWD_EXECUTED = 2.5
+"""Flash-attention backward executes 2.5x the forward FLOPs (5 matmuls vs 2; Dao 2023)."""
+SOFTMAX_FWD_SCORE_PASSES = 2
+"""Fused scale-mask-softmax forward: read the scores, write the probabilities."""
+SOFTMAX_BWD_SCORE_PASSES = 3
+"""Softmax backward: read P and dP, write dS."""
+LOW_PRECISION = ("fp8", "fp4")
+GEMMS_PER_LINEAR_FWD_BWD = 3
+"""A linear layer runs one GEMM forward and two backward (input and weight gradients)."""
+BACKWARD_HOST_OPS_OVER_FORWARD = 2
+"""Autograd dispatches about two operations per forward operation (one per gradient)."""
+BYTES_PER_ELEMENT = {"bf16": 2, "fp16": 2, "fp8": 1, "fp4": 0.5, "tf32": 4}
+CAST_TRANSPOSE_BYTES_PER_ELEMENT = 2 + 1 + 1
+"""Fused cast-transpose of a 16-bit tensor to 8 bits: read 2 bytes, write the 1-byte copy and
+its 1-byte transpose (Transformer Engine; Hopper FP8 GEMMs take only the TN layout, so the
+weight-gradient GEMM needs transposed operands). Forward: the GEMM input (m x k); backward:
+the output gradient (m x n)."""
+
+
+def gemm_efficiency(m, n, k, precision: str, eff: Efficiencies, grouped: bool = False):
+    """Dense GEMM efficiency; expert GEMMs (``grouped``) saturate at the grouped half_dim."""
+    g = eff.gemm.get(precision) or eff.gemm["bf16"]
+    d = max(g.half_dim, eff.grouped_gemm_half_dim) if grouped else g.half_dim
+    return saturating_gemm_efficiency(m, n, k, g.efficiency_max, d)
+
+
+def gemm_roofline_s(m, n, k, count, precision: str, hw: HardwareSpec, eff: Efficiencies, grouped: bool = False,
+                    fast_accum: bool = False):
+    """(math time, memory time) of ``count`` identical (m x k) @ (k x n) GEMMs. ``fast_accum``:
+    the forward GEMM, which training stacks run with fp8 fast accumulation
+    (``Efficiencies.fp8_fast_accum_speedup``)."""
+    flop = 2.0 * m * n * k * count
+    bpe = BYTES_PER_ELEMENT[precision]
+    bytes_moved = count * bpe * (m * k + k * n + m * n)
+    rate = hw.gpu.peak_flop_per_s(precision) * np.maximum(gemm_efficiency(m, n, k, precision, eff, grouped), 1e-9)
+    if fast_accum and precision == "fp8":
+        rate = rate * eff.fp8_fast_accum_speedup
+    t_math = flop / rate
+    t_mem = bytes_moved / (hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency)
+    return t_math, t_mem
+
+
+def gemm_time_s(m, n, k, count, precision: str, hw: HardwareSpec, eff: Efficiencies, grouped: bool = False,
+                fast_accum: bool = False):
+    """Time of ``count`` GEMM kernels: per-kernel overhead plus the slower roof."""
+    t_math, t_mem = gemm_roofline_s(m, n, k, count, precision, hw, eff, grouped, fast_accum)
+    return count * eff.kernel_overhead_s + np.maximum(t_math, t_mem)
+
+
+def memory_time_s(bytes_moved, hw: HardwareSpec, eff: Efficiencies, kernels: int = 1):
+    """``kernels`` HBM-bound kernels moving ``bytes_moved`` in all."""
+    return (kernels * eff.kernel_overhead_s
+            + np.asarray(bytes_moved, dtype=float) / (hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency))
+
+
+def attention_efficiency(seq, eff: Efficiencies, backward: bool = False):
+    """Flash attention's efficiency at ``seq`` keys, forward or backward kernel."""
+    a = eff.attention
+    if backward:
+        return saturating_attention_efficiency(seq, a.bwd_efficiency_max, a.backward_half_seq)
+    return saturating_attention_efficiency(seq, a.fwd_efficiency_max, a.half_seq)
+
+
+@dataclass(frozen=True)
+class OpShape:
+    """An op's sharded per-GPU shape for one micro-batch (arrays over layouts)."""
+
+    m: np.ndarray
+    n: np.ndarray
+    k: np.ndarray
+    count: np.ndarray
+
+
+def tokens_per_microbatch(layouts: Layouts, seq_length: int):
+    """T: tokens each GPU holds per micro-batch (before sequence-parallel sharding)."""
+    return layouts.mbs * (seq_length / layouts.cp)
+
+
+def moe_tokens(layouts: Layouts, seq_length: int):
+    """Tokens entering a MoE layer on one GPU: T / tp (Megatron requires SP with MoE + TP)."""
+    return tokens_per_microbatch(layouts, seq_length) / layouts.tp
+
+
+def gemm_shape(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int) -> OpShape:
+    T = tokens_per_microbatch(layouts, seq_length)
+    if op.expert:
+        E, top_k = model.moe.num_experts, model.moe.top_k
+        t_moe = moe_tokens(layouts, seq_length)
+        m = t_moe * top_k * layouts.ep * layouts.etp / E
+        count = E / layouts.ep
+        split = layouts.etp
+    else:
+        m = np.where(layouts.sp, T / layouts.tp, T) if op.tp_split is TpSplit.NONE else T
+        count = np.ones_like(T)
+        split = layouts.tp
+    n = np.where(op.tp_split is TpSplit.COLUMN, op.n / split, op.n) * np.ones_like(T)
+    k = np.where(op.tp_split is TpSplit.ROW, op.k / split, op.k) * np.ones_like(T)
+    return OpShape(m=np.asarray(m, float), n=n, k=k, count=np.asarray(count, float))
+
+
+def gemm_precision(op: Op, precision: str) -> str:
+    """Transformer-block GEMMs run in the scenario precision; router and output layer in bf16."""
+    if precision in LOW_PRECISION and (op.name.startswith("output/") or op.name == "moe/router"):
+        return "bf16"
+    return precision
+
+
+@dataclass(frozen=True)
+class OpTime:
+    name: str
+    kind: OpKind
+    fwd_s: np.ndarray
+    bwd_s: np.ndarray
+    fwd_flop: np.ndarray
+    """Executed forward FLOPs (per GPU per micro-batch)."""
+    fwd_bytes: np.ndarray
+    fwd_memory_bound: np.ndarray
+    """True where the forward kernel sits under the memory roof (HBM time > math time)."""
+    host_ops_fwd: int
+    """Framework-level operations the host dispatches in the forward (autograd issues about
+    twice as many in the backward)."""
+    extra_launches: np.ndarray
+    """Kernel launches issued inside one host operation, forward + backward (a grouped expert
+    linear launches one GEMM per local expert: Transformer Engine GroupedLinear)."""
+
+
+def unfused_attention_s(op: Op, layouts: Layouts, seq_length: int, hw: HardwareSpec, eff: Efficiencies):
+    """(forward s, backward s, forward FLOPs executed, forward bytes) of attention with the
+    scores in HBM."""
+    heads = op.attn_heads / layouts.tp
+    s_q, s_kv = seq_length / layouts.cp, float(seq_length)
+    batch = layouts.mbs * heads
+    dq, dv = op.attn_qk_dim, op.attn_v_dim
+
+    def gemm(m, n, k):
+        t_math, t_mem = gemm_roofline_s(m, n, k, batch, "bf16", hw, eff)
+        return eff.kernel_overhead_s + np.maximum(t_math, t_mem)
+
+    scores_bytes = batch * s_q * s_kv * BYTES_PER_ELEMENT["bf16"]
+    fwd = (gemm(s_q, s_kv, dq) + gemm(s_q, dv, s_kv)
+           + memory_time_s(SOFTMAX_FWD_SCORE_PASSES * scores_bytes, hw, eff))
+    bwd = (gemm(s_q, s_kv, dv)        # dP = dO V^T
+           + gemm(s_kv, dv, s_q)      # dV = P^T dO
+           + gemm(s_q, dq, s_kv)      # dQ = dS K
+           + gemm(s_kv, dq, s_q)      # dK = dS^T Q
+           + memory_time_s(SOFTMAX_BWD_SCORE_PASSES * scores_bytes, hw, eff))
+    flop = 2.0 * batch * s_q * s_kv * (dq + dv)
+    qkvo_bytes = BYTES_PER_ELEMENT["bf16"] * batch * (s_q * (dq + dv) + s_kv * (dq + dv))
+    fwd_bytes = qkvo_bytes + (2 + SOFTMAX_FWD_SCORE_PASSES) * scores_bytes
+    return fwd, bwd, flop, fwd_bytes
+
+
+def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precision: str,
+            hw: HardwareSpec, eff: Efficiencies, sw: SoftwareStack) -> OpTime:
+    T = tokens_per_microbatch(layouts, seq_length)
+    if op.kind is OpKind.GEMM:
+        sh = gemm_shape(op, model, layouts, seq_length)
+        prec = gemm_precision(op, precision)
+        grp = op.expert
+        fwd = gemm_time_s(sh.m, sh.n, sh.k, sh.count, prec, hw, eff, grp, fast_accum=True)
+        bwd = (gemm_time_s(sh.m, sh.k, sh.n, sh.count, prec, hw, eff, grp)      # input gradient
+               + gemm_time_s(sh.k, sh.n, sh.m, sh.count, prec, hw, eff, grp))   # weight gradient
+        bpe = BYTES_PER_ELEMENT[prec]
+        fwd_bytes = sh.count * bpe * (sh.m * sh.k + sh.k * sh.n + sh.m * sh.n)
+        host_ops = 1
+        extra = (sh.count - 1) * GEMMS_PER_LINEAR_FWD_BWD
+        if prec in LOW_PRECISION:
+            cast_fwd = sh.count * sh.m * sh.k * CAST_TRANSPOSE_BYTES_PER_ELEMENT
+            cast_bwd = sh.count * sh.m * sh.n * CAST_TRANSPOSE_BYTES_PER_ELEMENT
+            fwd = fwd + memory_time_s(cast_fwd, hw, eff)
+            bwd = bwd + memory_time_s(cast_bwd, hw, eff)
+            host_ops = 2
+        flop = 2.0 * sh.m * sh.n * sh.k * sh.count
+        t_math, t_mem = gemm_roofline_s(sh.m, sh.n, sh.k, sh.count, prec, hw, eff, grp, fast_accum=True)
+        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, t_mem > t_math, host_ops, extra)
+    if op.kind is OpKind.ATTENTION and not sw.flash_attention:
+        fwd, bwd, flop, fwd_bytes = unfused_attention_s(op, layouts, seq_length, hw, eff)
+        bound = memory_time_s(fwd_bytes, hw, eff, kernels=0) > flop / hw.gpu.peak_flop_per_s("bf16")
+        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, bound, 3, np.zeros_like(fwd))
+    if op.kind is OpKind.ATTENTION:
+        peak = hw.gpu.peak_flop_per_s("bf16")
+        s_local = seq_length / layouts.cp
+        head_share = 1.0 / layouts.tp   # this GPU's heads; the FLOPs per token count all of them
+        flop = fwd = bwd = 0.0
+        # Full-attention and windowed layers (the op is their average): a windowed kernel's
+        # loop over keys is at most w long, so it runs at the efficiency of a w-token sequence.
+        for share, window in attention_layer_mix(op):
+            f = share * attention_fwd_flop_per_token(op, seq_length, CAUSAL, window) * T * head_share
+            s_kernel = s_local if window is None else np.minimum(s_local, window)
+            flop = flop + f
+            fwd = fwd + f / (peak * attention_efficiency(s_kernel, eff))
+            bwd = bwd + ATTENTION_BWD_OVER_FWD_EXECUTED * f / (peak * attention_efficiency(s_kernel, eff, backward=True))
+        fwd = eff.kernel_overhead_s + fwd
+        bwd = eff.kernel_overhead_s + bwd
+        heads = op.attn_heads * head_share
+        # Reads Q, K, V and writes O once (flash attention never materialises s x s).
+        fwd_bytes = 2.0 * T * heads * (2 * op.attn_qk_dim + 2 * op.attn_v_dim)
+        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, np.zeros_like(fwd, dtype=bool), 1, np.zeros_like(fwd))
+    # Memory-bound elementwise work: norms and residuals act on the sequence-parallel shard;
+    # head-split (rotary, repeat_kv) and MLP-width tensors on the tensor-parallel shard.
+    sharded_by_tp = op.name.startswith(("attention/", "mlp/", "moe/", "output/"))
+    tokens = np.where(sharded_by_tp | layouts.sp, T / layouts.tp, T)
+    runs = (model.moe.num_experts // layouts.ep > 1) if op.multi_local_experts_only else np.ones(len(layouts), bool)
+    fwd_bytes = np.where(runs, op.bytes_per_token * tokens, 0.0)
+    fwd = np.where(runs, memory_time_s(fwd_bytes, hw, eff, kernels=op.kernels), 0.0)
+    if op.bwd_bytes_per_token is None:
+        bwd = 2.0 * fwd
+    else:
+        bwd = np.where(runs, memory_time_s(op.bwd_bytes_per_token * tokens, hw, eff, kernels=op.bwd_kernels or op.kernels), 0.0)
+    return OpTime(op.name, op.kind, fwd, bwd, np.zeros_like(fwd), fwd_bytes, np.ones_like(fwd, dtype=bool),
+                  op.kernels, np.zeros_like(fwd))
+
+
+@dataclass(frozen=True)
+class BlockTime:
+    """Forward and backward time of a group of ops (a layer or the output head), by class."""
+
+    gemm_fwd_s: np.ndarray
+    gemm_bwd_s: np.ndarray
+    attn_fwd_s: np.ndarray
+    attn_bwd_s: np.ndarray
+    mem_fwd_s: np.ndarray
+    mem_bwd_s: np.ndarray
+    host_ops: int
+    """Host dispatches, forward + backward."""
+    extra_launches: np.ndarray
+    ops: tuple[OpTime, ...]
+
+    @property
+    def fwd_s(self):
+        return self.gemm_fwd_s + self.attn_fwd_s + self.mem_fwd_s
+
+    @property
+    def bwd_s(self):
+        return self.gemm_bwd_s + self.attn_bwd_s + self.mem_bwd_s
+
+
+def block_time(ops: tuple[Op, ...], model: ModelSpec, layouts: Layouts, seq_length: int,
+               precision: str, hw: HardwareSpec, eff: Efficiencies, sw: SoftwareStack) -> BlockTime:
+    times = tuple(op_time(op, model, layouts, seq_length, precision, hw, eff, sw) for op in ops)
+    zero = np.zeros(len(layouts))
+
+    def total(kind, attr):
+        return sum((getattr(t, attr) for t in times if t.kind is kind), zero)
+
+    return BlockTime(
+        gemm_fwd_s=total(OpKind.GEMM, "fwd_s"), gemm_bwd_s=total(OpKind.GEMM, "bwd_s"),
+        attn_fwd_s=total(OpKind.ATTENTION, "fwd_s"), attn_bwd_s=total(OpKind.ATTENTION, "bwd_s"),
+        mem_fwd_s=total(OpKind.MEMORY, "fwd_s"), mem_bwd_s=total(OpKind.MEMORY, "bwd_s"),
+        host_ops=(1 + BACKWARD_HOST_OPS_OVER_FORWARD) * sum(t.host_ops_fwd for t in times),
+        extra_launches=sum((t.extra_launches for t in times), zero),
+        ops=times,
+    )

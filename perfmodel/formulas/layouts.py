@@ -1,0 +1,48 @@
+"""A batch of parallel layouts as numpy arrays, so one code path serves ``predict`` (a batch
+of one) and ``search`` (thousands of candidates at once).
+
+Every field is an integer (or boolean) array of the same shape. Physical models take a
+``Layouts`` and broadcast; they never loop over candidates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Layouts:
+    tp: np.ndarray
+    pp: np.ndarray
+    vpp: np.ndarray
+    cp: np.ndarray
+    ep: np.ndarray
+    etp: np.ndarray
+    sp: np.ndarray
+    """bool: sequence parallelism on."""
+    zero_stage: np.ndarray
+    mbs: np.ndarray
+    """micro_batch_size"""
+    dp: np.ndarray
+    num_mb: np.ndarray
+    """micro-batches per pipeline per step"""
+
+    def __len__(self) -> int:
+        return int(self.tp.shape[0])
+
+    def take(self, index) -> "Layouts":
+        return Layouts(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
+
+    def row(self, i: int) -> dict:
+        return {f.name: getattr(self, f.name)[i].item() for f in fields(self)}
+
+
+def layouts_from_arrays(**arrays) -> Layouts:
+    n = max(np.size(v) for v in arrays.values())
+    out = {}
+    for f in fields(Layouts):
+        v = np.asarray(arrays[f.name])
+        out[f.name] = np.broadcast_to(v, (n,)).astype(bool if f.name == "sp" else np.int64)
+    return Layouts(**out)

@@ -1,0 +1,200 @@
+"""What each kind of parallelism sends, per GPU, and how long it takes (before overlap).
+
+=============  =============================================================================
+T              tokens per GPU per micro-batch (micro_batch * s / cp)
+h              hidden size; b_a = 2 bytes per 16-bit activation
+TP + SP        per layer and direction: all-gather + reduce-scatter of T*h*b_a before/after
+               each of attention and MLP (Korthikanti et al. 2022, sec. 4.2.2);
+               without SP: one all-reduce each (Shoeybi et al. 2019)
+CP             per layer: (cp - 1) ring steps sending the local K and V chunk forward; twice
+               that backward (K, V and their gradients) (Liu et al. 2023)
+EP             per MoE layer and direction: dispatch + combine all-to-all of T/tp * k_e * h
+               * b_a bytes over the ep group (Lepikhin et al. 2020, GShard); with a
+               hierarchical (flex) dispatcher, T/tp * h * b_a per remote domain reached
+               crosses the network (DeepEP)
+PP             per micro-batch and stage boundary: T*h*b_a (/tp with SP) each direction
+DP             per step: gradient all-reduce (ZeRO 0), or reduce-scatter + parameter
+               all-gather (ZeRO 1/2, distributed optimizer); ZeRO-3: per micro-batch
+               all-gather forward and backward plus gradient reduce-scatter (Rajbhandari 2020)
+=============  =============================================================================
+
+Group placement (Megatron-Core rank order): TP innermost (stride 1), CP (stride tp),
+DP over dp * cp for gradients (stride tp), EP inside the expert layout etp-ep-edp (stride
+etp), PP outermost (stride tp * cp * dp).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from perfmodel.formulas.comm import Collective, group_domains, group_time_s, p2p_time_s
+from perfmodel.formulas.compute import memory_time_s, moe_tokens, tokens_per_microbatch
+from perfmodel.formulas.layouts import Layouts
+from perfmodel.formulas.memory import GRAD_16BIT_BYTES, GRAD_FP32_BYTES
+from perfmodel.formulas.workload import ACT_BYTES, LayerKind
+from perfmodel.spec.efficiency import Efficiencies
+from perfmodel.spec.hardware import HardwareSpec
+from perfmodel.spec.model import ModelSpec
+from perfmodel.spec.software import SoftwareStack
+
+PARAM_BYTES = 2
+"""16-bit parameters gathered by the distributed optimizer / FSDP."""
+
+
+def grad_reduce_bytes(grad_reduce_in_fp32: bool) -> int:
+    """Bytes per gradient element in the data-parallel reduction: 4 when gradients are reduced
+    in fp32 (Megatron-Core DDP ``grad_reduce_in_fp32``; FSDP2 MixedPrecisionPolicy
+    reduce_dtype=float32 in torchtitan), 2 when reduced in the 16-bit training dtype (NVIDIA's
+    performance recipes: ``grad_reduce_in_fp32 = False``). The scenario field of that name."""
+    return GRAD_FP32_BYTES if grad_reduce_in_fp32 else GRAD_16BIT_BYTES
+
+
+FP8_GATHER_BYTES = 1
+"""With fp8 and sequence parallelism, Transformer Engine casts the layer input before the
+all-gather, so the gather moves 1-byte elements (TE LayerNormLinear/Linear with fp8 and
+sequence_parallel); reduce-scatters of GEMM outputs stay 16-bit."""
+
+
+def tp_layer_s(kind: LayerKind, model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpec,
+               eff: Efficiencies, precision: str = "bf16"):
+    """TP collectives of one layer in one direction (forward; backward is the mirror image)."""
+    T = tokens_per_microbatch(layouts, seq)
+    size = T * model.hidden_size * ACT_BYTES
+    gather_bytes = FP8_GATHER_BYTES if precision in ("fp8", "fp4") else ACT_BYTES
+    ag = group_time_s(Collective.ALL_GATHER, T * model.hidden_size * gather_bytes, layouts.tp, 1, hw, eff)
+    rs = group_time_s(Collective.REDUCE_SCATTER, size, layouts.tp, 1, hw, eff)
+    ar = group_time_s(Collective.ALL_REDUCE, size, layouts.tp, 1, hw, eff)
+    pair = np.where(layouts.sp, ag + rs, ar)
+    # Blocks with TP collectives: attention, and the dense MLP or the MoE shared experts.
+    blocks = 2 if (kind is LayerKind.DENSE or model.moe.num_shared_experts) else 1
+    t = blocks * pair
+    if kind is LayerKind.MOE:
+        # Expert tensor parallelism: all-gather the routed tokens in, reduce-scatter out. After
+        # the all-to-all a GPU holds its own share of routed copies, moe_tokens * top_k on
+        # average over its E/ep experts; the gather over the etp group multiplies that by etp
+        # (the expert GEMMs' rows: compute.gemm_shape, m * count = moe_tokens * top_k * etp).
+        routed = moe_tokens(layouts, seq) * model.moe.top_k * layouts.etp * model.hidden_size * ACT_BYTES
+        t = t + (group_time_s(Collective.ALL_GATHER, routed, layouts.etp, 1, hw, eff)
+                 + group_time_s(Collective.REDUCE_SCATTER, routed, layouts.etp, 1, hw, eff))
+    return t
+
+
+def cp_layer_fwd_s(model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpec, eff: Efficiencies):
+    T = tokens_per_microbatch(layouts, seq)
+    if model.mla is not None:
+        x = model.mla
+        kv_width = model.num_attention_heads * (x.qk_nope_head_dim + x.qk_rope_head_dim + x.v_head_dim)
+    else:
+        kv_width = 2 * model.kv_heads * model.attn_head_dim
+    chunk = T * kv_width * ACT_BYTES / np.minimum(layouts.tp, model.kv_heads if model.mla is None else layouts.tp)
+    crosses = layouts.tp * layouts.cp > hw.scale_up.domain_size
+    return (layouts.cp - 1) * p2p_time_s(chunk, crosses, hw, eff)
+
+
+CP_BWD_OVER_FWD = 2
+"""Backward ring sends K, V and their gradients: twice the forward traffic."""
+
+
+def remote_domains_per_token(num_experts: int, top_k: int, n_domains):
+    """Expected number of other scale-up domains holding at least one of a token's top-k
+    experts, for n_domains domains of num_experts / n_domains experts each and routing
+    uniform over experts (k distinct experts drawn without replacement):
+
+        (n_domains - 1) * (1 - C(E - E/n_domains, k) / C(E, k))
+
+    (hypergeometric probability that a domain receives none of the k). Uniform routing is
+    what the auxiliary load-balancing loss aims at (Fedus et al. 2022, eq. 4; DeepSeek-V3
+    2024, sec. 2.1.2) and what NVIDIA's benchmark recipes force
+    (moe_router_force_load_balancing)."""
+    n_dom = np.asarray(n_domains, dtype=float)
+    e_out = num_experts - num_experts / n_dom
+    i = np.arange(top_k, dtype=float).reshape((-1,) + (1,) * n_dom.ndim)
+    p_none = np.prod(np.clip((e_out - i) / (num_experts - i), 0.0, None), axis=0)
+    return (n_dom - 1.0) * (1.0 - p_none)
+
+
+def ep_layer_s(model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpec, eff: Efficiencies,
+               sw: SoftwareStack):
+    """Dispatch + combine of one MoE layer in one direction.
+
+    alltoall: every routed copy of a token is its own message; a group spanning domains
+    sends the copies bound for other domains through the GPU's NIC (Megatron-Core
+    MoEAlltoAllTokenDispatcher). flex: hierarchical dispatch (DeepEP, DeepSeek-AI 2025,
+    github deepseek-ai/DeepEP, internode kernels; NVIDIA HybridEP; Megatron-Core
+    MoEFlexTokenDispatcher) sends a token across the network at most once per destination
+    domain and fans it out over NVLink there; combine reduces inside the domain first and
+    returns one copy. Inside one domain both are the same all-to-all."""
+    E, k = model.moe.num_experts, model.moe.top_k
+    copy = moe_tokens(layouts, seq) * model.hidden_size * ACT_BYTES
+    network = None
+    if sw.moe_dispatcher == "flex":
+        _, n_out = group_domains(layouts.ep, layouts.etp, hw.scale_up.domain_size)
+        network = copy * remote_domains_per_token(E, k, n_out)
+    one = group_time_s(Collective.ALL_TO_ALL, copy * k, layouts.ep, layouts.etp, hw, eff, network)
+    return 2 * one
+
+
+def pp_transfer_s(model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpec, eff: Efficiencies):
+    """One activation (or gradient) send between neighbouring stages."""
+    T = tokens_per_microbatch(layouts, seq)
+    size = T * model.hidden_size * ACT_BYTES / np.where(layouts.sp, layouts.tp, 1)
+    crosses = layouts.tp * layouts.cp * layouts.dp >= hw.scale_up.domain_size
+    return np.where(layouts.pp > 1, p2p_time_s(size, crosses, hw, eff), 0.0)
+
+
+@dataclass(frozen=True)
+class DpTraffic:
+    grad_sync_s: np.ndarray
+    """Once per step: gradient all-reduce or reduce-scatter."""
+    param_gather_s: np.ndarray
+    """Once per step: distributed-optimizer parameter all-gather (ZeRO 1/2)."""
+    fsdp_per_unit_s: np.ndarray
+    """ZeRO-3, per micro-batch and per unit gathered on its own (one transformer layer, or one
+    of its parameter tensors): parameter all-gathers forward and backward plus the gradient
+    reduce-scatter, each a collective of its own (PyTorch FSDP wraps each block, Zhao et al.
+    2023; DeepSpeed ZeRO-3 v0.3 gathered each parameter). Units are taken as equal shares of
+    the parameters: time is (piecewise) linear in size, so mainly the count of latencies
+    matters."""
+
+
+def dp_traffic(dense_params_per_gpu, expert_params_per_gpu, layouts: Layouts, hw: HardwareSpec,
+               eff: Efficiencies, fsdp_units, sw: SoftwareStack) -> DpTraffic:
+    """Data-parallel traffic for the parameters one GPU holds (before ZeRO-3 sharding);
+    ``fsdp_units`` is the number of separately gathered units they split into; gradients go in
+    fp32 or 16 bits by ``sw.grad_reduce_in_fp32``.
+
+    ``sw.fsdp_list_api``: the ZeRO-3 collectives go through torch.distributed's list API
+    (all_gather into, reduce_scatter from, a list of n per-rank tensors). ProcessGroupNCCL
+    serves it through a flat buffer and copies each rank's chunk with its own copy kernel
+    (after the all-gather, before the reduce-scatter): n more HBM-bound kernels moving the
+    buffer once more, read and write, per collective."""
+    n_dp = layouts.dp * layouts.cp
+    n_edp = np.maximum(layouts.dp * layouts.cp * layouts.tp // (layouts.ep * layouts.etp), 1)
+    z = layouts.zero_stage
+    grad_reduce_in_fp32, fsdp_list_api = sw.grad_reduce_in_fp32, sw.fsdp_list_api
+
+    def sync(params, n, stride, list_api=False):
+        # No parameters of a kind (no experts in a dense model): no collective, no latency.
+        n = np.where(np.asarray(params) > 0, n, 1)
+        size = params * grad_reduce_bytes(grad_reduce_in_fp32)
+        ar = group_time_s(Collective.ALL_REDUCE, size, n, stride, hw, eff)
+        rs = group_time_s(Collective.REDUCE_SCATTER, size, n, stride, hw, eff)
+        ag = group_time_s(Collective.ALL_GATHER, params * PARAM_BYTES, n, stride, hw, eff)
+        if list_api:   # a group of one has no collective and so no copies
+            rs = rs + memory_time_s(2.0 * size, hw, eff, kernels=n) * (n > 1)
+            ag = ag + memory_time_s(2.0 * params * PARAM_BYTES, hw, eff, kernels=n) * (n > 1)
+        return ar, rs, ag
+
+    ar_d, rs_d, ag_d = sync(dense_params_per_gpu, n_dp, layouts.tp)
+    ar_e, rs_e, ag_e = sync(expert_params_per_gpu, n_edp, layouts.ep * layouts.etp)
+    ar, rs, ag = ar_d + ar_e, rs_d + rs_e, ag_d + ag_e
+    zero3 = z >= 3
+    grad = np.where(z == 0, ar, np.where(zero3, 0.0, rs))
+    gather = np.where((z == 1) | (z == 2), ag, 0.0)
+    units = np.maximum(np.asarray(fsdp_units, dtype=float), 1.0)
+    _, rs_ud, ag_ud = sync(dense_params_per_gpu / units, n_dp, layouts.tp, fsdp_list_api)
+    _, rs_ue, ag_ue = sync(expert_params_per_gpu / units, n_edp, layouts.ep * layouts.etp, fsdp_list_api)
+    fsdp = np.where(zero3, 2.0 * (ag_ud + ag_ue) + rs_ud + rs_ue, 0.0)
+    return DpTraffic(grad_sync_s=grad, param_gather_s=gather, fsdp_per_unit_s=fsdp)

@@ -1,0 +1,324 @@
+"""Transformer shape -> parameters, FLOPs and a per-layer inventory of operations.
+
+Notation (Narayanan et al. 2021; Korthikanti et al. 2022):
+
+=====  ===========================================  =====  ================================
+l      layers                                        s      sequence length
+h      hidden size                                   V      vocabulary
+a      query heads                                   g      key/value heads (GQA)
+d      head dim                                      f      dense MLP width
+E      routed experts                                k_e    routed experts per token (top-k)
+f_e    expert MLP width                              S_e    shared experts
+=====  ===========================================  =====  ================================
+
+Every weight matrix appears once, as a GEMM ``Op``; parameter counts and FLOPs are both
+derived from that inventory, so the two can never disagree. A GEMM of a (tokens x k) input
+with a (k x n) weight costs ``2 * tokens * k * n`` FLOPs forward and twice that backward
+(input and weight gradients), which is the ``6 * N * D`` rule (Kaplan et al. 2020).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from perfmodel.spec.model import ModelSpec
+from perfmodel.spec.software import SoftwareStack
+
+FLOP_PER_MAC = 2
+"""A multiply-accumulate is two FLOPs."""
+BACKWARD_OVER_FORWARD = 2
+"""Backward GEMM work = input gradient + weight gradient = 2x forward (Narayanan et al. 2021, sec. 3)."""
+ATTENTION_MATMULS_FWD = 2
+"""Q K^T and P V: two batched matmuls in the attention core forward."""
+
+
+class OpKind(enum.Enum):
+    GEMM = "gemm"
+    ATTENTION = "attention"
+    MEMORY = "memory"   # elementwise / normalisation: bound by HBM traffic
+
+
+class TpSplit(enum.Enum):
+    """How tensor parallelism shards a GEMM's weight (Shoeybi et al. 2019)."""
+
+    COLUMN = "column"   # split n (output features): QKV, MLP up/gate
+    ROW = "row"         # split k (input features): attention out, MLP down
+    NONE = "none"       # replicated: router, MLA down-projections
+
+
+class LayerKind(enum.Enum):
+    DENSE = "dense"
+    MOE = "moe"
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operation of a layer, per token, before any parallel sharding."""
+
+    name: str
+    kind: OpKind
+    k: int = 0
+    """GEMM reduction dimension."""
+    n: int = 0
+    """GEMM output dimension."""
+    count: int = 1
+    """Identical GEMMs in the layer (e.g. routed experts)."""
+    tokens_frac: float = 1.0
+    """Fraction of the layer's tokens each of the ``count`` GEMMs sees (k_e/E for experts)."""
+    tp_split: TpSplit = TpSplit.NONE
+    expert: bool = False
+    """Sharded by expert parallelism (and etp) instead of tensor parallelism."""
+    bytes_per_token: float = 0.0
+    """MEMORY ops: forward HBM bytes read + written per token (16-bit activations)."""
+    multi_local_experts_only: bool = False
+    """MEMORY ops that run only where a GPU holds more than one expert (num_experts / ep > 1)."""
+    kernels: int = 1
+    """MEMORY ops: GPU kernels (and host dispatches) one forward pass of the op takes."""
+    bwd_bytes_per_token: float | None = None
+    """MEMORY ops: backward HBM bytes per token where counted kernel by kernel; None = twice
+    the forward bytes (the gradient of an elementwise op reads the incoming gradient and the
+    saved input and writes one output: twice the forward's one read and one write)."""
+    bwd_kernels: int | None = None
+    """MEMORY ops with ``bwd_bytes_per_token``: kernels of the backward pass (None = ``kernels``)."""
+    attn_heads: int = 0
+    attn_qk_dim: int = 0
+    attn_v_dim: int = 0
+    attn_window: int | None = None
+    """ATTENTION: sliding-window width of the windowed layers (None = full attention)."""
+    attn_window_share: float = 0.0
+    """ATTENTION: share of the model's layers that use the window; the op stands for the
+    average layer (GPT-OSS alternates windowed and full layers)."""
+
+    @property
+    def params(self) -> int:
+        return self.k * self.n * self.count if self.kind is OpKind.GEMM else 0
+
+    @property
+    def fwd_flop_per_token(self) -> float:
+        """GEMM forward FLOPs per layer token (attention core depends on s: see below)."""
+        if self.kind is not OpKind.GEMM:
+            return 0.0
+        return FLOP_PER_MAC * self.k * self.n * self.count * self.tokens_frac
+
+
+ACT_BYTES = 2
+"""Bytes per 16-bit activation element."""
+FP32_BYTES = 4
+"""Bytes per fp32 element (eager PyTorch upcasts norms and rotary embeddings to fp32)."""
+
+
+def _window(m: ModelSpec) -> dict:
+    return dict(attn_window=m.attention_window, attn_window_share=m.num_windowed_layers / m.num_layers)
+
+
+def _attention_ops(m: ModelSpec) -> list[Op]:
+    h, a, g = m.hidden_size, m.num_attention_heads, m.kv_heads
+    if m.mla is not None:
+        x = m.mla
+        qk = x.qk_nope_head_dim + x.qk_rope_head_dim
+        ops = []
+        if x.q_lora_rank:
+            ops += [Op("attention/q_down", OpKind.GEMM, k=h, n=x.q_lora_rank),
+                    Op("attention/q_up", OpKind.GEMM, k=x.q_lora_rank, n=a * qk, tp_split=TpSplit.COLUMN)]
+        else:
+            ops += [Op("attention/q", OpKind.GEMM, k=h, n=a * qk, tp_split=TpSplit.COLUMN)]
+        ops += [
+            Op("attention/kv_down", OpKind.GEMM, k=h, n=x.kv_lora_rank + x.qk_rope_head_dim),
+            Op("attention/kv_up", OpKind.GEMM, k=x.kv_lora_rank,
+               n=a * (x.qk_nope_head_dim + x.v_head_dim), tp_split=TpSplit.COLUMN),
+            Op("attention/core", OpKind.ATTENTION, attn_heads=a, attn_qk_dim=qk, attn_v_dim=x.v_head_dim,
+               **_window(m)),
+            Op("attention/out", OpKind.GEMM, k=a * x.v_head_dim, n=h, tp_split=TpSplit.ROW),
+        ]
+        return ops
+    d = m.attn_head_dim
+    return [
+        Op("attention/qkv", OpKind.GEMM, k=h, n=(a + 2 * g) * d, tp_split=TpSplit.COLUMN),
+        Op("attention/core", OpKind.ATTENTION, attn_heads=a, attn_qk_dim=d, attn_v_dim=d, **_window(m)),
+        Op("attention/out", OpKind.GEMM, k=a * d, n=h, tp_split=TpSplit.ROW),
+    ]
+
+
+def _mlp_mats(m: ModelSpec) -> int:
+    """Weight matrices in the first (up) projection: 2 for gated (gate + up), 1 otherwise."""
+    return 2 if m.gated_mlp else 1
+
+
+def _dense_mlp_ops(m: ModelSpec) -> list[Op]:
+    h, f = m.hidden_size, m.ffn_hidden_size
+    return [
+        Op("mlp/up", OpKind.GEMM, k=h, n=_mlp_mats(m) * f, tp_split=TpSplit.COLUMN),
+        Op("mlp/down", OpKind.GEMM, k=f, n=h, tp_split=TpSplit.ROW),
+    ]
+
+
+def _moe_mlp_ops(m: ModelSpec) -> list[Op]:
+    h, e = m.hidden_size, m.moe
+    fe, E = e.expert_ffn_hidden_size, e.num_experts
+    ops = [Op("moe/router", OpKind.GEMM, k=h, n=E)]
+    if e.num_shared_experts:
+        sf = e.num_shared_experts * fe
+        ops += [Op("moe/shared_up", OpKind.GEMM, k=h, n=_mlp_mats(m) * sf, tp_split=TpSplit.COLUMN),
+                Op("moe/shared_down", OpKind.GEMM, k=sf, n=h, tp_split=TpSplit.ROW)]
+    frac = e.top_k / E
+    ops += [
+        Op("moe/expert_up", OpKind.GEMM, k=h, n=_mlp_mats(m) * fe, count=E, tokens_frac=frac,
+           tp_split=TpSplit.COLUMN, expert=True),
+        Op("moe/expert_down", OpKind.GEMM, k=fe, n=h, count=E, tokens_frac=frac,
+           tp_split=TpSplit.ROW, expert=True),
+    ]
+    return ops
+
+
+def _memory_ops(m: ModelSpec, kind: LayerKind, sw: SoftwareStack) -> list[Op]:
+    """Elementwise traffic per layer token, forward (Korthikanti et al. 2022, sec. 4.1 tensors).
+
+    fused (Transformer Engine / Megatron-Core kernels, or torch.compile): two norms (read h,
+    write h), two residual adds (read 2h, write h), the MLP activation (read the up-projection
+    output, write its activated half). Rotary embeddings are applied inside the fused
+    attention path and are not counted. ``eager``: see ``_eager_elementwise_ops``.
+    """
+    h, B = m.hidden_size, ACT_BYTES
+    width = m.ffn_hidden_size if kind is LayerKind.DENSE else m.moe.expert_ffn_hidden_size * m.moe.top_k
+    if kind is LayerKind.MOE and m.moe.num_shared_experts:
+        width += m.moe.expert_ffn_hidden_size * m.moe.num_shared_experts
+    act_in = _mlp_mats(m) * width
+    residual = Op("residual", OpKind.MEMORY, bytes_per_token=2 * (3 * h) * B)
+    if sw.elementwise_kernels == "eager":
+        attention_side, activation = _eager_elementwise_ops(m, width)
+        ops = attention_side + [residual, activation]
+    else:
+        ops = [Op("norm", OpKind.MEMORY, bytes_per_token=2 * (2 * h) * B), residual,
+               Op("mlp/activation", OpKind.MEMORY, bytes_per_token=(act_in + width) * B)]
+    if kind is LayerKind.MOE:
+        # Token permutation before the experts and un-permutation after: each reads and
+        # writes top_k copies of the h-wide token (Megatron-Core MoE token dispatcher).
+        permute_pair = 2 * 2 * m.moe.top_k * h * B
+        ops.append(Op("moe/permute", OpKind.MEMORY, bytes_per_token=permute_pair))
+        if sw.moe_dispatcher == "alltoall":
+            # The all-to-all arrives ordered by source rank; a GPU holding several experts
+            # sorts it by local expert after dispatch and restores the order before combine,
+            # each pass again reading and writing the top_k copies (Megatron-Core
+            # MoEAlltoAllTokenDispatcher.dispatch_postprocess / combine_preprocess,
+            # "Permutation 2", run when num_local_experts > 1). The flex dispatcher (DeepEP,
+            # HybridEP) receives unique tokens and permutes once, as counted above.
+            ops.append(Op("moe/sort_by_local_expert", OpKind.MEMORY,
+                          bytes_per_token=permute_pair, multi_local_experts_only=True))
+    return ops
+
+
+def _eager_elementwise_ops(m: ModelSpec, width: int) -> tuple[list[Op], Op]:
+    """Eager PyTorch: every elementwise op is its own kernel with its own HBM round trip.
+
+    Counted op by op from torchtitan's Llama block at commit 9dec370 (the version of its
+    2024-12 benchmark report): ``torchtitan/models/norms.py`` RMSNorm and
+    ``torchtitan/models/llama/model.py`` apply_rotary_emb, repeat_kv and FeedForward. Per
+    element, with b = 2 (bf16) and 4 (fp32) bytes:
+
+    - RMSNorm ``(x.float() * rsqrt(x.pow(2).mean(-1) + eps)).type_as(x) * weight``:
+      cast (2 + 4), pow (4 + 4), mean (4), x * rsqrt (4 + 4), cast back (4 + 2), * weight
+      (2 + 2) = 36 bytes in 8 kernels (the + eps and rsqrt act on one value per token).
+    - Rotary embedding on Q and K, as complex multiplication in fp32: cast (2 + 4), complex
+      multiply (4 + 4), cast back (4 + 2) = 20 bytes in 3 kernels per tensor (view_as_complex,
+      view_as_real and reshape are views).
+    - repeat_kv with GQA (g < a): expand + reshape copies K and V to a heads: read g d, write
+      a d per tensor, 1 kernel each.
+    - SwiGLU ``silu(w1 x) * w3 x``: silu (2 + 2), multiply (2 + 2 + 2) per element of the
+      width = 10 bytes in 2 kernels; a non-gated GeLU is one kernel of 4 bytes, as fused.
+
+    The residual adds are single kernels either way. SDPA's output transpose is free (the
+    flash kernel writes it token-major). The loss is eager in torchtitan with or without
+    torch.compile (only the transformer blocks are compiled) and is not changed here.
+    """
+    h, B, F = m.hidden_size, ACT_BYTES, FP32_BYTES
+    norm_bytes = (B + F) + (F + F) + F + (F + F) + (F + B) + (B + B)
+    if m.mla is not None:
+        rope_q = m.num_attention_heads * m.mla.qk_rope_head_dim
+        rope_k = m.mla.qk_rope_head_dim                      # one k_pe shared by all heads
+        repeat = 0
+    else:
+        d, a, g = m.attn_head_dim, m.num_attention_heads, m.kv_heads
+        rope_q, rope_k = a * d, g * d
+        repeat = 2 * (g + a) * d * B if g < a else 0          # K and V: read g d, write a d
+    rope_bytes = (B + F) + (F + F) + (F + B)
+    if m.gated_mlp:
+        act = Op("mlp/activation", OpKind.MEMORY, bytes_per_token=((B + B) + (B + B + B)) * width, kernels=2)
+    else:
+        act = Op("mlp/activation", OpKind.MEMORY, bytes_per_token=(B + B) * width)
+    ops = [Op("norm", OpKind.MEMORY, bytes_per_token=2 * norm_bytes * h, kernels=2 * 8),
+           Op("attention/rope", OpKind.MEMORY, bytes_per_token=rope_bytes * (rope_q + rope_k), kernels=2 * 3)]
+    if repeat:
+        ops.append(Op("attention/repeat_kv", OpKind.MEMORY, bytes_per_token=repeat, kernels=2))
+    return ops, act
+
+
+def weight_ops(m: ModelSpec, kind: LayerKind) -> tuple[Op, ...]:
+    """The GEMMs and the attention core of one layer of the given kind: the operations that hold
+    the layer's weights and FLOPs, the same whatever software runs them."""
+    mlp = _dense_mlp_ops(m) if kind is LayerKind.DENSE else _moe_mlp_ops(m)
+    return tuple(_attention_ops(m) + mlp)
+
+
+def layer_ops(m: ModelSpec, kind: LayerKind, sw: SoftwareStack) -> tuple[Op, ...]:
+    """Operations of one transformer layer of the given kind: ``weight_ops`` and the
+    elementwise traffic the software stack runs beside them (``sw.elementwise_kernels``: fused
+    or eager norms, rotary embedding and activation; ``sw.moe_dispatcher``: the MoE
+    permutation passes)."""
+    return weight_ops(m, kind) + tuple(_memory_ops(m, kind, sw))
+
+
+EAGER_FP32_CE_FWD_BYTES_PER_LOGIT = (ACT_BYTES + FP32_BYTES) + (3 * FP32_BYTES + FP32_BYTES)
+"""``F.cross_entropy(logits.float(), labels)`` run eagerly (torchtitan 9dec370 train.py
+``loss_fn``), forward: the cast reads 2 and writes 4 bytes; the log-softmax reads its row three
+times (maximum, sum of exponentials, output) and writes it once, 16 bytes: a 128,256-wide fp32
+row (513 kB) does not fit on chip, so PyTorch's ``cunn_SoftMaxForward`` streams it once per
+pass. Measured: 5.55 ms for 1.05e9 logits on an H100 (calibration/results/
+nvidia-h100-80gb-hbm3-2026-11-22/step_check_llama3-8b_4l_s8192/kernels.txt), 16 bytes per
+logit at 3.0 TB/s, the suite's STREAM rate. The NLL gather touches one value per token.
+22 bytes per logit in 3 kernels."""
+EAGER_FP32_CE_BWD_BYTES_PER_LOGIT = FP32_BYTES + 4 * FP32_BYTES + (FP32_BYTES + ACT_BYTES)
+"""Backward of the same loss: the NLL backward zero-fills the fp32 log-probability gradient
+(writes 4) and scatters one value per token; the log-softmax backward, grad - exp(out) *
+sum(grad), reads the gradient for the sum, then the gradient and the output, and writes, 16
+bytes (measured 5.72 ms per 1.05e9 logits, same file); the cast back to bf16 reads 4 and writes
+2. 26 bytes per logit in 4 kernels."""
+
+
+def head_weight_op(m: ModelSpec) -> Op:
+    """The output layer's logits GEMM."""
+    return Op("output/logits", OpKind.GEMM, k=m.hidden_size, n=m.vocab_size, tp_split=TpSplit.COLUMN)
+
+
+def head_ops(m: ModelSpec, sw: SoftwareStack) -> tuple[Op, ...]:
+    """Output layer: logits GEMM and the softmax cross-entropy over V (``sw.cross_entropy``
+    fused: read and write logits; eager_fp32: the eager fp32 upcast and log-softmax,
+    ``EAGER_FP32_CE_FWD_BYTES_PER_LOGIT`` and ``EAGER_FP32_CE_BWD_BYTES_PER_LOGIT``)."""
+    V = m.vocab_size
+    if sw.cross_entropy == "eager_fp32":
+        loss = Op("output/cross_entropy", OpKind.MEMORY, bytes_per_token=EAGER_FP32_CE_FWD_BYTES_PER_LOGIT * V,
+                  kernels=3, bwd_bytes_per_token=EAGER_FP32_CE_BWD_BYTES_PER_LOGIT * V, bwd_kernels=4)
+    else:
+        loss = Op("output/cross_entropy", OpKind.MEMORY, bytes_per_token=3 * V * ACT_BYTES)
+    return (head_weight_op(m), loss)
+
+
+def mtp_extra_ops(m: ModelSpec) -> tuple[Op, ...]:
+    """Per MTP module beyond its transformer layer: the 2h -> h projection (DeepSeek-V3, sec. 2.2)."""
+    h = m.hidden_size
+    return (Op("mtp/projection", OpKind.GEMM, k=2 * h, n=h),)
+
+
+def layer_kinds(m: ModelSpec) -> tuple[LayerKind, ...]:
+    """Kind of each of the l layers in order: the leading dense layers, then every
+    ``interleave_step``-th layer MoE (``MoeSpec.interleave_step``)."""
+    if m.moe is None:
+        return (LayerKind.DENSE,) * m.num_layers
+    lead, step = m.moe.num_dense_layers, m.moe.interleave_step
+    rest = tuple(LayerKind.MOE if (j + 1) % step == 0 else LayerKind.DENSE
+                 for j in range(m.num_layers - lead))
+    return (LayerKind.DENSE,) * lead + rest
+
+
+def mtp_layer_kind(m: ModelSpec) -> LayerKind:
+    return LayerKind.MOE if m.moe is not None else LayerKind.DENSE

@@ -1,0 +1,1 @@
+"""Numbers and verdicts in words, for the CLI and the app."""

@@ -1,0 +1,1 @@
+"""What the user states: units, errors, hardware, model, scenario, software stack, profiles."""

@@ -1,0 +1,150 @@
+"""Achieved-efficiency parameters: how close software gets to the hardware's peaks.
+
+These are the co-design knobs. A hardware YAML carries defaults (each with a source); a
+calibration profile (``perfmodel calibrate``) replaces them with values fitted to measurements.
+
+Forms (each used in exactly one place):
+
+============================  ==========================================================
+GEMM (``compute``)            eff(m, n, k) = eff_max * m/(m+d) * n/(n+d) * k/(k+d),
+                              d = ``half_dim`` (elements), per precision
+Attention (``compute``)       eff(s) = eff_max * s/(s+s_half), forward and backward apart
+Memory-bound (``compute``)    achieved = hbm_bandwidth * memory_efficiency
+Collective (``comm``)         t(S) = latency_s + algorithm_factor * S / busbw_bytes_per_s
+Kernel (``compute``)          t = kernel_overhead_s + roofline time, per kernel on the GPU
+Launch (``overheads``)        fixed host seconds per kernel launch
+Overlap (``overlap``)         compute beside a collective runs (1 + slowdown) times longer
+============================  ==========================================================
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from perfmodel.spec.limits import (
+    MAX_BUSBW_BYTES_PER_S,
+    MAX_COLLECTIVE_FITS,
+    MAX_NUM_GPUS,
+    MAX_RATIO,
+    MAX_SECONDS,
+    MIN_BUSBW_BYTES_PER_S,
+    Name,
+    int_field,
+    real_field,
+)
+
+
+def saturating_gemm_efficiency(m, n, k, efficiency_max, half_dim):
+    """eff_max * m/(m+d) * n/(n+d) * k/(k+d): the one home of the GEMM form (step model and fits)."""
+    m, n, k = (np.asarray(x, dtype=float) for x in (m, n, k))
+    d = half_dim
+    return efficiency_max * (m / (m + d)) * (n / (n + d)) * (k / (k + d))
+
+
+def saturating_attention_efficiency(seq, efficiency_max, half_seq):
+    """eff_max * s/(s + s_half): the one home of the attention form (step model and fits)."""
+    s = np.asarray(seq, dtype=float)
+    return efficiency_max * s / (s + half_seq)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+Fraction = real_field(1.0)
+"""A finite fraction in (0, 1]."""
+NonNegative = real_field(MAX_RATIO, 0.0, exclusive_minimum=False)
+"""A finite, non-negative factor or size in elements (``perfmodel.spec.limits.MAX_RATIO``)."""
+Seconds = real_field(MAX_SECONDS, 0.0, exclusive_minimum=False)
+
+
+class GemmEfficiency(_Frozen):
+    """Saturating GEMM efficiency for one precision."""
+
+    efficiency_max: Fraction
+    """Fraction of the dense peak reached by large, square GEMMs."""
+    half_dim: NonNegative
+    """Dimension (elements) at which one factor of the saturation is one half."""
+
+
+class AttentionEfficiency(_Frozen):
+    """FlashAttention-style fused attention kernel, as a fraction of the 16-bit dense peak."""
+
+    fwd_efficiency_max: Fraction
+    bwd_efficiency_max: Fraction
+    half_seq: NonNegative
+    """Sequence length (keys per query block) at which efficiency is half of its maximum."""
+    bwd_half_seq: NonNegative | None = None
+    """The backward kernel's own half_seq where it was measured apart; None = ``half_seq``.
+    FlashAttention-2's backward saturates later than its forward (H100 and H200 suites:
+    half_seq about 370 forward and 870-990 backward, docs/calibration.md)."""
+
+    @property
+    def backward_half_seq(self) -> float:
+        return self.half_seq if self.bwd_half_seq is None else self.bwd_half_seq
+
+
+class CollectiveFit(_Frozen):
+    """Alpha-beta fit of one collective on one fabric and group size."""
+
+    op: Name
+    """all_reduce | all_gather | reduce_scatter | all_to_all | send_recv"""
+    fabric: Name
+    """scale_up | scale_out"""
+    num_gpus: int_field(MAX_NUM_GPUS, minimum=2)
+    latency_s: Seconds
+    busbw_bytes_per_s: real_field(MAX_BUSBW_BYTES_PER_S, MIN_BUSBW_BYTES_PER_S, exclusive_minimum=False)
+    """Asymptotic bus bandwidth (nccl-tests convention)."""
+
+
+class Efficiencies(_Frozen):
+    """Every efficiency the step model uses, with one source string per group."""
+
+    gemm: dict[Name, GemmEfficiency]
+    """Keyed by precision: bf16, fp16, fp8, fp4, tf32."""
+    grouped_gemm_half_dim: NonNegative
+    """half_dim of expert GEMMs run as grouped GEMMs (many small problems in one call, or one
+    cuBLAS call per expert): they saturate later than one dense GEMM of the same shape. The
+    larger of this and the precision's dense half_dim applies to expert GEMMs."""
+    attention: AttentionEfficiency
+    memory_efficiency: Fraction
+    """Achieved fraction of HBM bandwidth for streaming (copy/triad) kernels."""
+    fp8_fast_accum_speedup: real_field(MAX_RATIO) = 1.0
+    """Rate of an fp8 GEMM with cuBLASLt fast accumulation (``CUBLASLT_MATMUL_DESC_FAST_ACCUM``)
+    over the precise, split-accumulator rate the ``gemm`` fp8 entry describes. Training stacks run
+    the forward GEMM fast and the two backward GEMMs precise: Transformer Engine (fprop without,
+    dgrad and wgrad with the split accumulator), XLA (DEFAULT precision in the forward, HIGHEST in
+    the gradients: openxla/xla PR #6599) and torchao float8 (fast accumulation in the forward only:
+    pytorch/ao issue #2377, which reports 1.1-1.2x). Default 1: not measured, the fp8 entry applies
+    to every pass. On Blackwell cuBLASLt has no such mode (Transformer Engine PR #2748 review), so a
+    measurement there should give 1."""
+    kernel_overhead_s: Seconds
+    """GPU time every kernel costs beyond its roofline time (ramp-up, prologue/epilogue, tail
+    wave): the intercept of time against work in a GEMM sweep of back-to-back kernels."""
+    launch_overhead_s: Seconds
+    """Host-side cost of one kernel launch issued from C++ (CUDA graphs hide most)."""
+    host_op_overhead_s: Seconds = 15e-6
+    """Host cost of dispatching one eager framework operation, its launch included.
+    Default: midpoint of 10-20 us per eager PyTorch op (REFERENCES.md 'Efficiency';
+    shared/data/microbenchmarks.yaml pytorch_tiny_gemm_launch_overhead_dgxc_sample: 11-18 us)."""
+    overlap_compute_slowdown: NonNegative = 0.189
+    """How much longer compute takes while a collective runs beside it on the same GPU: the
+    collective's kernels hold SMs (NCCL channels, DeepEP/HybridEP blocks) and HBM bandwidth the
+    compute then lacks, so hidden traffic still costs slowdown / (1 + slowdown) of its duration
+    (``perfmodel.formulas.overlap``). Default: Lee et al. 2025, 'Characterizing Compute-Communication
+    Overlap in GPU-Accelerated Distributed Deep Learning' (arXiv 2507.03114, abstract): compute
+    overlapped with communication runs 18.9% slower on average (40.0% at most) than alone, over
+    GPT and Llama training on four A100, H100, MI250 or MI210 GPUs."""
+    scale_up_bus_efficiency: Fraction
+    """Achieved busbw / link bandwidth per direction on the scale-up fabric, large messages."""
+    scale_out_bus_efficiency: Fraction
+    """Achieved busbw / NIC bandwidth per direction on the scale-out fabric, large messages."""
+    scale_up_latency_s: Seconds
+    """Per-step latency (alpha) of a collective on the scale-up fabric."""
+    scale_out_latency_s: Seconds
+    """Per-step latency (alpha) of a collective across the scale-out fabric."""
+    collectives: tuple[CollectiveFit, ...] = Field((), max_length=MAX_COLLECTIVE_FITS)
+    """Optional measured fits that override the link-derived model for matching groups."""
+    sources: dict[str, str] = Field(default_factory=dict)
+    """Where each group of numbers comes from (key = field name)."""

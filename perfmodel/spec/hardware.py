@@ -1,0 +1,306 @@
+"""Hardware specs: one YAML per system in ``hardware/``, loaded into frozen models.
+
+YAML keys carry their unit (``hbm_bandwidth_gb_per_s``); the properties below convert to SI
+once, here. Every numeric leaf must be covered by an entry of ``sources`` (a dotted path or a
+parent of it), so no number enters the model without a citation.
+
+========================  ===============================================================
+``peak_flop_per_s(p)``    dense (no 2:4 sparsity) tensor-core peak of precision p, FLOP/s
+``hbm_usable_bytes``      what a training process can allocate (capacity less driver and
+                          CUDA context reservations)
+scale-up bandwidth        per GPU, per direction (NVLink: half the "bidirectional" figure)
+scale-out bandwidth       per GPU, per direction = nics_per_gpu * NIC line rate / 8
+========================  ===============================================================
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import reprlib
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, StrictBool, model_validator
+
+from perfmodel.spec.efficiency import Efficiencies
+from perfmodel.spec.errors import InputError, read_data_file, validated
+from perfmodel.spec.limits import (
+    MAX_COUNT,
+    MAX_GB_PER_S,
+    MAX_GBIT_PER_S,
+    MAX_GIB,
+    MAX_LATENCY_US,
+    MAX_NICS_PER_GPU,
+    MAX_NUM_GPUS,
+    MAX_POWER_W,
+    MAX_TFLOP_PER_S,
+    MAX_USD,
+    MIN_RATE,
+    Name,
+    int_field,
+    real_field,
+)
+from perfmodel.spec.paths import PROJECT_DIR
+from perfmodel.spec.units import BITS_PER_BYTE, GIBI, GIGA, MEBI, MICRO, TERA
+
+PRECISIONS = ("fp64", "tf32", "bf16", "fp16", "fp8", "fp4")
+
+HARDWARE_DIR = Path(
+    os.environ.get("PERFMODEL_HARDWARE_DIR", PROJECT_DIR / "hardware")
+)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+Tflops = real_field(MAX_TFLOP_PER_S, MIN_RATE, exclusive_minimum=False)
+"""A dense peak in TFLOP/s (``perfmodel.spec.limits``: finite, a GFLOP/s to an EFLOP/s)."""
+GbPerS = real_field(MAX_GB_PER_S, MIN_RATE, exclusive_minimum=False)
+"""A bandwidth in GB/s (``perfmodel.spec.limits``: finite, a MB/s to a PB/s)."""
+Gib = real_field(MAX_GIB)
+LatencyUs = real_field(MAX_LATENCY_US, 0.0, exclusive_minimum=False)
+
+
+class DensePeaks(_Frozen):
+    """Dense tensor-core peaks in TFLOP/s (never the 2:4-sparse datasheet figure)."""
+
+    fp64: Tflops | None = None
+    tf32: Tflops | None = None
+    bf16: Tflops
+    fp16: Tflops
+    fp8: Tflops | None = None
+    fp4: Tflops | None = None
+
+
+class GpuSpec(_Frozen):
+    name: Name
+    peak_dense_tflop_per_s: DensePeaks
+    hbm_capacity_gib: Gib
+    """Physical HBM capacity."""
+    hbm_usable_gib: Gib
+    """Allocatable by a training process."""
+    hbm_bandwidth_gb_per_s: GbPerS
+    l2_cache_mib: real_field(MAX_GIB)
+    num_sms: int_field(MAX_COUNT)
+    """Streaming multiprocessors (compute units on AMD)."""
+    tdp_w: real_field(MAX_POWER_W)
+
+    @model_validator(mode="after")
+    def _usable_le_physical(self) -> "GpuSpec":
+        if self.hbm_usable_gib > self.hbm_capacity_gib:
+            raise ValueError(
+                f"hbm_usable_gib({self.hbm_usable_gib}) exceeds "
+                f"hbm_capacity_gib({self.hbm_capacity_gib})"
+            )
+        return self
+
+    def peak_flop_per_s(self, precision: str) -> float:
+        """Dense peak of ``precision`` in FLOP/s; InputError if the GPU has none."""
+        if precision not in PRECISIONS:
+            raise InputError("precision", f"unknown precision {precision!r}; use one of {PRECISIONS}")
+        tflops = getattr(self.peak_dense_tflop_per_s, precision)
+        if tflops is None:
+            raise InputError("precision", f"{self.name} has no dense {precision} tensor-core peak")
+        return tflops * TERA
+
+    def supports(self, precision: str) -> bool:
+        return precision in PRECISIONS and getattr(self.peak_dense_tflop_per_s, precision) is not None
+
+    @property
+    def hbm_bytes(self) -> float:
+        return self.hbm_capacity_gib * GIBI
+
+    @property
+    def hbm_usable_bytes(self) -> float:
+        return self.hbm_usable_gib * GIBI
+
+    @property
+    def hbm_bandwidth_bytes_per_s(self) -> float:
+        return self.hbm_bandwidth_gb_per_s * GIGA
+
+    @property
+    def l2_bytes(self) -> float:
+        return self.l2_cache_mib * MEBI
+
+
+class ScaleUpSpec(_Frozen):
+    name: Name
+    domain_size: int_field(MAX_NUM_GPUS)
+    """GPUs in one scale-up (NVLink) domain: 8 for HGX, 72 for NVL72."""
+    gpus_per_host: int_field(MAX_COUNT) | None = None
+    """GPUs per host (the unit a scheduler allocates) where a domain spans several hosts:
+    4 per GB200 compute tray. None: one host is the whole domain (HGX). See ``placement``."""
+    bandwidth_per_direction_gb_per_s: GbPerS
+    """Per GPU, one direction."""
+    in_network_reduction: StrictBool
+    """NVLink SHARP (NVLS) or equivalent in-switch reduction."""
+    latency_us: LatencyUs
+
+    @property
+    def bandwidth_bytes_per_s(self) -> float:
+        return self.bandwidth_per_direction_gb_per_s * GIGA
+
+    @property
+    def latency_s(self) -> float:
+        return self.latency_us * MICRO
+
+
+class ScaleOutSpec(_Frozen):
+    name: Name
+    nics_per_gpu: real_field(MAX_NICS_PER_GPU)
+    nic_bandwidth_gbit_per_s: real_field(MAX_GBIT_PER_S, MIN_RATE, exclusive_minimum=False)
+    """Line rate of one NIC, one direction, in Gb/s (bits)."""
+    latency_us: LatencyUs
+
+    @property
+    def bandwidth_bytes_per_s(self) -> float:
+        """Per GPU, one direction."""
+        return self.nics_per_gpu * self.nic_bandwidth_gbit_per_s * GIGA / BITS_PER_BYTE
+
+    @property
+    def latency_s(self) -> float:
+        return self.latency_us * MICRO
+
+
+class HostLinkSpec(_Frozen):
+    name: Name
+    bandwidth_per_direction_gb_per_s: GbPerS
+
+    @property
+    def bandwidth_bytes_per_s(self) -> float:
+        return self.bandwidth_per_direction_gb_per_s * GIGA
+
+
+class PowerSpec(_Frozen):
+    gpus_per_node: int_field(MAX_COUNT)
+    """GPUs per node (per rack for NVL72 systems, with node_power_w the rack power)."""
+    node_power_w: real_field(MAX_POWER_W)
+    """Maximum power of one node (or rack) including CPUs, NICs and fans."""
+
+    @property
+    def power_per_gpu_w(self) -> float:
+        return self.node_power_w / self.gpus_per_node
+
+
+class PriceSpec(_Frozen):
+    cloud_usd_per_gpu_hour: real_field(MAX_USD)
+    cloud_provider: Name
+    cloud_date: Name
+    purchase_usd_per_gpu: real_field(MAX_USD)
+    """System purchase price divided by its GPUs (node, networking share excluded)."""
+
+
+class HardwareSpec(_Frozen):
+    id: Name
+    name: Name
+    variant_of: Name | None = None
+    """Id of the spec of the same die run by the same kernels, of which this is a variant (a
+    power-capped or differently-memoried SKU). The variant inherits that spec's efficiencies
+    (they are fractions of each SKU's own peaks) and its calibration profile, and validation
+    reports it under that GPU."""
+    gpu: GpuSpec
+    scale_up: ScaleUpSpec
+    scale_out: ScaleOutSpec
+    host_link: HostLinkSpec
+    power: PowerSpec
+    price: PriceSpec
+    efficiency: Efficiencies
+    sources: dict[str, str]
+    """Dotted path (or a parent of it) -> citation, for every numeric field."""
+    notes: str = ""
+
+    @property
+    def reference_id(self) -> str:
+        """The GPU this spec counts as: its ``variant_of``, else its own id."""
+        return self.variant_of or self.id
+
+    @model_validator(mode="after")
+    def _every_number_sourced(self) -> "HardwareSpec":
+        missing = [p for p in _numeric_paths(self) if not _covered(p, self.sources)]
+        if missing:
+            raise ValueError(f"no source for {', '.join(missing[:5])}")
+        return self
+
+
+def _numeric_paths(model: BaseModel, prefix: str = "") -> list[str]:
+    paths = []
+    for name in type(model).model_fields:
+        if name in ("sources", "efficiency", "id", "name", "notes"):
+            continue
+        value = getattr(model, name)
+        path = f"{prefix}{name}"
+        if isinstance(value, BaseModel):
+            paths.extend(_numeric_paths(value, path + "."))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and value is not None:
+            paths.append(path)
+    return paths
+
+
+def _covered(path: str, sources: dict[str, str]) -> bool:
+    parts = path.split(".")
+    return any(".".join(parts[:i]) in sources for i in range(1, len(parts) + 1))
+
+
+HARDWARE_ID_PATTERN = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+"""What a catalogue id looks like: the stem of ``hardware/<id>.yaml``. A reference that does not
+match (a path, a URL) is never looked up, so no user string becomes a file name."""
+
+
+@functools.lru_cache(maxsize=1)
+def _catalogue() -> dict[str, Path]:
+    return {p.stem: p for p in sorted(HARDWARE_DIR.glob("*.yaml")) if HARDWARE_ID_PATTERN.fullmatch(p.stem)}
+
+
+def list_hardware_ids() -> list[str]:
+    return sorted(_catalogue())
+
+
+def reference_hardware_ids() -> list[str]:
+    """The specs that are not a ``variant_of`` another: what a comparison starts from."""
+    return [i for i in list_hardware_ids() if load_hardware(i).variant_of is None]
+
+
+def _unknown(ref) -> InputError:
+    shown = ref if len(str(ref)) <= 64 else f"{str(ref)[:61]}..."
+    return InputError("hardware", f"unknown hardware {shown!r}; known ids: {', '.join(list_hardware_ids())}")
+
+
+def parse_hardware(data: dict, origin: str = "hardware") -> HardwareSpec:
+    """Validate a mapping (an inline or uploaded spec) into a HardwareSpec, or raise InputError.
+
+    A variant (``variant_of``) names a catalogue spec by id; without an efficiency block it takes
+    that spec's. Only catalogue specs can be referenced, and only ones that are not variants
+    themselves, so a chain of references has length one and cannot loop."""
+    ref = data.get("variant_of") if isinstance(data, dict) else None
+    if ref is not None:
+        if not isinstance(ref, str):
+            raise InputError(f"{origin}.variant_of", f"must be a hardware id, got {reprlib.repr(ref)}")
+        if ref == data.get("id"):
+            raise InputError(f"{origin}.variant_of", f"points to the spec itself ({ref!r})")
+        base = load_hardware(ref) if ref in _catalogue() else None
+        if base is None:
+            raise InputError(f"{origin}.variant_of", str(_unknown(ref)).split(": ", 1)[1])
+        if base.variant_of is not None:
+            raise InputError(f"{origin}.variant_of", f"{ref!r} is itself a variant of {base.variant_of!r}; "
+                                                     f"name {base.variant_of!r}")
+        if "efficiency" not in data:
+            data = {**data, "efficiency": base.efficiency.model_dump()}
+    return validated(HardwareSpec, data, origin)
+
+
+@functools.lru_cache(maxsize=64)
+def load_hardware(hw_id: str) -> HardwareSpec:
+    """The catalogue spec ``hardware/<hw_id>.yaml``. Ids only: a path is an unknown id."""
+    path = _catalogue().get(hw_id) if isinstance(hw_id, str) else None
+    if path is None:
+        raise _unknown(hw_id)
+    return parse_hardware(read_data_file(path, "hardware"), origin=f"hardware({path.name})")
+
+
+def load_hardware_file(path: str | Path) -> HardwareSpec:
+    """A hardware YAML file named by the person running perfmodel (a command-line argument, or a
+    path in their own scenario file), never by a link or an upload."""
+    p = Path(path)
+    return parse_hardware(read_data_file(p, "hardware"), origin=f"hardware({p.name})")

@@ -1,0 +1,203 @@
+"""The software stack: how a framework runs the job, as one frozen object.
+
+Every choice that is the framework's rather than the model's or the hardware's lives here:
+which attention kernel, how communication overlaps compute, how ZeRO-3 issues its collectives,
+which MoE dispatcher, the gradient-reduction dtype, fused or eager elementwise kernels, what
+selective recompute keeps, the loss kernel, and the recompute, offload and pipeline-layout
+refinements of Megatron-Core. A scenario carries it under ``software:``; formula functions take
+it whole, never as separate defaulted arguments, so an option a caller forgets is an error.
+
+None of these is in the scenario contract (``shared/contracts/scenario.md``): they are
+perfmodel's own, and every default is what Megatron-Core / NeMo do unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Annotated, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints
+
+from perfmodel.spec import pipeline_layout
+from perfmodel.spec.limits import (
+    MAX_FSDP_COLLECTIVES_PER_LAYER,
+    MAX_NUM_LAYERS,
+    MAX_PIPELINE_LAYOUT_CHARS,
+    int_field,
+    real_field,
+)
+
+AttentionBackend = Literal["flash", "unfused"]
+MoeDispatcher = Literal["alltoall", "flex"]
+ElementwiseKernels = Literal["fused", "eager"]
+SelectiveRecompute = Literal["core_attn", "op_sac", "save_qkv_proj"]
+RecomputeModule = Literal["core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp", "moe", "shared_experts"]
+CrossEntropy = Literal["fused", "eager_fp32"]
+ATTENTION_BACKEND_CHOICES: tuple[str, ...] = get_args(AttentionBackend)
+MOE_DISPATCHER_CHOICES: tuple[str, ...] = get_args(MoeDispatcher)
+ELEMENTWISE_KERNELS_CHOICES: tuple[str, ...] = get_args(ElementwiseKernels)
+SELECTIVE_RECOMPUTE_CHOICES: tuple[str, ...] = get_args(SelectiveRecompute)
+RECOMPUTE_MODULE_CHOICES: tuple[str, ...] = get_args(RecomputeModule)
+CROSS_ENTROPY_CHOICES: tuple[str, ...] = get_args(CrossEntropy)
+
+NAMED_POLICIES = ("op_sac", "save_qkv_proj")
+"""Selective policies of other frameworks, each a whole policy rather than a module list."""
+
+
+def selective_modules(policy) -> tuple[str, ...]:
+    """The Megatron-Core modules a selective policy recomputes (``()`` for the named policies)."""
+    if policy in NAMED_POLICIES:
+        return ()
+    return (policy,) if isinstance(policy, str) else tuple(policy)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+Phi = real_field(1.0, 0.0, exclusive_minimum=False)
+"""An overlap fraction in [0, 1]."""
+
+
+class Overlap(_Frozen):
+    """Communication/computation overlap, an explicit fraction per traffic kind.
+
+    With overlap fraction phi in [0, 1], a collective of t_comm beside compute t_window leaves
+    max(0, t_comm - phi * t_window) exposed (``perfmodel.formulas.overlap``): phi = 0 is the
+    upper bound t_math + t_comm, phi = 1 the lower bound max(t_math, t_comm). Defaults follow
+    how Megatron-Core / NeMo (and FSDP for ZeRO-3) run."""
+
+    tp: Phi | None = 0.0
+    """TP all-gather/reduce-scatter behind the layer's GEMMs. Default 0: Megatron-Core's
+    TransformerConfig default tp_comm_overlap=False, so TP collectives sit in the critical
+    path. None = ideal chunked pipelining, where the collective is split into tp chunks and
+    all but the first hide behind GEMM chunks, phi = (tp - 1) / tp (Wang et al., ASPLOS 2023,
+    'Overlap communication with dependent computation via decomposition'; Transformer Engine
+    userbuffers). The SMs the overlapped collectives take from those GEMMs are charged by
+    ``exposed_s``."""
+    cp: Phi = 1.0
+    """Ring-attention KV exchange behind the attention blocks (Liu et al. 2023, Ring
+    Attention; Megatron-Core context parallelism sends the next KV chunk while computing)."""
+    ep: Phi = 0.0
+    """MoE dispatch and combine. Default 0: Megatron-Core's dispatchers run them in the
+    critical path. Batch-level overlap is opt-in (Megatron-Core
+    overlap_moe_expert_parallel_comm, MCore v0.14; DeepSeek-V3's DualPipe): the forward of
+    one micro-batch runs beside the backward of another, so the forward all-to-alls hide
+    behind the layer's backward compute and the backward ones behind its forward compute
+    (Megatron-Core API docs, core.pipeline_parallel.combined_1f1b); that compute is the
+    window. The unpaired first forward and last backward are not modelled."""
+    pp: Phi = 1.0
+    """Steady-state pipeline send/recv behind compute (batched isend/irecv); the fill and
+    drain transfers are always exposed (Narayanan et al. 2021, sec. 2.2)."""
+    dp: Phi = 1.0
+    """Gradient reduce-scatter behind the last micro-batch's backward and parameter
+    all-gather behind the next forward (Megatron-Core overlap_grad_reduce and
+    overlap_param_gather, on in NeMo/Megatron-Bridge recipes; PyTorch DDP buckets, Li et al. 2020)."""
+    fsdp: Phi = 1.0
+    """ZeRO-3/FSDP per-layer all-gathers prefetched behind the previous layer's compute
+    (PyTorch FSDP, Zhao et al. 2023, sec. 4.3)."""
+
+
+class SoftwareStack(_Frozen):
+    """How the framework runs the job (the scenario's ``software:`` section)."""
+
+    attention_backend: AttentionBackend = "flash"
+    """Attention kernel (Megatron-Core's --attention-backend names): flash = fused
+    FlashAttention/cuDNN kernel, the s x s scores never reach HBM; unfused = scores and
+    probabilities materialised in HBM (Megatron-LM before FlashAttention, 2022)."""
+    overlap: Overlap = Field(default_factory=Overlap)
+    """Communication/computation overlap per traffic kind: any of tp, cp, ep, pp, dp, fsdp,
+    a fraction in [0, 1]; kinds left out keep the defaults of ``Overlap``."""
+    fsdp_collectives_per_layer: int_field(MAX_FSDP_COLLECTIVES_PER_LAYER) = 1
+    """ZeRO-3 collectives per layer and direction: the layer's parameters are all-gathered
+    (forward and backward) and its gradients reduce-scattered in this many separate
+    collectives, each paying its own ring latency. 1 = one flat unit per transformer block
+    (PyTorch FSDP/FSDP2 auto-wrap, Megatron-FSDP). DeepSpeed ZeRO-3 up to v0.3.x issued one
+    all_gather and one reduce_scatter per parameter tensor
+    (deepspeed/runtime/zero/partition_parameters.py, _allgather_param and
+    _reduce_scatter_gradient, v0.3.14 commit 112ebff): 12 for a GPT-2/3 layer with biases and
+    LayerNorms. Ignored below ZeRO stage 3."""
+    fsdp_list_api: StrictBool = False
+    """ZeRO-3 collectives through torch.distributed's list API: each all-gather and
+    reduce-scatter also copies every rank's chunk with its own kernel, n kernels per
+    collective (PyTorch ProcessGroupNCCL). DeepSpeed ZeRO-3 used it from v0.3.13 (March 2021)
+    until it moved to the flat _all_gather_base in October 2021 (DeepSpeed #834, #1188).
+    Ignored below ZeRO stage 3."""
+    moe_dispatcher: MoeDispatcher = "alltoall"
+    """MoE token dispatcher (Megatron-Core's --moe-token-dispatcher-type): alltoall sends every
+    routed copy of a token as its own message; flex is the hierarchical dispatch of DeepEP
+    and HybridEP (--moe-flex-dispatcher-backend), which crosses the network once per
+    destination domain and fans out over NVLink. Across scale-up domains they differ in
+    network bytes; inside one they send the same all-to-all, and only alltoall sorts tokens
+    by local expert after it. Ignored for dense models."""
+    grad_reduce_in_fp32: StrictBool = True
+    """Data-parallel gradients kept and reduced in fp32 (Megatron-Core's
+    DistributedDataParallelConfig flag of that name). true: a 4-byte gradient buffer and
+    4-byte reduce-scatter or all-reduce (Megatron-LM forces it on for bf16; PyTorch FSDP2
+    reduces in fp32 in torchtitan). false: both in the 16-bit training dtype, half the bytes,
+    as NVIDIA's performance recipes set (NeMo 2 performance_mode recipes and
+    scripts/performance, Megatron-Bridge scripts/performance: grad_reduce_in_fp32 = False;
+    NeMo 1 configs: optim.grad_sync_dtype bf16). Applies to bf16, fp8 and fp4 training; fp16
+    gradients are 2 bytes in memory either way."""
+    elementwise_kernels: ElementwiseKernels = "fused"
+    """How norms, rotary embeddings and the MLP activation run: fused = one kernel each
+    (Transformer Engine and Megatron-Core fused kernels, or torch.compile); eager = PyTorch
+    eager, one kernel and one HBM round trip per elementwise op, with the fp32 upcasts of
+    torchtitan's Llama block (RMSNorm 36 bytes per element in 8 kernels instead of 4 in 1; see
+    ``perfmodel.formulas.workload._eager_elementwise_ops``)."""
+    selective_recompute: SelectiveRecompute | Annotated[tuple[RecomputeModule, ...], Field(
+        max_length=len(RECOMPUTE_MODULE_CHOICES))] = "core_attn"
+    """What ``recompute: selective`` recomputes (unused for none and full, but always checked
+    against the model, since the layout search tries selective too): core_attn =
+    Megatron-Core's default, the attention core; op_sac = torchtitan's operator-level policy
+    (selective_ac_option 'op'), which keeps matmul and SDPA outputs except every second matmul
+    and recomputes the rest (dense Llama-style layers only); save_qkv_proj = MaxText's remat
+    policy, which keeps the Q, K and V projections and recomputes the rest of the layer (dense
+    layers without MLA); or a list of Megatron-Core ``recompute_modules`` (core_attn,
+    layernorm, mla_up_proj, moe_act, mlp, moe, shared_experts), each recomputed as
+    Megatron-Core does it (see ``perfmodel.formulas.recompute``). ``core_attn`` and
+    ``[core_attn]`` are the same policy."""
+    recompute_num_layers: int_field(MAX_NUM_LAYERS) | None = None
+    """With ``recompute: full``, how many layers of each model chunk (pipeline stage, or
+    virtual stage with interleaving) are recomputed (Megatron-Core ``recompute_method:
+    block`` with ``recompute_num_layers``): the first N layers of every chunk store only their
+    input and are recomputed, the others store everything. null = every layer (``full`` as the
+    contract defines it). A chunk with fewer layers recomputes all of them, as in
+    Megatron-Core."""
+    activation_offload_layers: int_field(MAX_NUM_LAYERS, minimum=0) = 0
+    """Transformer layers whose activations are copied to host memory during the forward and
+    back before their backward (Megatron-Core ``cpu_offloading`` with
+    ``cpu_offloading_num_layers``, through Transformer Engine's ``get_cpu_offload_context``).
+    The first N layers are offloaded; Megatron-Core allows it only with pp = 1, no recompute
+    and N < num_layers. 0 = off. See ``perfmodel.formulas.offload``."""
+    pipeline_layout: Annotated[str, StringConstraints(max_length=MAX_PIPELINE_LAYOUT_CHARS)] | None = None
+    """Which layers each virtual pipeline stage runs (Megatron-Core
+    ``pipeline_model_parallel_layout`` in its string form, e.g. ``Et*4|(t*4|)*14tmL``): ``|``
+    separates the pp * vpp virtual stages, E is the embedding, t a decoder layer, m an MTP
+    module, L the output layer and loss, ``x*n`` and ``(...)*n`` repeat. null = the even
+    split, l / pp layers per rank with the embedding on the first and the output layer on the
+    last. See ``perfmodel.spec.pipeline_layout``."""
+    cross_entropy: CrossEntropy = "fused"
+    """How the loss runs: fused = Megatron-Core's vocab-parallel cross-entropy (or a compiled
+    loss), fp32 logits kept, 4 bytes per logit (Korthikanti et al. 2022, sec. 4.3); eager_fp32
+    = ``F.cross_entropy(logits.float(), labels)`` in eager PyTorch (torchtitan before it
+    compiled the loss), 12 bytes per logit at the start of the backward and 14 bytes of
+    forward traffic (``perfmodel.formulas.memory``, ``perfmodel.formulas.workload``)."""
+
+    @property
+    def flash_attention(self) -> bool:
+        return self.attention_backend == "flash"
+
+    @property
+    def pipeline_stages(self) -> tuple[str, ...] | None:
+        """``pipeline_layout`` as virtual stages (``perfmodel.spec.pipeline_layout.parse``), or None."""
+        return None if self.pipeline_layout is None else _stages(self.pipeline_layout)
+
+
+@functools.lru_cache(maxsize=256)
+def _stages(text: str) -> tuple[str, ...]:
+    return pipeline_layout.parse(text)
+
+
+SOFTWARE_FIELDS: tuple[str, ...] = tuple(SoftwareStack.model_fields)
+"""The options that moved from the top level of a scenario into ``software:``."""

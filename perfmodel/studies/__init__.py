@@ -1,0 +1,1 @@
+"""Questions asked of the engine: search, scaling, sizing, validation."""

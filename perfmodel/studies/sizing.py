@@ -1,0 +1,167 @@
+"""Cluster sizing: for each hardware type, the cheapest GPU count and layout that trains the
+given tokens within a deadline and a budget, or the reason none does.
+
+For one hardware type and GPU count the cost is proportional to the time (N GPUs x wall time
+x price), so the fastest layout is also the cheapest; the search ranks by time. Across counts,
+time to solution W = (tokens / throughput) / goodput (``goodput.py``) and cost = N W price
+(``cost.job_cost``). Among the counts with W <= deadline and cost <= budget the cheapest wins
+(ties: the faster). The global batch is the scenario's at every count (strong scaling).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Literal
+
+from perfmodel.formulas.cost import job_cost
+from perfmodel.formulas.counts import param_count
+from perfmodel.formulas.goodput import checkpoint_state_bytes, goodput_fraction
+from perfmodel.spec.cost import CostModel
+from perfmodel.spec.efficiency import Efficiencies
+from perfmodel.spec.errors import InputError
+from perfmodel.spec.hardware import list_hardware_ids, load_hardware
+from perfmodel.spec.reliability import FailureModel
+from perfmodel.spec.scenario import Scenario, hardware_of, model_of
+from perfmodel.studies.search import Candidate, SearchOptions, search
+
+GPU_COUNTS_DEFAULT = tuple(2 ** k for k in range(3, 15))
+"""8 to 16,384 GPUs in powers of two (16,384 is the Llama 3 405B run; Llama Team 2024)."""
+
+
+@dataclass(frozen=True)
+class SizingOption:
+    """One GPU count of one hardware type, with its best layout."""
+
+    num_gpus: int
+    candidate: Candidate
+    time_to_train_s: float
+    """Time to solution: ideal time / goodput."""
+    goodput_frac: float
+    cost_usd: float
+    gpu_hours: float
+    energy_kwh: float
+
+
+SizingRule = Literal["cheapest", "deadline_missed", "over_budget", "deadline_costs_more", "none_runs"]
+
+
+@dataclass(frozen=True)
+class SizingRow:
+    hardware_id: str
+    hardware_name: str
+    choice: SizingOption | None
+    """The cheapest option meeting the deadline and budget; None if there is none."""
+    rule: SizingRule
+    """cheapest: ``choice`` is the cheapest count meeting both; deadline_missed: even the fastest
+    (``binding``) misses the deadline; over_budget: even the cheapest (``binding``) is over
+    budget; deadline_costs_more: the cheapest count on time (``binding``) is over budget;
+    none_runs: no count has a layout that runs and fits (``none_reason`` says why, mostly)."""
+    binding: SizingOption | None
+    """The option that shows why nothing qualifies (see ``rule``)."""
+    deadline_s: float | None
+    budget_usd: float | None
+    gpu_counts: tuple[int, ...]
+    none_reason: str
+    """With ``none_runs``: the most common reason a count had no layout."""
+    options: tuple[SizingOption, ...]
+    """Every count with a runnable layout (for charts)."""
+
+    def to_dict(self) -> dict:
+        c = self.choice
+        out = {"hardware": self.hardware_id, "hardware_name": self.hardware_name, "rule": self.rule,
+               "num_gpus": c.num_gpus if c else None,
+               "binding_num_gpus": self.binding.num_gpus if self.binding else None}
+        if self.none_reason:
+            out["none_reason"] = self.none_reason
+        if c:
+            out.update(time_to_train_s=c.time_to_train_s, goodput_frac=c.goodput_frac, cost_usd=c.cost_usd,
+                       gpu_hours=c.gpu_hours, energy_kwh=c.energy_kwh, mfu=c.candidate.mfu,
+                       tokens_per_s_per_gpu=c.candidate.tokens_per_s_per_gpu, layout=c.candidate.layout())
+        return out
+
+
+def _options_for(scenario: Scenario, counts, search_options, cost_model, fm, efficiency):
+    m, hw = model_of(scenario), hardware_of(scenario)
+    state_bytes = checkpoint_state_bytes(param_count(m).total)
+    out, reasons = [], {}
+    for n in counts:
+        res = search(scenario.model_copy(update={"num_gpus": n}), search_options, cost_model,
+                     efficiency=efficiency)
+        if res.best is None:
+            reasons[n] = res.top_reason() or "no layout enumerated"
+            continue
+        c = res.best
+        g = float(goodput_fraction(n, state_bytes, fm).fraction)
+        wall = scenario.training_tokens / c.tokens_per_s / g
+        jc = job_cost(n, wall, hw, cost_model)
+        out.append(SizingOption(n, c, wall, g, float(jc.cost_usd), float(jc.gpu_hours), float(jc.energy_kwh)))
+    return out, reasons
+
+
+def _choose(opts, deadline_s, budget_usd) -> tuple[SizingOption | None, SizingRule, SizingOption | None]:
+    """(choice, rule, the option that binds): see ``SizingRow.rule``."""
+    on_time = [o for o in opts if deadline_s is None or o.time_to_train_s <= deadline_s]
+    affordable = [o for o in opts if budget_usd is None or o.cost_usd <= budget_usd]
+    both = [o for o in on_time if o in affordable]
+    if both:
+        return min(both, key=lambda o: (o.cost_usd, o.time_to_train_s)), "cheapest", None
+    if not on_time:
+        return None, "deadline_missed", min(opts, key=lambda o: o.time_to_train_s)
+    if not affordable:
+        return None, "over_budget", min(opts, key=lambda o: o.cost_usd)
+    return None, "deadline_costs_more", min(on_time, key=lambda o: o.cost_usd)
+
+
+@dataclass(frozen=True)
+class SizingResult:
+    """One row per hardware type (``size_cluster``)."""
+
+    tokens: float
+    rows: tuple[SizingRow, ...]
+
+    def to_dict(self) -> dict:
+        """The CLI's JSON (``perfmodel size --format json``)."""
+        return {"tokens": self.tokens, "rows": [r.to_dict() for r in self.rows]}
+
+
+def size_cluster(scenario_like: Scenario, tokens: float, deadline_s: float | None = None,
+                 budget_usd: float | None = None, hardware_ids=None, gpu_counts=None,
+                 cost_model: CostModel | None = None, failure_model: FailureModel | None = None, *,
+                 options: SearchOptions | None = None,
+                 efficiency_lookup: Callable[[str], Efficiencies | None] | None = None,
+                 progress=None) -> SizingResult:
+    """One row per hardware type: the cheapest (GPU count, layout) that trains ``tokens``
+    within ``deadline_s`` and ``budget_usd``, or why none does.
+
+    ``scenario_like`` supplies the model, sequence length, global batch and precision; its
+    hardware, GPU count and layout are replaced. ``efficiency_lookup(hardware_id)`` may return
+    a calibrated ``Efficiencies`` for a type (None: the spec's defaults), as ``predict`` uses.
+    """
+    if not tokens or tokens <= 0:
+        raise InputError("tokens", f"must be > 0, got {tokens}")
+    for name, v in (("deadline", deadline_s), ("budget_usd", budget_usd)):
+        if v is not None and not v > 0:
+            raise InputError(name, f"must be > 0, got {v}")
+    ids = list(hardware_ids) if hardware_ids else list_hardware_ids()
+    counts = sorted(set(int(n) for n in (gpu_counts or GPU_COUNTS_DEFAULT)))
+    if not counts or counts[0] < 1:
+        raise InputError("gpu_counts", "give one or more positive GPU counts")
+    options = (options or SearchOptions()).model_copy(update={"objective": "time", "top_k": 1, "gpu_counts": None})
+    cost_model, fm = cost_model or CostModel(), failure_model or FailureModel()
+    rows = []
+    for k, hw_id in enumerate(ids):
+        hw = load_hardware(hw_id)
+        sc = scenario_like.model_copy(update={"hardware": hw_id, "training_tokens": float(tokens)})
+        eff = efficiency_lookup(hw_id) if efficiency_lookup else None
+        opts, reasons = _options_for(sc, counts, options, cost_model, fm, eff)
+        if opts:
+            choice, rule, binding = _choose(opts, deadline_s, budget_usd)
+            common = ""
+        else:
+            choice, rule, binding = None, "none_runs", None
+            common = max(set(reasons.values()), key=list(reasons.values()).count)
+        rows.append(SizingRow(hw.id, hw.name, choice, rule, binding, deadline_s, budget_usd, tuple(counts), common,
+                              tuple(opts)))
+        if progress is not None:
+            progress(k + 1, len(ids))
+    return SizingResult(float(tokens), tuple(rows))

@@ -1,0 +1,232 @@
+"""Roofline formulas checked by hand."""
+
+import pytest
+from support import SW, sw
+
+from perfmodel.formulas.compute import (
+    ATTENTION_BWD_OVER_FWD_EXECUTED,
+    CAST_TRANSPOSE_BYTES_PER_ELEMENT,
+    gemm_efficiency,
+    gemm_shape,
+    gemm_time_s,
+    op_time,
+)
+from perfmodel.formulas.layouts import layouts_from_arrays
+from perfmodel.formulas.workload import LayerKind, OpKind, layer_ops
+from perfmodel.spec.hardware import load_hardware
+from perfmodel.spec.model import ModelSpec
+
+H100 = load_hardware("h100-sxm")
+
+
+def _layouts(**kw):
+    base = dict(tp=1, pp=1, vpp=1, cp=1, ep=1, etp=1, sp=False, zero_stage=0, mbs=1, dp=1, num_mb=1)
+    base.update(kw)
+    return layouts_from_arrays(**{k: [v] for k, v in base.items()})
+
+
+def test_large_square_gemm_runs_near_eff_max():
+    g = H100.efficiency.gemm["bf16"]
+    n = 16384
+    t = float(gemm_time_s(n, n, n, 1, "bf16", H100, H100.efficiency))
+    eff = g.efficiency_max * (n / (n + g.half_dim)) ** 3
+    assert t == pytest.approx(H100.efficiency.kernel_overhead_s + 2 * n**3 / (989.4e12 * eff))
+
+
+def test_skinny_gemm_is_memory_bound():
+    # 1 x 8192 x 8192: 2*8192^2 FLOPs, but 2 bytes * 8192^2 of weights to read
+    t = float(gemm_time_s(1, 8192, 8192, 1, "bf16", H100, H100.efficiency))
+    bw = H100.gpu.hbm_bandwidth_bytes_per_s * H100.efficiency.memory_efficiency
+    assert t == pytest.approx(H100.efficiency.kernel_overhead_s + 2 * (8192 + 8192**2 + 8192) / bw)
+
+
+def test_efficiency_is_monotone_in_each_dimension():
+    e = [float(gemm_efficiency(m, 4096, 4096, "bf16", H100.efficiency)) for m in (64, 256, 1024, 8192)]
+    assert e == sorted(e)
+
+
+def test_column_and_row_parallel_shapes():
+    m = ModelSpec(num_layers=2, hidden_size=4096, num_attention_heads=32, ffn_hidden_size=16384, vocab_size=32000)
+    ops = {op.name: op for op in layer_ops(m, LayerKind.DENSE, SW)}
+    L = _layouts(tp=4, sp=True, mbs=2)
+    up = gemm_shape(ops["mlp/up"], m, L, 2048)
+    down = gemm_shape(ops["mlp/down"], m, L, 2048)
+    assert (up.m[0], up.n[0], up.k[0]) == (4096, 16384 / 4, 4096)
+    assert (down.m[0], down.n[0], down.k[0]) == (4096, 4096, 16384 / 4)
+
+
+def test_attention_flops_by_hand_causal():
+    m = ModelSpec(num_layers=2, hidden_size=4096, num_attention_heads=32, ffn_hidden_size=16384, vocab_size=32000)
+    core = next(op for op in layer_ops(m, LayerKind.DENSE, SW) if op.kind is OpKind.ATTENTION)
+    s = 4096
+    t = op_time(core, m, _layouts(tp=2), s, "bf16", H100, H100.efficiency, SW)
+    # 2 matmuls x 2 FLOP x (a/tp) heads x d x (s/2 keys) x s tokens
+    assert float(t.fwd_flop[0]) == pytest.approx(2 * 2 * 16 * 128 * (s / 2) * s)
+    assert float(t.bwd_s[0] / t.fwd_s[0]) > ATTENTION_BWD_OVER_FWD_EXECUTED * 0.99
+
+
+def test_fp8_gemm_pays_cast_traffic_and_runs_at_fp8_peak():
+    m = ModelSpec(num_layers=2, hidden_size=8192, num_attention_heads=64, ffn_hidden_size=28672, vocab_size=32000)
+    up = next(op for op in layer_ops(m, LayerKind.DENSE, SW) if op.name == "mlp/up")
+    L = _layouts(mbs=1)
+    t8 = op_time(up, m, L, 8192, "fp8", H100, H100.efficiency, SW)
+    t16 = op_time(up, m, L, 8192, "bf16", H100, H100.efficiency, SW)
+    assert float(t8.fwd_s[0]) < float(t16.fwd_s[0])
+    sh = gemm_shape(up, m, L, 8192)
+    cast = (H100.efficiency.kernel_overhead_s
+            + sh.m[0] * sh.k[0] * CAST_TRANSPOSE_BYTES_PER_ELEMENT / (H100.gpu.hbm_bandwidth_bytes_per_s * H100.efficiency.memory_efficiency))
+    gemm = float(gemm_time_s(sh.m, sh.n, sh.k, 1, "fp8", H100, H100.efficiency)[0])
+    assert float(t8.fwd_s[0]) == pytest.approx(gemm + cast)
+
+
+def test_fp8_fast_accumulation_speeds_up_the_forward_gemm_only_by_hand():
+    m = ModelSpec(num_layers=2, hidden_size=8192, num_attention_heads=64, ffn_hidden_size=28672, vocab_size=32000)
+    up = next(op for op in layer_ops(m, LayerKind.DENSE, SW) if op.name == "mlp/up")
+    L = _layouts(mbs=1)
+    precise = H100.efficiency.model_copy(update={"fp8_fast_accum_speedup": 1.0})
+    fast = H100.efficiency.model_copy(update={"fp8_fast_accum_speedup": 1.25})
+    a, b = (op_time(up, m, L, 8192, "fp8", H100, e, SW) for e in (precise, fast))
+    sh = gemm_shape(up, m, L, 8192)
+    flop = 2.0 * sh.m[0] * sh.n[0] * sh.k[0]
+    rate = 1978.9e12 * float(gemm_efficiency(sh.m, sh.n, sh.k, "fp8", precise)[0])
+    # the forward GEMM's math time drops by 1 - 1/1.25; its overhead, the casts and the backward stay
+    assert float(a.fwd_s[0] - b.fwd_s[0]) == pytest.approx(flop / rate * (1 - 1 / 1.25))
+    assert float(b.bwd_s[0]) == pytest.approx(float(a.bwd_s[0]))
+    # 16-bit GEMMs have no such mode
+    assert float(op_time(up, m, L, 8192, "bf16", H100, fast, SW).fwd_s[0]) == pytest.approx(
+        float(op_time(up, m, L, 8192, "bf16", H100, precise, SW).fwd_s[0]))
+
+
+def test_expert_gemm_flops_do_not_depend_on_ep_when_balanced():
+    m = ModelSpec(num_layers=2, hidden_size=4096, num_attention_heads=32, num_query_groups=8, ffn_hidden_size=14336,
+                  gated_mlp=True, vocab_size=32000,
+                  moe=dict(num_experts=8, top_k=2, expert_ffn_hidden_size=14336))
+    up = next(op for op in layer_ops(m, LayerKind.MOE, SW) if op.name == "moe/expert_up")
+    flops = [float(op_time(up, m, _layouts(ep=ep), 4096, "bf16", H100, H100.efficiency, SW).fwd_flop[0]) for ep in (1, 2, 8)]
+    # tokens * top_k * 2 * h * 2f
+    assert flops == pytest.approx([4096 * 2 * 2 * 4096 * 2 * 14336] * 3)
+
+
+def test_every_kernel_pays_the_calibrated_overhead():
+    """t = t0 + roofline: a vanishing GEMM costs exactly the per-kernel intercept."""
+    t = float(gemm_time_s(1, 1, 1, 3, "bf16", H100, H100.efficiency))
+    assert t == pytest.approx(3 * H100.efficiency.kernel_overhead_s, rel=1e-2)
+
+
+def _gpt_core(h=2048, a=32):
+    m = ModelSpec(num_layers=2, hidden_size=h, num_attention_heads=a, ffn_hidden_size=4 * h, vocab_size=32000)
+    return m, next(op for op in layer_ops(m, LayerKind.DENSE, SW) if op.kind is OpKind.ATTENTION)
+
+
+def test_unfused_attention_moves_the_scores_through_hbm_by_hand():
+    # d = 64: every batched attention GEMM has intensity ~d FLOP/byte, under H100's ridge, so
+    # each one costs its bytes. Forward: Q K^T (s*d + d*s + s^2), softmax (read + write s^2),
+    # P V (s^2 + s*d + s*d). Backward: dP, dV, dQ, dK (each 2*s*d + s^2) and the softmax
+    # backward (read P and dP, write dS: 3 s^2). 2 bytes each; batch = micro-batch x heads / tp.
+    m, core = _gpt_core()
+    s, d, tp, mbs = 4096, 64, 2, 2
+    eff = H100.efficiency
+    bw = H100.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency
+    batch = mbs * 32 / tp
+    t = op_time(core, m, _layouts(tp=tp, mbs=mbs), s, "bf16", H100, eff, sw(attention_backend="unfused"))
+    fwd = 3 * eff.kernel_overhead_s + 2 * batch * (4 * s * d + 4 * s * s) / bw
+    bwd = 5 * eff.kernel_overhead_s + 2 * batch * (8 * s * d + 7 * s * s) / bw
+    assert float(t.fwd_s[0]) == pytest.approx(fwd, rel=1e-9)
+    assert float(t.bwd_s[0]) == pytest.approx(bwd, rel=1e-9)
+    # the whole s x s block is computed: no causal halving
+    assert float(t.fwd_flop[0]) == pytest.approx(2 * 2 * batch * d * s * s)
+    assert bool(t.fwd_memory_bound[0])
+
+
+def test_unfused_attention_costs_more_than_flash_and_matters_less_for_wide_models():
+    ratios = []
+    for h, a in ((2048, 16), (12288, 96)):
+        m, core = _gpt_core(h, a)
+        L = _layouts(tp=1)
+        fl = op_time(core, m, L, 2048, "bf16", H100, H100.efficiency, SW)
+        un = op_time(core, m, L, 2048, "bf16", H100, H100.efficiency, sw(attention_backend="unfused"))
+        assert float(un.fwd_s[0] + un.bwd_s[0]) > float(fl.fwd_s[0] + fl.bwd_s[0])
+        gemms = sum(float(o.fwd_s[0] + o.bwd_s[0]) for o in
+                    (op_time(op, m, L, 2048, "bf16", H100, H100.efficiency, SW) for op in layer_ops(m, LayerKind.DENSE, SW))
+                    if o.kind is OpKind.GEMM)
+        ratios.append(float(un.fwd_s[0] + un.bwd_s[0]) / gemms)
+    # score traffic grows with a*s^2 while GEMM work grows with s*h^2 (Korthikanti's s/6h term)
+    assert ratios[0] > 3 * ratios[1]
+
+
+def _moe_model(num_experts):
+    return ModelSpec(num_layers=2, hidden_size=4096, num_attention_heads=32, num_query_groups=8, ffn_hidden_size=14336,
+                     gated_mlp=True, vocab_size=32000,
+                     moe=dict(num_experts=num_experts, top_k=4, expert_ffn_hidden_size=1536))
+
+
+def test_alltoall_dispatcher_sorts_by_local_expert_by_hand():
+    # Megatron-Core's all-to-all dispatcher sorts the received copies by local expert and
+    # restores the order before combine: two more passes that each read and write top_k
+    # copies of the h-wide token, 2 bytes an element. Only where a GPU holds > 1 expert.
+    m = _moe_model(64)
+    sort = next(op for op in layer_ops(m, LayerKind.MOE, sw(moe_dispatcher="alltoall")) if op.name == "moe/sort_by_local_expert")
+    s = 4096
+    bw = H100.gpu.hbm_bandwidth_bytes_per_s * H100.efficiency.memory_efficiency
+    t = op_time(sort, m, _layouts(ep=8), s, "bf16", H100, H100.efficiency, SW)
+    nbytes = s * 2 * 2 * 4 * 4096 * 2
+    assert float(t.fwd_bytes[0]) == nbytes
+    assert float(t.fwd_s[0]) == pytest.approx(H100.efficiency.kernel_overhead_s + nbytes / bw)
+    assert float(t.bwd_s[0]) == pytest.approx(2 * float(t.fwd_s[0]))
+    one_expert_each = op_time(sort, m, _layouts(ep=64), s, "bf16", H100, H100.efficiency, SW)
+    assert float(one_expert_each.fwd_s[0]) == 0.0 and float(one_expert_each.fwd_bytes[0]) == 0.0
+
+
+def test_flex_dispatcher_permutes_once():
+    names = [op.name for op in layer_ops(_moe_model(64), LayerKind.MOE, sw(moe_dispatcher="flex"))]
+    assert "moe/permute" in names and "moe/sort_by_local_expert" not in names
+    assert "moe/sort_by_local_expert" not in [op.name for op in layer_ops(_moe_model(64), LayerKind.DENSE, sw(moe_dispatcher="alltoall"))]
+
+
+def test_loss_backward_counted_kernel_by_kernel_by_hand():
+    """The eager fp32 loss has its own backward bytes (26 per logit, 4 kernels), not twice
+    the forward's 22; tp 2 halves the logits each GPU touches."""
+    from perfmodel.formulas.workload import head_ops
+    m = ModelSpec(num_layers=2, hidden_size=1024, num_attention_heads=8, ffn_hidden_size=4096, vocab_size=32000)
+    loss = next(op for op in head_ops(m, sw(cross_entropy="eager_fp32")) if op.name == "output/cross_entropy")
+    s, eff = 4096, H100.efficiency
+    bw = H100.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency
+    t = op_time(loss, m, _layouts(tp=2), s, "bf16", H100, eff, SW)
+    logits = s * 32000 / 2
+    assert float(t.fwd_s[0]) == pytest.approx(3 * eff.kernel_overhead_s + 22 * logits / bw)
+    assert float(t.bwd_s[0]) == pytest.approx(4 * eff.kernel_overhead_s + 26 * logits / bw)
+
+
+def test_backward_attention_uses_its_own_half_seq_by_hand():
+    """eff(s) = e_max s / (s + s_half) per pass; with bwd_half_seq unset both passes share half_seq."""
+    m, core = _gpt_core()
+    s = 4096
+    shared = H100.efficiency.model_copy(update={"attention": H100.efficiency.attention.model_copy(
+        update={"fwd_efficiency_max": 0.35, "bwd_efficiency_max": 0.33, "half_seq": 370.0, "bwd_half_seq": None})})
+    apart = shared.model_copy(update={"attention": shared.attention.model_copy(update={"bwd_half_seq": 990.0})})
+    t_shared = op_time(core, m, _layouts(), s, "bf16", H100, shared, SW)
+    t_apart = op_time(core, m, _layouts(), s, "bf16", H100, apart, SW)
+    assert float(t_apart.fwd_s[0]) == float(t_shared.fwd_s[0])
+    t0 = shared.kernel_overhead_s
+    ratio = (float(t_apart.bwd_s[0]) - t0) / (float(t_shared.bwd_s[0]) - t0)
+    assert ratio == pytest.approx((s / (s + 370.0)) / (s / (s + 990.0)))
+
+
+def test_sliding_window_attention_time_by_hand():
+    """Half the layers windowed at w = 512 of s = 4096: the op's forward is the full layers'
+    share at eff(s) plus the windowed layers' share, w - w^2/(2s) = 480 keys, at eff(w)."""
+    m = ModelSpec(num_layers=4, hidden_size=4096, num_attention_heads=32, ffn_hidden_size=16384, vocab_size=32000,
+                  attention_window=512, full_attention_every=2)
+    core = next(op for op in layer_ops(m, LayerKind.DENSE, SW) if op.kind is OpKind.ATTENTION)
+    s, eff = 4096, H100.efficiency.model_copy(update={"attention": H100.efficiency.attention.model_copy(
+        update={"fwd_efficiency_max": 0.35, "bwd_efficiency_max": 0.33, "half_seq": 370.0, "bwd_half_seq": 990.0})})
+    t = op_time(core, m, _layouts(), s, "bf16", H100, eff, SW)
+    per_key = 2 * 2 * 32 * 128 * s            # FLOPs per attended key, whole sequence
+    full, windowed = 0.5 * per_key * (s / 2), 0.5 * per_key * 480
+    peak = 989.4e12
+    fwd = full / (peak * 0.35 * s / (s + 370)) + windowed / (peak * 0.35 * 512 / (512 + 370))
+    bwd = ATTENTION_BWD_OVER_FWD_EXECUTED * (full / (peak * 0.33 * s / (s + 990))
+                                             + windowed / (peak * 0.33 * 512 / (512 + 990)))
+    assert float(t.fwd_flop[0]) == pytest.approx(full + windowed)
+    assert float(t.fwd_s[0]) == pytest.approx(eff.kernel_overhead_s + fwd)
+    assert float(t.bwd_s[0]) == pytest.approx(eff.kernel_overhead_s + bwd)

@@ -1,0 +1,134 @@
+"""The package's layers, read from its imports: no cycle, no upward import, no module over
+400 lines, and nothing in ``perfmodel`` imports ``calibration`` (which writes profiles and
+depends on perfmodel, never the reverse).
+
+Layers, lowest first: ``spec`` (what the user states) -> ``formulas`` (one module per physical
+model) -> ``engine`` (the one place that combines them) -> ``studies`` (search, scaling,
+sizing, validation) -> ``present`` (numbers and verdicts in words) -> the public API
+(``perfmodel/__init__.py``, ``api.py``) -> ``cli``. A module may import its own layer and the
+layers below it.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "perfmodel"
+LAYERS = ("spec", "formulas", "engine", "studies", "present", "api", "cli")
+MAX_LINES = 400
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) == 1 or parts[1] in ("api", "__init__"):
+        return "api"
+    return parts[1] if parts[1] in LAYERS else "api"
+
+
+def _imports(path: Path) -> set[str]:
+    """Every perfmodel or calibration module the file imports, at any depth of the file."""
+    tree = ast.parse(path.read_text())
+    me = _module_name(path).split(".")
+    package = me if path.name == "__init__.py" else me[:-1]
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+            out.add(base)
+            out |= {f"{base}.{a.name}" for a in node.names}
+    return {m for m in out if m.split(".")[0] in ("perfmodel", "calibration")}
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def _graph() -> dict[str, set[str]]:
+    mods = _modules()
+    return {m: {i for i in _imports(p) if i in mods and i != m} for m, p in mods.items()}
+
+
+def test_no_upward_import():
+    bad = []
+    for m, deps in _graph().items():
+        for d in deps:
+            if d == "perfmodel" and m.startswith("perfmodel.cli"):
+                continue
+            if LAYERS.index(_layer(d)) > LAYERS.index(_layer(m)):
+                bad.append(f"{m} ({_layer(m)}) imports {d} ({_layer(d)})")
+    assert not bad, "\n".join(sorted(bad))
+
+
+def test_perfmodel_never_imports_calibration():
+    bad = [f"{m} imports {i}" for m, p in _modules().items() for i in _imports(p) if i.startswith("calibration")]
+    assert not bad, "\n".join(bad)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycle_in_perfmodel():
+    # a package's __init__ importing its own modules lazily is not a cycle of modules
+    graph = {m: {d for d in deps if not m.endswith(("perfmodel",)) and d != "perfmodel"}
+             for m, deps in _graph().items()}
+    assert _cycles(graph) == []
+
+
+def test_no_import_cycle_in_calibration():
+    root = PACKAGE.parent / "calibration"
+    mods = {f"calibration.{p.stem}": p for p in root.glob("*.py")}
+    graph = {m: {i for i in _imports(p) if i in mods and i != m} for m, p in mods.items()}
+    assert _cycles(graph) == []
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_over_400_lines(path):
+    assert len(path.read_text().splitlines()) <= MAX_LINES
+
+
+def test_the_cycle_detector_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

@@ -1,0 +1,112 @@
+"""Cluster sizing: the cheapest count meeting deadline and budget, and the reasons for none."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from perfmodel.cli import main
+from perfmodel.present.verdicts import sizing_reason_text
+from perfmodel.spec.cost import CostModel
+from perfmodel.spec.errors import InputError
+from perfmodel.spec.hardware import load_hardware
+from perfmodel.spec.scenario import parse_scenario
+from perfmodel.studies.search import SearchOptions
+from perfmodel.studies.sizing import size_cluster
+
+SMALL = dict(name="small", num_layers=8, hidden_size=1024, num_attention_heads=16, ffn_hidden_size=4096,
+             vocab_size=32000)
+COUNTS = [8, 16, 32, 64]
+OPTS = SearchOptions(recompute=("none",), max_micro_batch_size=2)
+TOKENS = 1e11
+HW = ["h100-sxm", "b200"]
+
+
+def scen(**over):
+    base = dict(hardware="h100-sxm", num_gpus=8, model=dict(SMALL), seq_length=2048, global_batch_size=128)
+    base.update(over)
+    return parse_scenario(base)
+
+
+def size(**kw):
+    kw.setdefault("hardware_ids", HW)
+    kw.setdefault("gpu_counts", COUNTS)
+    return size_cluster(scen(), TOKENS, options=OPTS, **kw).rows
+
+
+FREE = size()
+
+
+def test_unconstrained_choice_is_the_cheapest_option_per_hardware():
+    assert [r.hardware_id for r in FREE] == HW
+    for r in FREE:
+        assert r.choice is not None and len(r.options) == len(COUNTS)
+        assert r.choice.cost_usd == min(o.cost_usd for o in r.options)
+        price = load_hardware(r.hardware_id).price.cloud_usd_per_gpu_hour
+        for o in r.options:
+            assert o.cost_usd == pytest.approx(o.num_gpus * o.time_to_train_s / 3600 * price, rel=1e-12)
+            assert o.gpu_hours == pytest.approx(o.num_gpus * o.time_to_train_s / 3600, rel=1e-12)
+            assert 0 < o.goodput_frac <= 1
+            assert o.time_to_train_s == pytest.approx(TOKENS / o.candidate.tokens_per_s / o.goodput_frac)
+
+
+def test_deadline_picks_the_cheapest_count_that_meets_it():
+    h100 = FREE[0]
+    times = sorted(o.time_to_train_s for o in h100.options)
+    deadline = times[1] * 1.0001          # the two fastest counts qualify
+    r = size(deadline_s=deadline, hardware_ids=["h100-sxm"])[0]
+    ok = [o for o in h100.options if o.time_to_train_s <= deadline]
+    assert r.choice.num_gpus == min(ok, key=lambda o: o.cost_usd).num_gpus
+    assert sizing_reason_text(r).startswith("cheapest count")
+
+
+def test_reasons_when_nothing_qualifies():
+    h100 = FREE[0]
+    fastest = min(h100.options, key=lambda o: o.time_to_train_s)
+    cheapest = min(h100.options, key=lambda o: o.cost_usd)
+    r = size(deadline_s=1.0, hardware_ids=["h100-sxm"])[0]
+    assert r.choice is None and sizing_reason_text(r).startswith("fastest found: ")
+    assert f"on {fastest.num_gpus} GPUs > deadline" in sizing_reason_text(r)
+    r = size(budget_usd=cheapest.cost_usd / 2, hardware_ids=["h100-sxm"])[0]
+    assert r.choice is None and sizing_reason_text(r).startswith("cheapest found: ") and "> budget" in sizing_reason_text(r)
+    r = size(deadline_s=fastest.time_to_train_s * 1.0001, budget_usd=cheapest.cost_usd * 1.0001,
+             hardware_ids=["h100-sxm"])[0]
+    if fastest is cheapest:
+        assert r.choice.num_gpus == fastest.num_gpus
+    else:
+        assert r.choice is None and sizing_reason_text(r).startswith("meeting the ")
+
+
+def test_unsupported_precision_says_why():
+    r = size_cluster(scen(precision="fp4"), TOKENS, hardware_ids=["h100-sxm"], gpu_counts=[8], options=OPTS).rows[0]
+    assert r.choice is None and "no dense fp4" in sizing_reason_text(r)
+
+
+def test_tco_prices_apply():
+    r = size(cost_model=CostModel(mode="tco"), hardware_ids=["h100-sxm"])[0]
+    assert r.choice.cost_usd < FREE[0].choice.cost_usd * 10   # sane, and positive
+    assert r.choice.cost_usd > 0
+
+
+def test_input_errors():
+    with pytest.raises(InputError, match="tokens"):
+        size_cluster(scen(), 0)
+    with pytest.raises(InputError, match="deadline"):
+        size_cluster(scen(), TOKENS, deadline_s=-1)
+    with pytest.raises(InputError, match="hardware"):
+        size_cluster(scen(), TOKENS, hardware_ids=["nope"], gpu_counts=[8])
+
+
+def test_cli_size(tmp_path, capsys):
+    import yaml
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(json.loads(scen().model_dump_json(exclude_none=True))))
+    base = ["size", str(path), "--tokens", "1e11", "--hardware", "h100-sxm,b200", "--gpus", "8,16",
+            "--recompute", "none", "--no-profile"]
+    assert main(base + ["--format", "json", "--deadline-days", "30"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert [r["hardware"] for r in rows] == HW and all(r["num_gpus"] in (8, 16) for r in rows)
+    assert main(base + ["--budget-usd", "1"]) == 0
+    assert "> budget $1.00" in capsys.readouterr().out
+    assert main(["size", str(path), "--tokens", "-5", "--no-profile"]) == 2

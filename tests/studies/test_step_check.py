@@ -1,0 +1,56 @@
+"""calibration/step_check.py: the scenario it writes is the one the committed runs used, and
+bad arguments fail before any GPU work, on one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from calibration.step_check import scenario_dict
+from perfmodel.engine.prediction import predict
+from perfmodel.spec.errors import InputError
+from perfmodel.spec.scenario import parse_scenario
+
+RESULTS = Path(__file__).resolve().parents[2] / "calibration" / "results"
+COMMITTED = sorted(RESULTS.glob("*/step_check_*/scenario.yaml"))
+
+
+def test_committed_runs_exist():
+    assert COMMITTED, "no committed step-check runs under calibration/results"
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}")
+def test_committed_scenario_is_what_step_check_writes(path):
+    data = yaml.safe_load(path.read_text())
+    measured = yaml.safe_load((path.parent / "measured.yaml").read_text())
+    layers = data["model"]["num_layers"]
+    preset = data["name"].removeprefix("step_check_").rsplit(f"_{layers}l_", 1)[0]
+    again = scenario_dict(preset, layers, data["seq_length"], data["micro_batch_size"],
+                          data["global_batch_size"], data["hardware"])
+    assert again == data
+    # The run holds exactly the model the scenario describes: same parameter count.
+    result = predict(parse_scenario(data))
+    assert result.model_params_total == measured["num_parameters"]
+
+
+def test_step_check_scenario_has_no_parallelism_and_fewer_layers():
+    data = scenario_dict("llama3-8b", 2, 1024, 1, 4, "h100-sxm")
+    assert data["num_gpus"] == 1 and data["model"]["num_layers"] == 2
+    assert all(data["parallelism"][k] == 1 for k in ("tp", "pp", "cp", "ep"))
+
+
+def test_bad_arguments_fail_before_the_gpu_run():
+    with pytest.raises(InputError) as err:
+        scenario_dict("llama3-8b", 4, 4096, 3, 8, "h100-sxm")     # 8 is not a multiple of 3
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("argv,field", [(["--steps", "0"], "--steps"), (["--warmup", "-1"], "--warmup"),
+                                        (["--mbs", "3"], "global_batch_size"), (["--preset", "nope"], "model")])
+def test_cli_errors_are_one_line_exit_2(argv, field, capsys):
+    from calibration.cli import main
+    assert main(["step-check", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and field in err and "Traceback" not in err
