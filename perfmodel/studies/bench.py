@@ -74,7 +74,7 @@ def bench(repeat: int) -> BenchResult:
     walls.sort()
     return BenchResult(
         cores=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        layouts_enumerated=res.num_enumerated, layouts_valid=res.num_valid, layouts_fit=len(res.table),
+        layouts_enumerated=res.num_enumerated, layouts_valid=res.num_valid, layouts_fit=res.num_fit,
         full_search_wall_s_best=walls[0], full_search_wall_s_median=walls[len(walls) // 2],
         evaluations_in_search_per_s=res.num_evaluated / res.evaluate_s, raw_layouts=len(L), raw_evaluate_s=best,
         raw_evaluations_per_s=len(L) / best, best_layout=res.best.layout(), best_step_time_s=res.best.step_time_s)
