@@ -25,13 +25,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from perfmodel.engine.distinct import once_per_shape
 from perfmodel.engine.job import Job
 from perfmodel.formulas import comm, offload, overheads, pipeline, traffic
 from perfmodel.formulas.activations import activation_bytes_per_layer
 from perfmodel.formulas.compute import BACKWARD_HOST_OPS_OVER_FORWARD, BlockTime, block_time
 from perfmodel.formulas.counts import training_flop_per_token
-from perfmodel.formulas.layouts import Layouts
+from perfmodel.formulas.layouts import Layouts, once_per_shape
 from perfmodel.formulas.memory import MemoryBreakdown, fits_in_memory, memory_per_gpu
 from perfmodel.formulas.overlap import exposed_s, tp_phi, window_used_s
 from perfmodel.formulas.recompute import recomputed_layer_fraction, selective_recompute_s
@@ -142,7 +141,7 @@ def _fsdp_exposed_s(fsdp_per_layer_s, blk: BlockTime, used_fwd_s, used_bwd_s, c:
 def _layer_totals(kind: LayerKind, c: Job, L: Layouts) -> LayerTime:
     """``_layer_time`` before the layer's ZeRO-3 traffic (which depends on the whole layout) and
     without the rows of each operation (``evaluate`` reads only the block's totals): a function
-    of the layer's shape, worked out once per distinct one (``perfmodel.engine.distinct``)."""
+    of the layer's shape, worked out once per distinct one (``perfmodel.formulas.layouts.once_per_shape``)."""
     lt = _layer_time(kind, c, L, 0.0)
     return replace(lt, block=replace(lt.block, ops=()))
 
@@ -162,7 +161,7 @@ def _block_totals(ops, c: Job, L: Layouts) -> BlockTime:
 
 DATA_PARALLEL_COLUMNS = ("tp", "pp", "vpp", "cp", "ep", "etp", "zero_stage", "dp")
 """What the parameters of a stage and their data-parallel traffic depend on: all of a layout but
-its micro-batches (the first guess of ``perfmodel.engine.distinct``)."""
+its micro-batches (the first guess of ``once_per_shape``)."""
 
 
 def _data_parallel(c: Job, L: Layouts):
@@ -381,6 +380,32 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
         memory_bound_s=w_layers * sum((b.mem_fwd_s + b.mem_bwd_s) * w for b, w in blocks),
         stage_s=stages,
     )
+
+
+FLOOR_MARGIN = 1e-9
+"""Relative margin of ``step_time_floor_s`` below the bound, so that rounding in the sums of
+the step (a few units in the 16th digit) never lifts the floor above the step."""
+
+
+def step_time_floor_s(c: Job, L: Layouts) -> np.ndarray:
+    """A lower bound of ``evaluate(c, L).step_time_s`` for a small part of its work, so that the
+    search can skip layouts that cannot be among its best: every part of a step is at least
+    zero, and the busiest pipeline rank computes at least the average share of the decoder
+    layers in every micro-batch, so a step lasts at least
+
+        micro-batches x (l / pp) x the compute of one layer (fwd + bwd, layers weighted by kind).
+
+    The engine's stage times meet it: the first stage holds l / pp layers (even split) and the
+    slowest is at least the first, and an explicit layout's slowest rank at least the mean."""
+    m, sw = c.model, c.software
+    kinds = layer_kinds(m)
+    compute = 0.0
+    for kind in (LayerKind.DENSE, LayerKind.MOE):
+        count = sum(1 for k in kinds if k is kind)
+        if count:
+            blk = once_per_shape(_block_totals, layer_ops(m, kind, sw), c, L)
+            compute = compute + (blk.fwd_s + blk.bwd_s) * (count / len(kinds))
+    return (1.0 - FLOOR_MARGIN) * L.num_mb * (len(kinds) / L.pp.astype(float)) * compute
 
 
 def bottleneck(breakdown_row: dict, gemm_s: float, attention_s: float, memory_bound_s: float) -> str:

@@ -26,13 +26,13 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel.engine.enumerate import Bounds, enumeration, keep
-from perfmodel.engine.evaluate import evaluate, job_memory
+from perfmodel.engine.evaluate import evaluate, job_memory, step_time_floor_s
 from perfmodel.engine.job import bind
 from perfmodel.engine.prediction import Evaluation, measure
 from perfmodel.engine.rules import (
     check_job,
     layout_rule_fields,
-    layout_violation_fields,
+    layout_violations,
     recompute_violation,
     with_recompute,
 )
@@ -124,7 +124,11 @@ class SearchResult:
     num_valid: int
     """... that pass the layout rules."""
     num_fit: int
-    """... that fit in memory: every one of them evaluated."""
+    """... that fit in memory."""
+    num_evaluated: int
+    """... timed: all that fit (a ``best_only`` search times only those that could be among the
+    best, and checks the memory of no others: its ``num_fit`` and its count of layouts that do
+    not fit cover only the layouts it checked)."""
     rejected: dict
     """reason -> count: broken rules, and 'does not fit in memory'."""
     cost_basis: str
@@ -132,10 +136,6 @@ class SearchResult:
     elapsed_s: float
     evaluate_s: float
     """Time spent in ``evaluate`` (the vectorised model)."""
-
-    @property
-    def num_evaluated(self) -> int:
-        return self.num_fit
 
     @property
     def best(self) -> Candidate | None:
@@ -166,14 +166,16 @@ class Kept:
 
 
 def kept_with(kept: Kept, ev: Evaluation, group: int, position: np.ndarray, variant: Variant, objective: str,
-              k: int) -> Kept:
+              k: int, best_only: bool) -> Kept:
     """``kept`` and the rows of one evaluation (all of one search group; ``position``: their
-    places in the enumeration, increasing)."""
+    places in the enumeration, increasing); with ``best_only``, no front and no sample."""
     base = kept.best.base
     obj = objective_values(objective, base, ev.step_time_s, ev.cost_usd)
     worst = float(kept.best.objective(objective)[-1]) if len(kept.best) == k else np.inf
     rows = best_candidates(obj, ev.step_time_s, ev.step.memory.total, k, worst)
     best = best_rows(kept.best, table_of(base, ev, rows, group, position, variant.overlap), objective, k)
+    if best_only:
+        return Kept(best, kept.front, kept.sample, kept.stride, kept.num_fit)
     time_s = ev.step_time_s if ev.time_to_train_s is None else ev.time_to_train_s
     rows = front_candidates(time_s, ev.cost_usd, kept.front)
     front = front_rows(kept.front, table_of(base, ev, rows, group, position, variant.overlap))
@@ -200,9 +202,15 @@ def _memory_rows(mem: MemoryBreakdown, rows) -> MemoryBreakdown:
 
 
 def search(scenario: Scenario, options: SearchOptions | None = None, cost_model: CostModel | None = None,
-           progress: Progress | None = None, *, efficiency: Efficiencies | None = None) -> SearchResult:
+           progress: Progress | None = None, *, efficiency: Efficiencies | None = None,
+           best_only: bool = False) -> SearchResult:
     """Enumerate, check, fit and time every layout of the job; rank by ``options.objective``.
-    ``efficiency``: the efficiencies in force (None: the hardware spec's own)."""
+    ``efficiency``: the efficiencies in force (None: the hardware spec's own). ``best_only``:
+    only the top-k is wanted (``scale``, ``size``): no Pareto front and no sample, and with the
+    time objective a layout whose step cannot be shorter than the k-th best so far
+    (``perfmodel.engine.evaluate.step_time_floor_s``) is neither checked for memory nor timed;
+    the top-k and the counts of broken rules are the same (``num_fit`` and the count of layouts
+    that do not fit cover the layouts checked)."""
     t0 = time.perf_counter()
     options = options or SearchOptions()
     cost_model = cost_model or CostModel()
@@ -231,12 +239,13 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
     total, done = sum(len(e) for e in enumerations), 0
     empty = empty_table(scenario)
     kept = Kept(empty, empty, empty, 1, 0)
-    num_enumerated = num_valid = 0
+    num_enumerated = num_valid = num_fit = num_timed = 0
     eval_s = 0.0
+    prune = best_only and options.objective == "time"
 
     def run(ni: int, pi: int, parts: list) -> None:
         """Fit and time a chunk of valid layouts of one GPU count and precision."""
-        nonlocal kept, eval_s
+        nonlocal kept, eval_s, num_fit, num_timed
         N, prec = counts[ni], precisions[pi]
         cols = {k: np.concatenate([p[0][k] for p in parts]) for k in parts[0][0]}
         position = np.concatenate([p[1] for p in parts])
@@ -246,24 +255,38 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
                                     ep=cols["ep"], etp=cols["etp"], sp=cols["sp"],
                                     zero_stage=cols["zero_stage"], mbs=cols["mbs"], dp=dp,
                                     num_mb=gbs // (cols["mbs"] * dp))
+        floor = None
         for ri, rc in enumerate(recompute_options):
             job = bind(with_recompute(scenario, rc), m, hw, eff, num_gpus=N, precision=prec)
-            mem = job_memory(job, L_all)            # the same under every overlap setting
+            checked = np.arange(len(L_all))
+            if prune and len(kept.best) == options.top_k:
+                # A layout whose step cannot beat the k-th best is not even checked for memory.
+                if floor is None:   # compute alone: the same for every recompute and overlap setting
+                    floor = step_time_floor_s(job, L_all)
+                checked = np.flatnonzero(floor <= kept.best.step_time_s[-1])
+                if not checked.size:
+                    continue
+            L_checked = L_all.take(checked)
+            mem = job_memory(job, L_checked)        # the same under every overlap setting
             fit = fits_in_memory(mem, hw)
-            rejected[DOES_NOT_FIT] += int(wanted[:, ~fit].sum())
+            rejected[DOES_NOT_FIT] += int(wanted[:, checked][:, ~fit].sum())
             for vi, variant in enumerate(job_variants):
-                rows = np.flatnonzero(fit & wanted[vi])
+                rows = np.flatnonzero(fit & wanted[vi, checked])
+                num_fit += rows.size
+                if prune and rows.size and len(kept.best) == options.top_k:
+                    rows = rows[floor[checked[rows]] <= kept.best.step_time_s[-1]]
                 if not rows.size:
                     continue
-                L = L_all.take(rows)
+                num_timed += rows.size
                 job_v = job if not variant.changed else replace(
                     job, software=job.software.model_copy(update={"overlap": variant.overlap}))
+                L = L_checked.take(rows)
                 t1 = time.perf_counter()
                 arrays = evaluate(job_v, L, _memory_rows(mem, rows))
                 eval_s += time.perf_counter() - t1
                 group = ((ni * len(precisions) + pi) * nrc + ri) * len(job_variants) + vi
-                kept = kept_with(kept, measure(job_v, L, arrays, cost_model), group, position[rows], variant,
-                                 options.objective, options.top_k)
+                kept = kept_with(kept, measure(job_v, L, arrays, cost_model), group, position[checked[rows]],
+                                 variant, options.objective, options.top_k, best_only)
 
     for ni, (N, enum) in enumerate(zip(counts, enumerations)):
         pending = {pi: [] for pi in range(len(precisions))}   # valid layouts not yet evaluated
@@ -273,14 +296,14 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
             wanted = applies(job_variants, cols, m, N)
             per_layout = wanted.sum(axis=0)                    # candidates each layout stands for
             for pi, prec in enumerate(precisions):
-                _, reason = layout_violation_fields(
+                broken = layout_violations(
                     m, hw, seq, gbs, N, prec, tp=cols["tp"], pp=cols["pp"], vpp=cols["vpp"], cp=cols["cp"],
                     ep=cols["ep"], etp=cols["etp"], sp=cols["sp"], micro_batch_size=cols["mbs"], **rule_fields)
-                ok = reason == ""
+                ok = broken.ok
                 if not ok.all():
-                    texts, which = np.unique(reason[~ok], return_inverse=True)
-                    weights = np.bincount(which.reshape(-1), weights=per_layout[~ok])
-                    rejected.update({str(t): int(w) * nrc for t, w in zip(texts, weights)})
+                    weights = np.bincount(broken.code[~ok], weights=per_layout[~ok], minlength=len(broken.reasons))
+                    for text, w in zip(broken.reasons, weights):
+                        rejected[text] += int(w) * nrc
                 valid = int(per_layout[ok].sum())
                 for _, (field, why) in ruled_out:
                     rejected[f"{field}: {why}"] += valid
@@ -304,7 +327,7 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
     return SearchResult(
         scenario=scenario, options=options, candidates=tuple(kept.best.candidate(i) for i in range(len(kept.best))),
         pareto=tuple(kept.front.candidate(i) for i in range(len(kept.front))), table=kept.sample,
-        num_enumerated=num_enumerated, num_valid=num_valid, num_fit=kept.num_fit,
+        num_enumerated=num_enumerated, num_valid=num_valid, num_fit=num_fit, num_evaluated=num_timed,
         rejected=dict(sorted(((k, v) for k, v in rejected.items() if v), key=lambda kv: (-kv[1], kv[0]))),
         cost_basis="training_tokens" if scenario.training_tokens else "step",
         elapsed_s=time.perf_counter() - t0, evaluate_s=eval_s)
