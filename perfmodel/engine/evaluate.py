@@ -30,7 +30,8 @@ from perfmodel.formulas import comm, offload, overheads, pipeline, traffic
 from perfmodel.formulas.activations import activation_bytes_per_layer
 from perfmodel.formulas.compute import BACKWARD_HOST_OPS_OVER_FORWARD, BlockTime, block_time
 from perfmodel.formulas.counts import training_flop_per_token
-from perfmodel.formulas.layouts import Layouts, once_per_shape
+from perfmodel.formulas.distinct import once_per_shape
+from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.memory import MemoryBreakdown, fits_in_memory, memory_per_gpu
 from perfmodel.formulas.overlap import exposed_s, tp_phi, window_used_s
 from perfmodel.formulas.recompute import recomputed_layer_fraction, selective_recompute_s
@@ -141,7 +142,7 @@ def _fsdp_exposed_s(fsdp_per_layer_s, blk: BlockTime, used_fwd_s, used_bwd_s, c:
 def _layer_totals(kind: LayerKind, c: Job, L: Layouts) -> LayerTime:
     """``_layer_time`` before the layer's ZeRO-3 traffic (which depends on the whole layout) and
     without the rows of each operation (``evaluate`` reads only the block's totals): a function
-    of the layer's shape, worked out once per distinct one (``perfmodel.formulas.layouts.once_per_shape``)."""
+    of the layer's shape, worked out once per distinct one (``perfmodel.formulas.distinct``)."""
     lt = _layer_time(kind, c, L, 0.0)
     return replace(lt, block=replace(lt.block, ops=()))
 
@@ -149,7 +150,7 @@ def _layer_totals(kind: LayerKind, c: Job, L: Layouts) -> LayerTime:
 def _layer_time_per_shape(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerTime:
     """``_layer_time``, the same to the last bit, with its per-shape part worked out once per
     distinct layer shape."""
-    lt = once_per_shape(_layer_totals, kind, c, L)
+    lt = once_per_shape(_layer_totals, kind, c, L, memo=True)
     return replace(lt, fsdp_s=_fsdp_exposed_s(fsdp_per_layer_s, lt.block, lt.used_fwd_s, lt.used_bwd_s, c))
 
 
@@ -287,12 +288,12 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
         used.append((lt.used_fwd_s * n_moe / len(kinds), lt.used_bwd_s * n_moe / len(kinds)))
     middle = _scaled(per_layer, layers_per_stage)
 
-    head = once_per_shape(_block_totals, head_ops(m, sw), c, L)
+    head = once_per_shape(_block_totals, head_ops(m, sw), c, L, memo=True)
     head_parts = {"compute": head.fwd_s + head.bwd_s}
     mtp_parts: dict = {}   # one MTP module: its layer, its projection and its own head
     if m.mtp_layers:
         mtp_lt = _layer_time_per_shape(mtp_layer_kind(m), c, L, fsdp_per_layer)
-        mtp_proj = once_per_shape(_block_totals, mtp_extra_ops(m), c, L)
+        mtp_proj = once_per_shape(_block_totals, mtp_extra_ops(m), c, L, memo=True)
         mtp_parts = _add(_layer_parts(mtp_lt), {"compute": mtp_proj.fwd_s + mtp_proj.bwd_s + head.fwd_s + head.bwd_s})
 
     def total(d):
@@ -403,7 +404,7 @@ def step_time_floor_s(c: Job, L: Layouts) -> np.ndarray:
     for kind in (LayerKind.DENSE, LayerKind.MOE):
         count = sum(1 for k in kinds if k is kind)
         if count:
-            blk = once_per_shape(_block_totals, layer_ops(m, kind, sw), c, L)
+            blk = once_per_shape(_block_totals, layer_ops(m, kind, sw), c, L, memo=True)
             compute = compute + (blk.fwd_s + blk.bwd_s) * (count / len(kinds))
     return (1.0 - FLOOR_MARGIN) * L.num_mb * (len(kinds) / L.pp.astype(float)) * compute
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfmodel.engine.job import Job, bind, scenario_layouts
-from perfmodel.formulas.layouts import Layouts, row_groups
+from perfmodel.formulas.distinct import row_groups
+from perfmodel.formulas.layouts import Layouts
 from perfmodel.spec import pipeline_layout
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.errors import InputError

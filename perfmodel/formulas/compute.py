@@ -35,7 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfmodel.formulas.counts import attention_fwd_flop_per_token, attention_layer_mix
-from perfmodel.formulas.layouts import Layouts, once_per_shape
+from perfmodel.formulas.distinct import once_per_shape
+from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.workload import Op, OpKind, TpSplit
 from perfmodel.spec.efficiency import Efficiencies, saturating_attention_efficiency, saturating_gemm_efficiency
 from perfmodel.spec.hardware import HardwareSpec

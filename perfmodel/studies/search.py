@@ -242,6 +242,7 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
     num_enumerated = num_valid = num_fit = num_timed = 0
     eval_s = 0.0
     prune = best_only and options.objective == "time"
+    jobs: dict = {}
 
     def run(ni: int, pi: int, parts: list) -> None:
         """Fit and time a chunk of valid layouts of one GPU count and precision."""
@@ -257,7 +258,9 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
                                     num_mb=gbs // (cols["mbs"] * dp))
         floor = None
         for ri, rc in enumerate(recompute_options):
-            job = bind(with_recompute(scenario, rc), m, hw, eff, num_gpus=N, precision=prec)
+            job = jobs.get((ni, pi, ri))
+            if job is None:   # one per search group, so that work kept per job serves every chunk
+                job = jobs[ni, pi, ri] = bind(with_recompute(scenario, rc), m, hw, eff, num_gpus=N, precision=prec)
             checked = np.arange(len(L_all))
             if prune and len(kept.best) == options.top_k:
                 # A layout whose step cannot beat the k-th best is not even checked for memory.
@@ -278,8 +281,10 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
                 if not rows.size:
                     continue
                 num_timed += rows.size
-                job_v = job if not variant.changed else replace(
-                    job, software=job.software.model_copy(update={"overlap": variant.overlap}))
+                job_v = jobs.get((ni, pi, ri, vi))
+                if job_v is None:
+                    job_v = jobs[ni, pi, ri, vi] = job if not variant.changed else replace(
+                        job, software=job.software.model_copy(update={"overlap": variant.overlap}))
                 L = L_checked.take(rows)
                 t1 = time.perf_counter()
                 arrays = evaluate(job_v, L, _memory_rows(mem, rows))
