@@ -33,7 +33,9 @@ def _external_commands() -> dict:
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name not in CORE_COMMANDS}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(with_external: bool = True) -> argparse.ArgumentParser:
+    """The parser of every command; ``with_external``: also list the commands other packages
+    register (reading the installed packages' entry points takes longer than a prediction)."""
     from perfmodel.cli import job, studies, tools
 
     ap = _OneLineParser(prog="perfmodel", description="Analytical performance and cost model of distributed AI training.")
@@ -41,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     job.register(sub)
     studies.register(sub)
     tools.register(sub)
-    for name, ep in sorted(_external_commands().items()):
+    for name, ep in sorted(_external_commands().items()) if with_external else ():
         sub.add_parser(name, help=f"from {ep.value.split(':')[0]} (perfmodel {name} -h)", add_help=False)
     return ap
 
@@ -53,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         external = _external_commands().get(argv[0])
     if external is not None:
         return _run(lambda: external.load()(argv[1:]))
-    args = build_parser().parse_args(argv)
+    core = bool(argv) and argv[0] in CORE_COMMANDS and not {"-h", "--help"} & set(argv[1:])
+    args = build_parser(with_external=not core).parse_args(argv)
     return _run(lambda: args.func(args))
 
 

@@ -21,6 +21,7 @@ search computes each layer shape of a job once, whatever the number of its batch
 
 from __future__ import annotations
 
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, fields, is_dataclass
 
@@ -37,13 +38,15 @@ much as a few hundred element-wise operations on the rows; ``predict`` has one).
 MAX_TRIES = 4
 """Runs on distinct rows before giving up and running on every row (each run adds the columns
 the last one read; the engine's functions settle in one or two)."""
-MEMOS = 64
+MEMOS = 32
 """Functions-with-arguments whose rows are kept (the least recently used go first): a search
 uses a few per job (layer kinds, output layer, MTP)."""
-MEMO_ROWS = 65_536
-"""Rows kept per memo at most (a few MB: a layer's totals are about 20 numbers a row)."""
-RECENT = 64
-"""Arrays whose codes, and column sets whose groupings, are kept for the next call."""
+MEMO_ROWS = 16_384
+"""Rows kept per memo at most (2.5 MB: a layer's totals are about 20 numbers a row); a function
+with more distinct shapes is worked out batch by batch."""
+RECENT = 16
+"""Arrays whose codes, and column sets whose groupings, are kept for the next call (by weak
+reference: an array that is gone is forgotten)."""
 _COLUMNS = tuple(f.name for f in fields(Layouts))
 _TABLE_LIMIT = 1 << 22
 """Integer values below this are coded through a lookup table (linear time), others sorted."""
@@ -79,9 +82,9 @@ def _signature(fn, args) -> tuple:
 
 # ------------------------------------------------------------------------------ grouping
 _recent_codes: dict = {}
-"""id -> (array, its codes) (kept alive, so an id is not reused while it is here)."""
+"""id -> (weak reference to the array, its codes)."""
 _recent_groups: dict = {}
-"""ids of the columns grouped -> (the columns, the grouping)."""
+"""ids of the columns grouped -> (weak references to them, the grouping)."""
 
 
 def _remember(cache: dict, key, value) -> None:
@@ -93,10 +96,10 @@ def _remember(cache: dict, key, value) -> None:
 def _codes(values: np.ndarray) -> tuple[int, np.ndarray]:
     """(number of distinct values, the rank of each value among them)."""
     hit = _recent_codes.get(id(values))
-    if hit is not None and hit[0] is values:
+    if hit is not None and hit[0]() is values:
         return hit[1]
     out = _coded(values)
-    _remember(_recent_codes, id(values), (values, out))
+    _remember(_recent_codes, id(values), (weakref.ref(values), out))
     return out
 
 
@@ -122,7 +125,7 @@ def row_groups(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """(one row of each distinct combination of ``columns``, the group of every row)."""
     ids = tuple(map(id, columns))
     hit = _recent_groups.get(ids)
-    if hit is not None and all(a is b for a, b in zip(hit[0], columns)):
+    if hit is not None and all(ref() is b for ref, b in zip(hit[0], columns)):
         return hit[1]
     n = len(columns[0]) if columns else 0
     code, radix = np.zeros(n, dtype=np.int64), 1
@@ -134,7 +137,7 @@ def row_groups(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     num, group = _coded(code)
     first = np.empty(num, dtype=np.int64)
     first[group] = np.arange(n)                # any row of a group stands for it: they are equal
-    _remember(_recent_groups, ids, (tuple(columns), (first, group)))
+    _remember(_recent_groups, ids, (tuple(map(weakref.ref, columns)), (first, group)))
     return first, group
 
 
