@@ -249,7 +249,8 @@ def _new_memo(signature, args, L: Layouts, first: np.ndarray, read, out) -> None
         return                                 # rows equal on the columns read, or a collision
     if len(_memos) >= MEMOS:
         _memos.popitem(last=False)
-    memo = _Memo(tuple(args), columns, keys, np.zeros(0, np.uint64), np.zeros(0, np.int64), out)
+    held = tuple(a for a in args if not isinstance(a, (Layouts, np.ndarray)))
+    memo = _Memo(held, columns, keys, np.zeros(0, np.uint64), np.zeros(0, np.int64), out)
     _store(memo, keys, out)
     _memos[signature] = memo
 
