@@ -154,7 +154,7 @@ def _layer_time_per_shape(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s)
     return replace(lt, fsdp_s=_fsdp_exposed_s(fsdp_per_layer_s, lt.block, lt.used_fwd_s, lt.used_bwd_s, c))
 
 
-def _block_totals(ops, c: Job, L: Layouts) -> BlockTime:
+def block_totals(ops, c: Job, L: Layouts) -> BlockTime:
     """``block_time`` of ``ops`` without the rows of each operation (as ``_layer_totals``)."""
     blk = block_time(ops, c.model, L, c.seq_length, c.precision, c.hardware, c.efficiency, c.software)
     return replace(blk, ops=())
@@ -288,12 +288,12 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
         used.append((lt.used_fwd_s * n_moe / len(kinds), lt.used_bwd_s * n_moe / len(kinds)))
     middle = _scaled(per_layer, layers_per_stage)
 
-    head = once_per_shape(_block_totals, head_ops(m, sw), c, L, memo=True)
+    head = once_per_shape(block_totals, head_ops(m, sw), c, L, memo=True)
     head_parts = {"compute": head.fwd_s + head.bwd_s}
     mtp_parts: dict = {}   # one MTP module: its layer, its projection and its own head
     if m.mtp_layers:
         mtp_lt = _layer_time_per_shape(mtp_layer_kind(m), c, L, fsdp_per_layer)
-        mtp_proj = once_per_shape(_block_totals, mtp_extra_ops(m), c, L, memo=True)
+        mtp_proj = once_per_shape(block_totals, mtp_extra_ops(m), c, L, memo=True)
         mtp_parts = _add(_layer_parts(mtp_lt), {"compute": mtp_proj.fwd_s + mtp_proj.bwd_s + head.fwd_s + head.bwd_s})
 
     def total(d):
@@ -381,32 +381,6 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
         memory_bound_s=w_layers * sum((b.mem_fwd_s + b.mem_bwd_s) * w for b, w in blocks),
         stage_s=stages,
     )
-
-
-FLOOR_MARGIN = 1e-9
-"""Relative margin of ``step_time_floor_s`` below the bound, so that rounding in the sums of
-the step (a few units in the 16th digit) never lifts the floor above the step."""
-
-
-def step_time_floor_s(c: Job, L: Layouts) -> np.ndarray:
-    """A lower bound of ``evaluate(c, L).step_time_s`` for a small part of its work, so that the
-    search can skip layouts that cannot be among its best: every part of a step is at least
-    zero, and the busiest pipeline rank computes at least the average share of the decoder
-    layers in every micro-batch, so a step lasts at least
-
-        micro-batches x (l / pp) x the compute of one layer (fwd + bwd, layers weighted by kind).
-
-    The engine's stage times meet it: the first stage holds l / pp layers (even split) and the
-    slowest is at least the first, and an explicit layout's slowest rank at least the mean."""
-    m, sw = c.model, c.software
-    kinds = layer_kinds(m)
-    compute = 0.0
-    for kind in (LayerKind.DENSE, LayerKind.MOE):
-        count = sum(1 for k in kinds if k is kind)
-        if count:
-            blk = once_per_shape(_block_totals, layer_ops(m, kind, sw), c, L, memo=True)
-            compute = compute + (blk.fwd_s + blk.bwd_s) * (count / len(kinds))
-    return (1.0 - FLOOR_MARGIN) * L.num_mb * (len(kinds) / L.pp.astype(float)) * compute
 
 
 def bottleneck(breakdown_row: dict, gemm_s: float, attention_s: float, memory_bound_s: float) -> str:

@@ -26,7 +26,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel.engine.enumerate import Bounds, enumeration, keep
-from perfmodel.engine.evaluate import evaluate, job_memory, step_time_floor_s
+from perfmodel.engine.evaluate import evaluate, job_memory
+from perfmodel.engine.floor import step_time_floor_s
 from perfmodel.engine.job import bind
 from perfmodel.engine.prediction import Evaluation, measure
 from perfmodel.engine.rules import (
@@ -210,7 +211,7 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
     ``efficiency``: the efficiencies in force (None: the hardware spec's own). ``best_only``:
     only the top-k is wanted (``scale``, ``size``): no Pareto front and no sample, and with the
     time objective a layout whose step cannot be shorter than the k-th best so far
-    (``perfmodel.engine.evaluate.step_time_floor_s``) is neither checked for memory nor timed;
+    (``perfmodel.engine.floor.step_time_floor_s``) is neither checked for memory nor timed;
     the top-k and the counts of broken rules are the same (``num_fit`` and the count of layouts
     that do not fit cover the layouts checked)."""
     t0 = time.perf_counter()

@@ -16,7 +16,8 @@ import perfmodel.studies.layout_table as layout_table
 import perfmodel.studies.search as search_module
 from perfmodel.cli import main
 from perfmodel.engine.enumerate import enumerate_layouts, enumeration
-from perfmodel.engine.evaluate import evaluate, job_memory, step_time_floor_s
+from perfmodel.engine.evaluate import evaluate, job_memory
+from perfmodel.engine.floor import step_time_floor_s
 from perfmodel.engine.job import bind
 from perfmodel.engine.prediction import predict
 from perfmodel.engine.rules import layout_rule_fields, layout_violation, with_recompute
