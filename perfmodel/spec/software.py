@@ -16,16 +16,18 @@ from __future__ import annotations
 import functools
 from typing import Annotated, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, model_validator
 
 from perfmodel.spec import pipeline_layout
 from perfmodel.spec.limits import (
     MAX_FSDP_COLLECTIVES_PER_LAYER,
+    MAX_NAME_LENGTH,
     MAX_NUM_LAYERS,
     MAX_PIPELINE_LAYOUT_CHARS,
     int_field,
     real_field,
 )
+from perfmodel.spec.stacks import list_stacks, stack_options, unknown_stack_reason
 
 AttentionBackend = Literal["flash", "unfused"]
 MoeDispatcher = Literal["alltoall", "flex"]
@@ -101,6 +103,12 @@ class Overlap(_Frozen):
 class SoftwareStack(_Frozen):
     """How the framework runs the job (the scenario's ``software:`` section)."""
 
+    stack: Annotated[str, StringConstraints(max_length=MAX_NAME_LENGTH)] | None = None
+    """A named preset of ``perfmodel/data/stacks.yaml`` (``perfmodel.spec.stacks``): the
+    framework's documented defaults, each with its source. The options given beside it
+    override the preset's (``overlap`` kind by kind); the name is resolved when the section is
+    read, so the other fields always hold the options in force. null = no preset: every option
+    at the defaults below, which are Megatron-Core's (the ``megatron-core`` preset)."""
     attention_backend: AttentionBackend = "flash"
     """Attention kernel (Megatron-Core's --attention-backend names): flash = fused
     FlashAttention/cuDNN kernel, the s x s scores never reach HBM; unfused = scores and
@@ -184,6 +192,21 @@ class SoftwareStack(_Frozen):
     compiled the loss), 12 bytes per logit at the start of the backward and 14 bytes of
     forward traffic (``perfmodel.formulas.memory``, ``perfmodel.formulas.workload``)."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_stack(cls, data):
+        """The preset's options under the ones given beside ``stack``."""
+        if not isinstance(data, dict) or data.get("stack") is None:
+            return data
+        name = data["stack"]
+        if not isinstance(name, str) or name not in list_stacks():
+            raise ValueError(unknown_stack_reason(name))
+        preset = stack_options(name)
+        merged = {**preset, **data}
+        if isinstance(preset.get("overlap"), dict) and isinstance(data.get("overlap"), dict):
+            merged["overlap"] = {**preset["overlap"], **data["overlap"]}
+        return merged
+
     @property
     def flash_attention(self) -> bool:
         return self.attention_backend == "flash"
@@ -201,3 +224,22 @@ def _stages(text: str) -> tuple[str, ...]:
 
 SOFTWARE_FIELDS: tuple[str, ...] = tuple(SoftwareStack.model_fields)
 """The options that moved from the top level of a scenario into ``software:``."""
+
+
+def software_to_dict(sw: SoftwareStack) -> dict:
+    """The ``software:`` mapping that reads back as ``sw``: its stack, and only the options that
+    differ from that stack's (from the defaults when it names none). A null that differs is kept
+    (``overlap.tp: null`` is ideal chunked TP overlap, where a dropped key would read back as 0)."""
+    full = sw.model_dump(mode="json")
+    base = SoftwareStack(stack=sw.stack).model_dump(mode="json")
+    out: dict = {} if sw.stack is None else {"stack": sw.stack}
+    for key, value in full.items():
+        if key == "stack":
+            continue
+        if key == "overlap":
+            changed = {k: v for k, v in value.items() if v != base["overlap"][k]}
+            if changed:
+                out["overlap"] = changed
+        elif value != base[key]:
+            out[key] = value
+    return out
