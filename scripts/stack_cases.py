@@ -28,7 +28,7 @@ NeMo Megatron-Bridge Performance Summary (any)         megatron-bridge-perf     
 DGX Cloud Benchmarking recipes, MaxText/JAX tables     maxtext                   maxtext/ recipe
 DGX Cloud Benchmarking recipes, other tables           nemo-perf                 NeMo performance configs
                                                                                  (v25.03 NeMo 1, v25.05 NeMo 2)
-PyTorch torchtitan benchmark report (end of 2024),     torchtitan-eager          the 'FSDP' rows of Tables 1 and
+PyTorch torchtitan benchmark report (end of 2024),     torchtitan-2412-eager     the 'FSDP' rows of Tables 1 and
   rows without torch.compile (ids ending _fsdp)                                  3 (no torch.compile)
 PyTorch torchtitan benchmark report (end of 2024),     torchtitan-2412-compile   '+ torch.compile' rows and
   every other row                                                                Tables 2, 4-6 (torch.compile)
@@ -58,7 +58,7 @@ STACK_RULES: tuple[tuple[str, str, str], ...] = (
     ("NVIDIA NeMo Megatron-Bridge Performance Summary", "", "megatron-bridge-perf"),
     ("NVIDIA DGX Cloud Benchmarking recipes", "source:MaxText/JAX", "maxtext"),
     ("NVIDIA DGX Cloud Benchmarking recipes", "", "nemo-perf"),
-    ("PyTorch torchtitan benchmark report (end of 2024)", "id-ends:_fsdp", "torchtitan-eager"),
+    ("PyTorch torchtitan benchmark report (end of 2024)", "id-ends:_fsdp", "torchtitan-2412-eager"),
     ("PyTorch torchtitan benchmark report (end of 2024)", "", "torchtitan-2412-compile"),
     ("torchtitan benchmark by Trainy (June 2025)", "", "torchtitan-compile"),
 )

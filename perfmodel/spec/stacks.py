@@ -21,8 +21,9 @@ from perfmodel.spec.paths import DATA_DIR
 
 STACKS_FILE = DATA_DIR / "stacks.yaml"
 STACKS_FORMAT = "perfmodel-stacks/1"
-PER_JOB_OPTIONS = ("recompute_num_layers", "activation_offload_layers", "pipeline_layout")
-"""Options that describe one job's layout rather than a framework: no preset sets them."""
+PER_JOB_OPTIONS = ("recompute_num_layers", "activation_offload_layers", "pipeline_layout", "moe_load_imbalance")
+"""Options that describe one job (its layout, its routing) rather than a framework: no preset
+sets them."""
 
 
 @functools.lru_cache(maxsize=1)

@@ -14,22 +14,26 @@ JOB = {"name": "j", "hardware": "h100-sxm", "num_gpus": 8, "model": "llama3-8b",
 CITED = {
     "megatron-core": {},
     "nemo-perf": {"grad_reduce_in_fp32": False},
-    "megatron-bridge-perf": {"grad_reduce_in_fp32": False, "moe_dispatcher": "alltoall"},
-    "megatron-lm-2021": {"attention_backend": "unfused", "overlap.dp": 0.0, "overlap.pp": 0.0, "overlap.tp": 0.0},
+    "megatron-bridge-perf": {"grad_reduce_in_fp32": False, "moe_dispatcher": "alltoall", "moe_router_fusion": True,
+                             "moe_permute_fusion": True},
+    "megatron-lm-2021": {"attention_backend": "unfused", "attention_dropout": True, "overlap.dp": 0.0, "overlap.pp": 0.0,
+                         "overlap.tp": 0.0},
     "deepspeed-zero3-2021": {"attention_backend": "unfused", "fsdp_collectives_per_layer": 12, "fsdp_list_api": True,
                              "overlap.fsdp": 0.0, "grad_reduce_in_fp32": False},
     "deepspeed-zero3": {"elementwise_kernels": "eager", "cross_entropy": "eager_fp32", "fsdp_collectives_per_layer": 9,
                         "grad_reduce_in_fp32": False},
     "maxtext": {"selective_recompute": "save_qkv_proj", "elementwise_kernels": "fused", "grad_reduce_in_fp32": True},
     "torchtitan-eager": {"elementwise_kernels": "eager", "cross_entropy": "eager_fp32", "selective_recompute": "op_sac",
-                         "grad_reduce_in_fp32": True, "overlap.tp": 0.0},
+                         "grad_reduce_in_fp32": True, "overlap.tp": 0.0, "optimizer_kernels": "fused"},
+    "torchtitan-2412-eager": {"elementwise_kernels": "eager", "cross_entropy": "eager_fp32",
+                              "selective_recompute": "op_sac", "optimizer_kernels": "foreach"},
     "torchtitan-compile": {"elementwise_kernels": "fused", "cross_entropy": "fused", "selective_recompute": "op_sac"},
     "torchtitan-2412-compile": {"elementwise_kernels": "fused", "cross_entropy": "eager_fp32",
-                                "selective_recompute": "op_sac"},
+                                "selective_recompute": "op_sac", "optimizer_kernels": "foreach"},
     "pytorch-fsdp-accelerate": {"elementwise_kernels": "eager", "cross_entropy": "eager_fp32",
-                                "grad_reduce_in_fp32": False, "overlap.fsdp": 0.0},
+                                "grad_reduce_in_fp32": False, "overlap.fsdp": 0.0, "optimizer_kernels": "foreach"},
     "pytorch-eager": {"elementwise_kernels": "eager", "cross_entropy": "eager_fp32", "grad_reduce_in_fp32": True,
-                      "overlap.dp": 1.0},
+                      "overlap.dp": 1.0, "optimizer_kernels": "foreach"},
 }
 """What each preset's sources say, option by option (the sources are in stacks.yaml):
 Megatron-LM v2 train_step all-reduces after the backward and waits on every pipeline transfer;
@@ -37,9 +41,11 @@ DeepSpeed v0.3.14 issues one collective per parameter tensor (12 in a GPT layer)
 API with a synchronize before each gather, and reduces in the 16-bit dtype; a Hugging Face Llama
 decoder layer has 9 parameter-holding sub-modules; dgxc 1b9bb6b maxtext/configure.sh sets
 remat_policy save_qkv_proj; torchtitan's mixed_precision_reduce defaults to float32, its Llama 3 8B
-config asks for op-level checkpointing, 9dec370 runs the loss eagerly and e7c0cae compiles it with
-the blocks; Accelerate's FSDP plugin reduces in the mixed-precision dtype with no backward
-prefetch; NVIDIA's performance recipes set grad_reduce_in_fp32 = False."""
+config asks for op-level checkpointing, 9dec370 runs the loss eagerly and a foreach AdamW, e7c0cae
+compiles the loss with the blocks and defaults to the fused AdamW; Accelerate's FSDP plugin reduces
+in the mixed-precision dtype with no backward prefetch and torch.optim.AdamW defaults to foreach;
+Megatron-LM's attention dropout defaults to 0.1; NVIDIA's performance recipes set
+grad_reduce_in_fp32 = False, and Megatron-Bridge's set the MoE router and permute fusions."""
 
 
 def _flat(sw: SoftwareStack) -> dict:

@@ -32,7 +32,7 @@ def test_with_stacks_adds_the_stack_and_nothing_else():
     assert out[0]["scenario"] == {"num_gpus": 8, "software": {"stack": "torchtitan-compile"}}
     assert out[1]["scenario"] == {"x": 1, "software": {"stack": "torchtitan-2412-compile"}}
     assert out[2]["scenario"] is None
-    assert stack_cases.stack_of(cases[2]) == "torchtitan-eager"
+    assert stack_cases.stack_of(cases[2]) == "torchtitan-2412-eager"
     assert "software" not in cases[0]["scenario"]          # the input is left as it was
     with pytest.raises(SystemExit):
         stack_cases.stack_of({"id": "d", "source": "a publication no rule covers"})
