@@ -55,11 +55,30 @@ def percent(x: float) -> str:
 def usd(x: float) -> str:
     if x is None:
         return "-"
+    if abs(x) >= 1e9:
+        return f"${x / 1e9:.2f}B"
     if abs(x) >= 1e6:
         return f"${x / 1e6:.2f}M"
     if abs(x) >= 1e3:
         return f"${x / 1e3:.1f}k"
     return f"${x:.2f}"
+
+
+def band(b: dict | None, formatter) -> str:
+    """An error band's p10-p90 range ('' without one)."""
+    return "" if not b else f"{formatter(b['p10'])} - {formatter(b['p90'])}"
+
+
+def probability(x: float | None) -> str:
+    """A probability read from an error band, whose tails it does not claim to know: at its ends
+    (0.05, 0.95) it is shown as a bound."""
+    if x is None:
+        return "-"
+    if x >= 0.95:
+        return ">=95%"
+    if x <= 0.05:
+        return "<=5%"
+    return f"{100 * x:.0f}%"
 
 
 def table(rows: list[list[str]], header: list[str] | None = None) -> str:
