@@ -113,6 +113,8 @@ def band_quantiles(p: Parts, generation: str, kind: str, levels=LEVELS) -> tuple
     and ``kind``; ``any`` (or a generation with no units) uses every unit's offset."""
     b = p.offsets.get(generation) if generation != ANY_GENERATION else None
     b = b or [x for g in sorted(p.offsets) for x in p.offsets[g]]
+    if not b:
+        raise ValueError("a band needs the residuals of at least one run")
     e = p.within.get(kind) or [x for k in sorted(p.within) for x in p.within[k]] or [(0.0, 1.0)]
     ev = np.array([x for x, _ in e])
     ew = np.array([w for _, w in e])
@@ -126,7 +128,10 @@ def held_out(rows, pooled: bool = False) -> dict:
     source. ``pooled``: as if the case's GPU generation were unknown (the ``any`` stratum)."""
     out = {}
     for source in sorted({r.source for r in rows}):
-        p = parts([r for r in rows if r.source != source])
+        others = [r for r in rows if r.source != source]
+        if not others:       # a single source: nothing to fit a band on without it
+            continue
+        p = parts(others)
         for r in rows:
             if r.source == source:
                 out[r.id] = band_quantiles(p, ANY_GENERATION if pooled else r.generation, r.kind)[0]
@@ -139,7 +144,9 @@ def covered(r: Residual, quantiles, nominal: float) -> bool:
 
 
 def coverage(rows, held: dict) -> dict:
-    """{nominal: measured share covered} and the case count, over ``rows``."""
+    """{nominal: measured share covered} and the case count, over the ``rows`` with a held-out band
+    (nan for none)."""
+    rows = [r for r in rows if r.id in held]
     out = {"cases": len(rows)}
     for nominal in NOMINAL:
         out[nominal] = float(np.mean([covered(r, held[r.id], nominal) for r in rows])) if rows else float("nan")
@@ -171,7 +178,8 @@ def band_file_data(report: Report, profiles: bool = True) -> dict:
         for kind in KINDS:
             q, units = band_quantiles(p, generation, kind)
             mine = [r for r in rows if r.kind == kind and generation in (ANY_GENERATION, r.generation)]
-            cov = coverage(mine, held_pooled if generation == ANY_GENERATION else held)[0.8] if mine else None
+            cov = coverage(mine, held_pooled if generation == ANY_GENERATION else held)[0.8]
+            cov = None if np.isnan(cov) else cov
             strata[f"{generation}/{kind}"] = {
                 "software_stacks": units, "cases": len(mine),
                 "held_out_coverage": None if cov is None else round(cov, 4),
