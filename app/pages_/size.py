@@ -1,4 +1,5 @@
-"""Size a cluster: per hardware type, the cheapest GPU count and layout within a deadline and budget."""
+"""Size a cluster: per hardware type, the cheapest GPU count and layout within a deadline and budget, how
+likely it is to meet them, and whether to buy or rent."""
 
 import pandas as pd
 import streamlit as st
@@ -36,15 +37,50 @@ if res is None:
 fits = [r for r in res["rows"] if r["num_gpus"]]
 if fits:
     best = min(fits, key=lambda r: r["cost_usd"])
-    st.success(f"**Cheapest: {best['num_gpus']} x {page.plain(best['hardware'])}**: {page.plain(best['reason'])}")
+    chance = ""
+    if best.get("probability_met") is not None:
+        chance = (f" Chance it meets the deadline and the budget under the 80% error band's distribution: "
+                  f"**{fmt.probability(best['probability_met'])}**.")
+    st.success(f"**Cheapest: {best['num_gpus']} x {page.plain(best['hardware'])}**: {page.plain(best['reason'])}."
+               + chance)
+    risky = [r for r in fits if r.get("probability_met") is not None and r["probability_met"] < 0.5]
+    if risky:
+        st.warning("Less likely than not to meet the deadline and the budget, once the model's error is counted: "
+                   + ", ".join(f"{r['num_gpus']} x {page.plain(r['hardware'])} "
+                               f"({fmt.probability(r['probability_met'])})" for r in risky)
+                   + ". Leave room, or choose a larger count.")
 else:
     st.warning("No hardware type meets both the deadline and the budget; the table says why for each.")
 page.chart(charts.sizing(res["options"], deadline_s, budget or None))
 st.caption("Lines join the GPU counts of one hardware type (more GPUs: faster, usually dearer); black rings mark "
            "each type's choice; dashed red rules are the deadline and the budget (lens: scale serves purpose).")
+
+
+def chance(r):
+    return fmt.probability(r.get("probability_met")) if r.get("probability_met") is not None else "-"
+
+
 st.dataframe(pd.DataFrame([{
     "hardware": r["hardware"], "GPUs": r["num_gpus"] or "-",
     "layout": " ".join(f"{k}{r['layout'][k]}" for k in ("tp", "pp", "vpp", "cp", "dp")) if r.get("layout") else "",
-    "time to train": fmt.seconds(r.get("time_to_train_s")), "cost": fmt.usd(r.get("cost_usd")),
+    "time to train": fmt.seconds(r.get("time_to_train_s")),
+    "time 80% band": fmt.band((r.get("band") or {}).get("time_to_train_s"), fmt.seconds),
+    "cost": fmt.usd(r.get("cost_usd")), "cost 80% band": fmt.band((r.get("band") or {}).get("cost_usd"), fmt.usd),
+    "P(on time and budget)": chance(r),
     "MFU": fmt.percent(r.get("mfu")), "goodput": fmt.percent(r.get("goodput_frac")), "why": r["reason"],
 } for r in res["rows"]]), hide_index=True)
+
+st.subheader("Buy or rent")
+money = [r for r in res["rows"] if r.get("buy_vs_rent")]
+if money:
+    st.dataframe(pd.DataFrame([{
+        "hardware": r["hardware"], "GPUs": r["buy_vs_rent"]["num_gpus"],
+        "rent (cloud)": fmt.usd(r["buy_vs_rent"]["rent_usd"]), "own (TCO)": fmt.usd(r["buy_vs_rent"]["tco_usd"]),
+        "buying breaks even after (GPU-hours per GPU)": fmt.si(r["buy_vs_rent"]["break_even_gpu_hours"]),
+        "at utilisation over the life": fmt.percent(r["buy_vs_rent"]["break_even_utilisation_frac"]),
+        "months at your utilisation": f"{r['buy_vs_rent']['break_even_months']:.1f}",
+    } for r in money]), hide_index=True)
+    st.caption("The run rented at the cloud price and owned (capital over its life at the utilisation, networking, "
+               "energy), side by side. Owning is cheaper once each GPU is used for more than the break-even GPU-hours: "
+               "above that utilisation over the amortisation life. Set prices, life, utilisation, PUE and electricity "
+               "under 'Failures, start-up, input and cost' in the sidebar.")
