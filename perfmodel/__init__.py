@@ -27,6 +27,7 @@ _EXPORTS = {
     "HardwareSpec": "perfmodel.spec.hardware", "ModelSpec": "perfmodel.spec.model",
     "CostModel": "perfmodel.spec.cost", "FailureModel": "perfmodel.spec.reliability",
     "Startup": "perfmodel.spec.startup", "InputPipeline": "perfmodel.spec.input_pipeline",
+    "Purpose": "perfmodel.spec.purpose",
     "SearchOptions": "perfmodel.studies.search", "InputError": "perfmodel.spec.errors",
     # results
     "Prediction": "perfmodel.engine.prediction", "Description": "perfmodel.studies.describe",

@@ -132,9 +132,14 @@ def scale(scenario: ScenarioLike, gpu_counts, *, mode: str = "strong", options=N
           efficiency_threshold: float | None = None, value_of_time_usd_per_day: float | None = None,
           deadline_s: float | None = None, progress=None):
     """The best layout at each GPU count, the knee, and a verdict: a count, or why none serves
-    (``value_of_time_usd_per_day`` and ``deadline_s`` state the purpose)."""
+    (``value_of_time_usd_per_day`` and ``deadline_s`` state the purpose; None: the scenario's
+    ``purpose`` section)."""
     from perfmodel.studies.scaling import EFFICIENCY_THRESHOLD_DEFAULT, scale_sweep
     sc = _scenario(scenario)
+    if value_of_time_usd_per_day is None:
+        value_of_time_usd_per_day = sc.purpose.value_of_time_usd_per_day
+    if deadline_s is None:
+        deadline_s = sc.purpose.deadline_s
     return scale_sweep(sc, gpu_counts, mode, options, cost, failures,
                        efficiency_threshold=EFFICIENCY_THRESHOLD_DEFAULT if efficiency_threshold is None
                        else efficiency_threshold,
@@ -147,9 +152,13 @@ def size(scenario: ScenarioLike, tokens: float, *, deadline_s: float | None = No
          cost: CostModel | None = None, failures: FailureModel | None = None, progress=None):
     """Per hardware type, the cheapest GPU count and layout that trains ``tokens`` within the
     deadline and the budget, or why none does; the probability that it meets them, and its cost
-    rented and owned with the break-even."""
+    rented and owned with the break-even. ``deadline_s`` and ``budget_usd`` None: the scenario's
+    ``purpose`` section."""
     from perfmodel.studies.sizing import size_cluster
-    return size_cluster(_scenario(scenario), tokens, deadline_s, budget_usd, hardware_ids, gpu_counts, cost,
+    sc = _scenario(scenario)
+    deadline_s = sc.purpose.deadline_s if deadline_s is None else deadline_s
+    budget_usd = sc.purpose.budget_usd if budget_usd is None else budget_usd
+    return size_cluster(sc, tokens, deadline_s, budget_usd, hardware_ids, gpu_counts, cost,
                         failures, options=options, efficiency_lookup=profile_lookup(profile), progress=progress)
 
 

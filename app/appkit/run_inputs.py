@@ -75,6 +75,13 @@ FIELDS = (
     Field("cost", "avg_power_frac", "cost_power_frac", "Average power (x maximum)", step=0.05),
 )
 SECTIONS = ("reliability", "startup", "input_pipeline", "cost")
+PURPOSE = {"purpose_vot": "value_of_time_usd_per_day", "purpose_deadline_days": "deadline_days",
+           "purpose_budget": "budget_usd"}
+"""Session keys (not widgets, so they outlive a page switch) -> the scenario's ``purpose`` fields.
+The Scale and Size pages edit them through ``purpose_input``; 0 means none."""
+PURPOSE_WIDGETS = {"scale_vot": "purpose_vot", "scale_deadline": "purpose_deadline_days",
+                   "size_deadline": "purpose_deadline_days", "size_budget": "purpose_budget"}
+"""The page widgets that show a purpose key."""
 SECTION_TITLES = {"reliability": "Failures and checkpoints", "startup": "Start-up", "input_pipeline": "Input pipeline",
                   "cost": "Cost"}
 
@@ -82,6 +89,8 @@ SECTION_TITLES = {"reliability": "Failures and checkpoints", "startup": "Start-u
 def widget_values(sc) -> dict:
     """Every run widget's value for the scenario ``sc`` (and ``cost_mode``)."""
     out = {"cost_mode": sc.cost.mode}
+    for key, name in PURPOSE.items():
+        out[key] = float(getattr(sc.purpose, name) or 0.0)
     for f in FIELDS:
         value = getattr(getattr(sc, f.section), f.name)
         value = 0 if value is None else value
@@ -94,6 +103,7 @@ def sections_from_values(v: dict) -> dict:
     parser checks them)."""
     out: dict = {s: {} for s in SECTIONS}
     out["cost"]["mode"] = v.get("cost_mode", "cloud")
+    out["purpose"] = {name: float(v[key]) for key, name in PURPOSE.items() if v.get(key)}
     for f in FIELDS:
         if f.key not in v:
             continue
@@ -124,3 +134,19 @@ def draw() -> None:
                 col.number_input(f.label, min_value=0, step=int(f.step), key=f.key, help=f.help or None)
             else:
                 col.number_input(f.label, min_value=0.0, step=f.step, format=f.fmt, key=f.key, help=f.help or None)
+
+
+def purpose_input(col, label: str, key: str, **kwargs) -> float:
+    """A page's number widget for one of the scenario's targets (``PURPOSE_WIDGETS``): it starts
+    from the scenario's value and writes back to it, so the link and the YAML carry it."""
+    import streamlit as st
+
+    purpose_key = PURPOSE_WIDGETS[key]
+    want = float(st.session_state.get(purpose_key) or 0.0)
+    if st.session_state.get(key) != want:      # a scenario loaded, or the other page changed it
+        st.session_state[key] = want
+
+    def sync() -> None:
+        st.session_state[purpose_key] = st.session_state[key]
+
+    return col.number_input(label, min_value=0.0, key=key, on_change=sync, **kwargs)

@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from appkit import cached, charts, page
+from appkit import cached, charts, page, run_inputs
 from perfmodel.present import fmt
 from perfmodel.spec.units import SECONDS_PER_DAY
 
@@ -22,9 +22,10 @@ c1, c2, c3 = st.columns(3)
 threshold = c1.slider("Efficiency threshold", 0.5, 1.0, 0.8, 0.05, key="scale_threshold",
                       help="against the best goodput per GPU of the sweep: the knee is the first count past the best "
                            "below this, and without a value of time or deadline the verdict is the largest count above")
-vot = c2.number_input("Value of time (USD per day, 0 = none)", min_value=0.0, step=10000.0, key="scale_vot",
-                      help="what finishing a day earlier is worth to you: the verdict never buys an hour for more")
-deadline_d = c3.number_input("Deadline (days, 0 = none)", min_value=0.0, step=10.0, key="scale_deadline")
+vot = run_inputs.purpose_input(c2, "Value of time (USD per day, 0 = none)", "scale_vot", step=10000.0,
+                               help="what finishing a day earlier is worth to you: the verdict never buys an hour for "
+                                    "more (saved with the scenario, in its purpose section)")
+deadline_d = run_inputs.purpose_input(c3, "Deadline (days, 0 = none)", "scale_deadline", step=10.0)
 if not counts:
     st.info("Pick at least one GPU count.")
     st.stop()

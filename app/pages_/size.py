@@ -4,7 +4,7 @@ likely it is to meet them, and whether to buy or rent."""
 import pandas as pd
 import streamlit as st
 
-from appkit import cached, charts, page
+from appkit import cached, charts, page, run_inputs
 from perfmodel.present import fmt
 from perfmodel.spec.hardware import list_hardware_ids, reference_hardware_ids
 from perfmodel.spec.units import GIGA, SECONDS_PER_DAY
@@ -19,8 +19,8 @@ st.caption("For each hardware type: the cheapest GPU count (with its best layout
 c1, c2, c3 = st.columns(3)
 tokens_b = c1.number_input("Training tokens (billions)", min_value=1.0, step=100.0,
                            value=float((j.scenario.training_tokens or 1e12) / GIGA), key="size_tokens")
-deadline_d = c2.number_input("Deadline (days, 0 = none)", min_value=0.0, value=60.0, step=5.0, key="size_deadline")
-budget = c3.number_input("Budget (USD, 0 = none)", min_value=0.0, value=5.0e6, step=1.0e5, key="size_budget")
+deadline_d = run_inputs.purpose_input(c2, "Deadline (days, 0 = none)", "size_deadline", step=5.0)
+budget = run_inputs.purpose_input(c3, "Budget (USD, 0 = none)", "size_budget", step=1.0e5)
 ids = list_hardware_ids()
 c1, c2 = st.columns(2)
 hardware = c1.multiselect("Hardware", ids, default=reference_hardware_ids(), key="size_hardware")

@@ -30,6 +30,7 @@ from perfmodel.spec.limits import (
     real_field,
 )
 from perfmodel.spec.model import ModelSpec
+from perfmodel.spec.purpose import Purpose
 from perfmodel.spec.reliability import FailureModel
 from perfmodel.spec.software import SOFTWARE_FIELDS, SoftwareStack
 from perfmodel.spec.startup import Startup
@@ -115,6 +116,9 @@ class Scenario(_Frozen):
     """Storage read and data-loader throughput per GPU (``perfmodel.spec.input_pipeline``)."""
     cost: CostModel = Field(default_factory=CostModel)
     """How a GPU-hour is priced: cloud rental or owned hardware (``perfmodel.spec.cost``)."""
+    purpose: Purpose = Field(default_factory=Purpose)
+    """The run's targets, a value of time, a deadline, a budget (``perfmodel.spec.purpose``): the
+    defaults of ``scale`` and ``size``."""
 
     @model_validator(mode="before")
     @classmethod
@@ -227,7 +231,7 @@ def load_scenario(path: str | Path) -> Scenario:
     return parse_scenario(data)
 
 
-RUN_SECTIONS = ("reliability", "startup", "input_pipeline", "cost")
+RUN_SECTIONS = ("reliability", "startup", "input_pipeline", "cost", "purpose")
 """Scenario sections about the run rather than the step; written with only the keys that differ
 from their defaults, and left out when none does."""
 

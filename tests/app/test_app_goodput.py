@@ -60,6 +60,7 @@ SECTIONS = {
     "input_pipeline": {"bytes_per_token": 2.0, "loader_tokens_per_s_per_gpu": 2.5e4},
     "cost": {"mode": "tco", "usd_per_gpu_hour": 2.5, "purchase_usd_per_gpu": 25000.0, "amortisation_years": 5.0,
              "utilisation_frac": 0.7, "pue": 1.1, "usd_per_kwh": 0.12},
+    "purpose": {"value_of_time_usd_per_day": 24000.0, "deadline_days": 45.0, "budget_usd": 3.0e6},
 }
 
 
@@ -74,7 +75,7 @@ def test_run_sections_round_trip_through_widgets_link_and_yaml():
     assert state.decode_query(state.encode_query(json.loads(json.dumps(scenario_to_dict(sc))))) == sc
     assert parse_scenario(yaml.safe_load(state.scenario_yaml(sc))) == sc
     # the defaults stay out of the file and the link
-    assert not {"reliability", "startup", "input_pipeline", "cost"} & set(scenario_to_dict(state.default_scenario()))
+    assert not {"reliability", "startup", "input_pipeline", "cost", "purpose"} & set(scenario_to_dict(state.default_scenario()))
 
 
 def test_a_link_with_run_sections_fills_the_sidebar_and_the_link_it_writes():
@@ -86,6 +87,10 @@ def test_a_link_with_run_sections_fills_the_sidebar_and_the_link_it_writes():
     assert at.number_input(key="su_compile_s").value == 1800.0 and at.number_input(key="su_warmup_steps").value == 50
     assert at.number_input(key="in_loader_tok_s").value == 2.5e4
     assert at.radio(key="cost_mode").value == "tco" and at.number_input(key="cost_pue").value == 1.1
+    at.switch_page("pages_/scale.py").run()
+    assert at.number_input(key="scale_vot").value == 24000.0 and at.number_input(key="scale_deadline").value == 45.0
+    at.switch_page("pages_/size.py").run()
+    assert at.number_input(key="size_deadline").value == 45.0 and at.number_input(key="size_budget").value == 3.0e6
     encoded = at.query_params[state.QUERY_KEY]
     assert state.decode_query(encoded[0] if isinstance(encoded, list) else encoded) == sc
 
@@ -109,6 +114,20 @@ def test_a_loader_that_cannot_keep_up_binds_the_step():
     at.number_input(key="in_loader_tok_s").set_value(100.0).run()
     _clean(at)
     assert any("data_wait" in i.value for i in at.info)
+
+
+def test_a_target_set_on_a_page_travels_in_the_link():
+    """The Scale page's deadline is the scenario's purpose: the link carries it, and the Size page
+    shows it."""
+    at = _app("pages_/scale.py")
+    at.multiselect(key="scale_counts").set_value([32, 64]).run()
+    at.number_input(key="scale_deadline").set_value(30.0).run()
+    _clean(at)
+    encoded = at.query_params[state.QUERY_KEY]
+    sc = state.decode_query(encoded[0] if isinstance(encoded, list) else encoded)
+    assert sc.purpose.deadline_days == 30.0 and sc.purpose.value_of_time_usd_per_day is None
+    at.switch_page("pages_/size.py").run()
+    assert at.number_input(key="size_deadline").value == 30.0
 
 
 def test_plan_waterfall_goes_from_peak_to_useful():

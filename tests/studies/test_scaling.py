@@ -253,6 +253,19 @@ def test_the_scenario_sections_apply_unless_overridden():
     assert free.time_to_solution_s < own.time_to_solution_s
 
 
+def test_the_scenario_purpose_is_the_default_target():
+    """purpose.deadline_days and purpose.value_of_time_usd_per_day are pm.scale's defaults; the
+    arguments override them."""
+    import perfmodel as pm
+    sc = scen(purpose={"deadline_days": 1e-3})
+    v = pm.scale(sc, [8, 16], options=OPTS, profile=None).verdict
+    assert v.rule == "deadline_missed" and v.deadline_s == pytest.approx(86.4)
+    v = pm.scale(sc, [8, 16], options=OPTS, profile=None, deadline_s=1e9).verdict
+    assert v.rule == "cheapest_on_time"
+    v = pm.scale(scen(purpose={"value_of_time_usd_per_day": 2400.0}), [8, 16], options=OPTS, profile=None).verdict
+    assert v.rule == "value_of_time" and v.value_of_time_usd_per_hour == pytest.approx(100.0)
+
+
 def test_input_errors():
     with pytest.raises(InputError, match="training_tokens"):
         scale_sweep(scen(training_tokens=None), [8])

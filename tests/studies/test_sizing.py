@@ -120,6 +120,16 @@ def test_buy_or_rent_side_by_side():
             (6118.8, 0.175, 10.47)
 
 
+def test_the_scenario_purpose_is_the_default_target():
+    import perfmodel as pm
+    sc = scen(purpose={"deadline_days": 1e-5, "budget_usd": 1.0})
+    r = pm.size(sc, TOKENS, hardware_ids=["h100-sxm"], gpu_counts=[8], options=OPTS, profile=None).rows[0]
+    assert (r.rule, r.budget_usd) == ("deadline_missed", 1.0) and r.deadline_s == pytest.approx(0.864)
+    r = pm.size(sc, TOKENS, hardware_ids=["h100-sxm"], gpu_counts=[8], options=OPTS, profile=None,
+                deadline_s=1e9, budget_usd=1e9).rows[0]
+    assert r.rule == "cheapest"
+
+
 def test_unsupported_precision_says_why():
     r = size_cluster(scen(precision="fp4"), TOKENS, hardware_ids=["h100-sxm"], gpu_counts=[8], options=OPTS).rows[0]
     assert r.choice is None and "no dense fp4" in sizing_reason_text(r)
