@@ -17,7 +17,6 @@ from perfmodel.cli.common import (
 from perfmodel.present import fmt
 from perfmodel.present.goodput import waterfall_rows
 
-
 DEFAULT_BAND_OUT = "project"
 """``--fit-bands`` with no path: the project's band table."""
 
