@@ -9,7 +9,9 @@ Every function takes a ``Scenario`` (or a mapping, parsed without opening any fi
 options whose defaults are the CLI's: ``profile="auto"`` uses the project's calibration profile
 for the hardware where one exists, ``profile=None`` the hardware spec's own efficiencies, and a
 path a profile file of your own (``perfmodel.spec.profile``). ``cost`` prices GPU-hours
-(``CostModel``; default: the hardware's cloud price). Results are frozen objects whose
+(``CostModel``; default: the scenario's ``cost`` section, whose own default is the hardware's
+cloud price) and ``failures`` sets failures and recovery (``FailureModel``; default: the
+scenario's ``reliability`` section). Results are frozen objects whose
 ``to_dict()`` is exactly the CLI's JSON. Invalid input raises ``InputError`` (one line:
 ``<field>: <reason>``). See docs/api.md.
 """
@@ -19,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from perfmodel.engine.band import ErrorBand
+from perfmodel.engine.band import band_for as _band_for
 from perfmodel.engine.evaluate import COMPONENTS as BREAKDOWN_COMPONENTS  # noqa: F401  (public)
 from perfmodel.engine.evaluate import LENS  # noqa: F401  (public)
 from perfmodel.engine.prediction import Prediction
@@ -33,7 +37,7 @@ from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.presets import list_presets, load_model
 from perfmodel.spec.profile import AUTO, ProfileChoice, efficiencies_for, profile_lookup
 from perfmodel.spec.reliability import FailureModel
-from perfmodel.spec.scenario import Scenario, hardware_of, inline_local_files, parse_scenario
+from perfmodel.spec.scenario import Scenario, hardware_of, inline_local_files, model_of, parse_scenario
 from perfmodel.spec.scenario import load_scenario as _load_scenario_file
 
 ScenarioLike = Scenario | Mapping
@@ -89,9 +93,24 @@ def resolve(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO) -> Resolve
 
 
 def predict(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO, cost: CostModel | None = None) -> Prediction:
-    """Step time, throughput, MFU, memory and, with ``training_tokens``, time, cost and energy."""
+    """Step time, throughput, MFU, memory, goodput (its fraction and waterfall), the error band
+    and, with ``training_tokens``, time, cost and energy."""
     sc = _scenario(scenario)
     return _predict(sc, efficiencies_for(hardware_of(sc), profile)[0], cost)
+
+
+def band(scenario: ScenarioLike) -> ErrorBand:
+    """The error band of ``scenario``'s predictions: quantiles of r = log(predicted / measured)
+    tokens/s per GPU among published runs like it (its GPU generation, dense or MoE), fitted by
+    ``perfmodel validate ... --fit-bands`` (``perfmodel.engine.band``). ``band.rate(x)`` and
+    ``band.duration(t)`` give {p10, p50, p90} of a rate or a time (or cost); ``band.rank_of(
+    predicted, measured)`` where a measured rate falls among such runs; ``band.cdf(r)``."""
+    sc = _scenario(scenario)
+    out = _band_for(hardware_of(sc), model_of(sc))
+    if out is None:
+        raise InputError("band", "no band table: run perfmodel validate perfmodel/data/published_runs.yaml "
+                                 "--fit-bands")
+    return out
 
 
 def describe(scenario: ScenarioLike):
@@ -112,9 +131,15 @@ def scale(scenario: ScenarioLike, gpu_counts, *, mode: str = "strong", options=N
           profile: ProfileChoice = AUTO, cost: CostModel | None = None, failures: FailureModel | None = None,
           efficiency_threshold: float | None = None, value_of_time_usd_per_day: float | None = None,
           deadline_s: float | None = None, progress=None):
-    """The best layout at each GPU count, the knee, and a verdict."""
+    """The best layout at each GPU count, the knee, and a verdict: a count, or why none serves
+    (``value_of_time_usd_per_day`` and ``deadline_s`` state the purpose; None: the scenario's
+    ``purpose`` section)."""
     from perfmodel.studies.scaling import EFFICIENCY_THRESHOLD_DEFAULT, scale_sweep
     sc = _scenario(scenario)
+    if value_of_time_usd_per_day is None:
+        value_of_time_usd_per_day = sc.purpose.value_of_time_usd_per_day
+    if deadline_s is None:
+        deadline_s = sc.purpose.deadline_s
     return scale_sweep(sc, gpu_counts, mode, options, cost, failures,
                        efficiency_threshold=EFFICIENCY_THRESHOLD_DEFAULT if efficiency_threshold is None
                        else efficiency_threshold,
@@ -126,9 +151,14 @@ def size(scenario: ScenarioLike, tokens: float, *, deadline_s: float | None = No
          hardware_ids=None, gpu_counts=None, options=None, profile: ProfileChoice = AUTO,
          cost: CostModel | None = None, failures: FailureModel | None = None, progress=None):
     """Per hardware type, the cheapest GPU count and layout that trains ``tokens`` within the
-    deadline and the budget, or why none does."""
+    deadline and the budget, or why none does; the probability that it meets them, and its cost
+    rented and owned with the break-even. ``deadline_s`` and ``budget_usd`` None: the scenario's
+    ``purpose`` section."""
     from perfmodel.studies.sizing import size_cluster
-    return size_cluster(_scenario(scenario), tokens, deadline_s, budget_usd, hardware_ids, gpu_counts, cost,
+    sc = _scenario(scenario)
+    deadline_s = sc.purpose.deadline_s if deadline_s is None else deadline_s
+    budget_usd = sc.purpose.budget_usd if budget_usd is None else budget_usd
+    return size_cluster(sc, tokens, deadline_s, budget_usd, hardware_ids, gpu_counts, cost,
                         failures, options=options, efficiency_lookup=profile_lookup(profile), progress=progress)
 
 

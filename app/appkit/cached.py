@@ -95,7 +95,7 @@ def compare_view(key: str, hardware_ids: tuple[str, ...], with_search: bool, obj
                 rows.append({**base, "layout": "best", "reason": f"no layout runs: {r.top_reason()}"})
             else:
                 d = r.best.to_dict()
-                rows.append({**base, "layout": "best", "fits": True, **_numbers(d),
+                rows.append({**base, "layout": "best", "fits": True, **_numbers(d), "band": _band(s, d),
                              "layout_text": _layout_text(r.best.scenario), "reason": ""})
     return rows
 
@@ -130,8 +130,18 @@ def compare_stacks_view(key: str, stacks: tuple[str, ...]) -> list[dict]:
 
 def _numbers(d: dict) -> dict:
     keys = ("step_time_s", "tokens_per_s_per_gpu", "mfu", "memory_per_gpu_bytes", "time_to_train_s",
-            "cost_usd", "energy_kwh", "bottleneck")
+            "cost_usd", "energy_kwh", "bottleneck", "band")
     return {k: d.get(k) for k in keys}
+
+
+def _band(scenario, d: dict) -> dict:
+    """The error band of a search candidate's figures (a prediction carries its own)."""
+    band = pm.band(scenario)
+    out = {"tokens_per_s_per_gpu": band.rate(d["tokens_per_s_per_gpu"]), "step_time_s": band.duration(d["step_time_s"])}
+    for k in ("time_to_train_s", "cost_usd"):
+        if d.get(k) is not None:
+            out[k] = band.duration(d[k])
+    return out
 
 
 def _layout_text(s) -> str:

@@ -27,7 +27,7 @@ from perfmodel.spec.software import (
 )
 from perfmodel.spec.stacks import list_stacks, stack_info
 
-from . import state
+from . import run_inputs, state
 from .page import plain
 
 _NON_WIDGET = ("_uploaded_model", "_hw_uploaded_text")
@@ -326,10 +326,7 @@ def _stack_widgets() -> None:
 
 
 def _cost_widgets() -> None:
-    st.radio("Pricing", ("cloud", "tco"), key="cost_mode", horizontal=True,
-             help="cloud: rent per GPU-hour; tco: own the hardware (capital + energy)")
-    st.number_input("Cloud price override (USD per GPU-hour, 0 = spec's)", min_value=0.0, step=0.25,
-                    key="usd_per_gpu_hour")
+    run_inputs.draw()
     st.checkbox("Use calibration profile when one exists", key="use_profile")
 
 
@@ -354,7 +351,7 @@ def job_editor() -> state.JobInputs:
             _batch_widgets()
         with st.expander("Overlap and ZeRO-3", expanded=False):
             _overlap_widgets()
-        with st.expander("Cost", expanded=False):
+        with st.expander("Failures, start-up, input and cost", expanded=False):
             _cost_widgets()
         v = _values()
         try:
@@ -362,8 +359,7 @@ def job_editor() -> state.JobInputs:
             err = None
         except InputError as exc:
             sc, err = None, str(exc)
-        price = st.session_state["usd_per_gpu_hour"]
-        cost = CostModel(mode=st.session_state["cost_mode"], usd_per_gpu_hour=price if price > 0 else None)
+        cost = sc.cost if sc is not None else CostModel()
         with st.expander("Scenario file and link", expanded=False):
             st.text_input("Scenario name", key="scenario_name", max_chars=NAME_MAX_CHARS)
             if sc is not None:

@@ -25,6 +25,8 @@ from perfmodel.spec.scenario import Scenario, load_scenario, parse_scenario, sce
 from perfmodel.spec.software import NAMED_POLICIES, RECOMPUTE_MODULE_CHOICES, Overlap, SoftwareStack
 from perfmodel.spec.units import GIGA, KIBI, MEBI
 
+from . import run_inputs
+
 EXAMPLE_SCENARIO = Path(__file__).resolve().parents[2] / "perfmodel" / "data" / "example_scenario.yaml"
 MAX_UPLOAD_MIB = 1
 """Uploaded files (scenario, hardware YAML, config.json), edited hardware YAML and a link's
@@ -272,6 +274,7 @@ def widget_values(sc: Scenario) -> dict:
             v["model_source"] = "Custom"
         else:   # custom fields cannot express MLA: keep the spec as an uploaded model
             v.update(model_source="Uploaded", _uploaded_model=sc.model.model_dump(mode="json", exclude_none=True))
+    v.update(run_inputs.widget_values(sc))
     if isinstance(sc.hardware, str):
         v.update(hw_source="Catalogue", hardware_id=sc.hardware, hw_yaml_text=hardware_text(sc.hardware))
     else:   # an inline spec (edited or uploaded): its YAML goes into the editor, never to a file
@@ -362,6 +365,7 @@ def scenario_from_values(v: dict) -> Scenario:
     }
     if tokens > 0:
         data["training_tokens"] = float(tokens) * GIGA
+    data.update(run_inputs.sections_from_values(v))
     return parse_scenario(data)
 
 

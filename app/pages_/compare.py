@@ -67,17 +67,21 @@ if ok:
     c = st.columns(3)
     if j.scenario.training_tokens:
         with c[0]:
-            page.chart(charts.hardware_bars(ok, "time_to_train_s", "time to train (days)", SECONDS_PER_DAY))
+            page.chart(charts.hardware_bars(ok, "time_to_train_s", "time to train (days)", SECONDS_PER_DAY,
+                                            band_key="time_to_train_s"))
         with c[1]:
-            page.chart(charts.hardware_bars(ok, "cost_usd", "cost (USD)"))
+            page.chart(charts.hardware_bars(ok, "cost_usd", "cost (USD)", band_key="cost_usd"))
         with c[2]:
             page.chart(charts.hardware_bars([{**r, "energy_wh": r["energy_kwh"] * KILO} for r in ok],
                                             "energy_wh", "energy (MWh)", 1e6))
     else:
         with c[0]:
-            page.chart(charts.hardware_bars(ok, "step_time_s", "step time (s)"))
+            page.chart(charts.hardware_bars(ok, "step_time_s", "step time (s)", band_key="step_time_s"))
         with c[1]:
-            page.chart(charts.hardware_bars(ok, "tokens_per_s_per_gpu", "throughput (tokens/s per GPU)"))
+            page.chart(charts.hardware_bars(ok, "tokens_per_s_per_gpu", "throughput (tokens/s per GPU)",
+                                            band_key="tokens_per_s_per_gpu"))
+
+    st.caption("Black whiskers: the 80% error band of each prediction (docs/validation.md, 'Error band').")
 
 table = pd.DataFrame([{
     "hardware": r["hardware"], "layout": r["layout"], "parallelism": r.get("layout_text", ""),

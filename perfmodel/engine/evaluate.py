@@ -328,7 +328,7 @@ def evaluate(c: Job, L: Layouts) -> StepArrays:
                        + overheads.fixed_step_s(world_latency) * np.ones(len(L)))
     busy = sum(bd.values())
     tokens_per_gpu = c.global_batch_size * seq / c.num_gpus
-    bd["data_wait"] = overheads.data_wait_s(tokens_per_gpu, busy) * np.ones(len(L))
+    bd["data_wait"] = overheads.data_wait_s(tokens_per_gpu, busy, c.input_pipeline) * np.ones(len(L))
     for k in COMPONENTS:
         bd.setdefault(k, np.zeros(len(L)))
 

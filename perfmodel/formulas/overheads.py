@@ -12,8 +12,10 @@ launch / CPU                per micro-batch the host dispatches every framework 
                             of the GPU, which waits only when the host time of a micro-batch
                             exceeds its GPU time
 per-step fixed              loss and gradient-norm all-reduces over all GPUs (latency bound)
-input pipeline              a stage that can starve the GPUs: tokens per GPU per step /
-                            loader rate, hidden behind the step when faster
+input pipeline              a stage that can starve the GPUs: tokens per GPU per step x the
+                            slower of storage read (bytes per token / read bandwidth) and the
+                            loader workers (1 / their token rate), prefetched behind the step,
+                            so it binds only when it is the slowest stage
 ==========================  ===================================================================
 """
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from perfmodel.spec.input_pipeline import InputPipeline
 from perfmodel.spec.software import SoftwareStack
 
 OPTIMIZER_BYTES_PER_PARAM = 4 + 3 * 8 + 2
@@ -46,11 +49,6 @@ def optimizer_bytes_per_param(sw: SoftwareStack) -> float:
 STEP_SYNC_COLLECTIVES = 2
 """Per step: loss all-reduce for logging and the global gradient-norm all-reduce for clipping
 (Megatron-Core training loop; Pascanu et al. 2013 gradient clipping)."""
-LOADER_BYTES_PER_TOKEN = 4
-"""Pre-tokenised int32 token ids read from a memory-mapped file (Megatron indexed dataset)."""
-LOADER_BYTES_PER_S_PER_GPU = 2.0e9 / 8
-"""A conservative 2 GB/s of local NVMe read per 8-GPU node (DGX H100 datasheet: 8 x 3.84 TB
-NVMe U.2 data cache; one drive alone sustains several GB/s)."""
 
 
 def optimizer_s(params_owned, hbm_bytes_per_s: float, sw: SoftwareStack):
@@ -71,6 +69,16 @@ def fixed_step_s(allreduce_latency_s):
     return STEP_SYNC_COLLECTIVES * np.asarray(allreduce_latency_s)
 
 
-def data_wait_s(tokens_per_gpu_per_step, step_busy_s):
-    t_load = np.asarray(tokens_per_gpu_per_step, dtype=float) * LOADER_BYTES_PER_TOKEN / LOADER_BYTES_PER_S_PER_GPU
+def input_s_per_token(pipe: InputPipeline) -> float:
+    """Seconds per token of the input pipeline: the slower of its storage read and its loader
+    workers, which run as a pipeline (each prefetches for the next)."""
+    read_s = pipe.bytes_per_token / pipe.storage_read_bytes_per_s_per_gpu
+    loader_s = 0.0 if pipe.loader_tokens_per_s_per_gpu is None else 1.0 / pipe.loader_tokens_per_s_per_gpu
+    return max(read_s, loader_s)
+
+
+def data_wait_s(tokens_per_gpu_per_step, step_busy_s, pipe: InputPipeline):
+    """GPU idle time waiting for data: max(0, tokens x input seconds per token - busy time). The
+    loader prefetches the next step's batch while the GPUs work on this one."""
+    t_load = np.asarray(tokens_per_gpu_per_step, dtype=float) * input_s_per_token(pipe)
     return np.maximum(0.0, t_load - np.asarray(step_busy_s))

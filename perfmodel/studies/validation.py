@@ -16,10 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
+from perfmodel.engine.band import kind_of
 from perfmodel.engine.prediction import predict
 from perfmodel.spec.errors import InputError, read_data_file
 from perfmodel.spec.profile import AUTO, ProfileChoice, efficiencies_for
-from perfmodel.spec.scenario import hardware_id, hardware_of, parse_scenario, scenario_to_dict
+from perfmodel.spec.scenario import hardware_id, hardware_of, model_of, parse_scenario, scenario_to_dict
 from perfmodel.spec.units import GIBI
 
 CASES_FORMAT = "perfmodel-cases/1"
@@ -59,6 +60,8 @@ class CaseResult:
     scenario_key: str = ""
     """The scenario as canonical JSON without its name, its software as the options in force (not
     the stack's name): equal for cases that describe the same job."""
+    kind: str = "dense"
+    """'dense' or 'moe': one of the strata of the error band (``perfmodel.studies.bands``)."""
 
     @property
     def memory_error(self) -> float | None:
@@ -171,6 +174,7 @@ def run_case(case: dict, profile: ProfileChoice = AUTO) -> CaseResult | Skipped:
                           if str(a).startswith("memory:")), ""),
         scenario_key=json.dumps(scenario_to_dict(sc) | {"name": "", "software": sc.software.model_dump(
             mode="json", exclude={"stack"})}, sort_keys=True),
+        kind=kind_of(model_of(sc)),
     )
 
 

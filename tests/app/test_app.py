@@ -109,7 +109,11 @@ def test_plan_defaults_show_llama3_70b_on_64_h100():
     assert "Llama 3 70B" in _shown(at.title[0].value) and "64 x h100-sxm" in _shown(at.title[0].value)
     assert _metric(at, "Step time").endswith("s")
     assert any("Bottleneck" in i.value and "Lens" in i.value for i in at.info)
-    assert len(_charts(at)) == 4   # breakdown, memory, roofline, timeline
+    assert len(_charts(at)) == 5   # breakdown, memory, goodput waterfall, roofline, timeline
+    assert _metric(at, "Goodput").endswith("%")
+    captions = [c.value for c in at.caption]
+    assert any(c.startswith("80%: ") and c.endswith(" d") for c in captions)        # time to train's band
+    assert any("of wall time trains" in c for c in captions)
 
 
 @pytest.mark.parametrize("key,value", [("tp", 8), ("num_gpus", 128), ("pp", 8), ("ov_tp", 1.0)])

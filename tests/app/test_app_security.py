@@ -514,7 +514,7 @@ def test_a_long_pipeline_is_not_drawn_bar_by_bar():
     assert time.monotonic() - t0 < 60
     assert not at.exception and not _errors(at), _errors(at)
     assert any(c.value.startswith("Not drawn: 131,072 bars (256 stages)") for c in at.caption)
-    assert len(at.get("vega_lite_chart")) == 3   # breakdown, memory, roofline
+    assert len(at.get("vega_lite_chart")) == 4   # breakdown, memory, goodput waterfall, roofline
 
 
 def _finishes(code: str, seconds: float) -> bool:
