@@ -1,0 +1,126 @@
+"""Anchored what-ifs: fit the few stack-level factors that measured runs identify, then predict
+a what-if with them.
+
+A release of a software stack on a cluster sits at a common offset from the model (its kernels
+reach more or less of peak, its collectives more or less of the links); between two runs of one
+stack that offset cancels, which is why perfmodel's predicted ratios are closer than its absolute
+figures (docs/validation.md, 'What-if accuracy'). Anchoring measures the offset on the user's own
+runs and carries it to the what-if:
+
+==================  =====================================================================================
+factor              what it multiplies (``anchored_efficiency``)
+==================  =====================================================================================
+``compute``         every precision's GEMM ``efficiency_max`` and the attention kernels' maxima
+``communication``   the scale-up and scale-out bus efficiencies, and measured collective fits' busbw;
+                    it divides their latencies (a collective runs that many times faster)
+==================  =====================================================================================
+
+One run identifies one factor: ``compute``, solved so the anchor's step is reproduced exactly;
+where compute alone cannot reach it (a step dominated by exposed communication), one factor on
+both (the stack as a whole). Two or more runs fit both factors by least squares on log step time,
+each with the prior of ``perfmodel.studies.causes`` (a factor of 2 is one standard deviation), so
+a factor the runs do not tell apart stays near 1. A factor may pass 1 on an efficiency: the stack
+then does more per FLOP than the model counts (a FLOP convention, fused kernels).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from perfmodel.engine.evaluate import evaluate
+from perfmodel.engine.rules import Resolved
+from perfmodel.spec.efficiency import Efficiencies
+from perfmodel.spec.errors import InputError
+from perfmodel.studies.causes import CALIBRATED_PRIOR_LOG_SD
+
+FACTORS = ("compute", "communication")
+ANCHOR_NOISE_FRAC = 0.01
+"""How closely a measured run pins its own step: the steady-state step time of one job on one
+cluster varies by about 1% between iterations once warm-up is over (Megatron-LM and NeMo logs:
+tests/data/logs)."""
+ANCHOR_MISS = 0.5
+"""A fit that leaves a run more than e^0.5 - 1 = 65% off did not anchor it (the factors hit
+``FACTOR_BOUNDS``): the run is refused, with the step it would predict."""
+FACTOR_BOUNDS = (0.05, 20.0)
+"""A factor outside these says the scenario, not the stack, is wrong (a layout or a model other
+than the one that ran): the fit refuses it rather than carry it to a what-if."""
+
+
+@dataclass(frozen=True)
+class AnchorRun:
+    id: str
+    measured_step_time_s: float
+    predicted_step_time_s: float
+    """Before anchoring."""
+    anchored_step_time_s: float
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """Stack-level factors fitted to measured runs, and how well they reproduce them."""
+
+    factors: dict
+    """factor name -> multiplier (1: as modelled)."""
+    fitted: tuple[str, ...]
+    """The factors the runs identified, in ``FACTORS`` order ('compute' alone for one run)."""
+    runs: tuple[AnchorRun, ...]
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return {"factors": dict(self.factors), "fitted": list(self.fitted), "runs": [r.to_dict() for r in self.runs],
+                "note": self.note}
+
+
+def anchored_efficiency(eff: Efficiencies, factors: dict) -> Efficiencies:
+    """``eff`` with the anchor's factors applied (a copy; no field is validated against 1)."""
+    c, n = factors.get("compute", 1.0), factors.get("communication", 1.0)
+    a = eff.attention
+    return eff.model_copy(update={
+        "gemm": {k: g.model_copy(update={"efficiency_max": g.efficiency_max * c}) for k, g in eff.gemm.items()},
+        "attention": a.model_copy(update={"fwd_efficiency_max": a.fwd_efficiency_max * c,
+                                          "bwd_efficiency_max": a.bwd_efficiency_max * c}),
+        "scale_up_bus_efficiency": eff.scale_up_bus_efficiency * n,
+        "scale_out_bus_efficiency": eff.scale_out_bus_efficiency * n,
+        "scale_up_latency_s": eff.scale_up_latency_s / n, "scale_out_latency_s": eff.scale_out_latency_s / n,
+        "collectives": tuple(f.model_copy(update={"busbw_bytes_per_s": f.busbw_bytes_per_s * n,
+                                                  "latency_s": f.latency_s / n}) for f in eff.collectives)})
+
+
+def anchored_step_s(r: Resolved, factors: dict) -> float:
+    job = dataclasses.replace(r.job, efficiency=anchored_efficiency(r.job.efficiency, factors))
+    return float(evaluate(job, r.layouts).step_time_s[0])
+
+
+def fit_anchor(runs: list[tuple[str, Resolved, float]]) -> Anchor:
+    """Factors fitted to ``runs`` (id, resolved scenario with the efficiencies in force, measured
+    seconds per step): the most probable factors (log-normal priors, ``CALIBRATED_PRIOR_LOG_SD``)
+    that reproduce the runs' step times to ``ANCHOR_NOISE_FRAC``. With one run that puts the gap
+    on each factor in proportion to how much the step depends on it: a compute-bound anchor
+    moves compute, one bound by exposed communication moves communication."""
+    if not runs:
+        raise InputError("anchor", "no measured run to anchor on")
+
+    def resid(log_f):
+        fs = dict(zip(FACTORS, np.exp(log_f)))
+        steps = [math.log(anchored_step_s(r, fs) / m) / ANCHOR_NOISE_FRAC for _, r, m in runs]
+        return np.array(steps + list(log_f / CALIBRATED_PRIOR_LOG_SD))
+    lo, hi = (math.log(b) for b in FACTOR_BOUNDS)
+    sol = least_squares(resid, np.zeros(len(FACTORS)), bounds=([lo] * len(FACTORS), [hi] * len(FACTORS)),
+                        xtol=1e-10, ftol=1e-10)
+    factors = dict(zip(FACTORS, map(float, np.exp(sol.x))))
+    out = tuple(AnchorRun(i, m, anchored_step_s(r, {}), anchored_step_s(r, factors)) for i, r, m in runs)
+    worst = max(out, key=lambda a: abs(math.log(a.anchored_step_time_s / a.measured_step_time_s)))
+    if abs(math.log(worst.anchored_step_time_s / worst.measured_step_time_s)) > ANCHOR_MISS:
+        raise InputError(f"anchor.{worst.id}", f"no stack factors from {FACTOR_BOUNDS[0]:g} to {FACTOR_BOUNDS[1]:g} "
+                                               f"reproduce the measured step ({worst.measured_step_time_s:.4g} s "
+                                               f"against {worst.anchored_step_time_s:.4g} s); check the scenario's "
+                                               "layout and model")
+    return Anchor(factors=factors, fitted=FACTORS, runs=out)
