@@ -14,10 +14,15 @@ from perfmodel.cli.common import (
     profile_choice,
 )
 from perfmodel.present import fmt
+from perfmodel.spec.errors import InputError
 
 
 def cmd_predict(args) -> int:
     check_numbers(args)
+    if args.anchor:
+        return _predict_anchored(args)
+    if args.log:
+        raise InputError("--log", "measures the runs of --anchor RUN.yaml; give --anchor too")
     p = pm.predict(load(args.scenario), profile=profile_choice(args), cost=cost_model(args))
     if args.format == "json":
         emit_json(p.to_dict())
@@ -42,6 +47,19 @@ def cmd_predict(args) -> int:
     total = p.step_time_s
     print(fmt.table([[k, fmt.seconds(v), fmt.percent(v / total)] for k, v in p.breakdown_s.items() if v > 0],
                     header=["component", "time", "share"]))
+    return 0
+
+
+def _predict_anchored(args) -> int:
+    """``predict --anchor RUN.yaml``: the what-if with the factors the measured runs identify."""
+    from perfmodel.cli.diagnose import logs_of
+    from perfmodel.present.diagnosis import anchored_text
+    runs = pm.load_runs(args.anchor, logs_of(args))
+    ap = pm.predict_anchored(load(args.scenario), runs, profile=profile_choice(args), cost=cost_model(args))
+    if args.format == "json":
+        emit_json(ap.to_dict())
+        return 0
+    print(anchored_text(ap))
     return 0
 
 
@@ -84,6 +102,9 @@ def register(sub) -> None:
     p = sub.add_parser("predict", help="predict step time, throughput, MFU, memory and cost for a scenario")
     p.add_argument("scenario", nargs="?", default=str(EXAMPLE_SCENARIO))
     p.add_argument("--format", choices=["json", "table"], default="table")
+    p.add_argument("--anchor", metavar="RUN.yaml", help="measured runs on your cluster: predict with the stack "
+                                                        "factors they identify (perfmodel diagnose's RUN.yaml)")
+    p.add_argument("--log", action="append", metavar="FILE", help="with --anchor: logs that measure its scenario")
     add_profile_option(p)
     add_cost_options(p)
     p.set_defaults(func=cmd_predict)

@@ -15,11 +15,12 @@ factor              what it multiplies (``anchored_efficiency``)
                     it divides their latencies (a collective runs that many times faster)
 ==================  =====================================================================================
 
-One run identifies one factor: ``compute``, solved so the anchor's step is reproduced exactly;
-where compute alone cannot reach it (a step dominated by exposed communication), one factor on
-both (the stack as a whole). Two or more runs fit both factors by least squares on log step time,
-each with the prior of ``perfmodel.studies.causes`` (a factor of 2 is one standard deviation), so
-a factor the runs do not tell apart stays near 1. A factor may pass 1 on an efficiency: the stack
+The factors are the most probable ones (each with the log-normal prior of
+``perfmodel.studies.causes``: a factor of 2 is one standard deviation) that reproduce the runs'
+step times. One run identifies one number, so the fit shares its gap between the factors in
+proportion to how much the step depends on each: a compute-bound anchor moves ``compute``, one
+bound by exposed communication (ZeRO-3 at 1,536 GPUs) moves ``communication``. Two or more runs
+whose mix differs (GPU counts, layouts) tell the two apart. A factor may pass 1 on an efficiency: the stack
 then does more per FLOP than the model counts (a FLOP convention, fused kernels).
 """
 
@@ -33,6 +34,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from perfmodel.engine.evaluate import evaluate
+from perfmodel.engine.prediction import Prediction
 from perfmodel.engine.rules import Resolved
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.errors import InputError
@@ -70,7 +72,7 @@ class Anchor:
     factors: dict
     """factor name -> multiplier (1: as modelled)."""
     fitted: tuple[str, ...]
-    """The factors the runs identified, in ``FACTORS`` order ('compute' alone for one run)."""
+    """The factors fitted, in ``FACTORS`` order."""
     runs: tuple[AnchorRun, ...]
     note: str = ""
 
@@ -123,4 +125,38 @@ def fit_anchor(runs: list[tuple[str, Resolved, float]]) -> Anchor:
                                                f"reproduce the measured step ({worst.measured_step_time_s:.4g} s "
                                                f"against {worst.anchored_step_time_s:.4g} s); check the scenario's "
                                                "layout and model")
-    return Anchor(factors=factors, fitted=FACTORS, runs=out)
+    note = ("one run: the gap is shared between the factors in proportion to how much its step depends on each"
+            if len(runs) == 1 else f"{len(runs)} runs: least squares on log step time")
+    return Anchor(factors=factors, fitted=FACTORS, runs=out, note=note)
+
+
+@dataclass(frozen=True)
+class AnchoredPrediction:
+    """A what-if predicted with an anchor's factors, beside the plain prediction."""
+
+    prediction: Prediction
+    unanchored: Prediction
+    anchor: Anchor
+    band: dict
+    """{tokens_per_s_per_gpu, step_time_s} -> {p10, p50, p90}: the anchored prediction spread by
+    the published anchored what-ifs' error quantiles (``anchor_check``)."""
+    band_source: str
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        """``predict --anchor --format json``: the prediction's keys, and the anchor beside them."""
+        u = self.unanchored
+        return {**self.prediction.to_dict(), "anchored_band": {k: dict(v) for k, v in self.band.items()},
+                "anchored_band_source": self.band_source, "anchor": self.anchor.to_dict(),
+                "unanchored": {"step_time_s": u.step_time_s, "tokens_per_s_per_gpu": u.tokens_per_s_per_gpu,
+                               "mfu": u.mfu}, "notes": list(self.notes)}
+
+
+def anchored_band(p: Prediction, quantiles: dict) -> dict:
+    """The band of an anchored prediction from quantiles of e = predicted / measured - 1: a
+    measured tokens/s per GPU is predicted / (1 + e), a measured step predicted x (1 + e)."""
+    e = {k: quantiles[k] for k in ("p10", "p50", "p90")}
+    tps, step = p.tokens_per_s_per_gpu, p.step_time_s
+    return {"tokens_per_s_per_gpu": {"p10": tps / (1 + e["p90"]), "p50": tps / (1 + e["p50"]),
+                                     "p90": tps / (1 + e["p10"])},
+            "step_time_s": {q: step * (1 + e[q]) for q in ("p10", "p50", "p90")}}

@@ -74,6 +74,8 @@ class RunCheck:
     measured_gpu_utilisation: float | None = None
     measured_memory_bytes: float | None = None
     first_iteration_ratio: float | None = None
+    timers: tuple = ()
+    """(timers' names, the terms they time, measured seconds, predicted seconds) per set of terms."""
     source: str = ""
 
     @property
@@ -84,7 +86,8 @@ class RunCheck:
 
     def to_dict(self) -> dict:
         return {**self.__dict__, "predicted_breakdown_s": dict(self.predicted_breakdown_s),
-                "within_band": self.within_band}
+                "timers": [{"timers": n, "terms": list(t), "measured_s": m, "predicted_s": p}
+                           for n, t, m, p in self.timers], "within_band": self.within_band}
 
 
 @dataclass(frozen=True)
@@ -170,7 +173,8 @@ def check_run(d: RunData, o: ObservedRun, p: Prediction) -> RunCheck:
         predicted_gpu_utilisation=1.0 - gpu_idle_s(bd) / sum(bd.values()),
         predicted_memory_bytes=p.memory_per_gpu_bytes,
         measured_mfu=m.mfu, measured_gpu_utilisation=m.gpu_utilisation, measured_memory_bytes=m.peak_memory_bytes,
-        first_iteration_ratio=m.first_iteration_ratio(), source=m.source)
+        first_iteration_ratio=m.first_iteration_ratio(), source=m.source,
+        timers=tuple((label, terms, seconds, sum(bd[t] for t in terms)) for terms, seconds, label in d.timer_groups))
 
 
 def scaling_series(runs: list[RunCheck]) -> tuple[ScalingPoint, ...]:
