@@ -237,7 +237,7 @@ def fit_anchor(runs, *, profile: ProfileChoice = AUTO):
     from perfmodel.studies.diagnose import run_data
     runs = _runs(runs)
     data = [run_data(r, resolve(r.scenario, profile=profile), predict(r.scenario, profile=profile)) for r in runs]
-    return _fit_anchor([(d.id, d.resolved, d.step_s) for d in data])
+    return _fit_anchor([(d.id, d.model.resolved, d.step_s) for d in data])
 
 
 def predict_anchored(scenario: ScenarioLike, anchor, *, profile: ProfileChoice = AUTO, cost: CostModel | None = None):

@@ -268,6 +268,13 @@ def _observed(sc, measured_json: str) -> list:
 
 
 @st.cache_data(**CACHE)
+def sensitivity_view(key: str) -> dict:
+    """What twice as much of each resource buys, and the bottleneck path (``perfmodel.sensitivity``)."""
+    sc, _, use_profile, _ = _unpack(key)
+    return pm.sensitivity(sc, profile=_profile(use_profile)).to_dict()
+
+
+@st.cache_data(**CACHE)
 def diagnose_view(key: str, measured_json: str) -> dict:
     """Predicted against measured, the ranked causes with their sentences, the scaling series,
     the symptoms and the sensitivity (``perfmodel.diagnose``) of the job as measured."""

@@ -1,6 +1,6 @@
-"""Diagnose: the sidebar's job as it ran. Upload its training log or type what was measured; see
-predicted against measured, the gap's likely causes with their lens, the sensitivity of the step
-to each resource, and a what-if anchored on the run."""
+"""Diagnose: the sidebar's job as it ran. The step's sensitivity to each resource first; then
+upload its training log or type what was measured, and see predicted against measured, the gap's
+likely causes with their lens, and a what-if anchored on the run."""
 
 import json
 
@@ -66,12 +66,21 @@ def _measured_typed() -> list[dict] | None:
     return [{**m, "label": "typed"}]
 
 
+key = j.key()
+sens = page.call(cached.sensitivity_view, key)
+if sens is not None:
+    st.subheader("Sensitivity: what twice as much of each resource buys")
+    page.chart(charts.sensitivity_bars(sens["effects"]))
+    path = " -> ".join(f"{p['bottleneck'] or 'nothing'} ({fmt.seconds(p['step_time_s'])})" for p in sens["path"])
+    st.caption(page.plain(f"Bottleneck: {sens['bottleneck'] or 'none'} ({sens['bottleneck_lens']}). As the binding "
+                          f"resource doubles, step by step (pattern 1, bottlenecks move): {path}."))
+
+st.subheader("What the run measured")
 source = st.radio("Measured", ("Type the figures", "Upload a log"), horizontal=True, key="dg_source")
 measured = _measured_typed() if source == "Type the figures" else _measured_from_log()
 if not measured:
     st.stop()
 measured_json = json.dumps(measured, sort_keys=True)
-key = j.key()
 d = page.call(cached.diagnose_view, key, measured_json)
 if d is None:
     st.stop()
@@ -107,13 +116,6 @@ if d["symptoms"]:
     st.subheader("Symptoms")
     for s in d["symptoms"]:
         st.markdown(f"- {page.plain(s['sentence'])}")
-
-sens = d["sensitivity"]
-st.subheader("Sensitivity: what twice as much of each resource buys (lens: balanced pipeline)")
-page.chart(charts.sensitivity_bars(sens["effects"]))
-path = " -> ".join(f"{p['bottleneck'] or 'nothing'} ({fmt.seconds(p['step_time_s'])})" for p in sens["path"])
-st.caption(page.plain(f"Bottleneck: {sens['bottleneck'] or 'none'}. As the binding resource doubles, step by step "
-                      f"(pattern 1, bottlenecks move): {path}."))
 
 st.subheader("A what-if anchored on this run")
 c = st.columns(3)

@@ -25,12 +25,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import minimize_scalar
+from scipy.optimize import brentq, minimize_scalar
 
 from perfmodel.engine.evaluate import COMPONENTS
-from perfmodel.engine.rules import Resolved
 from perfmodel.spec.measured import MeasuredRun
-from perfmodel.studies.perturb import LEVERS, Speeds, gpu_idle_s, perturbed
+from perfmodel.studies.perturb import LEVERS, Evaluator, Speeds, gpu_idle_s
 from perfmodel.studies.symptoms import TERMS, term_lens
 
 NOISE_FRAC = 0.04
@@ -55,11 +54,15 @@ on a few CPU cores per GPU is one to three orders of magnitude slower, so one st
 is 100x."""
 PRIOR_LOG_SD = {"host_overhead": HOST_PRIOR_LOG_SD, "input_pipeline": INPUT_PRIOR_LOG_SD}
 """Per lever; every other lever has ``CALIBRATED_PRIOR_LOG_SD``."""
-FACTOR_RANGE = (1e-5, 1e5)
-"""The speed factors tried: a loader far slower than local NVMe still shows."""
-GRID_POINTS = 41
-"""Log-spaced factors tried before refining (neighbours 1.78x apart), so a lever that only binds
-far from its modelled speed (a loader hidden behind the step) is found, not skipped."""
+FACTOR_RANGE = {"input_pipeline": (1e-5, 1e5), "host_overhead": (1e-3, 1e3)}
+"""Speed factors tried, per lever: a calibrated figure from 1/100 to 100 times its speed (the
+ends sit 6.6 prior standard deviations out), the host's and the loader's further (a loader far
+slower than local NVMe still shows)."""
+CALIBRATED_RANGE = (1e-2, 1e2)
+GRID_POINTS_PER_DECADE = 2
+"""Log-spaced factors tried (neighbours 3.2x apart), beside each run's exact fit, before refining
+around the best: a lever that only binds far from its modelled speed (a loader hidden behind the
+step) is found, and so is a narrow valley (a host just past keeping ahead of the GPU)."""
 TIMER_TERMS = {
     "batch-generator": ("data_wait",),
     "all-grads-sync": ("dp_comm",), "grads-all-reduce": ("dp_comm",), "grads-reduce-scatter": ("dp_comm",),
@@ -84,7 +87,8 @@ class RunData:
     """One run as the fit reads it."""
 
     id: str
-    resolved: Resolved
+    model: Evaluator
+    """The run's resolved scenario, evaluated at any speeds."""
     measured: MeasuredRun
     step_s: float
     """Measured seconds per step."""
@@ -111,7 +115,7 @@ def residuals(runs: list[RunData], s: Speeds) -> np.ndarray:
     """The scaled residuals of every observation of every run at the speeds ``s``."""
     out = []
     for run in runs:
-        bd = perturbed(run.resolved, s)
+        bd = run.model.breakdown(s)
         step = sum(bd.values())
         out.append(math.log(run.step_s / step) / NOISE_FRAC)
         for terms, seconds, _ in run.timer_groups:
@@ -157,20 +161,35 @@ def _score(runs: list[RunData], lever: str, log_x: float) -> float:
     return float(np.sum(residuals(runs, Speeds().times(lever, math.exp(log_x))) ** 2)) + (log_x / tau) ** 2
 
 
+def _step_roots(runs: list[RunData], lever: str, lo: float, hi: float) -> list[float]:
+    """For each run, the log speed of ``lever`` at which its predicted step equals the measured
+    one, where one lies in [lo, hi]: the fit's valley sits near these, however narrow it is."""
+    out = []
+    for run in runs:
+        def gap(g, run=run):
+            return math.log(run.model.step_s(Speeds().times(lever, math.exp(g))) / run.step_s)
+        g_lo, g_hi = gap(lo), gap(hi)
+        if g_lo * g_hi < 0:
+            out.append(brentq(gap, lo, hi, xtol=1e-3))
+    return out
+
+
 def fit_lever(runs: list[RunData], lever: str) -> tuple[float, float] | None:
-    """(fitted speed factor, score) of ``lever``, or None when no speed in ``FACTOR_RANGE`` changes
-    any step (the lever is off the critical path however fast or slow it runs)."""
-    grid = np.linspace(math.log(FACTOR_RANGE[0]), math.log(FACTOR_RANGE[1]), GRID_POINTS)
-    steps = [tuple(sum(perturbed(run.resolved, Speeds().times(lever, math.exp(g))).values()) for run in runs)
-             for g in (grid[0], grid[-1])]
-    if steps[0] == steps[1]:
+    """(fitted speed factor, score) of ``lever``, or None when no speed in its range changes any
+    step (the lever is off the critical path however fast or slow it runs). The score is taken on
+    a log-spaced grid and at each run's exact fit of its own step, then refined around the best."""
+    lo, hi = (math.log(v) for v in FACTOR_RANGE.get(lever, CALIBRATED_RANGE))
+    ends = [tuple(run.model.step_s(Speeds().times(lever, math.exp(g))) for run in runs) for g in (lo, hi)]
+    if ends[0] == ends[1]:
         return None
-    scores = [_score(runs, lever, g) for g in grid]
+    grid = np.linspace(lo, hi, 1 + round(GRID_POINTS_PER_DECADE * (hi - lo) / math.log(10)))
+    points = np.unique(np.concatenate([grid, _step_roots(runs, lever, lo, hi), [0.0]]))
+    scores = [_score(runs, lever, g) for g in points]
     j = int(np.argmin(scores))
-    lo, hi = grid[max(j - 1, 0)], grid[min(j + 1, len(grid) - 1)]
-    best = minimize_scalar(lambda g: _score(runs, lever, g), bounds=(lo, hi), method="bounded",
-                           options={"xatol": 1e-4})
-    log_x, score = (best.x, best.fun) if best.fun <= scores[j] else (grid[j], scores[j])
+    bracket = points[max(j - 1, 0)], points[min(j + 1, len(points) - 1)]
+    best = minimize_scalar(lambda g: _score(runs, lever, g), bounds=bracket, method="bounded",
+                           options={"xatol": 1e-3})
+    log_x, score = (best.x, best.fun) if best.fun <= scores[j] else (points[j], scores[j])
     return math.exp(log_x), float(score)
 
 
@@ -178,7 +197,7 @@ def _term_change(runs: list[RunData], lever: str, x: float) -> tuple[str, float]
     """The term whose time moves most, in the direction of the lever's change, and by how much."""
     delta = dict.fromkeys(COMPONENTS, 0.0)
     for run in runs:
-        before, after = perturbed(run.resolved, Speeds()), perturbed(run.resolved, Speeds().times(lever, x))
+        before, after = run.model.breakdown(Speeds()), run.model.breakdown(Speeds().times(lever, x))
         for k in COMPONENTS:
             delta[k] += after[k] - before[k]
     sign = 1.0 if x < 1.0 else -1.0
@@ -199,7 +218,7 @@ def rank_causes(runs: list[RunData]) -> tuple[tuple[Cause, ...], float]:
     """Every lever that can change a step, fitted and ranked (best first), and the weight of
     'no cause': the gap is the model's usual error."""
     null = float(np.sum(residuals(runs, Speeds()) ** 2))
-    null_steps = sum(math.log(r.step_s / sum(perturbed(r.resolved, Speeds()).values())) ** 2 for r in runs)
+    null_steps = sum(math.log(r.step_s / r.model.step_s(Speeds())) ** 2 for r in runs)
     fits = []
     for lever in LEVERS:
         fitted = fit_lever(runs, lever)
@@ -213,8 +232,7 @@ def rank_causes(runs: list[RunData]) -> tuple[tuple[Cause, ...], float]:
     causes = []
     for (lever, x, score), lk in zip(fits, likelihood[1:]):
         term, change = _term_change(runs, lever, x)
-        steps = sum(math.log(r.step_s / sum(perturbed(r.resolved, Speeds().times(lever, x)).values())) ** 2
-                    for r in runs)
+        steps = sum(math.log(r.step_s / r.model.step_s(Speeds().times(lever, x))) ** 2 for r in runs)
         explained = 1.0 - steps / null_steps if null_steps > 0 else 0.0
         causes.append(Cause(lever, term, x, score, lk / total, explained, change, evidence))
     causes.sort(key=lambda c: c.score)

@@ -22,7 +22,7 @@ from perfmodel.engine.prediction import Prediction
 from perfmodel.engine.rules import Resolved
 from perfmodel.spec.measured import ObservedRun
 from perfmodel.studies.causes import Cause, RunData, rank_causes, timer_groups
-from perfmodel.studies.perturb import Speeds, gpu_idle_s, perturbed
+from perfmodel.studies.perturb import Evaluator, Speeds, gpu_idle_s
 from perfmodel.studies.sensitivity import Sensitivity, sensitivity
 from perfmodel.studies.symptoms import SYMPTOM
 
@@ -157,13 +157,13 @@ def run_data(o: ObservedRun, r: Resolved, p: Prediction) -> RunData:
     if step is None:
         from perfmodel.spec.errors import InputError
         raise InputError(f"runs.{o.id}", "no measured step time, tokens/s, samples/s or MFU")
-    return RunData(o.id, r, o.measured, step, basis, timer_groups(o.measured))
+    return RunData(o.id, Evaluator(r), o.measured, step, basis, timer_groups(o.measured))
 
 
 def check_run(d: RunData, o: ObservedRun, p: Prediction) -> RunCheck:
     s, m = o.scenario, o.measured
     tokens = s.global_batch_size * s.seq_length
-    bd = perturbed(d.resolved, Speeds())
+    bd = d.model.breakdown(Speeds())
     return RunCheck(
         id=o.id, num_gpus=s.num_gpus, global_batch_size=s.global_batch_size, seq_length=s.seq_length,
         measured_step_time_s=d.step_s, basis=d.basis, predicted_step_time_s=p.step_time_s,

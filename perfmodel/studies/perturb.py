@@ -93,16 +93,57 @@ def input_pipeline_s(r: Resolved, s: Speeds) -> float:
     return float(overheads.data_wait_s(tokens_per_gpu / s.input_pipeline, 0.0))
 
 
-def perturbed(r: Resolved, s: Speeds) -> dict:
-    """The step breakdown (component -> seconds; the parts sum to the step) of the resolved job
-    with the levers at the speeds ``s``."""
+ENGINE_LEVERS = RESOURCES[:-1]
+"""The levers the engine must evaluate again for; the input pipeline and the bubble act on its
+breakdown afterwards."""
+
+
+def engine_breakdown(r: Resolved, s: Speeds) -> dict:
+    """The engine's step breakdown of the resolved job with the devices at the speeds ``s``
+    (the input pipeline and the bubble as modelled)."""
     job = dataclasses.replace(r.job, hardware=scaled_hardware(r.job.hardware, s),
                               efficiency=scaled_efficiency(r.job.efficiency, s))
-    bd = {k: float(v[0]) for k, v in evaluate(job, r.layouts).breakdown.items()}
+    return {k: float(v[0]) for k, v in evaluate(job, r.layouts).breakdown.items()}
+
+
+def finished(r: Resolved, s: Speeds, engine_bd: dict) -> dict:
+    """``engine_bd`` with the bubble and the data loader at the speeds ``s``: the loader waits
+    max(0, t_load - the rest of the step), as the engine computes it last."""
+    bd = dict(engine_bd)
     bd["pipeline_bubble"] /= s.pipeline_bubble
     busy = sum(v for k, v in bd.items() if k != "data_wait")
     bd["data_wait"] = max(0.0, input_pipeline_s(r, s) - busy)
     return {k: bd[k] for k in COMPONENTS}
+
+
+def perturbed(r: Resolved, s: Speeds) -> dict:
+    """The step breakdown (component -> seconds; the parts sum to the step) of the resolved job
+    with the levers at the speeds ``s``."""
+    return finished(r, s, engine_breakdown(r, s))
+
+
+class Evaluator:
+    """``perturbed`` for one resolved job, each engine evaluation done once (a fit asks for the
+    same speeds of the devices many times while it varies the loader or the bubble)."""
+
+    MAX_CACHED = 4096
+    """Engine breakdowns kept (a dozen floats each)."""
+
+    def __init__(self, r: Resolved):
+        self.resolved = r
+        self._engine: dict = {}
+
+    def breakdown(self, s: Speeds) -> dict:
+        key = tuple(getattr(s, k) for k in ENGINE_LEVERS)
+        bd = self._engine.get(key)
+        if bd is None:
+            bd = engine_breakdown(self.resolved, s)
+            if len(self._engine) < self.MAX_CACHED:
+                self._engine[key] = bd
+        return finished(self.resolved, s, bd)
+
+    def step_s(self, s: Speeds) -> float:
+        return sum(self.breakdown(s).values())
 
 
 def gpu_idle_s(breakdown: dict) -> float:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from perfmodel.engine.rules import Resolved
 from perfmodel.spec.errors import InputError
-from perfmodel.studies.perturb import RESOURCES, Speeds, perturbed
+from perfmodel.studies.perturb import RESOURCES, Evaluator, Speeds
 
 SPEEDUP = 2.0
 """'What 2x of each would buy' (issue 34): the speed-up applied to one resource at a time."""
@@ -88,16 +88,14 @@ class Sensitivity:
                 "effects": [e.to_dict() for e in self.effects], "path": [p.to_dict() for p in self.path]}
 
 
-def _step(r: Resolved, s: Speeds) -> float:
-    return sum(perturbed(r, s).values())
-
-
-def effects_at(r: Resolved, s: Speeds, speedup: float = SPEEDUP) -> tuple[float, tuple[ResourceEffect, ...]]:
+def effects_at(r: Resolved | Evaluator, s: Speeds,
+               speedup: float = SPEEDUP) -> tuple[float, tuple[ResourceEffect, ...]]:
     """(the step at speeds ``s``, each resource's effect when it alone runs ``speedup`` x faster)."""
-    base = _step(r, s)
+    ev = r if isinstance(r, Evaluator) else Evaluator(r)
+    base = ev.step_s(s)
     out = []
     for res in RESOURCES:
-        t = _step(r, s.times(res, speedup))
+        t = ev.step_s(s.times(res, speedup))
         out.append(ResourceEffect(res, t, 1.0 - t / base, math.log(base / t) / math.log(speedup)))
     return base, tuple(out)
 
@@ -106,7 +104,8 @@ def sensitivity(r: Resolved, path_steps: int = PATH_STEPS_DEFAULT) -> Sensitivit
     """Elasticities of the resolved job's step, and the bottleneck path of ``path_steps`` doublings."""
     if isinstance(path_steps, bool) or not isinstance(path_steps, int) or not 0 <= path_steps <= MAX_PATH_STEPS:
         raise InputError("path_steps", f"must be a whole number from 0 to {MAX_PATH_STEPS}, got {path_steps!r}")
-    base, effects = effects_at(r, Speeds())
+    ev = Evaluator(r)
+    base, effects = effects_at(ev, Speeds())
     path, s, step, here = [], Speeds(), base, effects
     for i in range(path_steps + 1):
         best = max(here, key=lambda e: e.elasticity)
@@ -115,5 +114,5 @@ def sensitivity(r: Resolved, path_steps: int = PATH_STEPS_DEFAULT) -> Sensitivit
         if i == path_steps or not name:
             break
         s = s.times(name, SPEEDUP)
-        step, here = effects_at(r, s)
+        step, here = effects_at(ev, s)
     return Sensitivity(step_time_s=base, speedup=SPEEDUP, effects=effects, path=tuple(path))
