@@ -211,6 +211,8 @@ def _runs(runs):
     runs = [runs] if isinstance(runs, ObservedRun) else list(runs)
     if not runs or not all(isinstance(r, ObservedRun) for r in runs):
         raise InputError("runs", "give one or more observed runs (perfmodel.observed_run, perfmodel.load_runs)")
+    from perfmodel.studies.diagnose import check_run_count
+    check_run_count(runs)
     return runs
 
 

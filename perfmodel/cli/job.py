@@ -23,7 +23,8 @@ def cmd_predict(args) -> int:
         return _predict_anchored(args)
     if args.log:
         raise InputError("--log", "measures the runs of --anchor RUN.yaml; give --anchor too")
-    p = pm.predict(load(args.scenario), profile=profile_choice(args), cost=cost_model(args))
+    sc = load(args.scenario)
+    p = pm.predict(sc, profile=profile_choice(args), cost=cost_model(args))
     if args.format == "json":
         emit_json(p.to_dict())
         return 0
@@ -35,6 +36,7 @@ def cmd_predict(args) -> int:
         ["memory per GPU", f"{fmt.bytes_binary(p.memory_per_gpu_bytes)} "
                            f"({'fits' if p.fits_in_memory else 'DOES NOT FIT'})"],
         ["bottleneck", f"{p.bottleneck} ({p.bottleneck_lens})"],
+        ["binding resource", _binding_resource(sc, args)],
         ["params total / active", f"{fmt.si(p.model_params_total)} / {fmt.si(p.model_params_active)}"],
         ["model FLOPs per token", fmt.si(p.model_flops_per_token, "FLOP")],
         ["dp / micro-batches", f"{p.dp} / {p.num_microbatches}"],
@@ -48,6 +50,16 @@ def cmd_predict(args) -> int:
     print(fmt.table([[k, fmt.seconds(v), fmt.percent(v / total)] for k, v in p.breakdown_s.items() if v > 0],
                     header=["component", "time", "share"]))
     return 0
+
+
+def _binding_resource(sc, args) -> str:
+    """The resource whose doubling buys the most (``perfmodel sensitivity``), and what it buys."""
+    from perfmodel.present.diagnosis import RESOURCE_WORDS
+    s = pm.sensitivity(sc, profile=profile_choice(args), path_steps=0)
+    if not s.bottleneck:
+        return "none (no resource moves the step)"
+    e = s.effect(s.bottleneck)
+    return f"{RESOURCE_WORDS[s.bottleneck]}: 2x buys {fmt.percent(e.gain_frac)} (perfmodel sensitivity)"
 
 
 def _predict_anchored(args) -> int:

@@ -96,6 +96,10 @@ MAX_NESTING_DEPTH = 64
 MAX_RECORDS = 1_000_000
 """Records of one calibration results file, and timed repeats of one record: a full suite run
 writes about 400 records of a few dozen repeats."""
+MAX_OBSERVED_RUNS = 64
+"""Measured runs one diagnosis or anchor fits at once, and runs one log holds (one per job size of
+a CSV or YAML series): each run is evaluated a few hundred times; a scaling sweep has a handful
+(``MAX_SWEEP_POINTS``)."""
 MAX_CASES = 5_000
 """Cases of one ``perfmodel validate`` file, each a prediction: the published runs are 230."""
 

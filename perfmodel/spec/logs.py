@@ -82,6 +82,7 @@ _TITAN_TPS = re.compile(r"\btps:\s*" + _NUM)
 _TITAN_TFLOPS = re.compile(r"\btflops:\s*" + _NUM)
 _TITAN_MFU = re.compile(r"\bmfu:\s*" + _NUM + "%")
 _TITAN_MEMORY = re.compile(r"\bmemory:\s*" + _NUM + "GiB")
+_YAML_KEY = re.compile(r"^\s*[A-Za-z_][A-Za-z0-9_]*\s*:(\s|$)")
 _HF_PAIR = re.compile(r"""['"]([a-z_]+)['"]\s*:\s*""" + r"(-?[0-9.]+(?:[eE][-+]?[0-9]+)?)")
 
 
@@ -227,6 +228,8 @@ def parse_csv(text: str, origin: str) -> tuple[MeasuredRun, ...]:
             groups.setdefault(job, []).append(values)
     if not groups:
         raise InputError(origin, "the CSV has no row with a measured value")
+    if len(groups) > limits.MAX_OBSERVED_RUNS:
+        raise InputError(origin, f"{len(groups):,} runs (job sizes); at most {limits.MAX_OBSERVED_RUNS}")
     runs = []
     for job, entries in groups.items():
         d: dict = {}
@@ -246,13 +249,15 @@ def parse_csv(text: str, origin: str) -> tuple[MeasuredRun, ...]:
     return tuple(runs)
 
 
-def parse_yaml_runs(text: str, origin: str) -> tuple[MeasuredRun, ...]:
-    data = parse_data_text(text, origin, name=origin)
+def parse_yaml_runs(data, origin: str) -> tuple[MeasuredRun, ...]:
+    """The runs of parsed YAML: a ``measured:`` block (or a mapping holding one), or a list."""
     if isinstance(data, dict) and isinstance(data.get("measured"), dict):
         data = data["measured"]
     items = data if isinstance(data, list) else [data]
-    if not items or len(items) > limits.MAX_CASES:
-        raise InputError(origin, f"expected a measured mapping or a list of 1 to {limits.MAX_CASES:,} of them")
+    if not items:
+        raise InputError(origin, "expected a measured mapping or a list of them")
+    if len(items) > limits.MAX_OBSERVED_RUNS:
+        raise InputError(origin, f"{len(items):,} runs; at most {limits.MAX_OBSERVED_RUNS}")
     out = []
     for i, item in enumerate(items):
         where = origin if len(items) == 1 else f"{origin}[{i}]"
@@ -288,15 +293,17 @@ def parse_log(text: str, origin: str = "log") -> tuple[MeasuredRun, ...]:
         raise InputError(origin, "nccl-tests output measures one collective, not a training step: fit a profile "
                                  "from it with 'perfmodel calibrate' and pass it with --profile")
     first = next((line for line in lines if line.strip()), "")
+    if first.lstrip().startswith(("-", "{")) or _YAML_KEY.match(first):
+        try:
+            data = parse_data_text(text, origin, name=origin)
+        except InputError as exc:
+            if "nested" in exc.reason or "too large" in exc.reason or "digits" in exc.reason:
+                raise                          # YAML, refused for its shape: say so
+            data = None                        # not YAML either: the format is unknown
+        if isinstance(data, (dict, list)):
+            return parse_yaml_runs(data, origin)
     if "," in first and not first.lstrip().startswith(("{", "[", "-", "#")):
         return parse_csv(text, origin)
-    if first.lstrip().startswith(("-", "{")) or re.match(r"^\s*[A-Za-z_]+\s*:", first):
-        try:
-            parse_data_text(text, origin, name=origin)
-        except InputError:
-            pass                               # not YAML either: the format is unknown
-        else:
-            return parse_yaml_runs(text, origin)
     raise InputError(origin, f"not a training log perfmodel reads; expected {KNOWN_FORMATS}")
 
 

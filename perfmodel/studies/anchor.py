@@ -36,6 +36,7 @@ from scipy.optimize import least_squares
 from perfmodel.engine.evaluate import evaluate
 from perfmodel.engine.prediction import Prediction
 from perfmodel.engine.rules import Resolved
+from perfmodel.spec import limits
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.errors import InputError
 from perfmodel.studies.causes import CALIBRATED_PRIOR_LOG_SD
@@ -107,8 +108,8 @@ def fit_anchor(runs: list[tuple[str, Resolved, float]]) -> Anchor:
     that reproduce the runs' step times to ``ANCHOR_NOISE_FRAC``. With one run that puts the gap
     on each factor in proportion to how much the step depends on it: a compute-bound anchor
     moves compute, one bound by exposed communication moves communication."""
-    if not runs:
-        raise InputError("anchor", "no measured run to anchor on")
+    if not 0 < len(runs) <= limits.MAX_OBSERVED_RUNS:
+        raise InputError("anchor", f"{len(runs):,} measured runs; anchor on 1 to {limits.MAX_OBSERVED_RUNS}")
 
     def resid(log_f):
         fs = dict(zip(FACTORS, np.exp(log_f)))

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 from perfmodel.engine.prediction import Prediction
 from perfmodel.engine.rules import Resolved
+from perfmodel.spec import limits
+from perfmodel.spec.errors import InputError
 from perfmodel.spec.measured import ObservedRun
 from perfmodel.studies.causes import Cause, RunData, rank_causes, timer_groups
 from perfmodel.studies.perturb import Evaluator, Speeds, gpu_idle_s
@@ -142,6 +144,11 @@ class Diagnosis:
                 "sensitivity": self.sensitivity.to_dict(), "sensitivity_run": self.sensitivity_run}
 
 
+def check_run_count(runs) -> None:
+    if not 0 < len(runs) <= limits.MAX_OBSERVED_RUNS:
+        raise InputError("runs", f"{len(runs):,} runs; give 1 to {limits.MAX_OBSERVED_RUNS}")
+
+
 def band_of(p: Prediction) -> dict | None:
     """The step-time band of a prediction ({p10, p50, p90}), where the prediction carries one
     (the error band of issue 33 adds ``band`` to ``predict``'s JSON); None otherwise."""
@@ -155,7 +162,6 @@ def run_data(o: ObservedRun, r: Resolved, p: Prediction) -> RunData:
     peak = r.job.hardware.gpu.peak_flop_per_s(r.job.precision)
     step, basis = o.measured.step_s_for(s.global_batch_size, s.seq_length, s.num_gpus, p.model_flops_per_token, peak)
     if step is None:
-        from perfmodel.spec.errors import InputError
         raise InputError(f"runs.{o.id}", "no measured step time, tokens/s, samples/s or MFU")
     return RunData(o.id, Evaluator(r), o.measured, step, basis, timer_groups(o.measured))
 
@@ -242,6 +248,7 @@ def detect_symptoms(observed: list[ObservedRun], runs: list[RunCheck],
 
 def diagnose(observed: list[ObservedRun], resolved: list[Resolved], predictions: list[Prediction]) -> Diagnosis:
     """The diagnosis of ``observed`` runs, each with its resolved scenario and prediction."""
+    check_run_count(observed)
     data = [run_data(o, r, p) for o, r, p in zip(observed, resolved, predictions)]
     checks = [check_run(d, o, p) for d, o, p in zip(data, observed, predictions)]
     causes, null = rank_causes(data)

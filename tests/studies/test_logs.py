@@ -178,3 +178,17 @@ def test_measured_figures_convert_to_a_step():
     assert MeasuredRun(samples_per_s=250.0).step_s_for(1000, 1000, 8, 1.0, 1.0) == (4.0, "samples/s")
     step, basis = measured_from_mapping({"mfu": 0.5}).step_s_for(1000, 1000, 8, 6e9, 1e15)
     assert step == pytest.approx(1.5) and basis == "MFU"
+
+
+def test_runs_per_log_and_per_diagnosis_are_bounded():
+    """Each run is evaluated a few hundred times by a fit: one log holds, and one diagnosis or
+    anchor takes, at most ``limits.MAX_OBSERVED_RUNS``."""
+    n = limits.MAX_OBSERVED_RUNS + 1
+    with pytest.raises(InputError, match=f"{n} runs; at most {limits.MAX_OBSERVED_RUNS}"):
+        parse_log("".join(f"- step_time_s: {i + 1}.0\n" for i in range(n)), "x.yaml")
+    import perfmodel as pm
+    run = pm.observed_run(pm.load_scenario(EXAMPLE), {"step_time_s": 15.0})
+    with pytest.raises(InputError, match="give 1 to"):
+        pm.diagnose([run] * n)
+    with pytest.raises(InputError, match="give 1 to"):
+        pm.fit_anchor([run] * n)
