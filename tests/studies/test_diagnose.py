@@ -35,7 +35,8 @@ def _run(scenario: dict, lever: str, speed: float, timers=(), util=False, data_w
     sc = pm.parse_scenario(scenario)
     bd = perturbed(pm.resolve(sc, profile=None), Speeds().times(lever, speed))
     step = sum(bd.values())
-    m = MeasuredRun(step_time_s=step * (1.0 + noise), timers_s={name: sum(bd[t] for t in terms) for name, terms in timers},
+    m = MeasuredRun(step_time_s=step * (1.0 + noise),
+                    timers_s={name: sum(bd[t] for t in terms) for name, terms in timers},
                     gpu_utilisation=1.0 - gpu_idle_s(bd) / step if util else None,
                     data_wait_s=bd["data_wait"] if data_wait else None)
     return pm.observed_run(sc, m, f"{sc.num_gpus} GPUs, batch {sc.global_batch_size}")
