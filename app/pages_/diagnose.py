@@ -102,6 +102,8 @@ st.caption(f"Each cause is one lever of the step model at the speed that best ex
            "ranks the levers by how little each must change; timers, GPU utilisation, the loader's wait or runs at "
            "several GPU counts tell them apart.")
 shown = d["causes"][:5]
+if not shown:
+    st.success("No lever of the model explains the run better than the model's usual error.")
 if shown:
     page.chart(charts.cause_weights(shown))
     for i, c in enumerate(shown, 1):

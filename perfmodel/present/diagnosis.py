@@ -126,6 +126,8 @@ def diagnosis_text(d: Diagnosis) -> str:
                                           "MFU meas / pred", "GPU util meas / pred", "memory meas / pred"]), ""]
     out.append(f"Likely causes (weight: relative likelihood; 'the model's usual error' "
                f"{fmt.percent(d.no_cause_weight)})")
+    if not d.causes:
+        out.append("    none: no lever of the model explains the runs better than its usual error")
     for i, c in enumerate(d.causes[:SHOWN_CAUSES], 1):
         out.append(f"{i:2d}. {fmt.percent(c.weight):>6}  {cause_sentence(c, d)}")
         out.append(f"            {cause_detail(c)}")

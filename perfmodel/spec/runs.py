@@ -80,7 +80,10 @@ def runs_from_data(data, origin: str, base: Path | None = None, logs: LogRuns = 
         if sc is None:
             raise InputError(origin, "neither a scenario nor a case (scenario + measured) nor a cases file")
         out = []
+    seen: dict = {}
     for name, measured in logs:
+        seen[name] = seen.get(name, 0) + 1
+        name = name if seen[name] == 1 else f"{name} ({seen[name]})"      # two logs of one file name
         for j, m in enumerate(measured):
             out.append(bind_run(name if len(measured) == 1 else f"{name}[{j + 1}]", sc, m))
     if not out:

@@ -40,8 +40,10 @@ the step."""
 CALIBRATED_PRIOR_LOG_SD = math.log(2.0)
 """tau for a calibrated figure (peaks and kernel efficiencies, HBM, NVLink, NICs, latencies, the
 pipeline schedule): half or twice its calibrated speed is one standard deviation away. The mean
-signed error per published source spans -21% to +28% of the step (docs/validation.md, by source;
-one outlier at +170%), so a factor of 2 covers what whole software stacks depart by."""
+signed error of tokens/s per GPU per published source spans -4% to +31% (docs/validation.md, 'By
+source'), and single runs of early-release software miss by up to +170% (DeepSeek-V3 on GB200 in
+the DGX Cloud recipes v25.05): a factor of 2 at one standard deviation covers whole stacks and
+leaves such runs within reach."""
 HOST_PRIOR_LOG_SD = math.log(4.0)
 """tau for the host's dispatch cost: the model's figure is a generic eager-PyTorch 10-20 us per
 operation (REFERENCES.md 'Efficiency'), not a measurement of the user's training loop, which can
@@ -215,14 +217,14 @@ def evidence_of(runs: list[RunData]) -> tuple[str, ...]:
 
 
 def rank_causes(runs: list[RunData]) -> tuple[tuple[Cause, ...], float]:
-    """Every lever that can change a step, fitted and ranked (best first), and the weight of
-    'no cause': the gap is the model's usual error."""
+    """Every lever that explains the runs better than 'no cause' does, fitted and ranked (best
+    first), and the weight of 'no cause': the gap is the model's usual error."""
     null = float(np.sum(residuals(runs, Speeds()) ** 2))
     null_steps = sum(math.log(r.step_s / r.model.step_s(Speeds())) ** 2 for r in runs)
     fits = []
     for lever in LEVERS:
         fitted = fit_lever(runs, lever)
-        if fitted is not None:
+        if fitted is not None and fitted[1] < null:    # a cause explains more than 'no cause'
             fits.append((lever, *fitted))
     scores = [null] + [score for _, _, score in fits]
     low = min(scores)

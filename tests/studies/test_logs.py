@@ -192,3 +192,18 @@ def test_runs_per_log_and_per_diagnosis_are_bounded():
         pm.diagnose([run] * n)
     with pytest.raises(InputError, match="give 1 to"):
         pm.fit_anchor([run] * n)
+
+
+def test_a_real_step_check_measurement_reads_and_diagnoses():
+    """calibration's step-check writes a measured block: five eager-PyTorch steps of a 4-layer
+    Llama 3 8B on one H100 (1.38833, 1.38594, 1.39116, 1.38906, 1.38897 s). The steady state is
+    the median of the last half: median(1.39116, 1.38906, 1.38897) = 1.38906 s; the file's other
+    keys (device, versions) are its own record."""
+    run_dir = (Path(__file__).resolve().parents[2] / "calibration" / "results" / "nvidia-h100-80gb-hbm3-2026-11-22"
+               / "step_check_llama3-8b_4l_s8192")
+    (run,) = load_runs(run_dir / "scenario.yaml", [run_dir / "measured.yaml"])
+    assert run.measured.steady_step_s() == pytest.approx(1.3890554, rel=1e-6)
+    import perfmodel as pm
+    d = pm.diagnose([run])
+    assert d.runs[0].measured_memory_bytes == pytest.approx(54.384281635284424 * GIBI)
+    assert d.causes and d.causes[0].lens == "co-design"
