@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import reprlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -192,6 +192,3 @@ def bind_run(run_id: str, scenario: Scenario, measured: MeasuredRun) -> Observed
         scenario = parse_scenario({**scenario_to_dict(scenario), **update})
     return ObservedRun(id=run_id, scenario=scenario, measured=measured)
 
-
-def with_source(m: MeasuredRun, source: str) -> MeasuredRun:
-    return replace(m, source=source)
