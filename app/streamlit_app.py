@@ -28,6 +28,7 @@ PAGES = [
     st.Page("pages_/scale.py", title="Scale", url_path="scale"),
     st.Page("pages_/search.py", title="Search", url_path="search"),
     st.Page("pages_/size.py", title="Size a cluster", url_path="size"),
+    st.Page("pages_/diagnose.py", title="Diagnose a run", url_path="diagnose"),
     st.Page("pages_/calibration.py", title="Calibration and validation", url_path="calibration"),
 ]
 

@@ -206,3 +206,88 @@ def software_histories(*, profile: ProfileChoice = AUTO) -> list[dict]:
                     "hardware": h.scenario.hardware, "efficiency": note, "predicted_tflop_per_s": predicted,
                     "rows": history_rows(h, predicted)})
     return out
+
+
+# ---------------------------------------------------------------- observed runs (issue 34)
+def read_log(path: str | Path):
+    """The measured runs of a training log file you name (Megatron-LM, NeMo, torchtitan, Hugging
+    Face Trainer, Lightning or plain CSV, YAML): a tuple of ``MeasuredRun``."""
+    from perfmodel.spec.logs import read_log as _read_log
+    return _read_log(path)
+
+
+def parse_log(text: str, name: str = "log"):
+    """``read_log`` for text you already hold (an upload): no file is opened."""
+    from perfmodel.spec.logs import parse_log as _parse_log
+    return _parse_log(text, name)
+
+
+def load_runs(path: str | Path, logs=()):
+    """The measured runs of a RUN file (a cases file, one case, or a scenario measured by ``logs``)."""
+    from perfmodel.spec.runs import load_runs as _load_runs
+    return _load_runs(path, logs)
+
+
+def observed_run(scenario: ScenarioLike, measured, run_id: str | None = None):
+    """A run of ``scenario`` measured by ``measured`` (a ``MeasuredRun`` or a ``measured:`` mapping)."""
+    from perfmodel.spec.measured import MeasuredRun, bind_run, measured_from_mapping
+    sc = _scenario(scenario)
+    m = measured if isinstance(measured, MeasuredRun) else measured_from_mapping(measured)
+    return bind_run(run_id or sc.name, sc, m)
+
+
+def _runs(runs):
+    from perfmodel.spec.measured import ObservedRun
+    runs = [runs] if isinstance(runs, ObservedRun) else list(runs)
+    if not runs or not all(isinstance(r, ObservedRun) for r in runs):
+        raise InputError("runs", "give one or more observed runs (perfmodel.observed_run, perfmodel.load_runs)")
+    from perfmodel.studies.diagnose import check_run_count
+    check_run_count(runs)
+    return runs
+
+
+def diagnose(runs, *, profile: ProfileChoice = AUTO):
+    """Predicted against measured for observed runs (one, or a series of GPU counts, batches or
+    layouts), the gap's ranked causes, the scaling series, the symptoms and the sensitivity."""
+    from perfmodel.studies.diagnose import diagnose as _diagnose
+    runs = _runs(runs)
+    return _diagnose(runs, [resolve(r.scenario, profile=profile) for r in runs],
+                     [predict(r.scenario, profile=profile) for r in runs])
+
+
+def sensitivity(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO, path_steps: int | None = None):
+    """The step time's elasticity to each resource (what 2x of it buys), the bottleneck it names,
+    and how the bottleneck moves as the binding resource doubles, ``path_steps`` times."""
+    from perfmodel.studies.sensitivity import PATH_STEPS_DEFAULT
+    from perfmodel.studies.sensitivity import sensitivity as _sensitivity
+    return _sensitivity(resolve(scenario, profile=profile), PATH_STEPS_DEFAULT if path_steps is None else path_steps)
+
+
+def fit_anchor(runs, *, profile: ProfileChoice = AUTO):
+    """The stack-level factors (compute, communication) that the observed runs identify."""
+    from perfmodel.studies.anchor import fit_anchor as _fit_anchor
+    from perfmodel.studies.diagnose import run_data
+    runs = _runs(runs)
+    data = [run_data(r, resolve(r.scenario, profile=profile), predict(r.scenario, profile=profile)) for r in runs]
+    return _fit_anchor([(d.id, d.model.resolved, d.step_s) for d in data])
+
+
+def predict_anchored(scenario: ScenarioLike, anchor, *, profile: ProfileChoice = AUTO, cost: CostModel | None = None):
+    """A what-if predicted with an anchor (``fit_anchor``, or the observed runs to fit one from),
+    with the band of the published anchored what-ifs."""
+    from perfmodel.studies.anchor import Anchor, AnchoredPrediction, anchored_band, anchored_efficiency
+    from perfmodel.studies.anchor_check import load_band
+    sc = _scenario(scenario)
+    runs = None if isinstance(anchor, Anchor) else _runs(anchor)
+    a = anchor if runs is None else fit_anchor(runs, profile=profile)
+    eff = efficiencies_for(hardware_of(sc), profile)[0]
+    p = _predict(sc, anchored_efficiency(eff, a.factors), cost)
+    band = load_band()
+    notes = ()
+    if runs and any(hardware_of(r.scenario).reference_id != hardware_of(sc).reference_id for r in runs):
+        notes = (f"the anchor ran on {hardware_of(runs[0].scenario).reference_id}; its factors are carried to "
+                 f"{hardware_of(sc).reference_id} as they are",)
+    return AnchoredPrediction(prediction=p, unanchored=predict(sc, profile=profile, cost=cost), anchor=a,
+                              band=anchored_band(p, band["error_quantiles"]),
+                              band_source=f"{band['pairs']} published anchored what-ifs (p10-p90 of their error)",
+                              notes=notes)

@@ -289,3 +289,49 @@ def breakdown_rows(breakdown_s: dict) -> list[dict]:
     total = sum(breakdown_s.values()) or 1.0
     return [{"component": k, "seconds": breakdown_s[k], "share": breakdown_s[k] / total}
             for k in BREAKDOWN_COMPONENTS if breakdown_s.get(k, 0.0) > 0]
+
+
+# ---------------------------------------------------------------------------- diagnose
+def _observed(sc, measured_json: str) -> list:
+    """The sidebar's job measured by each of the ``measured:`` mappings in ``measured_json``
+    (typed figures or an uploaded log's runs; several make a series). A mapping may also hold the
+    run's ``num_gpus`` and ``global_batch_size`` and a ``label``."""
+    out = []
+    for i, m in enumerate(json.loads(measured_json)):
+        size = {k: m[k] for k in ("num_gpus", "global_batch_size") if m.get(k)}
+        figures = {k: v for k, v in m.items() if k not in ("num_gpus", "global_batch_size", "label")}
+        run_sc = pm.parse_scenario(pm.scenario_to_dict(sc) | size) if size else sc
+        out.append(pm.observed_run(run_sc, figures, m.get("label") or f"run {i + 1}"))
+    return out
+
+
+@st.cache_data(**CACHE)
+def sensitivity_view(key: str) -> dict:
+    """What twice as much of each resource buys, and the bottleneck path (``perfmodel.sensitivity``)."""
+    sc, _, use_profile, _ = _unpack(key)
+    return pm.sensitivity(sc, profile=_profile(use_profile)).to_dict()
+
+
+@st.cache_data(**CACHE)
+def diagnose_view(key: str, measured_json: str) -> dict:
+    """Predicted against measured, the ranked causes with their sentences, the scaling series,
+    the symptoms and the sensitivity (``perfmodel.diagnose``) of the job as measured."""
+    from perfmodel.present.diagnosis import cause_detail, cause_sentence, symptom_sentence
+    sc, _, use_profile, _ = _unpack(key)
+    d = pm.diagnose(_observed(sc, measured_json), profile=_profile(use_profile))
+    out = d.to_dict()
+    for row, c in zip(out["causes"], d.causes):
+        row["sentence"], row["detail"] = cause_sentence(c, d), cause_detail(c)
+    for row, s in zip(out["symptoms"], d.symptoms):
+        row["sentence"] = symptom_sentence(s)
+    return out
+
+
+@st.cache_data(**CACHE)
+def anchored_view(key: str, measured_json: str, what_if_json: str) -> dict:
+    """The what-if (the job with the fields of ``what_if_json`` changed) anchored on the measured
+    runs, with its band, beside the plain prediction."""
+    sc, cost, use_profile, _ = _unpack(key)
+    what_if = pm.parse_scenario(pm.scenario_to_dict(sc) | json.loads(what_if_json))
+    ap = pm.predict_anchored(what_if, _observed(sc, measured_json), profile=_profile(use_profile), cost=cost)
+    return ap.to_dict()

@@ -376,3 +376,43 @@ def sizing(options: list[dict], deadline_s: float | None, budget_usd: float | No
         layers.append(alt.Chart(pd.DataFrame({"cost_usd": [budget_usd]})).mark_rule(
             color="#d62728", strokeDash=[2, 2]).encode(y="cost_usd:Q"))
     return alt.layer(*layers).properties(height=420, width=WIDTH)
+
+
+def sensitivity_bars(effects: list[dict]) -> alt.Chart:
+    """What 2x of each resource buys: the share of the step it removes, by resource."""
+    df = pd.DataFrame(effects)
+    return alt.Chart(df).mark_bar().encode(
+        x=alt.X("gain_frac:Q", title="step removed by 2x of the resource (share of the step)",
+                axis=alt.Axis(format="%")),
+        y=alt.Y("resource:N", sort="-x", title=None),
+        color=alt.Color("lens:N", title="lens"),
+        tooltip=[alt.Tooltip("resource:N"), alt.Tooltip("gain_frac:Q", format=".1%", title="2x buys"),
+                 alt.Tooltip("elasticity:Q", format=".3f"), alt.Tooltip("lens:N")],
+    ).properties(height=30 * len(df), width=WIDTH)
+
+
+def cause_weights(causes: list[dict]) -> alt.Chart:
+    """The gap's likely causes: the relative likelihood of each, by term."""
+    df = pd.DataFrame([{"cause": f"{c['term']} ({c['lever']})", "weight": c["weight"], "lens": c["lens"]}
+                       for c in causes])
+    return alt.Chart(df).mark_bar().encode(
+        x=alt.X("weight:Q", title="relative likelihood (share)", axis=alt.Axis(format="%"),
+                scale=alt.Scale(domain=[0, 1])),
+        y=alt.Y("cause:N", sort="-x", title=None),
+        color=alt.Color("lens:N", title="lens"),
+        tooltip=[alt.Tooltip("cause:N"), alt.Tooltip("weight:Q", format=".1%"), alt.Tooltip("lens:N")],
+    ).properties(height=30 * len(df), width=WIDTH)
+
+
+def efficiency_series(points: list[dict]) -> alt.Chart:
+    """Measured against predicted parallel efficiency per GPU count."""
+    df = pd.DataFrame([{"num_gpus": p["num_gpus"], "efficiency": p[k], "series": name}
+                       for p in points for k, name in (("measured_efficiency", "measured"),
+                                                       ("predicted_efficiency", "predicted"))])
+    return alt.Chart(df).mark_line(point=True).encode(
+        x=alt.X("num_gpus:Q", scale=alt.Scale(type="log", base=2), title="GPUs (count)"),
+        y=alt.Y("efficiency:Q", title="parallel efficiency (tokens/s per GPU over the smallest count's)",
+                axis=alt.Axis(format="%")),
+        color=alt.Color("series:N", title=None),
+        tooltip=[alt.Tooltip("num_gpus:Q"), alt.Tooltip("series:N"), alt.Tooltip("efficiency:Q", format=".1%")],
+    ).properties(height=260, width=WIDTH)

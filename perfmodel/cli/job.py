@@ -19,10 +19,15 @@ from perfmodel.present.goodput import waterfall_rows
 
 DEFAULT_BAND_OUT = "project"
 """``--fit-bands`` with no path: the project's band table."""
+from perfmodel.spec.errors import InputError
 
 
 def cmd_predict(args) -> int:
     check_numbers(args)
+    if args.anchor:
+        return _predict_anchored(args)
+    if args.log:
+        raise InputError("--log", "measures the runs of --anchor RUN.yaml; give --anchor too")
     sc = load(args.scenario, args.set)
     p = pm.predict(sc, profile=profile_choice(args), cost=cost_model(args, sc))
     if args.format == "json":
@@ -39,6 +44,7 @@ def cmd_predict(args) -> int:
         ["memory per GPU", f"{fmt.bytes_binary(p.memory_per_gpu_bytes)} "
                            f"({'fits' if p.fits_in_memory else 'DOES NOT FIT'})", ""],
         ["bottleneck", f"{p.bottleneck} ({p.bottleneck_lens})", ""],
+        ["binding resource", _binding_resource(sc, args), ""],
         ["params total / active", f"{fmt.si(p.model_params_total)} / {fmt.si(p.model_params_active)}", ""],
         ["model FLOPs per token", fmt.si(p.model_flops_per_token, "FLOP"), ""],
         ["dp / micro-batches", f"{p.dp} / {p.num_microbatches}", ""],
@@ -58,6 +64,30 @@ def cmd_predict(args) -> int:
     print(fmt.table([[r["label"], fmt.si(r["flop_per_s"], "FLOP/s"), fmt.percent(r["of_peak"]),
                       "" if r["stage"] == "peak" else fmt.percent(r["kept"])] for r in waterfall_rows(p.goodput_waterfall)],
                     header=["goodput waterfall", "cluster", "of peak", "kept"]))
+    return 0
+
+
+def _binding_resource(sc, args) -> str:
+    """The resource whose doubling buys the most (``perfmodel sensitivity``), and what it buys."""
+    from perfmodel.present.diagnosis import RESOURCE_WORDS
+    s = pm.sensitivity(sc, profile=profile_choice(args), path_steps=0)
+    if not s.bottleneck:
+        return "none (no resource moves the step)"
+    e = s.effect(s.bottleneck)
+    return f"{RESOURCE_WORDS[s.bottleneck]}: 2x buys {fmt.percent(e.gain_frac)} (perfmodel sensitivity)"
+
+
+def _predict_anchored(args) -> int:
+    """``predict --anchor RUN.yaml``: the what-if with the factors the measured runs identify."""
+    from perfmodel.cli.diagnose import logs_of
+    from perfmodel.present.diagnosis import anchored_text
+    runs = pm.load_runs(args.anchor, logs_of(args))
+    sc = load(args.scenario, args.set)
+    ap = pm.predict_anchored(sc, runs, profile=profile_choice(args), cost=cost_model(args, sc))
+    if args.format == "json":
+        emit_json(ap.to_dict())
+        return 0
+    print(anchored_text(ap))
     return 0
 
 
@@ -121,6 +151,9 @@ def register(sub) -> None:
     p.add_argument("scenario", nargs="?", default=str(EXAMPLE_SCENARIO))
     p.add_argument("--format", choices=["json", "table"], default="table")
     add_set_option(p)
+    p.add_argument("--anchor", metavar="RUN.yaml", help="measured runs on your cluster: predict with the stack "
+                                                        "factors they identify (perfmodel diagnose's RUN.yaml)")
+    p.add_argument("--log", action="append", metavar="FILE", help="with --anchor: logs that measure its scenario")
     add_profile_option(p)
     add_cost_options(p)
     p.set_defaults(func=cmd_predict)

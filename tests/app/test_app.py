@@ -19,7 +19,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 APP = Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"
 TIMEOUT_S = 120
 PAGES = ("pages_/plan.py", "pages_/compare.py", "pages_/scale.py", "pages_/search.py", "pages_/size.py",
-         "pages_/calibration.py")
+         "pages_/diagnose.py", "pages_/calibration.py")
 
 
 def _app(page: str | None = None) -> AppTest:
@@ -346,6 +346,42 @@ def test_size_widget_changes_the_figures():
 
 
 # ----------------------------------------------------------------------- calibration
+LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
+
+
+def test_diagnose_typed_figures_rank_causes_and_anchor_a_what_if():
+    at = _app("pages_/diagnose.py")
+    assert any("Type the measured step time" in i.value for i in at.info)
+    at.number_input(key="dg_step_time_s").set_value(18.0).run()
+    _assert_clean(at)
+    text = " ".join(_shown(m.value) for m in at.markdown)
+    assert "co-design" in text and "measure " in text
+    assert len(_charts(at)) == 2            # sensitivity, cause weights
+    for spec in _specs(at):
+        _check_chart(spec)
+    before = _metric(at, "Anchored tokens/s per GPU")
+    at.selectbox(key="dg_wi_prec").set_value("fp8").run()
+    _assert_clean(at)
+    assert _metric(at, "Anchored tokens/s per GPU") != before
+    at.number_input(key="dg_wi_gpus").set_value(60).run()
+    _assert_one_line_error(at, "does not divide num_gpus(60)")
+
+
+def test_diagnose_uploaded_logs():
+    at = _app("pages_/diagnose.py")
+    at.radio(key="dg_source").set_value("Upload a log").run()
+    at.file_uploader(key="dg_log").upload("train.log", (LOGS / "megatron_sample.log").read_bytes(), "text/plain").run()
+    _assert_clean(at)
+    assert any("first iterations are much slower" in _shown(m.value) for m in at.markdown)
+    at.file_uploader(key="dg_log").upload("series.csv", (LOGS / "scaling_series.csv").read_bytes(), "text/csv").run()
+    _assert_clean(at)
+    assert len(_charts(at)) == 3            # sensitivity, cause weights, efficiency series
+    at.file_uploader(key="dg_log").upload("x.log", b"hello\nworld\n", "text/plain").run()
+    _assert_one_line_error(at, "not a training log")
+    at.file_uploader(key="dg_log").upload("big.log", b"x" * (1024 * 1024 + 1), "text/plain").run()
+    _assert_one_line_error(at, "the limit is 1 MiB")
+
+
 def test_calibration_widget_changes_the_figures():
     at = _app("pages_/calibration.py")
     charts = _charts(at)
