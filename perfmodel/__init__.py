@@ -20,18 +20,26 @@ _EXPORTS = {
     "model_ids": "perfmodel.api", "efficiencies": "perfmodel.api", "resolve": "perfmodel.api",
     "roofline": "perfmodel.api", "timeline": "perfmodel.api", "bench": "perfmodel.api",
     "software_histories": "perfmodel.api", "BREAKDOWN_COMPONENTS": "perfmodel.api", "LENS": "perfmodel.api",
-    "TIMELINE_PHASES": "perfmodel.api",
+    "TIMELINE_PHASES": "perfmodel.api", "band": "perfmodel.api", "read_log": "perfmodel.api", "parse_log": "perfmodel.api",
+    "load_runs": "perfmodel.api", "observed_run": "perfmodel.api", "diagnose": "perfmodel.api",
+    "sensitivity": "perfmodel.api", "fit_anchor": "perfmodel.api", "predict_anchored": "perfmodel.api",
     # inputs
     "Scenario": "perfmodel.spec.scenario", "Parallelism": "perfmodel.spec.scenario",
     "SoftwareStack": "perfmodel.spec.software", "Overlap": "perfmodel.spec.software",
     "HardwareSpec": "perfmodel.spec.hardware", "ModelSpec": "perfmodel.spec.model",
     "CostModel": "perfmodel.spec.cost", "FailureModel": "perfmodel.spec.reliability",
+    "Startup": "perfmodel.spec.startup", "InputPipeline": "perfmodel.spec.input_pipeline",
+    "Purpose": "perfmodel.spec.purpose",
     "SearchOptions": "perfmodel.studies.search", "InputError": "perfmodel.spec.errors",
     # results
     "Prediction": "perfmodel.engine.prediction", "Description": "perfmodel.studies.describe",
     "SearchResult": "perfmodel.studies.search", "Candidate": "perfmodel.studies.search",
     "ScalingResult": "perfmodel.studies.scaling", "SizingResult": "perfmodel.studies.sizing",
-    "Report": "perfmodel.studies.validation",
+    "Report": "perfmodel.studies.validation", "ErrorBand": "perfmodel.engine.band",
+    "MeasuredRun": "perfmodel.spec.measured",
+    "ObservedRun": "perfmodel.spec.measured", "Diagnosis": "perfmodel.studies.diagnose",
+    "Sensitivity": "perfmodel.studies.sensitivity", "Anchor": "perfmodel.studies.anchor",
+    "AnchoredPrediction": "perfmodel.studies.anchor",
 }
 __all__ = sorted(_EXPORTS)
 

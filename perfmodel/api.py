@@ -9,7 +9,9 @@ Every function takes a ``Scenario`` (or a mapping, parsed without opening any fi
 options whose defaults are the CLI's: ``profile="auto"`` uses the project's calibration profile
 for the hardware where one exists, ``profile=None`` the hardware spec's own efficiencies, and a
 path a profile file of your own (``perfmodel.spec.profile``). ``cost`` prices GPU-hours
-(``CostModel``; default: the hardware's cloud price). Results are frozen objects whose
+(``CostModel``; default: the scenario's ``cost`` section, whose own default is the hardware's
+cloud price) and ``failures`` sets failures and recovery (``FailureModel``; default: the
+scenario's ``reliability`` section). Results are frozen objects whose
 ``to_dict()`` is exactly the CLI's JSON. Invalid input raises ``InputError`` (one line:
 ``<field>: <reason>``). See docs/api.md.
 """
@@ -19,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from perfmodel.engine.band import ErrorBand
+from perfmodel.engine.band import band_for as _band_for
 from perfmodel.engine.evaluate import COMPONENTS as BREAKDOWN_COMPONENTS  # noqa: F401  (public)
 from perfmodel.engine.evaluate import LENS  # noqa: F401  (public)
 from perfmodel.engine.prediction import Prediction
@@ -33,7 +37,7 @@ from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.presets import list_presets, load_model
 from perfmodel.spec.profile import AUTO, ProfileChoice, efficiencies_for, profile_lookup
 from perfmodel.spec.reliability import FailureModel
-from perfmodel.spec.scenario import Scenario, hardware_of, inline_local_files, parse_scenario
+from perfmodel.spec.scenario import Scenario, hardware_of, inline_local_files, model_of, parse_scenario
 from perfmodel.spec.scenario import load_scenario as _load_scenario_file
 
 ScenarioLike = Scenario | Mapping
@@ -89,9 +93,24 @@ def resolve(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO) -> Resolve
 
 
 def predict(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO, cost: CostModel | None = None) -> Prediction:
-    """Step time, throughput, MFU, memory and, with ``training_tokens``, time, cost and energy."""
+    """Step time, throughput, MFU, memory, goodput (its fraction and waterfall), the error band
+    and, with ``training_tokens``, time, cost and energy."""
     sc = _scenario(scenario)
     return _predict(sc, efficiencies_for(hardware_of(sc), profile)[0], cost)
+
+
+def band(scenario: ScenarioLike) -> ErrorBand:
+    """The error band of ``scenario``'s predictions: quantiles of r = log(predicted / measured)
+    tokens/s per GPU among published runs like it (its GPU generation, dense or MoE), fitted by
+    ``perfmodel validate ... --fit-bands`` (``perfmodel.engine.band``). ``band.rate(x)`` and
+    ``band.duration(t)`` give {p10, p50, p90} of a rate or a time (or cost); ``band.rank_of(
+    predicted, measured)`` where a measured rate falls among such runs; ``band.cdf(r)``."""
+    sc = _scenario(scenario)
+    out = _band_for(hardware_of(sc), model_of(sc))
+    if out is None:
+        raise InputError("band", "no band table: run perfmodel validate perfmodel/data/published_runs.yaml "
+                                 "--fit-bands")
+    return out
 
 
 def describe(scenario: ScenarioLike):
@@ -112,9 +131,15 @@ def scale(scenario: ScenarioLike, gpu_counts, *, mode: str = "strong", options=N
           profile: ProfileChoice = AUTO, cost: CostModel | None = None, failures: FailureModel | None = None,
           efficiency_threshold: float | None = None, value_of_time_usd_per_day: float | None = None,
           deadline_s: float | None = None, progress=None):
-    """The best layout at each GPU count, the knee, and a verdict."""
+    """The best layout at each GPU count, the knee, and a verdict: a count, or why none serves
+    (``value_of_time_usd_per_day`` and ``deadline_s`` state the purpose; None: the scenario's
+    ``purpose`` section)."""
     from perfmodel.studies.scaling import EFFICIENCY_THRESHOLD_DEFAULT, scale_sweep
     sc = _scenario(scenario)
+    if value_of_time_usd_per_day is None:
+        value_of_time_usd_per_day = sc.purpose.value_of_time_usd_per_day
+    if deadline_s is None:
+        deadline_s = sc.purpose.deadline_s
     return scale_sweep(sc, gpu_counts, mode, options, cost, failures,
                        efficiency_threshold=EFFICIENCY_THRESHOLD_DEFAULT if efficiency_threshold is None
                        else efficiency_threshold,
@@ -126,9 +151,14 @@ def size(scenario: ScenarioLike, tokens: float, *, deadline_s: float | None = No
          hardware_ids=None, gpu_counts=None, options=None, profile: ProfileChoice = AUTO,
          cost: CostModel | None = None, failures: FailureModel | None = None, progress=None):
     """Per hardware type, the cheapest GPU count and layout that trains ``tokens`` within the
-    deadline and the budget, or why none does."""
+    deadline and the budget, or why none does; the probability that it meets them, and its cost
+    rented and owned with the break-even. ``deadline_s`` and ``budget_usd`` None: the scenario's
+    ``purpose`` section."""
     from perfmodel.studies.sizing import size_cluster
-    return size_cluster(_scenario(scenario), tokens, deadline_s, budget_usd, hardware_ids, gpu_counts, cost,
+    sc = _scenario(scenario)
+    deadline_s = sc.purpose.deadline_s if deadline_s is None else deadline_s
+    budget_usd = sc.purpose.budget_usd if budget_usd is None else budget_usd
+    return size_cluster(sc, tokens, deadline_s, budget_usd, hardware_ids, gpu_counts, cost,
                         failures, options=options, efficiency_lookup=profile_lookup(profile), progress=progress)
 
 
@@ -176,3 +206,88 @@ def software_histories(*, profile: ProfileChoice = AUTO) -> list[dict]:
                     "hardware": h.scenario.hardware, "efficiency": note, "predicted_tflop_per_s": predicted,
                     "rows": history_rows(h, predicted)})
     return out
+
+
+# ---------------------------------------------------------------- observed runs (issue 34)
+def read_log(path: str | Path):
+    """The measured runs of a training log file you name (Megatron-LM, NeMo, torchtitan, Hugging
+    Face Trainer, Lightning or plain CSV, YAML): a tuple of ``MeasuredRun``."""
+    from perfmodel.spec.logs import read_log as _read_log
+    return _read_log(path)
+
+
+def parse_log(text: str, name: str = "log"):
+    """``read_log`` for text you already hold (an upload): no file is opened."""
+    from perfmodel.spec.logs import parse_log as _parse_log
+    return _parse_log(text, name)
+
+
+def load_runs(path: str | Path, logs=()):
+    """The measured runs of a RUN file (a cases file, one case, or a scenario measured by ``logs``)."""
+    from perfmodel.spec.runs import load_runs as _load_runs
+    return _load_runs(path, logs)
+
+
+def observed_run(scenario: ScenarioLike, measured, run_id: str | None = None):
+    """A run of ``scenario`` measured by ``measured`` (a ``MeasuredRun`` or a ``measured:`` mapping)."""
+    from perfmodel.spec.measured import MeasuredRun, bind_run, measured_from_mapping
+    sc = _scenario(scenario)
+    m = measured if isinstance(measured, MeasuredRun) else measured_from_mapping(measured)
+    return bind_run(run_id or sc.name, sc, m)
+
+
+def _runs(runs):
+    from perfmodel.spec.measured import ObservedRun
+    runs = [runs] if isinstance(runs, ObservedRun) else list(runs)
+    if not runs or not all(isinstance(r, ObservedRun) for r in runs):
+        raise InputError("runs", "give one or more observed runs (perfmodel.observed_run, perfmodel.load_runs)")
+    from perfmodel.studies.diagnose import check_run_count
+    check_run_count(runs)
+    return runs
+
+
+def diagnose(runs, *, profile: ProfileChoice = AUTO):
+    """Predicted against measured for observed runs (one, or a series of GPU counts, batches or
+    layouts), the gap's ranked causes, the scaling series, the symptoms and the sensitivity."""
+    from perfmodel.studies.diagnose import diagnose as _diagnose
+    runs = _runs(runs)
+    return _diagnose(runs, [resolve(r.scenario, profile=profile) for r in runs],
+                     [predict(r.scenario, profile=profile) for r in runs])
+
+
+def sensitivity(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO, path_steps: int | None = None):
+    """The step time's elasticity to each resource (what 2x of it buys), the bottleneck it names,
+    and how the bottleneck moves as the binding resource doubles, ``path_steps`` times."""
+    from perfmodel.studies.sensitivity import PATH_STEPS_DEFAULT
+    from perfmodel.studies.sensitivity import sensitivity as _sensitivity
+    return _sensitivity(resolve(scenario, profile=profile), PATH_STEPS_DEFAULT if path_steps is None else path_steps)
+
+
+def fit_anchor(runs, *, profile: ProfileChoice = AUTO):
+    """The stack-level factors (compute, communication) that the observed runs identify."""
+    from perfmodel.studies.anchor import fit_anchor as _fit_anchor
+    from perfmodel.studies.diagnose import run_data
+    runs = _runs(runs)
+    data = [run_data(r, resolve(r.scenario, profile=profile), predict(r.scenario, profile=profile)) for r in runs]
+    return _fit_anchor([(d.id, d.model.resolved, d.step_s) for d in data])
+
+
+def predict_anchored(scenario: ScenarioLike, anchor, *, profile: ProfileChoice = AUTO, cost: CostModel | None = None):
+    """A what-if predicted with an anchor (``fit_anchor``, or the observed runs to fit one from),
+    with the band of the published anchored what-ifs."""
+    from perfmodel.studies.anchor import Anchor, AnchoredPrediction, anchored_band, anchored_efficiency
+    from perfmodel.studies.anchor_check import load_band
+    sc = _scenario(scenario)
+    runs = None if isinstance(anchor, Anchor) else _runs(anchor)
+    a = anchor if runs is None else fit_anchor(runs, profile=profile)
+    eff = efficiencies_for(hardware_of(sc), profile)[0]
+    p = _predict(sc, anchored_efficiency(eff, a.factors), cost)
+    band = load_band()
+    notes = ()
+    if runs and any(hardware_of(r.scenario).reference_id != hardware_of(sc).reference_id for r in runs):
+        notes = (f"the anchor ran on {hardware_of(runs[0].scenario).reference_id}; its factors are carried to "
+                 f"{hardware_of(sc).reference_id} as they are",)
+    return AnchoredPrediction(prediction=p, unanchored=predict(sc, profile=profile, cost=cost), anchor=a,
+                              band=anchored_band(p, band["error_quantiles"]),
+                              band_source=f"{band['pairs']} published anchored what-ifs (p10-p90 of their error)",
+                              notes=notes)

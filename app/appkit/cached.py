@@ -95,15 +95,53 @@ def compare_view(key: str, hardware_ids: tuple[str, ...], with_search: bool, obj
                 rows.append({**base, "layout": "best", "reason": f"no layout runs: {r.top_reason()}"})
             else:
                 d = r.best.to_dict()
-                rows.append({**base, "layout": "best", "fits": True, **_numbers(d),
+                rows.append({**base, "layout": "best", "fits": True, **_numbers(d), "band": _band(s, d),
                              "layout_text": _layout_text(r.best.scenario), "reason": ""})
+    return rows
+
+
+@st.cache_data(**CACHE)
+def compare_stacks_view(key: str, stacks: tuple[str, ...]) -> list[dict]:
+    """The same job under each software stack: the stack's options in place of the sidebar's, the
+    job's own (pipeline layout, recompute layers, offload, MoE load imbalance) kept. Each row has
+    ``stack``, the numbers and the options that differ from the sidebar's, or ``reason``."""
+    from perfmodel.spec.software import SoftwareStack
+    from perfmodel.spec.stacks import PER_JOB_OPTIONS, stack_info
+    sc, cost, use_profile, _ = _unpack(key)
+    profile = _profile(use_profile)
+    own = {k: getattr(sc.software, k) for k in PER_JOB_OPTIONS}
+    current = sc.software.model_dump(mode="json", exclude={"stack"})
+    rows = []
+    for name in stacks:
+        sw = SoftwareStack.model_validate({"stack": name, **own})
+        s = sc.model_copy(update={"software": sw})
+        theirs = sw.model_dump(mode="json", exclude={"stack"})
+        differs = ", ".join(f"{k} {theirs[k]}" for k in theirs if theirs[k] != current[k])
+        base = {"stack": name, "stack_label": stack_info(name)["label"], "layout": "as given",
+                "differs": differs or "(same options as the sidebar)"}
+        try:
+            p = pm.predict(s, profile=profile, cost=cost)
+            rows.append({**base, **_numbers(p.to_dict()),
+                         "reason": "" if p.fits_in_memory else "does not fit in memory"})
+        except InputError as exc:
+            rows.append({**base, "reason": str(exc)})
     return rows
 
 
 def _numbers(d: dict) -> dict:
     keys = ("step_time_s", "tokens_per_s_per_gpu", "mfu", "memory_per_gpu_bytes", "time_to_train_s",
-            "cost_usd", "energy_kwh", "bottleneck")
+            "cost_usd", "energy_kwh", "bottleneck", "band")
     return {k: d.get(k) for k in keys}
+
+
+def _band(scenario, d: dict) -> dict:
+    """The error band of a search candidate's figures (a prediction carries its own)."""
+    band = pm.band(scenario)
+    out = {"tokens_per_s_per_gpu": band.rate(d["tokens_per_s_per_gpu"]), "step_time_s": band.duration(d["step_time_s"])}
+    for k in ("time_to_train_s", "cost_usd"):
+        if d.get(k) is not None:
+            out[k] = band.duration(d[k])
+    return out
 
 
 def _layout_text(s) -> str:
@@ -249,3 +287,49 @@ def breakdown_rows(breakdown_s: dict) -> list[dict]:
     total = sum(breakdown_s.values()) or 1.0
     return [{"component": k, "seconds": breakdown_s[k], "share": breakdown_s[k] / total}
             for k in BREAKDOWN_COMPONENTS if breakdown_s.get(k, 0.0) > 0]
+
+
+# ---------------------------------------------------------------------------- diagnose
+def _observed(sc, measured_json: str) -> list:
+    """The sidebar's job measured by each of the ``measured:`` mappings in ``measured_json``
+    (typed figures or an uploaded log's runs; several make a series). A mapping may also hold the
+    run's ``num_gpus`` and ``global_batch_size`` and a ``label``."""
+    out = []
+    for i, m in enumerate(json.loads(measured_json)):
+        size = {k: m[k] for k in ("num_gpus", "global_batch_size") if m.get(k)}
+        figures = {k: v for k, v in m.items() if k not in ("num_gpus", "global_batch_size", "label")}
+        run_sc = pm.parse_scenario(pm.scenario_to_dict(sc) | size) if size else sc
+        out.append(pm.observed_run(run_sc, figures, m.get("label") or f"run {i + 1}"))
+    return out
+
+
+@st.cache_data(**CACHE)
+def sensitivity_view(key: str) -> dict:
+    """What twice as much of each resource buys, and the bottleneck path (``perfmodel.sensitivity``)."""
+    sc, _, use_profile, _ = _unpack(key)
+    return pm.sensitivity(sc, profile=_profile(use_profile)).to_dict()
+
+
+@st.cache_data(**CACHE)
+def diagnose_view(key: str, measured_json: str) -> dict:
+    """Predicted against measured, the ranked causes with their sentences, the scaling series,
+    the symptoms and the sensitivity (``perfmodel.diagnose``) of the job as measured."""
+    from perfmodel.present.diagnosis import cause_detail, cause_sentence, symptom_sentence
+    sc, _, use_profile, _ = _unpack(key)
+    d = pm.diagnose(_observed(sc, measured_json), profile=_profile(use_profile))
+    out = d.to_dict()
+    for row, c in zip(out["causes"], d.causes):
+        row["sentence"], row["detail"] = cause_sentence(c, d), cause_detail(c)
+    for row, s in zip(out["symptoms"], d.symptoms):
+        row["sentence"] = symptom_sentence(s)
+    return out
+
+
+@st.cache_data(**CACHE)
+def anchored_view(key: str, measured_json: str, what_if_json: str) -> dict:
+    """The what-if (the job with the fields of ``what_if_json`` changed) anchored on the measured
+    runs, with its band, beside the plain prediction."""
+    sc, cost, use_profile, _ = _unpack(key)
+    what_if = pm.parse_scenario(pm.scenario_to_dict(sc) | json.loads(what_if_json))
+    ap = pm.predict_anchored(what_if, _observed(sc, measured_json), profile=_profile(use_profile), cost=cost)
+    return ap.to_dict()

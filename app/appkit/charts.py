@@ -103,19 +103,40 @@ def timeline(rows: list[dict]) -> alt.Chart:
     ).properties(height=max(140, 36 * (int(df["stage"].max()) + 1)), width=WIDTH)
 
 
-def hardware_bars(rows: list[dict], field: str, title: str, scale: float = 1.0) -> alt.Chart:
-    """One bar per hardware (and layout), for one metric."""
-    df = pd.DataFrame([r for r in rows if r.get(field) is not None and not r.get("reason")])
+def _band_columns(df: pd.DataFrame, rows: list[dict], band_key: str | None, scale: float) -> bool:
+    """Add ``lo``/``hi`` (p10, p90 of the error band, in display units) where the rows carry a
+    band for ``band_key``; True when every row does."""
+    bands = [((r.get("band") or {}).get(band_key) if band_key else None) for r in rows]
+    if not bands or any(b is None for b in bands):
+        return False
+    df["lo"] = [b["p10"] / scale for b in bands]
+    df["hi"] = [b["p90"] / scale for b in bands]
+    return True
+
+
+def hardware_bars(rows: list[dict], field: str, title: str, scale: float = 1.0, band_key: str | None = None,
+                  category: str = "hardware") -> alt.Chart | alt.LayerChart:
+    """One bar per hardware (or per ``category``: the software stack) and layout, for one metric;
+    with ``band_key``, the error band's p10-p90 as an error bar on each."""
+    rows = [r for r in rows if r.get(field) is not None and not r.get("reason")]
+    df = pd.DataFrame(rows)
     if df.empty:
-        df = pd.DataFrame({"hardware": [], "layout": [], field: []})
+        df = pd.DataFrame({category: [], "layout": [], field: []})
     df["value"] = df[field] / scale
-    return alt.Chart(df).mark_bar().encode(
-        x=alt.X("value:Q", title=title, axis=alt.Axis(format="~s", tickCount=4)),
-        y=alt.Y("hardware:N", title=None, sort="x"),
-        color=alt.Color("layout:N", title="layout"),
-        yOffset=alt.YOffset("layout:N"),
-        tooltip=[alt.Tooltip("hardware:N"), alt.Tooltip("layout:N"), alt.Tooltip("value:Q", format=".4g", title=title)],
-    ).properties(height=max(80, 30 * df["hardware"].nunique()), width=WIDTH)
+    banded = _band_columns(df, rows, band_key, scale)
+    tip = [alt.Tooltip(f"{category}:N"), alt.Tooltip("layout:N"), alt.Tooltip("value:Q", format=".4g", title=title)]
+    if banded:
+        tip += [alt.Tooltip("lo:Q", format=".4g", title="p10"), alt.Tooltip("hi:Q", format=".4g", title="p90")]
+    x = alt.X("value:Q", title=title, axis=alt.Axis(format="~s", tickCount=4))
+    y = alt.Y(f"{category}:N", title=None, sort="x")
+    bars = alt.Chart(df).mark_bar().encode(
+        x=x, y=y, color=alt.Color("layout:N", title="layout"), yOffset=alt.YOffset("layout:N"), tooltip=tip)
+    height = max(80, 30 * df[category].nunique())
+    if not banded:
+        return bars.properties(height=height, width=WIDTH)
+    whiskers = alt.Chart(df).mark_rule(color="black").encode(
+        x=alt.X("lo:Q", title=title), x2="hi:Q", y=y, yOffset=alt.YOffset("layout:N"), tooltip=tip)
+    return alt.layer(bars, whiskers).properties(height=height, width=WIDTH)
 
 
 def time_unit(time_basis: str) -> tuple[float, str]:
@@ -156,17 +177,57 @@ def rejected(reasons: dict, top: int = 10) -> alt.Chart:
     ).properties(height=max(60, 26 * len(df)), width=WIDTH)
 
 
-def scaling(rows: list[dict], y: str, title: str, scale: float = 1.0, y_format: str | None = None) -> alt.Chart:
-    df = pd.DataFrame([r for r in rows if r.get(y) is not None])
+def scaling(rows: list[dict], y: str, title: str, scale: float = 1.0, y_format: str | None = None,
+            band_key: str | None = None, rule: float | None = None, rule_label: str = "") -> alt.Chart | alt.LayerChart:
+    """One figure across GPU counts; with ``band_key``, the error band's p10-p90 as error bars;
+    with ``rule``, a dashed horizontal line (a threshold or the value of time) labelled ``rule_label``."""
+    rows = [r for r in rows if r.get(y) is not None]
+    df = pd.DataFrame(rows)
     if df.empty:
         df = pd.DataFrame({"num_gpus": [], y: []})
     df["value"] = df[y] / scale
+    banded = _band_columns(df, rows, band_key, scale)
     axis = alt.Axis(format=y_format) if y_format else alt.Axis()
-    return alt.Chart(df).mark_line(point=True).encode(
-        x=alt.X("num_gpus:Q", scale=alt.Scale(type="log", base=2), title="GPUs (count, log scale)"),
-        y=alt.Y("value:Q", title=title, axis=axis),
-        tooltip=[alt.Tooltip("num_gpus:Q", title="GPUs"), alt.Tooltip("value:Q", format=".4g", title=title)],
-    ).properties(height=260, width=WIDTH)
+    x = alt.X("num_gpus:Q", scale=alt.Scale(type="log", base=2), title="GPUs (count, log scale)")
+    tip = [alt.Tooltip("num_gpus:Q", title="GPUs"), alt.Tooltip("value:Q", format=".4g", title=title)]
+    if banded:
+        tip += [alt.Tooltip("lo:Q", format=".4g", title="p10"), alt.Tooltip("hi:Q", format=".4g", title="p90")]
+    layers = [alt.Chart(df).mark_line(point=True).encode(x=x, y=alt.Y("value:Q", title=title, axis=axis), tooltip=tip)]
+    if banded:
+        layers.append(alt.Chart(df).mark_errorbar(ticks=True).encode(
+            x=x, y=alt.Y("lo:Q", title=title, axis=axis), y2="hi:Q", tooltip=tip))
+    if rule is not None:
+        layers.append(alt.Chart(pd.DataFrame({"value": [rule / scale], "label": [rule_label]})).mark_rule(
+            color="#d62728", strokeDash=[6, 3]).encode(y=alt.Y("value:Q", title=title),
+                                                         tooltip=[alt.Tooltip("label:N", title="")]))
+    chart = layers[0] if len(layers) == 1 else alt.layer(*layers)
+    return chart.properties(height=260, width=WIDTH)
+
+
+WATERFALL_COLOURS = ("#4c78a8", "#d62728")
+
+
+def goodput_waterfall(rows: list[dict]) -> alt.Chart:
+    """The goodput waterfall (``perfmodel.present.goodput.waterfall_rows``): each stage's cluster
+    FLOP/s (kept) and what the step to it lost, from the peak down to the useful rate."""
+    order = [r["label"] for r in rows]
+    data = []
+    for r in rows:
+        data.append({"stage": r["label"], "part": "kept", "PFLOP/s": r["flop_per_s"] / 1e15, "share": r["of_peak"],
+                     "what": "FLOP/s at this stage", "order": 0})
+        if r["lost_flop_per_s"] > 0:
+            data.append({"stage": r["label"], "part": "lost", "PFLOP/s": r["lost_flop_per_s"] / 1e15,
+                         "share": r["lost_flop_per_s"] / rows[0]["flop_per_s"], "what": r["lost_to"], "order": 1})
+    df = pd.DataFrame(data)
+    return alt.Chart(df).mark_bar().encode(
+        x=alt.X("PFLOP/s:Q", stack="zero", title="cluster model FLOP/s (PFLOP/s)"),
+        y=alt.Y("stage:N", sort=order, title=None, axis=alt.Axis(labelLimit=360)),
+        color=alt.Color("part:N", scale=alt.Scale(domain=["kept", "lost"], range=list(WATERFALL_COLOURS)),
+                        title="FLOP/s"),
+        order=alt.Order("order:Q"),
+        tooltip=[alt.Tooltip("stage:N"), alt.Tooltip("part:N"), alt.Tooltip("what:N"),
+                 alt.Tooltip("PFLOP/s:Q", format=".4g"), alt.Tooltip("share:Q", format=".1%", title="of peak")],
+    ).properties(height=34 * len(rows), width=WIDTH)
 
 
 FIT_AXES = {
@@ -315,3 +376,43 @@ def sizing(options: list[dict], deadline_s: float | None, budget_usd: float | No
         layers.append(alt.Chart(pd.DataFrame({"cost_usd": [budget_usd]})).mark_rule(
             color="#d62728", strokeDash=[2, 2]).encode(y="cost_usd:Q"))
     return alt.layer(*layers).properties(height=420, width=WIDTH)
+
+
+def sensitivity_bars(effects: list[dict]) -> alt.Chart:
+    """What 2x of each resource buys: the share of the step it removes, by resource."""
+    df = pd.DataFrame(effects)
+    return alt.Chart(df).mark_bar().encode(
+        x=alt.X("gain_frac:Q", title="step removed by 2x of the resource (share of the step)",
+                axis=alt.Axis(format="%")),
+        y=alt.Y("resource:N", sort="-x", title=None),
+        color=alt.Color("lens:N", title="lens"),
+        tooltip=[alt.Tooltip("resource:N"), alt.Tooltip("gain_frac:Q", format=".1%", title="2x buys"),
+                 alt.Tooltip("elasticity:Q", format=".3f"), alt.Tooltip("lens:N")],
+    ).properties(height=30 * len(df), width=WIDTH)
+
+
+def cause_weights(causes: list[dict]) -> alt.Chart:
+    """The gap's likely causes: the relative likelihood of each, by term."""
+    df = pd.DataFrame([{"cause": f"{c['term']} ({c['lever']})", "weight": c["weight"], "lens": c["lens"]}
+                       for c in causes])
+    return alt.Chart(df).mark_bar().encode(
+        x=alt.X("weight:Q", title="relative likelihood (share)", axis=alt.Axis(format="%"),
+                scale=alt.Scale(domain=[0, 1])),
+        y=alt.Y("cause:N", sort="-x", title=None),
+        color=alt.Color("lens:N", title="lens"),
+        tooltip=[alt.Tooltip("cause:N"), alt.Tooltip("weight:Q", format=".1%"), alt.Tooltip("lens:N")],
+    ).properties(height=30 * len(df), width=WIDTH)
+
+
+def efficiency_series(points: list[dict]) -> alt.Chart:
+    """Measured against predicted parallel efficiency per GPU count."""
+    df = pd.DataFrame([{"num_gpus": p["num_gpus"], "efficiency": p[k], "series": name}
+                       for p in points for k, name in (("measured_efficiency", "measured"),
+                                                       ("predicted_efficiency", "predicted"))])
+    return alt.Chart(df).mark_line(point=True).encode(
+        x=alt.X("num_gpus:Q", scale=alt.Scale(type="log", base=2), title="GPUs (count)"),
+        y=alt.Y("efficiency:Q", title="parallel efficiency (tokens/s per GPU over the smallest count's)",
+                axis=alt.Axis(format="%")),
+        color=alt.Color("series:N", title=None),
+        tooltip=[alt.Tooltip("num_gpus:Q"), alt.Tooltip("series:N"), alt.Tooltip("efficiency:Q", format=".1%")],
+    ).properties(height=260, width=WIDTH)

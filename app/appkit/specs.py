@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from perfmodel.present.goodput import waterfall_rows
+
 from . import cached, charts
 
 AXES_PX = 70
@@ -32,4 +34,5 @@ def plan_specs(key: str) -> dict:
         "memory": to_spec(charts.memory(p["memory_breakdown_bytes"], v["usable_hbm_bytes"], v["hbm_capacity_bytes"])),
         "roofline": to_spec(charts.roofline(v["roofline"]["points"], v["roofline"]["roofs"])),
         "timeline": to_spec(charts.timeline(v["timeline"]["rows"])) if v["timeline"] else None,
+        "waterfall": to_spec(charts.goodput_waterfall(waterfall_rows(p["goodput_waterfall"]))),
     }

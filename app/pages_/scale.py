@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from appkit import cached, charts, page
+from appkit import cached, charts, page, run_inputs
 from perfmodel.present import fmt
 from perfmodel.spec.units import SECONDS_PER_DAY
 
@@ -20,9 +20,12 @@ mode = c2.radio("Scaling", ("strong", "weak"), key="scale_mode", horizontal=True
 objective = c3.selectbox("Best layout by", ("time", "cost", "tokens_per_usd"), key="scale_objective")
 c1, c2, c3 = st.columns(3)
 threshold = c1.slider("Efficiency threshold", 0.5, 1.0, 0.8, 0.05, key="scale_threshold",
-                      help="the knee is the first count whose parallel efficiency falls below this")
-vot = c2.number_input("Value of time (USD per day, 0 = none)", min_value=0.0, step=10000.0, key="scale_vot")
-deadline_d = c3.number_input("Deadline (days, 0 = none)", min_value=0.0, step=10.0, key="scale_deadline")
+                      help="against the best goodput per GPU of the sweep: the knee is the first count past the best "
+                           "below this, and without a value of time or deadline the verdict is the largest count above")
+vot = run_inputs.purpose_input(c2, "Value of time (USD per day, 0 = none)", "scale_vot", step=10000.0,
+                               help="what finishing a day earlier is worth to you: the verdict never buys an hour for "
+                                    "more (saved with the scenario, in its purpose section)")
+deadline_d = run_inputs.purpose_input(c3, "Deadline (days, 0 = none)", "scale_deadline", step=10.0)
 if not counts:
     st.info("Pick at least one GPU count.")
     st.stop()
@@ -33,33 +36,63 @@ if res is None:
 
 v = res["verdict"]
 reason = page.plain(v["reason"])
-st.success(f"**Verdict: {v['num_gpus']} GPUs.** {reason}" if v["num_gpus"] else f"**Verdict:** {reason}")
+if v["num_gpus"]:
+    st.success(f"**Verdict: {v['num_gpus']} GPUs.** {reason}")
+else:
+    st.warning(f"**Verdict: no count serves.** {reason}" if v["rule"] != "none_runs" else f"**Verdict:** {reason}")
 if res["knee_num_gpus"]:
     st.info(f"Knee at {res['knee_num_gpus']} GPUs: {page.plain(res['knee_reason'])}")
+st.caption("Parallel efficiency is each count's goodput-adjusted tokens/s per GPU (throughput x the share of wall time "
+           "that trains) against the best any count in the sweep reaches, so it also reads as useful tokens per dollar "
+           "against the cheapest count. Error bars are the 80% band of the prediction; counts of one sweep share it, "
+           "so the ratios between them are surer than the levels.")
 pts = [p for p in res["points"] if not p["skipped_reason"]]
+per_day = (vot or 0.0) / 24.0
 c = st.columns(2)
 with c[0]:
-    page.chart(charts.scaling(pts, "tokens_per_s_per_gpu", "throughput (tokens/s per GPU)"))
+    page.chart(charts.scaling(pts, "tokens_per_s_per_gpu", "throughput (tokens/s per GPU)",
+                              band_key="tokens_per_s_per_gpu"))
 with c[1]:
-    page.chart(charts.scaling(pts, "parallel_efficiency", "parallel efficiency (fraction)", y_format="%"))
+    page.chart(charts.scaling(pts, "parallel_efficiency", "parallel efficiency against the best (fraction)",
+                              y_format="%", rule=threshold, rule_label="efficiency threshold"))
 c = st.columns(2)
 with c[0]:
-    page.chart(charts.scaling(pts, "time_to_solution_s", "time to solution (days)", SECONDS_PER_DAY))
+    page.chart(charts.scaling(pts, "time_to_solution_s", "time to solution (days)", SECONDS_PER_DAY,
+                              band_key="time_to_train_s",
+                              rule=deadline_d * SECONDS_PER_DAY or None, rule_label="deadline"))
 with c[1]:
-    page.chart(charts.scaling(pts, "cost_usd", "cost (USD)"))
+    page.chart(charts.scaling(pts, "cost_usd", "cost (USD)", band_key="cost_usd"))
+marginal = [p for p in pts if p["marginal_usd_per_hour_saved"] is not None]
+if marginal:
+    st.subheader("What each hour saved costs (lens: scale serves purpose)")
+    page.chart(charts.scaling(marginal, "marginal_usd_per_hour_saved", "marginal cost per hour saved (USD/h)",
+                              rule=per_day or None, rule_label="value of time"))
+    st.caption("From the count before to this one: extra dollars over hours of wall time saved. Above the dashed value "
+               "of time, the hours are not worth their price. Negative: the larger count is also cheaper.")
 bd = [{"num_gpus": p["num_gpus"], "component": k, "seconds": s}
       for p in pts if p["breakdown_s"] for k, s in p["breakdown_s"].items() if s > 0]
 if bd:
     st.subheader("Where the step time goes at each count")
     page.chart(charts.breakdown_by(bd, "num_gpus", "GPUs (count)"))
 
+
+def band_text(p, key, formatter):
+    b = (p.get("band") or {}).get(key)
+    return fmt.band(b, formatter) if b else ""
+
+
 st.dataframe(pd.DataFrame([{
     "GPUs": p["num_gpus"], "global batch": p["global_batch_size"],
     "layout": (" ".join(f"{k}{p['layout'][k]}" for k in ("tp", "pp", "vpp", "cp", "dp")) if p["layout"] else ""),
     "tokens/s per GPU": fmt.si(p["tokens_per_s_per_gpu"], "tok/s") if not p["skipped_reason"] else "-",
-    "efficiency": fmt.percent(p["parallel_efficiency"]) if not p["skipped_reason"] else "-",
     "goodput": fmt.percent(p["goodput_frac"]) if not p["skipped_reason"] else "-",
-    "time to solution": fmt.seconds(p["time_to_solution_s"]), "cost": fmt.usd(p["cost_usd"]) if not p["skipped_reason"] else "-",
+    "wall time training": fmt.percent(p["training_time_frac"]) if not p["skipped_reason"] else "-",
+    "efficiency": fmt.percent(p["parallel_efficiency"]) if not p["skipped_reason"] else "-",
+    "time to solution": fmt.seconds(p["time_to_solution_s"]),
+    "time 80% band": band_text(p, "time_to_train_s", fmt.seconds),
+    "cost": fmt.usd(p["cost_usd"]) if not p["skipped_reason"] else "-",
+    "cost 80% band": band_text(p, "cost_usd", fmt.usd),
+    "useful tokens per $": fmt.si(p["useful_tokens_per_usd"]) if not p["skipped_reason"] else "-",
     "$ per hour saved": fmt.usd(p["marginal_usd_per_hour_saved"]), "bottleneck": p["bottleneck"] or "",
     "skipped because": p["skipped_reason"],
 } for p in res["points"]]), hide_index=True)

@@ -1,4 +1,5 @@
-"""Command line: ``perfmodel predict|describe|validate|search|scale|size|bench|app``, and the
+"""Command line: ``perfmodel predict|describe|validate|search|scale|size|bench|app``,
+``diagnose|sensitivity|read-log`` (observed runs), and the
 commands other packages register (``bench-hw`` and ``calibrate``, from ``calibration``).
 
 Every command calls the public API (``perfmodel.api``) and words its answer with
@@ -15,7 +16,8 @@ import warnings
 
 from perfmodel.spec.errors import InputError, one_line
 
-CORE_COMMANDS = ("predict", "describe", "validate", "search", "scale", "size", "bench", "app")
+CORE_COMMANDS = ("predict", "describe", "validate", "search", "scale", "size", "bench", "app", "diagnose",
+                 "sensitivity", "read-log")
 ENTRY_POINT_GROUP = "perfmodel.commands"
 """Packages add commands here (``pyproject.toml``): ``name = "module:function"``, where
 ``function(argv) -> int`` parses its own arguments and raises ``InputError`` on bad input."""
@@ -36,13 +38,14 @@ def _external_commands() -> dict:
 def build_parser(with_external: bool = True) -> argparse.ArgumentParser:
     """The parser of every command; ``with_external``: also list the commands other packages
     register (reading the installed packages' entry points takes longer than a prediction)."""
-    from perfmodel.cli import job, studies, tools
+    from perfmodel.cli import diagnose, job, studies, tools
 
     ap = _OneLineParser(prog="perfmodel", description="Analytical performance and cost model of distributed AI training.")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
     job.register(sub)
     studies.register(sub)
     tools.register(sub)
+    diagnose.register(sub)
     for name, ep in sorted(_external_commands().items()) if with_external else ():
         sub.add_parser(name, help=f"from {ep.value.split(':')[0]} (perfmodel {name} -h)", add_help=False)
     return ap

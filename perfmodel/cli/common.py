@@ -56,9 +56,62 @@ def write_csv(rows: list[dict]) -> None:
     w.writerows(rows)
 
 
-def load(path: str):
+MAX_SETS = 64
+"""``--set`` options one command takes."""
+MAX_SET_CHARS = 1000
+"""Characters of one ``--set KEY=VALUE``."""
+MAX_SET_DEPTH = 6
+"""Dots in a ``--set`` key (``reliability.restart_s`` has one)."""
+
+
+def load(path: str, sets=None):
+    """The scenario file, with each ``--set KEY=VALUE`` applied (``apply_sets``)."""
     import perfmodel as pm
-    return pm.load_scenario(path)
+    sc = pm.load_scenario(path)
+    return apply_sets(sc, sets) if sets else sc
+
+
+def _number(text: str):
+    """``text`` as an int or a float when it is written as one (``2e4`` too, which YAML reads as
+    a string), else None."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        x = float(text)
+    except ValueError:
+        return None
+    return x if math.isfinite(x) else None
+
+
+def apply_sets(sc, sets):
+    """The scenario with each ``KEY=VALUE`` set: KEY a dotted path into the scenario's mapping
+    (``reliability.restart_s``, ``cost.mode``, ``startup.compile_s``, ``num_gpus``), VALUE read as
+    a YAML scalar; the result is checked like any scenario."""
+    from perfmodel.spec.errors import parse_data_text
+    from perfmodel.spec.scenario import parse_scenario, scenario_to_dict
+    if len(sets) > MAX_SETS:
+        raise InputError("--set", f"{len(sets)} given; at most {MAX_SETS}")
+    data = scenario_to_dict(sc)
+    for item in sets:
+        shown = item if len(item) <= 80 else item[:77] + "..."
+        if len(item) > MAX_SET_CHARS or "=" not in item:
+            raise InputError("--set", f"expected KEY=VALUE of at most {MAX_SET_CHARS} characters, got {shown!r}")
+        key, text = item.split("=", 1)
+        path = key.strip().split(".")
+        if not all(path) or len(path) > MAX_SET_DEPTH + 1:
+            raise InputError("--set", f"expected a dotted key like reliability.restart_s, got {key!r}")
+        value = _number(text.strip())
+        if value is None:
+            value = parse_data_text(text, f"--set {key}") if text.strip() else None
+        node = data
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise InputError("--set", f"{key}: {part} is not a mapping in this scenario")
+        node[path[-1]] = value
+    return parse_scenario(data)
 
 
 def csv_list(text: str | None, cast, field: str):
@@ -130,9 +183,12 @@ def profile_choice(args):
     return None if args.profile == "none" else args.profile
 
 
-def cost_model(args):
+def cost_model(args, scenario):
+    """The scenario's cost section with the cost options given on the command line over it."""
     from perfmodel.spec.cost import parse_cost_model
-    d = {"mode": "tco" if args.tco else "cloud"}
+    d = scenario.cost.model_dump(exclude_defaults=True)
+    if args.tco:
+        d["mode"] = "tco"
     for key, attr in (("usd_per_gpu_hour", "price"), ("purchase_usd_per_gpu", "purchase"), ("pue", "pue"),
                       ("usd_per_kwh", "usd_per_kwh"), ("amortisation_years", "amortisation_years"),
                       ("utilisation_frac", "utilisation")):
@@ -141,9 +197,18 @@ def cost_model(args):
     return parse_cost_model(d)
 
 
-def failure_model(args):
-    from perfmodel.spec.reliability import FailureModel
-    return FailureModel(gpu_failures_per_gpu_hour=0.0) if args.no_failures else FailureModel()
+def failure_model(args, scenario):
+    """None (the scenario's reliability section), or with ``--no-failures`` the same with no failures."""
+    if not args.no_failures:
+        return None
+    return scenario.reliability.model_copy(update={"gpu_failures_per_gpu_hour": 0.0, "node_failures_per_node_hour": 0.0,
+                                                   "rack_failures_per_rack_hour": 0.0})
+
+
+def add_set_option(p) -> None:
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="set a scenario field, e.g. reliability.restart_s=600, cost.mode=tco, startup.compile_s=900, "
+                        "input_pipeline.loader_tokens_per_s_per_gpu=2e4 (repeatable)")
 
 
 def search_options(args, **extra):
@@ -178,7 +243,8 @@ def layout_text(c) -> str:
 
 def add_cost_options(p) -> None:
     g = p.add_argument_group("cost")
-    g.add_argument("--price", type=float, help="cloud price, USD per GPU-hour (default: the hardware's)")
+    g.add_argument("--price", type=float, help="cloud price, USD per GPU-hour (default: the scenario's cost "
+                                               "section, else the hardware's)")
     g.add_argument("--tco", action="store_true", help="own the hardware: capex + networking + energy")
     g.add_argument("--purchase", type=float, help="purchase price per GPU, USD (TCO)")
     g.add_argument("--pue", type=float)
@@ -190,6 +256,7 @@ def add_cost_options(p) -> None:
 def add_study_options(p, objective: bool = True) -> None:
     """The options of the commands that search (search, scale, size)."""
     p.add_argument("scenario")
+    add_set_option(p)
     p.add_argument("--format", choices=["table", "json", "csv"], default="table")
     if objective:
         p.add_argument("--objective", choices=["time", "cost", "tokens_per_usd"], default="time")

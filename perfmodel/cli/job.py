@@ -7,6 +7,7 @@ from perfmodel.cli.common import (
     EXAMPLE_SCENARIO,
     add_cost_options,
     add_profile_option,
+    add_set_option,
     check_numbers,
     cost_model,
     emit_json,
@@ -14,39 +15,84 @@ from perfmodel.cli.common import (
     profile_choice,
 )
 from perfmodel.present import fmt
+from perfmodel.present.goodput import waterfall_rows
+
+DEFAULT_BAND_OUT = "project"
+"""``--fit-bands`` with no path: the project's band table."""
+from perfmodel.spec.errors import InputError
 
 
 def cmd_predict(args) -> int:
     check_numbers(args)
-    p = pm.predict(load(args.scenario), profile=profile_choice(args), cost=cost_model(args))
+    if args.anchor:
+        return _predict_anchored(args)
+    if args.log:
+        raise InputError("--log", "measures the runs of --anchor RUN.yaml; give --anchor too")
+    sc = load(args.scenario, args.set)
+    p = pm.predict(sc, profile=profile_choice(args), cost=cost_model(args, sc))
     if args.format == "json":
         emit_json(p.to_dict())
         return 0
+    b = p.band or {}
     rows = [
-        ["step time", fmt.seconds(p.step_time_s)],
-        ["tokens/s", fmt.si(p.tokens_per_s, "tok/s")],
-        ["tokens/s per GPU", fmt.si(p.tokens_per_s_per_gpu, "tok/s")],
-        ["MFU", fmt.percent(p.mfu)],
+        ["step time", fmt.seconds(p.step_time_s), fmt.band(b.get("step_time_s"), fmt.seconds)],
+        ["tokens/s", fmt.si(p.tokens_per_s, "tok/s"), ""],
+        ["tokens/s per GPU", fmt.si(p.tokens_per_s_per_gpu, "tok/s"),
+         fmt.band(b.get("tokens_per_s_per_gpu"), lambda x: fmt.si(x, "tok/s"))],
+        ["MFU", fmt.percent(p.mfu), ""],
+        ["goodput", f"{fmt.percent(p.goodput_frac)} of peak", f"{fmt.percent(p.training_time_frac)} of wall time trains"],
         ["memory per GPU", f"{fmt.bytes_binary(p.memory_per_gpu_bytes)} "
-                           f"({'fits' if p.fits_in_memory else 'DOES NOT FIT'})"],
-        ["bottleneck", f"{p.bottleneck} ({p.bottleneck_lens})"],
-        ["params total / active", f"{fmt.si(p.model_params_total)} / {fmt.si(p.model_params_active)}"],
-        ["model FLOPs per token", fmt.si(p.model_flops_per_token, "FLOP")],
-        ["dp / micro-batches", f"{p.dp} / {p.num_microbatches}"],
+                           f"({'fits' if p.fits_in_memory else 'DOES NOT FIT'})", ""],
+        ["bottleneck", f"{p.bottleneck} ({p.bottleneck_lens})", ""],
+        ["binding resource", _binding_resource(sc, args), ""],
+        ["params total / active", f"{fmt.si(p.model_params_total)} / {fmt.si(p.model_params_active)}", ""],
+        ["model FLOPs per token", fmt.si(p.model_flops_per_token, "FLOP"), ""],
+        ["dp / micro-batches", f"{p.dp} / {p.num_microbatches}", ""],
     ]
     if p.time_to_train_s is not None:
-        rows += [["time to train", fmt.seconds(p.time_to_train_s)], ["GPU-hours", fmt.si(p.gpu_hours)],
-                 ["cost", fmt.usd(p.cost_usd)], ["energy", fmt.energy_kwh(p.energy_kwh)]]
-    print(fmt.table(rows))
+        rows += [["time to train", fmt.seconds(p.time_to_train_s), fmt.band(b.get("time_to_train_s"), fmt.seconds)],
+                 ["GPU-hours", fmt.si(p.gpu_hours), ""],
+                 ["cost", fmt.usd(p.cost_usd), fmt.band(b.get("cost_usd"), fmt.usd)],
+                 ["energy", fmt.energy_kwh(p.energy_kwh), ""]]
+    band_note = (f"80% band ({p.band_stratum} published runs)" if p.band else "")
+    print(fmt.table(rows, header=["", "predicted", band_note]))
     print()
     total = p.step_time_s
     print(fmt.table([[k, fmt.seconds(v), fmt.percent(v / total)] for k, v in p.breakdown_s.items() if v > 0],
                     header=["component", "time", "share"]))
+    print()
+    print(fmt.table([[r["label"], fmt.si(r["flop_per_s"], "FLOP/s"), fmt.percent(r["of_peak"]),
+                      "" if r["stage"] == "peak" else fmt.percent(r["kept"])] for r in waterfall_rows(p.goodput_waterfall)],
+                    header=["goodput waterfall", "cluster", "of peak", "kept"]))
+    return 0
+
+
+def _binding_resource(sc, args) -> str:
+    """The resource whose doubling buys the most (``perfmodel sensitivity``), and what it buys."""
+    from perfmodel.present.diagnosis import RESOURCE_WORDS
+    s = pm.sensitivity(sc, profile=profile_choice(args), path_steps=0)
+    if not s.bottleneck:
+        return "none (no resource moves the step)"
+    e = s.effect(s.bottleneck)
+    return f"{RESOURCE_WORDS[s.bottleneck]}: 2x buys {fmt.percent(e.gain_frac)} (perfmodel sensitivity)"
+
+
+def _predict_anchored(args) -> int:
+    """``predict --anchor RUN.yaml``: the what-if with the factors the measured runs identify."""
+    from perfmodel.cli.diagnose import logs_of
+    from perfmodel.present.diagnosis import anchored_text
+    runs = pm.load_runs(args.anchor, logs_of(args))
+    sc = load(args.scenario, args.set)
+    ap = pm.predict_anchored(sc, runs, profile=profile_choice(args), cost=cost_model(args, sc))
+    if args.format == "json":
+        emit_json(ap.to_dict())
+        return 0
+    print(anchored_text(ap))
     return 0
 
 
 def cmd_describe(args) -> int:
-    d = pm.describe(load(args.scenario)).to_dict()
+    d = pm.describe(load(args.scenario, args.set)).to_dict()
     if args.format == "json":
         emit_json(d)
         return 0
@@ -68,6 +114,8 @@ def cmd_describe(args) -> int:
 def cmd_validate(args) -> int:
     profile = profile_choice(args)
     report = pm.validate(args.cases, profile=profile)
+    if args.fit_bands:
+        return _fit_bands(report, profile is not None, args.fit_bands, args.cases)
     if args.format == "json":
         emit_json(report.to_dict())
         return 0
@@ -80,10 +128,32 @@ def cmd_validate(args) -> int:
     return 0
 
 
+def _fit_bands(report, profiles: bool, out: str, cases: str) -> int:
+    """Write the error-band table the report's residuals give (``perfmodel.studies.bands``) to
+    ``out`` (the project's ``perfmodel/data/error_bands.yaml`` by default)."""
+    from pathlib import Path
+
+    from perfmodel.engine.band import BAND_FILE, band_table
+    from perfmodel.spec.errors import write_text_file
+    from perfmodel.studies.bands import band_file_text, coverage_table, residuals
+    path = BAND_FILE if out == DEFAULT_BAND_OUT else Path(out)
+    write_text_file(path, band_file_text(report, profiles), "--fit-bands", inputs=(cases,))
+    band_table.cache_clear()
+    cov = coverage_table(residuals(report))
+    gens = ", ".join(f"{g} {fmt.percent(c[0.8])} of {c['cases']}" for g, c in cov["generation"].items())
+    print(f"wrote {path}: {len(report.results)} runs; the 80% band covers "
+          f"{fmt.percent(cov['overall']['all'][0.8])} of held-out sources' runs ({gens})")
+    return 0
+
+
 def register(sub) -> None:
     p = sub.add_parser("predict", help="predict step time, throughput, MFU, memory and cost for a scenario")
     p.add_argument("scenario", nargs="?", default=str(EXAMPLE_SCENARIO))
     p.add_argument("--format", choices=["json", "table"], default="table")
+    add_set_option(p)
+    p.add_argument("--anchor", metavar="RUN.yaml", help="measured runs on your cluster: predict with the stack "
+                                                        "factors they identify (perfmodel diagnose's RUN.yaml)")
+    p.add_argument("--log", action="append", metavar="FILE", help="with --anchor: logs that measure its scenario")
     add_profile_option(p)
     add_cost_options(p)
     p.set_defaults(func=cmd_predict)
@@ -91,10 +161,14 @@ def register(sub) -> None:
     p = sub.add_parser("describe", help="parameters, FLOPs per token and the memory breakdown")
     p.add_argument("scenario", nargs="?", default=str(EXAMPLE_SCENARIO))
     p.add_argument("--format", choices=["json", "table"], default="table")
+    add_set_option(p)
     p.set_defaults(func=cmd_describe)
 
     p = sub.add_parser("validate", help="predicted against published runs")
     p.add_argument("cases")
     p.add_argument("--format", choices=["json", "table", "markdown"], default="table")
+    p.add_argument("--fit-bands", nargs="?", const=DEFAULT_BAND_OUT, default=None, metavar="PATH",
+                   help="fit the error bands to these runs' residuals and write them to PATH (default: the "
+                        "project's perfmodel/data/error_bands.yaml, which predictions read)")
     add_profile_option(p)
     p.set_defaults(func=cmd_validate)

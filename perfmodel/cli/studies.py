@@ -24,10 +24,10 @@ from perfmodel.spec.units import SECONDS_PER_DAY
 
 def cmd_search(args) -> int:
     check_numbers(args)
-    sc = load(args.scenario)
+    sc = load(args.scenario, args.set)
     counts = csv_list(args.gpus, int, "gpus")
     opts = search_options(args, top_k=args.top, **({"gpu_counts": tuple(counts)} if counts else {}))
-    res = pm.search(sc, opts, profile=profile_choice(args), cost=cost_model(args),
+    res = pm.search(sc, opts, profile=profile_choice(args), cost=cost_model(args, sc),
                     progress=progress_bar("search", args.progress))
     if args.format == "json":
         emit_json(res.to_dict())
@@ -60,12 +60,12 @@ def cmd_search(args) -> int:
 
 def cmd_scale(args) -> int:
     check_numbers(args)
-    sc = load(args.scenario)
+    sc = load(args.scenario, args.set)
     if args.tokens is not None:
         sc = sc.model_copy(update={"training_tokens": args.tokens})
     deadline = None if args.deadline_days is None else args.deadline_days * SECONDS_PER_DAY
     res = pm.scale(sc, csv_list(args.gpus, int, "gpus"), mode=args.mode, options=search_options(args, top_k=1),
-                   profile=profile_choice(args), cost=cost_model(args), failures=failure_model(args),
+                   profile=profile_choice(args), cost=cost_model(args, sc), failures=failure_model(args, sc),
                    efficiency_threshold=args.efficiency_threshold, value_of_time_usd_per_day=args.value_of_time,
                    deadline_s=deadline, progress=progress_bar("scale", args.progress))
     if args.format == "json":
@@ -77,15 +77,17 @@ def cmd_scale(args) -> int:
     rows = []
     for p in res.points:
         if not p.ok:
-            rows.append([str(p.num_gpus), str(p.global_batch_size), f"skipped: {p.skipped_reason}"] + [""] * 7)
+            rows.append([str(p.num_gpus), str(p.global_batch_size), f"skipped: {p.skipped_reason}"] + [""] * 9)
             continue
         mc = p.marginal_usd_per_hour_saved
+        b = p.band or {}
         rows.append([str(p.num_gpus), str(p.global_batch_size), layout_text(p.candidate),
-                     f"{p.tokens_per_s_per_gpu:,.0f}", f"{p.parallel_efficiency:.2f}", fmt.percent(p.goodput_frac),
-                     fmt.seconds(p.time_to_solution_s), fmt.usd(p.cost_usd), fmt.si(p.energy_kwh * 1e3, "Wh"),
-                     "-" if mc is None else fmt.usd(mc)])
-    print(fmt.table(rows, header=["GPUs", "batch", "best layout", "tok/s/GPU", "efficiency", "goodput",
-                                  "time to train", "cost", "energy", "$/h saved"]))
+                     f"{p.tokens_per_s_per_gpu:,.0f}", f"{p.goodput_tokens_per_s_per_gpu:,.0f}",
+                     f"{p.parallel_efficiency:.2f}", fmt.percent(p.goodput_frac),
+                     fmt.seconds(p.time_to_solution_s), fmt.band(b.get("time_to_train_s"), fmt.seconds),
+                     fmt.usd(p.cost_usd), fmt.band(b.get("cost_usd"), fmt.usd), "-" if mc is None else fmt.usd(mc)])
+    print(fmt.table(rows, header=["GPUs", "batch", "best layout", "tok/s/GPU", "goodput tok/s/GPU", "efficiency",
+                                  "goodput", "time to train", "80% band", "cost", "80% band", "$/h saved"]))
     print()
     knee = res.knee
     print(f"knee: {knee.num_gpus} GPUs ({knee_text(knee)})" if knee.num_gpus else "knee: none in the sweep")
@@ -95,27 +97,40 @@ def cmd_scale(args) -> int:
 
 def cmd_size(args) -> int:
     check_numbers(args)
-    sc = load(args.scenario)
+    sc = load(args.scenario, args.set)
     deadline = None if args.deadline_days is None else args.deadline_days * SECONDS_PER_DAY
     res = pm.size(sc, args.tokens, deadline_s=deadline, budget_usd=args.budget_usd,
                   hardware_ids=csv_list(args.hardware, str, "hardware"), gpu_counts=csv_list(args.gpus, int, "gpus"),
-                  options=search_options(args), profile=profile_choice(args), cost=cost_model(args),
-                  failures=failure_model(args), progress=progress_bar("size", args.progress))
+                  options=search_options(args), profile=profile_choice(args), cost=cost_model(args, sc),
+                  failures=failure_model(args, sc), progress=progress_bar("size", args.progress))
     if args.format == "json":
         emit_json(res.to_dict())
         return 0
     if args.format == "csv":
         write_csv([r.to_dict() for r in res.rows])
         return 0
-    table = []
+    table, money = [], []
     for r in res.rows:
-        c = r.choice
+        c, shown = r.choice, r.choice or r.binding
+        p_met = fmt.probability(shown.probability_met) if shown else "-"
         if c is None:
-            table.append([r.hardware_id, "-", "-", "-", "-", "-", sizing_reason_text(r)])
+            table.append([r.hardware_id, "-", "-", "-", "-", "-", p_met, sizing_reason_text(r)])
         else:
             table.append([r.hardware_id, str(c.num_gpus), layout_text(c.candidate), fmt.seconds(c.time_to_train_s),
-                          fmt.usd(c.cost_usd), fmt.percent(c.candidate.mfu), sizing_reason_text(r)])
-    print(fmt.table(table, header=["hardware", "GPUs", "layout", "time to train", "cost", "MFU", "why"]))
+                          fmt.usd(c.cost_usd), fmt.percent(c.goodput_frac), p_met, sizing_reason_text(r)])
+        bvr = r.buy_vs_rent
+        if bvr is not None:
+            money.append([r.hardware_id, str(bvr.num_gpus), fmt.usd(bvr.rent_usd), fmt.usd(bvr.tco_usd),
+                          fmt.si(bvr.break_even_gpu_hours, "h"), fmt.percent(bvr.break_even_utilisation_frac),
+                          f"{bvr.break_even_months:.1f}"])
+    print(fmt.table(table, header=["hardware", "GPUs", "layout", "time to train", "cost", "goodput", "P(on time, budget)",
+                                   "why"]))
+    if money:
+        print()
+        print(fmt.table(money, header=["buy or rent", "GPUs", "rent", "own (TCO)", "break-even per GPU",
+                                       "at utilisation", "months"]))
+        print("Owning breaks even after the GPU-hours shown per GPU: above that utilisation over the amortisation "
+              "life, or after that many months at the cost model's utilisation.")
     return 0
 
 
@@ -131,8 +146,9 @@ def register(sub) -> None:
     p.add_argument("--gpus", required=True, help="comma-separated GPU counts, e.g. 64,128,256")
     p.add_argument("--mode", choices=["strong", "weak"], default="strong")
     p.add_argument("--efficiency-threshold", type=float, default=0.8)
-    p.add_argument("--value-of-time", type=float, metavar="USD_PER_DAY")
-    p.add_argument("--deadline-days", type=float)
+    p.add_argument("--value-of-time", type=float, metavar="USD_PER_DAY",
+                   help="what a day saved is worth (default: the scenario's purpose.value_of_time_usd_per_day)")
+    p.add_argument("--deadline-days", type=float, help="default: the scenario's purpose.deadline_days")
     p.add_argument("--tokens", type=float, help="training tokens (default: the scenario's)")
     p.add_argument("--no-failures", action="store_true", help="goodput 1: no failures or checkpoints")
     p.set_defaults(func=cmd_scale)
@@ -140,8 +156,8 @@ def register(sub) -> None:
     p = sub.add_parser("size", help="cheapest GPU count per hardware type for a deadline and budget")
     add_study_options(p, objective=False)
     p.add_argument("--tokens", type=float, required=True)
-    p.add_argument("--deadline-days", type=float)
-    p.add_argument("--budget-usd", type=float)
+    p.add_argument("--deadline-days", type=float, help="default: the scenario's purpose.deadline_days")
+    p.add_argument("--budget-usd", type=float, help="default: the scenario's purpose.budget_usd")
     p.add_argument("--hardware", help="comma-separated hardware ids (default: all)")
     p.add_argument("--gpus", help="comma-separated GPU counts (default: 8 to 16384, powers of two)")
     p.add_argument("--no-failures", action="store_true", help="goodput 1: no failures or checkpoints")

@@ -14,9 +14,12 @@ from perfmodel.formulas.layouts import Layouts, layouts_from_arrays
 from perfmodel.formulas.placement import placed
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.hardware import HardwareSpec
+from perfmodel.spec.input_pipeline import InputPipeline
 from perfmodel.spec.model import ModelSpec
+from perfmodel.spec.reliability import FailureModel
 from perfmodel.spec.scenario import Scenario
 from perfmodel.spec.software import SoftwareStack
+from perfmodel.spec.startup import Startup
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,11 @@ class Job:
     precision: str
     recompute: str
     training_tokens: float | None
+    reliability: FailureModel
+    """Failures, restarts and checkpoints: the goodput of the run (``perfmodel.formulas.goodput``)."""
+    startup: Startup
+    input_pipeline: InputPipeline
+    """What feeds the GPUs their tokens (the step's ``data_wait``)."""
 
     @property
     def tokens_per_step(self) -> int:
@@ -49,7 +57,8 @@ def bind(scenario: Scenario, model: ModelSpec, hardware: HardwareSpec, efficienc
     return Job(model=model, hardware=placed(hardware, n), efficiency=efficiency, software=scenario.software,
                seq_length=scenario.seq_length, global_batch_size=scenario.global_batch_size, num_gpus=n,
                precision=scenario.precision if precision is None else precision, recompute=scenario.recompute,
-               training_tokens=scenario.training_tokens)
+               training_tokens=scenario.training_tokens, reliability=scenario.reliability, startup=scenario.startup,
+               input_pipeline=scenario.input_pipeline)
 
 
 def scenario_layouts(scenario: Scenario, dp: int, num_microbatches: int) -> Layouts:

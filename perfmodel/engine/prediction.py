@@ -2,9 +2,11 @@
 
 ``measure`` turns the engine's step arrays for a batch of layouts into an ``Evaluation``:
 throughput, MFU (contract definition: model FLOPs without recompute / (step x GPUs x dense
-peak of the precision)), hardware FLOP utilisation, the bottleneck, and time to train,
-GPU-hours, cost and energy. ``predict`` is one row of it; the layout search keeps many rows of
-the same arrays, so a layout the search ranks has exactly the numbers ``predict`` gives it.
+peak of the precision)), hardware FLOP utilisation, the bottleneck, the goodput of the run
+(failures, checkpoints and restarts, then start-up: ``perfmodel.formulas.goodput``), and time to
+train, GPU-hours, cost and energy, all of the wall time the goodput leaves. ``predict`` is one
+row of it, with its goodput waterfall and error band; the layout search keeps many rows of the
+same arrays, so a layout the search ranks has exactly the numbers ``predict`` gives it.
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perfmodel.engine.band import band_dict, band_for
 from perfmodel.engine.evaluate import COMPONENTS, LENS, StepArrays, evaluate
 from perfmodel.engine.job import Job
 from perfmodel.engine.rules import Resolved, resolve
 from perfmodel.formulas.cost import job_cost
 from perfmodel.formulas.counts import param_count
+from perfmodel.formulas.goodput import WATERFALL_STAGES, job_goodput, startup_s, training_time_frac, waterfall
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.spec.cost import CostModel
 from perfmodel.spec.efficiency import Efficiencies
@@ -25,6 +29,11 @@ from perfmodel.spec.scenario import Scenario
 
 RECOMPUTE_FRAC_FLOOR = 1e-30
 """Guards the recompute / compute ratio of HFU against a job with no compute time at all."""
+KERNEL_COMPONENTS = ("compute", "recompute")
+"""The step's kernel time: the waterfall's 'achieved' stage is model FLOPs over it."""
+STALL_COMPONENTS = ("pipeline_bubble", "tp_comm", "cp_comm", "ep_comm", "fsdp_comm", "pp_comm", "dp_comm", "offload")
+"""The pipeline bubble and exposed data movement (communication, offload copies); every other
+component (optimizer, host overheads, data wait) is a step overhead in the waterfall."""
 
 
 def bottleneck(breakdown: dict, gemm_s, attention_s, memory_bound_s) -> np.ndarray:
@@ -49,13 +58,21 @@ class Evaluation:
     hfu: np.ndarray
     """Executed FLOPs (with recompute) over peak: Megatron 2021's '% of peak'."""
     bottleneck: np.ndarray
+    failure_goodput_frac: float
+    """Useful over wall time under failures, checkpoints and restarts (Young 1974), for the
+    job's GPU count and checkpoint: ``perfmodel.formulas.goodput.job_goodput``."""
+    training_time_frac: np.ndarray
+    """Share of the run's wall time spent in training steps: the failure goodput, with start-up
+    (launch, compilation, warm-up) amortised over the run (without ``training_tokens``, the
+    failure goodput alone)."""
     time_to_train_s: np.ndarray | None
-    """None without ``training_tokens``."""
+    """Wall time of the run: training_tokens / tokens_per_s / training_time_frac (ideal time
+    over goodput, plus start-up). None without ``training_tokens``."""
     gpu_hours: np.ndarray
     cost_usd: np.ndarray
     energy_kwh: np.ndarray
-    """GPU-hours, cost and facility energy of the whole run with ``training_tokens``, else of
-    one step (``cost_basis``)."""
+    """GPU-hours, cost and facility energy of the whole run's wall time with ``training_tokens``,
+    else of one step (``cost_basis``)."""
 
     @property
     def cost_basis(self) -> str:
@@ -64,6 +81,11 @@ class Evaluation:
     @property
     def tokens_per_s_per_gpu(self) -> np.ndarray:
         return self.tokens_per_s / self.job.num_gpus
+
+    @property
+    def goodput_frac(self) -> np.ndarray:
+        """Useful FLOP/s over the cluster's peak: MFU x the share of wall time that trains."""
+        return self.mfu * self.training_time_frac
 
     def __len__(self) -> int:
         return len(self.layouts)
@@ -77,12 +99,18 @@ def measure(job: Job, layouts: Layouts, arrays: StepArrays, cost_model: CostMode
     peak = job.hardware.gpu.peak_flop_per_s(job.precision)
     mfu = arrays.flop_per_token * tokens / (step * job.num_gpus * peak)
     recompute_frac = arrays.breakdown["recompute"] / np.maximum(arrays.breakdown["compute"], RECOMPUTE_FRAC_FLOOR)
-    ttt = None if not job.training_tokens else job.training_tokens / tps
+    g = float(job_goodput(job.num_gpus, param_count(job.model).total, job.reliability).fraction)
+    ideal = None if not job.training_tokens else job.training_tokens / tps
+    su = job.startup
+    frac = np.atleast_1d(training_time_frac(0.0 if ideal is None else ideal, g,
+                                            startup_s(su.launch_s, su.compile_s, su.warmup_steps, step)))
+    ttt = None if ideal is None else ideal / frac
     cost = job_cost(job.num_gpus, step if ttt is None else ttt, job.hardware, cost_model)
     return Evaluation(
         job=job, layouts=layouts, step=arrays, step_time_s=step, tokens_per_s=tps, mfu=mfu,
         hfu=mfu * (1.0 + recompute_frac),
         bottleneck=bottleneck(arrays.breakdown, arrays.gemm_s, arrays.attention_s, arrays.memory_bound_s),
+        failure_goodput_frac=g, training_time_frac=frac,
         time_to_train_s=ttt, gpu_hours=np.atleast_1d(cost.gpu_hours), cost_usd=np.atleast_1d(cost.cost_usd),
         energy_kwh=np.atleast_1d(cost.energy_kwh))
 
@@ -113,6 +141,20 @@ class Prediction:
     """Executed FLOPs (with recompute) over peak: Megatron 2021's '% of peak'."""
     num_microbatches: int
     dp: int
+    goodput_frac: float
+    """Useful FLOP/s over the cluster's peak (the last stage of ``goodput_waterfall`` over its first)."""
+    training_time_frac: float
+    """Share of the run's wall time spent in training steps (failures, checkpoints, restarts and
+    start-up take the rest)."""
+    goodput_waterfall: tuple
+    """({stage, flop_per_s}, ...): the cluster's FLOP/s from its peak to the useful rate
+    (``perfmodel.formulas.goodput.WATERFALL_STAGES``)."""
+    band: dict | None
+    """{figure: {p10, p50, p90}} for tokens/s per GPU, step time and, with ``training_tokens``,
+    time to train and cost: the error band (``perfmodel.engine.band``; None only before a band
+    table was ever fitted)."""
+    band_stratum: str
+    """The published runs the band comes from: ``<GPU generation>/<dense|moe>``."""
     time_to_train_s: float | None = None
     gpu_hours: float | None = None
     cost_usd: float | None = None
@@ -130,7 +172,11 @@ class Prediction:
             "memory_breakdown_bytes": dict(self.memory_breakdown_bytes),
             "hardware_flops_utilisation": self.hardware_flops_utilisation,
             "num_microbatches": self.num_microbatches, "dp": self.dp,
+            "goodput_frac": self.goodput_frac, "training_time_frac": self.training_time_frac,
+            "goodput_waterfall": [dict(stage) for stage in self.goodput_waterfall],
         }
+        if self.band is not None:
+            out.update(band={k: dict(v) for k, v in self.band.items()}, band_stratum=self.band_stratum)
         for k in ("time_to_train_s", "gpu_hours", "cost_usd", "energy_kwh"):
             v = getattr(self, k)
             if v is not None:
@@ -138,11 +184,26 @@ class Prediction:
         return out
 
 
+def goodput_waterfall(ev: Evaluation, i: int) -> tuple:
+    """Row ``i``'s FLOP/s at each stage from the cluster's peak to the useful rate."""
+    job, bd = ev.job, ev.step.breakdown
+    kernel_s = sum(float(bd[k][i]) for k in KERNEL_COMPONENTS)
+    stall_s = sum(float(bd[k][i]) for k in STALL_COMPONENTS if k in bd)
+    step = float(ev.step_time_s[i])
+    g = ev.failure_goodput_frac
+    levels = waterfall(job.num_gpus * job.hardware.gpu.peak_flop_per_s(job.precision),
+                       float(ev.step.flop_per_token) * job.tokens_per_step, kernel_s, stall_s,
+                       step - kernel_s - stall_s, g, float(ev.training_time_frac[i]) / g)
+    return tuple({"stage": s, "flop_per_s": float(levels[s])} for s in WATERFALL_STAGES)
+
+
 def prediction_row(ev: Evaluation, i: int) -> Prediction:
     """Row ``i`` of an evaluation as a ``Prediction``."""
     arrays = ev.step
     pc = param_count(ev.job.model)
     name = str(ev.bottleneck[i])
+    band = band_for(ev.job.hardware, ev.job.model)
+    ttt = None if ev.time_to_train_s is None else float(ev.time_to_train_s[i])
     out = dict(
         step_time_s=float(ev.step_time_s[i]), tokens_per_s=float(ev.tokens_per_s[i]),
         tokens_per_s_per_gpu=float(ev.tokens_per_s_per_gpu[i]), mfu=float(ev.mfu[i]),
@@ -153,9 +214,13 @@ def prediction_row(ev: Evaluation, i: int) -> Prediction:
         memory_breakdown_bytes={r["component"]: float(r["bytes"]) for r in arrays.memory.rows(i)},
         hardware_flops_utilisation=float(ev.hfu[i]),
         num_microbatches=int(ev.layouts.num_mb[i]), dp=int(ev.layouts.dp[i]),
+        goodput_frac=float(ev.goodput_frac[i]), training_time_frac=float(ev.training_time_frac[i]),
+        goodput_waterfall=goodput_waterfall(ev, i), band_stratum="" if band is None else band.stratum,
+        band=None if band is None else band_dict(band, float(ev.tokens_per_s_per_gpu[i]), float(ev.step_time_s[i]),
+                                                 ttt, None if ttt is None else float(ev.cost_usd[i])),
     )
-    if ev.time_to_train_s is not None:
-        out.update(time_to_train_s=float(ev.time_to_train_s[i]), gpu_hours=float(ev.gpu_hours[i]),
+    if ttt is not None:
+        out.update(time_to_train_s=ttt, gpu_hours=float(ev.gpu_hours[i]),
                    cost_usd=float(ev.cost_usd[i]), energy_kwh=float(ev.energy_kwh[i]))
     return Prediction(**out)
 
@@ -167,5 +232,5 @@ def predict_resolved(r: Resolved, cost_model: CostModel) -> Prediction:
 def predict(scenario: Scenario, efficiency: Efficiencies | None = None,
             cost_model: CostModel | None = None) -> Prediction:
     """The scenario's prediction with the given efficiencies (None: the hardware spec's own;
-    ``perfmodel.predict`` chooses the calibration profile) and cost model (None: the defaults)."""
-    return predict_resolved(resolve(scenario, efficiency), cost_model or CostModel())
+    ``perfmodel.predict`` chooses the calibration profile) and cost model (None: the scenario's)."""
+    return predict_resolved(resolve(scenario, efficiency), cost_model or scenario.cost)

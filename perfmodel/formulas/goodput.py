@@ -25,6 +25,16 @@ Cross-check (Daly 2006, complete model for Poisson failures, counting failures d
 checkpoints and restarts): T_wall = M e^{R/M} (e^{(τ+δ)/M} - 1) T_s / τ, with the
 higher-order optimum τ ≈ sqrt(2δM) [1 + (1/3) sqrt(δ/2M) + (1/9) δ/(2M)] - δ for δ < 2M.
 
+Start-up (launch, compilation, warm-up steps: S seconds, once per run) is added to the wall
+time: W = T_s / goodput + S, so the share of the wall time that trains is
+T_s / W = 1 / (1 / goodput + S / T_s) (``training_time_frac``).
+
+The goodput waterfall (``waterfall``) follows the cluster's FLOP/s from its peak to the useful
+rate, one loss at a time: kernels (model FLOP/s while computing), the pipeline bubble and
+exposed communication, the step's other overheads (optimizer, host, data wait), failures and
+checkpoints, start-up. Each stage is the previous one times a fraction in (0, 1]; their product
+is useful / peak, the goodput fraction.
+
 Failures are independent and memoryless (Poisson); a failure anywhere stops the whole
 synchronous job. Every function broadcasts over numpy arrays.
 """
@@ -36,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfmodel.spec.errors import InputError
-from perfmodel.spec.reliability import FailureModel
+from perfmodel.spec.reliability import CHECKPOINT_BYTES_PER_PARAM, FailureModel
 from perfmodel.spec.units import SECONDS_PER_HOUR
 
 # --- independent references, used by the tests -----------------------------------------
@@ -50,13 +60,6 @@ BLOOM_FAILURES_PER_WEEK = (1.0, 2.0)
 """BLOOM-176B on 384 A100s (48 nodes): on average 1-2 GPU failures per week (BigScience
 2022, arXiv 2211.05100, training section; quoted by Cottier et al. 2024 app. A.3)."""
 BLOOM_NUM_GPUS = 384
-
-# --- checkpoint contents ----------------------------------------------------------------
-CHECKPOINT_BYTES_PER_PARAM = 14
-"""bf16 weights (2) + fp32 master weights (4) + Adam m (4) + Adam v (4). Mixed-precision
-Adam holds 16 B/param (Rajbhandari et al. 2020, ZeRO, sec. 3.1: 2 + 2 + 12); the bf16
-gradients (2) are not checkpointed. BLOOM-176B's full checkpoint was 2.3 TB
-(Bekman 2022, "The Technology Behind BLOOM Training", Hugging Face blog)."""
 
 def _arr(field: str, values, *, positive: bool) -> np.ndarray:
     arr = np.asarray(values, dtype=float)
@@ -220,12 +223,14 @@ def goodput_fraction(
     """Goodput of a job on ``num_gpus`` GPUs checkpointing ``model_state_bytes``.
 
     δ from :func:`checkpoint_write_s`, R from :func:`restart_time_s`, M from :func:`mtbf_s`;
-    τ is Young's sqrt(2δM) unless ``checkpoint_interval_s`` is given.
+    τ is ``checkpoint_interval_s``, else the failure model's, else Young's sqrt(2δM).
     """
     fm = fm or FailureModel()
     S, N = model_state_bytes, num_gpus
     d = checkpoint_write_s(S, N, fm.storage_write_bandwidth_bytes_per_s, fm.per_gpu_io_bandwidth_bytes_per_s)
     M = mtbf_s(num_gpus, fm)
+    if checkpoint_interval_s is None:
+        checkpoint_interval_s = fm.checkpoint_interval_s
     if checkpoint_interval_s is None:
         tau = young_daly_interval_s(d, M)
     else:
@@ -242,3 +247,51 @@ def effective_time_to_train_s(ideal_s, goodput: Goodput):
     """Wall time = failure-free time / goodput fraction."""
     T = _arr("ideal_s", ideal_s, positive=False)
     return _out(T / np.asarray(goodput.fraction))
+
+
+def job_goodput(num_gpus, num_params, fm: FailureModel) -> Goodput:
+    """Goodput of a job of ``num_params`` parameters: its checkpoint holds
+    ``fm.checkpoint_bytes_per_param`` bytes per parameter (weights and optimizer state)."""
+    return goodput_fraction(num_gpus, checkpoint_state_bytes(num_params, fm.checkpoint_bytes_per_param), fm)
+
+
+# --- start-up and the run ---------------------------------------------------------------
+def startup_s(launch_s: float, compile_s: float, warmup_steps: int, step_time_s):
+    """S = launch + compilation + warm-up steps x step time: once per run."""
+    return _out(launch_s + compile_s + warmup_steps * np.asarray(step_time_s, dtype=float))
+
+
+def training_time_frac(ideal_s, goodput_frac, startup_time_s):
+    """T_s / W with W = T_s / g + S: the share of the run's wall time spent training. With no
+    training time (``ideal_s`` 0) there is no run to amortise start-up over, so it is g."""
+    T = _arr("ideal_s", ideal_s, positive=False)
+    g = np.asarray(goodput_frac, dtype=float)
+    S = _arr("startup_s", startup_time_s, positive=False)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _out(np.where(T > 0, T / (T / g + S), g))
+
+
+# --- waterfall --------------------------------------------------------------------------
+WATERFALL_STAGES = ("peak", "achieved", "after_bubble_and_communication", "after_step_overheads",
+                    "after_failures_and_checkpoints", "useful")
+"""Stages of the goodput waterfall, from the cluster's peak to its useful FLOP/s."""
+
+
+def waterfall(peak_flop_per_s, model_flop_per_step, compute_s, stall_s, overhead_s, failure_frac, startup_frac):
+    """The cluster's FLOP/s at each of ``WATERFALL_STAGES``:
+
+    peak                             N x dense peak of the precision
+    achieved                         F / t_c            (model FLOPs over the kernel time)
+    after_bubble_and_communication   F / (t_c + t_x)    (pipeline bubble, exposed communication)
+    after_step_overheads             F / (t_c + t_x + t_o) = MFU x peak (optimizer, host, data)
+    after_failures_and_checkpoints   x goodput of failures, checkpoints and restarts
+    useful                           x the share of the run left after start-up
+
+    with F the model FLOPs of one step over all GPUs. Returns {stage: FLOP/s}."""
+    F = np.asarray(model_flop_per_step, dtype=float)
+    t_c, t_x, t_o = (np.asarray(t, dtype=float) for t in (compute_s, stall_s, overhead_s))
+    after_overheads = F / (t_c + t_x + t_o)
+    after_failures = after_overheads * np.asarray(failure_frac, dtype=float)
+    levels = (peak_flop_per_s, F / t_c, F / (t_c + t_x), after_overheads, after_failures,
+              after_failures * np.asarray(startup_frac, dtype=float))
+    return {stage: _out(level) for stage, level in zip(WATERFALL_STAGES, levels)}

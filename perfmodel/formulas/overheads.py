@@ -4,15 +4,18 @@
 optimizer step              Adam reads the fp32 gradient (4 B), reads and writes the fp32
                             master weight, m and v (3 x 8 B) and writes the 16-bit weight
                             (2 B): 30 bytes per parameter it owns, HBM-bound (Kingma & Ba
-                            2015, Algorithm 1; Megatron-Core distributed optimizer)
+                            2015, Algorithm 1; Megatron-Core distributed optimizer); PyTorch's
+                            multi-tensor (foreach) AdamW, one pass per op: 84 bytes
 launch / CPU                per micro-batch the host dispatches every framework operation
                             (eager PyTorch: 10-20 us each, REFERENCES.md) plus the extra kernel
                             launches inside grouped operations (2-6 us each); it runs ahead
                             of the GPU, which waits only when the host time of a micro-batch
                             exceeds its GPU time
 per-step fixed              loss and gradient-norm all-reduces over all GPUs (latency bound)
-input pipeline              a stage that can starve the GPUs: tokens per GPU per step /
-                            loader rate, hidden behind the step when faster
+input pipeline              a stage that can starve the GPUs: tokens per GPU per step x the
+                            slower of storage read (bytes per token / read bandwidth) and the
+                            loader workers (1 / their token rate), prefetched behind the step,
+                            so it binds only when it is the slowest stage
 ==========================  ===================================================================
 """
 
@@ -20,20 +23,36 @@ from __future__ import annotations
 
 import numpy as np
 
+from perfmodel.spec.input_pipeline import InputPipeline
+from perfmodel.spec.software import SoftwareStack
+
 OPTIMIZER_BYTES_PER_PARAM = 4 + 3 * 8 + 2
-"""fp32 grad read + fp32 master/m/v read and write + 16-bit weight write (Adam, Kingma & Ba 2015)."""
+"""fp32 grad read + fp32 master/m/v read and write + 16-bit weight write (Adam, Kingma & Ba 2015),
+in one fused pass (``SoftwareStack.optimizer_kernels`` fused: apex/Transformer Engine FusedAdam in
+Megatron-Core, torch.optim.AdamW(fused=True))."""
+FOREACH_ADAMW_BYTES_PER_PARAM = 8 + 12 + 8 + 16 + 8 + 8 + 8 + 16
+"""PyTorch's multi-tensor AdamW (``torch.optim.adamw._multi_tensor_adamw``, PyTorch 2.x, the default
+``foreach`` implementation on CUDA), op by op over fp32 parameters, gradients and states, each op
+its own pass (multi_tensor_apply batches tensors into a kernel, not ops): weight decay
+``_foreach_mul_`` on p (read, write: 8), ``_foreach_lerp_`` of m toward g (read m and g, write m:
+12), ``_foreach_mul_`` of v (8), ``_foreach_addcmul_`` of g * g into v (read v and g twice, write v:
+16), ``_foreach_sqrt`` of v into the denominator (8), ``_foreach_div_`` by the bias correction (8),
+``_foreach_add_`` of eps (8), ``_foreach_addcdiv_`` of m / denominator into p (read p, m and the
+denominator, write p: 16): 84 bytes per parameter, against the fused pass's 30."""
+
+
+def optimizer_bytes_per_param(sw: SoftwareStack) -> float:
+    """HBM bytes the optimizer step moves per parameter it owns (``sw.optimizer_kernels``)."""
+    return FOREACH_ADAMW_BYTES_PER_PARAM if sw.optimizer_kernels == "foreach" else OPTIMIZER_BYTES_PER_PARAM
+
+
 STEP_SYNC_COLLECTIVES = 2
 """Per step: loss all-reduce for logging and the global gradient-norm all-reduce for clipping
 (Megatron-Core training loop; Pascanu et al. 2013 gradient clipping)."""
-LOADER_BYTES_PER_TOKEN = 4
-"""Pre-tokenised int32 token ids read from a memory-mapped file (Megatron indexed dataset)."""
-LOADER_BYTES_PER_S_PER_GPU = 2.0e9 / 8
-"""A conservative 2 GB/s of local NVMe read per 8-GPU node (DGX H100 datasheet: 8 x 3.84 TB
-NVMe U.2 data cache; one drive alone sustains several GB/s)."""
 
 
-def optimizer_s(params_owned, hbm_bytes_per_s: float):
-    return np.asarray(params_owned, dtype=float) * OPTIMIZER_BYTES_PER_PARAM / hbm_bytes_per_s
+def optimizer_s(params_owned, hbm_bytes_per_s: float, sw: SoftwareStack):
+    return np.asarray(params_owned, dtype=float) * optimizer_bytes_per_param(sw) / hbm_bytes_per_s
 
 
 def host_time_s(host_ops, host_op_s: float, launches, launch_s: float):
@@ -50,6 +69,16 @@ def fixed_step_s(allreduce_latency_s):
     return STEP_SYNC_COLLECTIVES * np.asarray(allreduce_latency_s)
 
 
-def data_wait_s(tokens_per_gpu_per_step, step_busy_s):
-    t_load = np.asarray(tokens_per_gpu_per_step, dtype=float) * LOADER_BYTES_PER_TOKEN / LOADER_BYTES_PER_S_PER_GPU
+def input_s_per_token(pipe: InputPipeline) -> float:
+    """Seconds per token of the input pipeline: the slower of its storage read and its loader
+    workers, which run as a pipeline (each prefetches for the next)."""
+    read_s = pipe.bytes_per_token / pipe.storage_read_bytes_per_s_per_gpu
+    loader_s = 0.0 if pipe.loader_tokens_per_s_per_gpu is None else 1.0 / pipe.loader_tokens_per_s_per_gpu
+    return max(read_s, loader_s)
+
+
+def data_wait_s(tokens_per_gpu_per_step, step_busy_s, pipe: InputPipeline):
+    """GPU idle time waiting for data: max(0, tokens x input seconds per token - busy time). The
+    loader prefetches the next step's batch while the GPUs work on this one."""
+    t_load = np.asarray(tokens_per_gpu_per_step, dtype=float) * input_s_per_token(pipe)
     return np.maximum(0.0, t_load - np.asarray(step_busy_s))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-_SI = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")]
+_SI = [(1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")]
 _BIN = [(2**50, "PiB"), (2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"), (1, "B")]
 
 
@@ -55,11 +55,30 @@ def percent(x: float) -> str:
 def usd(x: float) -> str:
     if x is None:
         return "-"
+    if abs(x) >= 1e9:
+        return f"${x / 1e9:.2f}B"
     if abs(x) >= 1e6:
         return f"${x / 1e6:.2f}M"
     if abs(x) >= 1e3:
         return f"${x / 1e3:.1f}k"
     return f"${x:.2f}"
+
+
+def band(b: dict | None, formatter) -> str:
+    """An error band's p10-p90 range ('' without one)."""
+    return "" if not b else f"{formatter(b['p10'])} - {formatter(b['p90'])}"
+
+
+def probability(x: float | None) -> str:
+    """A probability read from an error band, whose tails it does not claim to know: at its ends
+    (0.05, 0.95) it is shown as a bound."""
+    if x is None:
+        return "-"
+    if x >= 0.95:
+        return ">=95%"
+    if x <= 0.05:
+        return "<=5%"
+    return f"{100 * x:.0f}%"
 
 
 def table(rows: list[list[str]], header: list[str] | None = None) -> str:

@@ -4,6 +4,7 @@ from which ``docs/validation.md`` is generated. Formatting lives here and in ``f
 from __future__ import annotations
 
 from perfmodel.present import fmt
+from perfmodel.present.band_report import band_section
 from perfmodel.spec.paths import DATA_DIR
 from perfmodel.studies.validation import Report
 
@@ -61,6 +62,7 @@ def markdown(report: Report, profiles: bool = True, worst_k: int = 10, notes: di
               "| source | GPU | model | cases | pairs | mean ratio error |", "|---|---|---|---:|---:|---:|"]
     lines += [f"| {g['source']} | {g['gpu']} | {g['model']} | {g['cases']} | {g['pairs']} | {fmt.percent(g['mean'])} |"
               for g in wi["groups"]]
+    lines += band_section(report)
     rep = report.repeats()
     lines += ["", "## Repeated jobs", "",
               "Cases whose scenarios are equal describe one job; where their sources (most often two releases of one "
@@ -144,4 +146,9 @@ def text_report(report) -> str:
           f"{fmt.percent(rep['floor_mape'])} under the overall MAPE")
     out.append(f"memory fit: the model says {len(report.not_fitting())} of {len(report.results)} published runs "
           "do not fit (each is a memory-model miss)")
+    if len({r.source for r in report.results}) > 1:
+        from perfmodel.studies.bands import coverage_table, residuals
+        cov = coverage_table(residuals(report))["overall"]["all"]
+        out.append(f"error band: fitted without a source and tested on it, the 80% band covers {fmt.percent(cov[0.8])} "
+                   f"of the runs (50%: {fmt.percent(cov[0.5])}, 90%: {fmt.percent(cov[0.9])})")
     return "\n".join(out)

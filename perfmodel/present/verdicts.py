@@ -9,10 +9,11 @@ from perfmodel.present import fmt
 
 def knee_text(knee) -> str:
     """Why the sweep's knee is where it is ('' when there is none)."""
-    p, prev = knee.point, knee.previous
-    if knee.rule == "efficiency":
-        return (f"parallel efficiency {p.parallel_efficiency:.2f} < threshold {knee.efficiency_threshold:.2f} "
-                f"at {p.num_gpus} GPUs")
+    p, prev, best = knee.point, knee.previous, knee.best
+    if knee.rule == "tokens_per_usd":
+        return (f"useful tokens per dollar at {p.num_gpus} GPUs are "
+                f"{p.useful_tokens_per_usd / best.useful_tokens_per_usd:.2f} of the best ({best.num_gpus} GPUs) "
+                f"< threshold {knee.efficiency_threshold:.2f}")
     if knee.rule == "no_faster":
         return f"{p.num_gpus} GPUs are no faster than {prev.num_gpus}"
     if knee.rule == "value_of_time":
@@ -22,30 +23,45 @@ def knee_text(knee) -> str:
     return ""
 
 
+def _run(p) -> str:
+    return (f"{fmt.seconds(p.time_to_solution_s)} for {fmt.usd(p.cost_usd)} at "
+            f"{fmt.percent(p.goodput_frac)} goodput")
+
+
 def scale_verdict_text(v) -> str:
-    """The scaling verdict: the count recommended and the numbers behind it."""
+    """The scaling verdict: the count recommended, or why none serves, and the numbers behind it."""
     best, nxt = v.chosen, v.next_point
+    vot = v.value_of_time_usd_per_hour
     if v.rule == "none_runs":
         return "no GPU count in the sweep has a layout that runs and fits"
     if v.rule == "deadline_missed":
-        return (f"no count meets the {fmt.seconds(v.deadline_s)} deadline; the fastest is {best.num_gpus} GPUs at "
-                f"{fmt.seconds(best.time_to_solution_s)} for {fmt.usd(best.cost_usd)}")
+        return (f"no count serves: none meets the {fmt.seconds(v.deadline_s)} deadline; the fastest, "
+                f"{best.num_gpus} GPUs, takes {_run(best)}")
+    if v.rule == "deadline_not_worth":
+        return (f"no count serves both the deadline and the value of time: meeting the "
+                f"{fmt.seconds(v.deadline_s)} deadline takes {best.num_gpus} GPUs ({_run(best)}), and each hour "
+                f"it saves over {v.previous_point.num_gpus} GPUs costs "
+                f"{fmt.usd(v.marginal_from_previous_usd_per_hour)} > your {fmt.usd(vot)}/h")
     if v.rule == "value_of_time":
-        vot = v.value_of_time_usd_per_hour
-        why = (f"{best.num_gpus} GPUs minimise cost + time x {fmt.usd(vot)}/h: "
-               f"{fmt.seconds(best.time_to_solution_s)} for {fmt.usd(best.cost_usd)}")
+        why = f"{best.num_gpus} GPUs: {_run(best)}"
+        mp = v.marginal_from_previous_usd_per_hour
+        if v.previous_point is not None:
+            why += ("; faster and cheaper than every smaller count" if mp <= 0 else
+                    f"; each hour saved over {v.previous_point.num_gpus} GPUs costs {fmt.usd(mp)} "
+                    f"<= your {fmt.usd(vot)}/h")
         if nxt is None:
-            return why + "; it is the largest count in the sweep, so try larger ones"
-        if v.marginal_usd_per_hour_saved is not None:
-            return why + (f"; beyond {best.num_gpus} GPUs each hour saved costs "
-                          f"{fmt.usd(v.marginal_usd_per_hour_saved)} > your {fmt.usd(vot)}/h value of time")
-        return why + f"; {nxt.num_gpus} GPUs are no faster"
+            return why + "; no count in the sweep is faster, so try larger ones"
+        if v.marginal_usd_per_hour_saved is None:
+            return why + f"; {nxt.num_gpus} GPUs are no faster"
+        return why + (f"; going on to {nxt.num_gpus} GPUs, each hour saved would cost "
+                      f"{fmt.usd(v.marginal_usd_per_hour_saved)} > {fmt.usd(vot)}/h")
     if v.rule == "cheapest_on_time":
         return (f"{best.num_gpus} GPUs are the cheapest count that meets the {fmt.seconds(v.deadline_s)} deadline: "
-                f"{fmt.seconds(best.time_to_solution_s)} for {fmt.usd(best.cost_usd)}")
-    why = (f"{best.num_gpus} GPUs are the largest count with parallel efficiency "
-           f"{best.parallel_efficiency:.2f} >= {v.efficiency_threshold:.2f}: "
-           f"{fmt.seconds(best.time_to_solution_s)} for {fmt.usd(best.cost_usd)}")
+                f"{_run(best)}")
+    ref = v.reference
+    why = (f"{best.num_gpus} GPUs are the largest count whose goodput per GPU stays at "
+           f"{best.parallel_efficiency:.2f} >= {v.efficiency_threshold:.2f} of the best "
+           f"({ref.num_gpus} GPUs): {_run(best)}")
     if nxt is not None:
         why += f"; {nxt.num_gpus} GPUs drop to {nxt.parallel_efficiency:.2f}"
     return why

@@ -80,8 +80,13 @@ MAX_DATA_FILE_BYTES = 16 * 2**20
 the largest data file of this project (published_runs.yaml, 0.55 MB). Checked with stat and
 a bounded read, before the file is read."""
 MAX_LOG_FILE_BYTES = 16 * 2**20
-"""nccl-tests logs: a sweep prints one line per size (a few kB); this leaves room for long
-NCCL_DEBUG=INFO preambles of thousands of ranks."""
+"""nccl-tests and training logs: a sweep prints one line per size (a few kB); this leaves room
+for long NCCL_DEBUG=INFO preambles of thousands of ranks, and for about 50,000 Megatron-LM
+iteration lines (~300 bytes each) of a training log (give a longer log's tail)."""
+MAX_LOG_LINE_CHARS = 10_000
+"""A training log's line: a Megatron-LM iteration line is about 300 characters, a Hugging Face
+Trainer metrics dict a few hundred. Longer lines are skipped, so no pattern runs over a
+megabyte-long line."""
 MAX_LOG_ROWS = 10_000
 """Data rows of one nccl-tests table: a full 8 B - 16 GB sweep is 32 rows."""
 MAX_NESTING_DEPTH = 64
@@ -91,6 +96,10 @@ MAX_NESTING_DEPTH = 64
 MAX_RECORDS = 1_000_000
 """Records of one calibration results file, and timed repeats of one record: a full suite run
 writes about 400 records of a few dozen repeats."""
+MAX_OBSERVED_RUNS = 64
+"""Measured runs one diagnosis or anchor fits at once, and runs one log holds (one per job size of
+a CSV or YAML series): each run is evaluated a few hundred times; a scaling sweep has a handful
+(``MAX_SWEEP_POINTS``)."""
 MAX_CASES = 5_000
 """Cases of one ``perfmodel validate`` file, each a prediction: the published runs are 230."""
 

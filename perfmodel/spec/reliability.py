@@ -39,6 +39,13 @@ GPUS_PER_NODE_DEFAULT = 8
 """HGX/DGX H100 servers: 8 GPUs (DGX H100 datasheet)."""
 GPUS_PER_RACK_DEFAULT = 72
 """GB200 NVL72: 72 GPUs share one NVLink rack (NVIDIA GB200 NVL72 product page)."""
+CHECKPOINT_BYTES_PER_PARAM = 14
+"""bf16 weights (2) + fp32 master weights (4) + Adam m (4) + Adam v (4). Mixed-precision
+Adam holds 16 B/param (Rajbhandari et al. 2020, ZeRO, sec. 3.1: 2 + 2 + 12); the bf16
+gradients (2) are not checkpointed. BLOOM-176B's full checkpoint was 2.3 TB
+(Bekman 2022, "The Technology Behind BLOOM Training", Hugging Face blog)."""
+MAX_CHECKPOINT_BYTES_PER_PARAM = 64.0
+"""4x the 16 B/param of mixed-precision Adam with its gradients (ZeRO sec. 3.1)."""
 
 
 Rate = real_field(MAX_FAILURES_PER_HOUR, 0.0, exclusive_minimum=False)
@@ -66,3 +73,7 @@ class FailureModel(BaseModel):
     storage_read_bandwidth_bytes_per_s: BytesPerS = STORAGE_BANDWIDTH_BYTES_PER_S_DEFAULT
     per_gpu_io_bandwidth_bytes_per_s: BytesPerS | None = None
     """Per-GPU cap on checkpoint I/O (host link or front-end NIC share); None = no cap."""
+    checkpoint_bytes_per_param: real_field(MAX_CHECKPOINT_BYTES_PER_PARAM) = CHECKPOINT_BYTES_PER_PARAM
+    """Checkpoint size per model parameter: weights and optimizer state (default 14 B, Adam)."""
+    checkpoint_interval_s: real_field(MAX_SECONDS) | None = None
+    """Compute time between checkpoints; None = Young's interval sqrt(2 delta M), the optimum."""

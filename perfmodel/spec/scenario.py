@@ -14,8 +14,10 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
+from perfmodel.spec.cost import CostModel
 from perfmodel.spec.errors import InputError, read_data_file, validated
 from perfmodel.spec.hardware import HardwareSpec, list_hardware_ids, load_hardware, load_hardware_file, parse_hardware
+from perfmodel.spec.input_pipeline import InputPipeline
 from perfmodel.spec.limits import (
     MAX_GLOBAL_BATCH_SIZE,
     MAX_NUM_GPUS,
@@ -28,7 +30,10 @@ from perfmodel.spec.limits import (
     real_field,
 )
 from perfmodel.spec.model import ModelSpec
-from perfmodel.spec.software import SOFTWARE_FIELDS, SoftwareStack
+from perfmodel.spec.purpose import Purpose
+from perfmodel.spec.reliability import FailureModel
+from perfmodel.spec.software import SOFTWARE_FIELDS, SoftwareStack, software_to_dict
+from perfmodel.spec.startup import Startup
 
 Recompute = Literal["none", "selective", "full"]
 Precision = Literal["bf16", "fp16", "fp8", "fp4"]
@@ -102,6 +107,18 @@ class Scenario(_Frozen):
     loads, with a one-line note that they moved."""
     training_tokens: real_field(MAX_TRAINING_TOKENS) | None = None
     """Optional: enables time to train, GPU-hours, cost and energy."""
+    reliability: FailureModel = Field(default_factory=FailureModel)
+    """Failures, restarts and checkpoints (perfmodel extension; every key optional, sourced
+    defaults in ``perfmodel.spec.reliability``)."""
+    startup: Startup = Field(default_factory=Startup)
+    """Launch, compilation and warm-up, once per run (``perfmodel.spec.startup``)."""
+    input_pipeline: InputPipeline = Field(default_factory=InputPipeline)
+    """Storage read and data-loader throughput per GPU (``perfmodel.spec.input_pipeline``)."""
+    cost: CostModel = Field(default_factory=CostModel)
+    """How a GPU-hour is priced: cloud rental or owned hardware (``perfmodel.spec.cost``)."""
+    purpose: Purpose = Field(default_factory=Purpose)
+    """The run's targets, a value of time, a deadline, a budget (``perfmodel.spec.purpose``): the
+    defaults of ``scale`` and ``size``."""
 
     @model_validator(mode="before")
     @classmethod
@@ -214,13 +231,23 @@ def load_scenario(path: str | Path) -> Scenario:
     return parse_scenario(data)
 
 
+RUN_SECTIONS = ("reliability", "startup", "input_pipeline", "cost", "purpose")
+"""Scenario sections about the run rather than the step; written with only the keys that differ
+from their defaults, and left out when none does."""
+
+
 def scenario_to_dict(s: Scenario) -> dict:
     """Plain mapping in the contract's field names (for YAML export and round trips).
 
-    ``software.overlap.tp: null`` (ideal chunked TP overlap) is kept: dropping it would reload
-    as 0."""
-    d = s.model_dump(mode="json", exclude_none=True)
-    d["software"]["overlap"] = s.software.overlap.model_dump(mode="json")
+    ``software`` names its stack and only the options that differ from it
+    (``perfmodel.spec.software.software_to_dict``). The run sections (``RUN_SECTIONS``) keep only
+    what differs from their defaults."""
+    d = s.model_dump(mode="json", exclude_none=True, exclude=set(RUN_SECTIONS))
+    d["software"] = software_to_dict(s.software)
+    for name in RUN_SECTIONS:
+        section = getattr(s, name).model_dump(mode="json", exclude_defaults=True)
+        if section:
+            d[name] = section
     return d
 
 

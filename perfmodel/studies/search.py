@@ -216,7 +216,7 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
     that do not fit cover the layouts checked)."""
     t0 = time.perf_counter()
     options = options or SearchOptions()
-    cost_model = cost_model or CostModel()
+    cost_model = cost_model or scenario.cost
     hw, m = hardware_of(scenario), model_of(scenario)
     check_job(scenario, m)
     eff = efficiency or hw.efficiency

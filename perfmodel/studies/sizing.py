@@ -1,21 +1,38 @@
 """Cluster sizing: for each hardware type, the cheapest GPU count and layout that trains the
-given tokens within a deadline and a budget, or the reason none does.
+given tokens within a deadline and a budget, or the reason none does; how likely that choice is
+to meet them; and whether to buy the GPUs or rent them.
 
 For one hardware type and GPU count the cost is proportional to the time (N GPUs x wall time
 x price), so the fastest layout is also the cheapest; the search ranks by time. Across counts,
-time to solution W = (tokens / throughput) / goodput (``goodput.py``) and cost = N W price
-(``cost.job_cost``). Among the counts with W <= deadline and cost <= budget the cheapest wins
-(ties: the faster). The global batch is the scenario's at every count (strong scaling).
+time to solution W = (tokens / throughput) / goodput + start-up (``predict``: failures,
+checkpoints, restarts and start-up, ``goodput.py``) and cost = N W price (``cost.job_cost``).
+Among the counts with W <= deadline and cost <= budget the cheapest wins (ties: the faster).
+The global batch is the scenario's at every count (strong scaling).
+
+The probability that an option meets the deadline and the budget comes from the prediction's
+error band (``perfmodel.engine.band``): time and cost both scale with the same e^r, so
+P(W <= D and C <= B) = P(r <= min(log(D / W), log(B / C))).
+
+Buy or rent (``cost.buy_vs_rent_break_even_hours``): the chosen option's cost rented and owned
+(TCO) side by side, and where buying breaks even: after h GPU-hours of use per GPU, that is at a
+utilisation of h / (Y x 8766 h) over the amortisation life Y, or after h / (u x 730.5 h) months
+at the cost model's utilisation u.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Literal
 
-from perfmodel.formulas.cost import job_cost
-from perfmodel.formulas.counts import param_count
-from perfmodel.formulas.goodput import checkpoint_state_bytes, goodput_fraction
+from perfmodel.engine.band import ErrorBand, band_for
+from perfmodel.engine.prediction import predict as _predict
+from perfmodel.formulas.cost import (
+    HOURS_PER_YEAR,
+    buy_vs_rent_break_even_hours,
+    buy_vs_rent_break_even_months,
+    job_cost,
+)
 from perfmodel.spec.cost import CostModel
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.errors import InputError
@@ -35,14 +52,53 @@ class SizingOption:
     num_gpus: int
     candidate: Candidate
     time_to_train_s: float
-    """Time to solution: ideal time / goodput."""
+    """Time to solution: ideal time / goodput, plus start-up."""
     goodput_frac: float
+    """Useful FLOP/s over the cluster's peak (``Prediction.goodput_frac``)."""
     cost_usd: float
     gpu_hours: float
     energy_kwh: float
+    training_time_frac: float = 1.0
+    """Share of the wall time spent training (failures, checkpoints, restarts, start-up take the rest)."""
+    band: dict | None = None
+    """The prediction's error band: {figure: {p10, p50, p90}}."""
+    probability_met: float | None = None
+    """P(time <= deadline and cost <= budget) under the error band, held in [0.05, 0.95]; None
+    without a deadline or a budget."""
 
 
 SizingRule = Literal["cheapest", "deadline_missed", "over_budget", "deadline_costs_more", "none_runs"]
+
+
+@dataclass(frozen=True)
+class BuyVsRent:
+    """One option of one hardware type, rented and owned."""
+
+    num_gpus: int
+    rent_usd: float
+    """The run's cost at the cloud price."""
+    tco_usd: float
+    """The run's cost owning the hardware: capital over its life at the utilisation, networking, energy."""
+    break_even_gpu_hours: float
+    """GPU-hours of use per GPU after which buying is cheaper than renting (inf: never)."""
+    break_even_utilisation_frac: float
+    """The utilisation over the amortisation life at which owning costs what renting does (above
+    it buying is cheaper; more than 1: never within the life)."""
+    break_even_months: float
+    """Calendar months to the break-even at the cost model's utilisation."""
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def buy_vs_rent(option: SizingOption, hw, cost_model: CostModel) -> BuyVsRent:
+    """The option's cost rented and owned, and where buying breaks even."""
+    rent = job_cost(option.num_gpus, option.time_to_train_s, hw, cost_model.model_copy(update={"mode": "cloud"}))
+    tco = job_cost(option.num_gpus, option.time_to_train_s, hw, cost_model.model_copy(update={"mode": "tco"}))
+    hours = buy_vs_rent_break_even_hours(hw, cost_model)
+    return BuyVsRent(option.num_gpus, float(rent.cost_usd), float(tco.cost_usd), hours,
+                     hours / (cost_model.amortisation_years * HOURS_PER_YEAR),
+                     buy_vs_rent_break_even_months(hw, cost_model))
 
 
 @dataclass(frozen=True)
@@ -65,24 +121,40 @@ class SizingRow:
     """With ``none_runs``: the most common reason a count had no layout."""
     options: tuple[SizingOption, ...]
     """Every count with a runnable layout (for charts)."""
+    buy_vs_rent: BuyVsRent | None = None
+    """The choice (else the binding option) rented and owned; None when no count runs."""
 
     def to_dict(self) -> dict:
-        c = self.choice
+        c, b = self.choice, self.binding
         out = {"hardware": self.hardware_id, "hardware_name": self.hardware_name, "rule": self.rule,
                "num_gpus": c.num_gpus if c else None,
-               "binding_num_gpus": self.binding.num_gpus if self.binding else None}
+               "binding_num_gpus": b.num_gpus if b else None}
         if self.none_reason:
             out["none_reason"] = self.none_reason
         if c:
-            out.update(time_to_train_s=c.time_to_train_s, goodput_frac=c.goodput_frac, cost_usd=c.cost_usd,
+            out.update(time_to_train_s=c.time_to_train_s, goodput_frac=c.goodput_frac,
+                       training_time_frac=c.training_time_frac, cost_usd=c.cost_usd,
                        gpu_hours=c.gpu_hours, energy_kwh=c.energy_kwh, mfu=c.candidate.mfu,
-                       tokens_per_s_per_gpu=c.candidate.tokens_per_s_per_gpu, layout=c.candidate.layout())
+                       tokens_per_s_per_gpu=c.candidate.tokens_per_s_per_gpu, layout=c.candidate.layout(),
+                       band=c.band)
+        shown = c or b
+        out["probability_met"] = shown.probability_met if shown else None
+        out["buy_vs_rent"] = self.buy_vs_rent.to_dict() if self.buy_vs_rent else None
         return out
 
 
-def _options_for(scenario: Scenario, counts, search_options, cost_model, fm, efficiency):
-    m, hw = model_of(scenario), hardware_of(scenario)
-    state_bytes = checkpoint_state_bytes(param_count(m).total)
+def probability_met(band: ErrorBand | None, time_s: float, cost_usd: float, deadline_s: float | None,
+                    budget_usd: float | None) -> float | None:
+    """P(actual time <= deadline and actual cost <= budget): both scale with the same e^r."""
+    margins = [math.log(limit / value) for limit, value in ((deadline_s, time_s), (budget_usd, cost_usd))
+               if limit is not None]
+    if band is None or not margins:
+        return None
+    return band.cdf(min(margins))
+
+
+def _options_for(scenario: Scenario, counts, search_options, cost_model, efficiency, deadline_s, budget_usd):
+    band = band_for(hardware_of(scenario), model_of(scenario))
     out, reasons = [], {}
     for n in counts:
         res = search(scenario.model_copy(update={"num_gpus": n}), search_options, cost_model,
@@ -90,11 +162,11 @@ def _options_for(scenario: Scenario, counts, search_options, cost_model, fm, eff
         if res.best is None:
             reasons[n] = res.top_reason() or "no layout enumerated"
             continue
-        c = res.best
-        g = float(goodput_fraction(n, state_bytes, fm).fraction)
-        wall = scenario.training_tokens / c.tokens_per_s / g
-        jc = job_cost(n, wall, hw, cost_model)
-        out.append(SizingOption(n, c, wall, g, float(jc.cost_usd), float(jc.gpu_hours), float(jc.energy_kwh)))
+        p = _predict(res.best.scenario, efficiency, cost_model)
+        out.append(SizingOption(n, res.best, p.time_to_train_s, p.goodput_frac, p.cost_usd, p.gpu_hours, p.energy_kwh,
+                                training_time_frac=p.training_time_frac, band=p.band,
+                                probability_met=probability_met(band, p.time_to_train_s, p.cost_usd, deadline_s,
+                                                                budget_usd)))
     return out, reasons
 
 
@@ -147,21 +219,24 @@ def size_cluster(scenario_like: Scenario, tokens: float, deadline_s: float | Non
     if not counts or counts[0] < 1:
         raise InputError("gpu_counts", "give one or more positive GPU counts")
     options = (options or SearchOptions()).model_copy(update={"objective": "time", "top_k": 1, "gpu_counts": None})
-    cost_model, fm = cost_model or CostModel(), failure_model or FailureModel()
+    if failure_model is not None:
+        scenario_like = scenario_like.model_copy(update={"reliability": failure_model})
+    cost_model = cost_model or scenario_like.cost
     rows = []
     for k, hw_id in enumerate(ids):
         hw = load_hardware(hw_id)
         sc = scenario_like.model_copy(update={"hardware": hw_id, "training_tokens": float(tokens)})
         eff = efficiency_lookup(hw_id) if efficiency_lookup else None
-        opts, reasons = _options_for(sc, counts, options, cost_model, fm, eff)
+        opts, reasons = _options_for(sc, counts, options, cost_model, eff, deadline_s, budget_usd)
         if opts:
             choice, rule, binding = _choose(opts, deadline_s, budget_usd)
             common = ""
         else:
             choice, rule, binding = None, "none_runs", None
             common = max(set(reasons.values()), key=list(reasons.values()).count)
+        shown = choice or binding
         rows.append(SizingRow(hw.id, hw.name, choice, rule, binding, deadline_s, budget_usd, tuple(counts), common,
-                              tuple(opts)))
+                              tuple(opts), None if shown is None else buy_vs_rent(shown, hw, cost_model)))
         if progress is not None:
             progress(k + 1, len(ids))
     return SizingResult(float(tokens), tuple(rows))

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
+from perfmodel.engine.band import kind_of
 from perfmodel.engine.prediction import predict
 from perfmodel.spec.errors import InputError, read_data_file
 from perfmodel.spec.profile import AUTO, ProfileChoice, efficiencies_for
-from perfmodel.spec.scenario import hardware_id, hardware_of, parse_scenario, scenario_to_dict
+from perfmodel.spec.scenario import hardware_id, hardware_of, model_of, parse_scenario, scenario_to_dict
 from perfmodel.spec.units import GIBI
 
 CASES_FORMAT = "perfmodel-cases/1"
@@ -57,7 +58,10 @@ class CaseResult:
     memory_note: str = ""
     """The case file's ``memory:`` assumption, if any: what the scenario leaves out of memory."""
     scenario_key: str = ""
-    """The scenario as canonical JSON without its name: equal for cases that describe the same job."""
+    """The scenario as canonical JSON without its name, its software as the options in force (not
+    the stack's name): equal for cases that describe the same job."""
+    kind: str = "dense"
+    """'dense' or 'moe': one of the strata of the error band (``perfmodel.studies.bands``)."""
 
     @property
     def memory_error(self) -> float | None:
@@ -168,7 +172,9 @@ def run_case(case: dict, profile: ProfileChoice = AUTO) -> CaseResult | Skipped:
         predicted_fits=p.fits_in_memory, usable_memory_gib=hw.gpu.hbm_usable_gib,
         memory_note=next((" ".join(str(a).split()) for a in case.get("assumptions") or ()
                           if str(a).startswith("memory:")), ""),
-        scenario_key=json.dumps(scenario_to_dict(sc) | {"name": ""}, sort_keys=True),
+        scenario_key=json.dumps(scenario_to_dict(sc) | {"name": "", "software": sc.software.model_dump(
+            mode="json", exclude={"stack"})}, sort_keys=True),
+        kind=kind_of(model_of(sc)),
     )
 
 

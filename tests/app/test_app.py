@@ -19,7 +19,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 APP = Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"
 TIMEOUT_S = 120
 PAGES = ("pages_/plan.py", "pages_/compare.py", "pages_/scale.py", "pages_/search.py", "pages_/size.py",
-         "pages_/calibration.py")
+         "pages_/diagnose.py", "pages_/calibration.py")
 
 
 def _app(page: str | None = None) -> AppTest:
@@ -109,7 +109,11 @@ def test_plan_defaults_show_llama3_70b_on_64_h100():
     assert "Llama 3 70B" in _shown(at.title[0].value) and "64 x h100-sxm" in _shown(at.title[0].value)
     assert _metric(at, "Step time").endswith("s")
     assert any("Bottleneck" in i.value and "Lens" in i.value for i in at.info)
-    assert len(_charts(at)) == 4   # breakdown, memory, roofline, timeline
+    assert len(_charts(at)) == 5   # breakdown, memory, goodput waterfall, roofline, timeline
+    assert _metric(at, "Goodput").endswith("%")
+    captions = [c.value for c in at.caption]
+    assert any(c.startswith("80%: ") and c.endswith(" d") for c in captions)        # time to train's band
+    assert any("of wall time trains" in c for c in captions)
 
 
 @pytest.mark.parametrize("key,value", [("tp", 8), ("num_gpus", 128), ("pp", 8), ("ov_tp", 1.0)])
@@ -342,6 +346,42 @@ def test_size_widget_changes_the_figures():
 
 
 # ----------------------------------------------------------------------- calibration
+LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
+
+
+def test_diagnose_typed_figures_rank_causes_and_anchor_a_what_if():
+    at = _app("pages_/diagnose.py")
+    assert any("Type the measured step time" in i.value for i in at.info)
+    at.number_input(key="dg_step_time_s").set_value(18.0).run()
+    _assert_clean(at)
+    text = " ".join(_shown(m.value) for m in at.markdown)
+    assert "co-design" in text and "measure " in text
+    assert len(_charts(at)) == 2            # sensitivity, cause weights
+    for spec in _specs(at):
+        _check_chart(spec)
+    before = _metric(at, "Anchored tokens/s per GPU")
+    at.selectbox(key="dg_wi_prec").set_value("fp8").run()
+    _assert_clean(at)
+    assert _metric(at, "Anchored tokens/s per GPU") != before
+    at.number_input(key="dg_wi_gpus").set_value(60).run()
+    _assert_one_line_error(at, "does not divide num_gpus(60)")
+
+
+def test_diagnose_uploaded_logs():
+    at = _app("pages_/diagnose.py")
+    at.radio(key="dg_source").set_value("Upload a log").run()
+    at.file_uploader(key="dg_log").upload("train.log", (LOGS / "megatron_sample.log").read_bytes(), "text/plain").run()
+    _assert_clean(at)
+    assert any("first iterations are much slower" in _shown(m.value) for m in at.markdown)
+    at.file_uploader(key="dg_log").upload("series.csv", (LOGS / "scaling_series.csv").read_bytes(), "text/csv").run()
+    _assert_clean(at)
+    assert len(_charts(at)) == 3            # sensitivity, cause weights, efficiency series
+    at.file_uploader(key="dg_log").upload("x.log", b"hello\nworld\n", "text/plain").run()
+    _assert_one_line_error(at, "not a training log")
+    at.file_uploader(key="dg_log").upload("big.log", b"x" * (1024 * 1024 + 1), "text/plain").run()
+    _assert_one_line_error(at, "the limit is 1 MiB")
+
+
 def test_calibration_widget_changes_the_figures():
     at = _app("pages_/calibration.py")
     charts = _charts(at)
@@ -439,3 +479,51 @@ def test_recompute_modules_block_recompute_and_offload_survive_the_widgets():
         assert e.value.field == "software.selective_recompute" and named in str(e.value)
         assert state.selective_recompute_value([named]) == named
     assert state.selective_recompute_value(["core_attn"]) == "core_attn"
+
+
+# ------------------------------------------------------------------ software stacks (issue 36)
+def test_a_stack_and_its_overrides_survive_widgets_url_and_yaml():
+    """A named stack with one option changed comes back as the stack and that change, through the
+    widgets, the URL and YAML; the new MoE, dropout and optimizer options too."""
+    import sys
+    sys.path.insert(0, str(APP.parent))
+    from appkit import state
+    from perfmodel.spec.scenario import parse_scenario, scenario_to_dict
+    data = scenario_to_dict(state.default_scenario())
+    data["software"] = {"stack": "torchtitan-2412-eager", "cross_entropy": "fused", "moe_load_imbalance": 1.25,
+                        "moe_expert_capacity_factor": 1.5, "attention_dropout": True}
+    sc = parse_scenario(data)
+    assert sc.software.elementwise_kernels == "eager" and sc.software.optimizer_kernels == "foreach"
+    assert state.scenario_from_values(state.widget_values(sc)) == sc
+    assert scenario_to_dict(state.scenario_from_values(state.widget_values(sc)))["software"] == data["software"]
+    assert state.decode_query(state.encode_query(json.loads(json.dumps(scenario_to_dict(sc))))) == sc
+    assert parse_scenario(yaml.safe_load(state.scenario_yaml(sc))) == sc
+
+
+def test_choosing_a_stack_sets_its_options_and_changes_the_figures():
+    at = _app()
+    step = _metric(at, "Step time")
+    at.selectbox(key="stack").set_value("pytorch-fsdp-accelerate").run()
+    _assert_clean(at)
+    assert at.selectbox(key="elementwise_kernels").value == "eager"
+    assert at.selectbox(key="cross_entropy").value == "eager_fp32"
+    assert at.selectbox(key="optimizer_kernels").value == "foreach"
+    assert not at.checkbox(key="grad_reduce_in_fp32").value
+    assert _metric(at, "Step time") != step
+    at.selectbox(key="cross_entropy").set_value("fused").run()     # an override beside the stack
+    _assert_clean(at)
+    assert at.selectbox(key="stack").value == "pytorch-fsdp-accelerate"
+
+
+def test_compare_holds_the_job_and_varies_the_stack():
+    at = _app("pages_/compare.py")
+    at.radio(key="cmp_vary").set_value("software stack").run()
+    _assert_clean(at)
+    for spec in _specs(at):
+        _check_chart(spec)
+    table = at.dataframe[0].value
+    assert list(table["stack"]) == ["megatron-core", "nemo-perf", "torchtitan-compile", "pytorch-fsdp-accelerate"]
+    assert len(set(table["step time"])) > 1            # the stacks differ on the same job
+    at.multiselect(key="cmp_stacks").set_value(["megatron-lm-2021"]).run()
+    _assert_clean(at)
+    assert "attention_backend unfused" in at.dataframe[0].value["options unlike the sidebar's"][0]

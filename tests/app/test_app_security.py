@@ -514,7 +514,7 @@ def test_a_long_pipeline_is_not_drawn_bar_by_bar():
     assert time.monotonic() - t0 < 60
     assert not at.exception and not _errors(at), _errors(at)
     assert any(c.value.startswith("Not drawn: 131,072 bars (256 stages)") for c in at.caption)
-    assert len(at.get("vega_lite_chart")) == 3   # breakdown, memory, roofline
+    assert len(at.get("vega_lite_chart")) == 4   # breakdown, memory, goodput waterfall, roofline
 
 
 def _finishes(code: str, seconds: float) -> bool:
@@ -797,3 +797,32 @@ def test_the_server_guard_catches_a_lookup(tmp_path):
     notes = log.read_text()
     for caught in ("getaddrinfo checkip.amazonaws.com", "socket.connect ('8.8.8.8', 1)", "open /proc/self/environ"):
         assert caught in notes, notes
+
+
+# ------------------------------------------------------------ crafted training logs
+LOG_UPLOADS = {
+    "alias-bomb": (b"step_times_s: &a [1.0, 1.0]\ntimers_s:\n" + b"".join(
+        f"  t{i}: *a\n".encode() for i in range(10)), "must be a finite number"),
+    "path-as-a-value": (b"step_time_s: /proc/self/environ\n", "must be a finite number"),
+    "nested-200-deep": (b"step_time_s: " + _nested(200) + b"\n", r"nest(s|ed)|must be a finite number"),
+    "binary": (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe" * 50, "not UTF-8 text"),
+    "oversized": (b"# " + b"x" * (2**20), "the limit is 1 MiB"),
+    "many-runs": (("num_gpus,step_time_s\n" + "".join(f"{n},1.0\n" for n in range(1, 200))).encode(),
+                  r"runs \(job sizes\); at most 64"),
+    "unknown": (b"GET /etc/passwd HTTP/1.1\n", "not a training log"),
+}
+
+
+@pytest.mark.parametrize("name", LOG_UPLOADS)
+def test_crafted_log_upload_is_refused_in_one_line(name, guard):
+    """A training log uploaded on the Diagnose page is text, bounded, and never a path: its name
+    and its values are labels and numbers, nothing is opened."""
+    data, fragment = LOG_UPLOADS[name]
+    t0 = time.monotonic()
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT_S).run()
+    at.switch_page("pages_/diagnose.py").run()
+    at.radio(key="dg_source").set_value("Upload a log").run()
+    at.file_uploader(key="dg_log").upload("../../etc/passwd.log", data, "application/octet-stream").run()
+    assert time.monotonic() - t0 < 60
+    _assert_refused(at, fragment)
+    assert guard.log == []

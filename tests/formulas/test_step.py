@@ -8,8 +8,10 @@ from support import SW, scenario, sw
 
 from perfmodel.engine.evaluate import COMPONENTS
 from perfmodel.engine.prediction import predict
+from perfmodel.formulas.goodput import job_goodput
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import load_hardware
+from perfmodel.spec.reliability import FailureModel
 
 
 def test_breakdown_sums_to_step_time():
@@ -39,8 +41,17 @@ def test_recompute_costs_time_not_model_flops():
 
 
 def test_training_tokens_add_time_cost_energy():
+    """Without failures or start-up the run lasts tokens / rate; with the defaults it lasts
+    tokens / rate / g + 300 s launch + 10 warm-up steps, g the failure goodput of 16 GPUs."""
+    ideal = predict(scenario(training_tokens=1e9, reliability={"gpu_failures_per_gpu_hour": 0.0},
+                             startup={"launch_s": 0.0, "warmup_steps": 0}))
+    assert ideal.time_to_train_s == pytest.approx(1e9 / ideal.tokens_per_s, rel=1e-12)
+    assert ideal.training_time_frac == 1.0 and ideal.goodput_frac == pytest.approx(ideal.mfu, rel=1e-12)
     p = predict(scenario(training_tokens=1e9))
-    assert p.time_to_train_s == pytest.approx(1e9 / p.tokens_per_s)
+    g = job_goodput(16, p.model_params_total, FailureModel()).fraction
+    want = 1e9 / p.tokens_per_s / g + 300.0 + 10 * p.step_time_s
+    assert p.time_to_train_s == pytest.approx(want, rel=1e-12)
+    assert p.training_time_frac == pytest.approx(1e9 / p.tokens_per_s / want, rel=1e-12)
     assert p.gpu_hours == pytest.approx(p.time_to_train_s * 16 / 3600)
     assert p.cost_usd == pytest.approx(p.gpu_hours * load_hardware("h100-sxm").price.cloud_usd_per_gpu_hour)
     assert p.energy_kwh > 0

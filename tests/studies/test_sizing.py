@@ -47,8 +47,9 @@ def test_unconstrained_choice_is_the_cheapest_option_per_hardware():
         for o in r.options:
             assert o.cost_usd == pytest.approx(o.num_gpus * o.time_to_train_s / 3600 * price, rel=1e-12)
             assert o.gpu_hours == pytest.approx(o.num_gpus * o.time_to_train_s / 3600, rel=1e-12)
-            assert 0 < o.goodput_frac <= 1
-            assert o.time_to_train_s == pytest.approx(TOKENS / o.candidate.tokens_per_s / o.goodput_frac)
+            assert 0 < o.goodput_frac <= o.candidate.mfu and 0 < o.training_time_frac <= 1
+            assert o.time_to_train_s == pytest.approx(TOKENS / o.candidate.tokens_per_s / o.training_time_frac)
+            assert o.probability_met is None       # no deadline, no budget
 
 
 def test_deadline_picks_the_cheapest_count_that_meets_it():
@@ -76,6 +77,57 @@ def test_reasons_when_nothing_qualifies():
         assert r.choice.num_gpus == fastest.num_gpus
     else:
         assert r.choice is None and sizing_reason_text(r).startswith("meeting the ")
+
+
+def test_probability_of_meeting_the_deadline_and_budget():
+    """Time and cost both scale with e^r, r = log(predicted / measured) rate: P(on time and in
+    budget) = P(r <= min(log(D / W), log(B / C))). A deadline exactly at the prediction is met when
+    r <= 0; a budget at p90 of the cost band holds 90% of the time (deadline far away)."""
+    from perfmodel.engine.band import band_for
+    from perfmodel.spec.model import ModelSpec
+    band = band_for(load_hardware("h100-sxm"), ModelSpec(**SMALL))
+    h100 = FREE[0]
+    c = h100.choice
+    r = size(deadline_s=c.time_to_train_s, hardware_ids=["h100-sxm"])[0]
+    assert r.choice.num_gpus == c.num_gpus and r.choice.probability_met == pytest.approx(band.cdf(0.0))
+    p90 = c.band["cost_usd"]["p90"]
+    r = size(deadline_s=1e3 * c.time_to_train_s, budget_usd=p90, hardware_ids=["h100-sxm"])[0]
+    assert r.choice.num_gpus == c.num_gpus and r.choice.probability_met == pytest.approx(0.9, abs=1e-9)
+    assert r.to_dict()["probability_met"] == r.choice.probability_met
+
+
+def test_buy_or_rent_side_by_side():
+    """Rent = N W p; own = N W (C (1 + o) / (Y 8766 u) + P a PUE e / 1000); buying breaks even after
+    h = C (1 + o) / (p - P a PUE e / 1000) GPU-hours per GPU, at utilisation h / (Y 8766) over the
+    life, or after h / (u 730.5) months. H100: C = $33,750, o = 0.23, p = $6.88, P = 1,275 W,
+    a = 0.75, PUE 1.25, e = $0.08/kWh: energy 0.0956 $/h, h = 41,512.5 / 6.7844 = 6,118.8 GPU-hours,
+    utilisation 6,118.8 / 35,064 = 17.5%, 6,118.8 / (0.8 x 730.5) = 10.47 months."""
+    hw = load_hardware("h100-sxm")
+    r = FREE[0]
+    b, c = r.buy_vs_rent, r.choice
+    assert b.num_gpus == c.num_gpus
+    assert b.rent_usd == pytest.approx(c.num_gpus * c.time_to_train_s / 3600 * hw.price.cloud_usd_per_gpu_hour)
+    C, p = hw.price.purchase_usd_per_gpu, hw.price.cloud_usd_per_gpu_hour
+    energy = hw.power.power_per_gpu_w * 0.75 * 1.25 * 0.08 / 1000
+    owned = C * 1.23 / (4 * 8766 * 0.8) + energy
+    assert b.tco_usd == pytest.approx(c.num_gpus * c.time_to_train_s / 3600 * owned, rel=1e-12)
+    h = C * 1.23 / (p - energy)
+    assert b.break_even_gpu_hours == pytest.approx(h, rel=1e-12)
+    assert b.break_even_utilisation_frac == pytest.approx(h / (4 * 8766), rel=1e-12)
+    assert b.break_even_months == pytest.approx(h / (0.8 * 8766 / 12), rel=1e-12)
+    if (C, p, hw.power.power_per_gpu_w) == (33750, 6.88, 1275):
+        assert (round(h, 1), round(b.break_even_utilisation_frac, 3), round(b.break_even_months, 2)) == \
+            (6118.8, 0.175, 10.47)
+
+
+def test_the_scenario_purpose_is_the_default_target():
+    import perfmodel as pm
+    sc = scen(purpose={"deadline_days": 1e-5, "budget_usd": 1.0})
+    r = pm.size(sc, TOKENS, hardware_ids=["h100-sxm"], gpu_counts=[8], options=OPTS, profile=None).rows[0]
+    assert (r.rule, r.budget_usd) == ("deadline_missed", 1.0) and r.deadline_s == pytest.approx(0.864)
+    r = pm.size(sc, TOKENS, hardware_ids=["h100-sxm"], gpu_counts=[8], options=OPTS, profile=None,
+                deadline_s=1e9, budget_usd=1e9).rows[0]
+    assert r.rule == "cheapest"
 
 
 def test_unsupported_precision_says_why():
@@ -107,6 +159,7 @@ def test_cli_size(tmp_path, capsys):
     assert main(base + ["--format", "json", "--deadline-days", "30"]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert [r["hardware"] for r in rows] == HW and all(r["num_gpus"] in (8, 16) for r in rows)
+    assert all(r["buy_vs_rent"]["rent_usd"] > 0 and 0.05 <= r["probability_met"] <= 0.95 for r in rows)
     assert main(base + ["--budget-usd", "1"]) == 0
     assert "> budget $1.00" in capsys.readouterr().out
     assert main(["size", str(path), "--tokens", "-5", "--no-profile"]) == 2

@@ -1,0 +1,152 @@
+"""The run's sections of the scenario in the sidebar: failures and checkpoints, start-up, the input
+pipeline and cost (``reliability``, ``startup``, ``input_pipeline``, ``cost``).
+
+``widget_values`` and ``sections_from_values`` are pure (no Streamlit), as in ``state``; ``draw``
+draws the widgets. Each widget shows one field in the unit on its label; a scale that is a power
+of ten converts it, so a value typed in round-trips exactly. Where a field may be empty (None), 0
+in its widget means empty, and its label says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from perfmodel.spec.units import GIGA
+
+
+@dataclass(frozen=True)
+class Field:
+    section: str
+    name: str
+    key: str
+    """Widget key (Session State)."""
+    label: str
+    scale: float = 1.0
+    """Field value = widget value x scale."""
+    integer: bool = False
+    zero_is_none: bool = False
+    fmt: str | None = None
+    step: float = 1.0
+    help: str = ""
+
+
+FIELDS = (
+    Field("reliability", "gpu_failures_per_gpu_hour", "rel_gpu_rate", "Interruptions per GPU-hour", fmt="%.3e",
+          step=1e-6, help="job interruptions charged per GPU, all causes (default: Llama 3, 419 in 54 days on "
+                          "16,384 H100s)"),
+    Field("reliability", "node_failures_per_node_hour", "rel_node_rate", "Extra per node-hour", fmt="%.3e",
+          step=1e-6, help="host, NIC, power supply (0: inside the GPU rate)"),
+    Field("reliability", "rack_failures_per_rack_hour", "rel_rack_rate", "Extra per rack-hour", fmt="%.3e",
+          step=1e-6, help="NVLink switch trays, power shelves, liquid cooling of a rack"),
+    Field("reliability", "gpus_per_node", "rel_gpus_per_node", "GPUs per node", integer=True),
+    Field("reliability", "gpus_per_rack", "rel_gpus_per_rack", "GPUs per rack", integer=True),
+    Field("reliability", "restart_s", "rel_restart_s", "Restart (s)", step=30.0,
+          help="relaunch after a failure, before reading the checkpoint back"),
+    Field("reliability", "storage_write_bandwidth_bytes_per_s", "rel_write_gb_s", "Checkpoint write (GB/s)",
+          scale=GIGA, step=100.0, help="storage bandwidth the whole job writes a checkpoint at"),
+    Field("reliability", "storage_read_bandwidth_bytes_per_s", "rel_read_gb_s", "Checkpoint read (GB/s)",
+          scale=GIGA, step=100.0),
+    Field("reliability", "per_gpu_io_bandwidth_bytes_per_s", "rel_io_gb_s", "Per-GPU I/O cap (GB/s, 0 = none)",
+          scale=GIGA, zero_is_none=True, step=1.0),
+    Field("reliability", "checkpoint_bytes_per_param", "rel_ckpt_bytes", "Checkpoint bytes per parameter",
+          step=1.0, help="weights and optimizer state (14: bf16 weights, fp32 master, Adam m and v)"),
+    Field("reliability", "checkpoint_interval_s", "rel_ckpt_interval_s", "Checkpoint every (s, 0 = Young/Daly)",
+          zero_is_none=True, step=60.0, help="0: the optimum, sqrt(2 x write time x mean time between failures)"),
+    Field("startup", "launch_s", "su_launch_s", "Launch (s)", step=30.0,
+          help="scheduling, process start, rendezvous, communicator set-up"),
+    Field("startup", "compile_s", "su_compile_s", "Compilation (s)", step=60.0, help="torch.compile or XLA"),
+    Field("startup", "warmup_steps", "su_warmup_steps", "Warm-up steps", integer=True,
+          help="steps at the start counted as lost"),
+    Field("input_pipeline", "bytes_per_token", "in_bytes_per_token", "Bytes read per token", step=1.0),
+    Field("input_pipeline", "storage_read_bytes_per_s_per_gpu", "in_read_gb_s", "Storage read per GPU (GB/s)",
+          scale=GIGA, step=0.05),
+    Field("input_pipeline", "loader_tokens_per_s_per_gpu", "in_loader_tok_s", "Loader tokens/s per GPU (0 = no limit)",
+          zero_is_none=True, step=1000.0, help="what the data-loader workers of one GPU prepare per second"),
+    Field("cost", "usd_per_gpu_hour", "usd_per_gpu_hour", "Cloud price (USD per GPU-hour, 0 = spec's)",
+          zero_is_none=True, step=0.25),
+    Field("cost", "purchase_usd_per_gpu", "cost_purchase", "Purchase price per GPU (USD, 0 = spec's)",
+          zero_is_none=True, step=1000.0),
+    Field("cost", "amortisation_years", "cost_years", "Amortisation (years)", step=0.5),
+    Field("cost", "utilisation_frac", "cost_utilisation", "Utilisation over the life", step=0.05),
+    Field("cost", "pue", "cost_pue", "PUE", step=0.05),
+    Field("cost", "usd_per_kwh", "cost_usd_per_kwh", "Electricity (USD per kWh)", step=0.01),
+    Field("cost", "network_ops_overhead_frac", "cost_network_frac", "Networking and operations (x purchase)",
+          step=0.05),
+    Field("cost", "avg_power_frac", "cost_power_frac", "Average power (x maximum)", step=0.05),
+)
+SECTIONS = ("reliability", "startup", "input_pipeline", "cost")
+PURPOSE = {"purpose_vot": "value_of_time_usd_per_day", "purpose_deadline_days": "deadline_days",
+           "purpose_budget": "budget_usd"}
+"""Session keys (not widgets, so they outlive a page switch) -> the scenario's ``purpose`` fields.
+The Scale and Size pages edit them through ``purpose_input``; 0 means none."""
+PURPOSE_WIDGETS = {"scale_vot": "purpose_vot", "scale_deadline": "purpose_deadline_days",
+                   "size_deadline": "purpose_deadline_days", "size_budget": "purpose_budget"}
+"""The page widgets that show a purpose key."""
+SECTION_TITLES = {"reliability": "Failures and checkpoints", "startup": "Start-up", "input_pipeline": "Input pipeline",
+                  "cost": "Cost"}
+
+
+def widget_values(sc) -> dict:
+    """Every run widget's value for the scenario ``sc`` (and ``cost_mode``)."""
+    out = {"cost_mode": sc.cost.mode}
+    for key, name in PURPOSE.items():
+        out[key] = float(getattr(sc.purpose, name) or 0.0)
+    for f in FIELDS:
+        value = getattr(getattr(sc, f.section), f.name)
+        value = 0 if value is None else value
+        out[f.key] = int(value) if f.integer else float(value) / f.scale
+    return out
+
+
+def sections_from_values(v: dict) -> dict:
+    """The scenario's run sections from widget values: {section: {field: value}} (the scenario
+    parser checks them)."""
+    out: dict = {s: {} for s in SECTIONS}
+    out["cost"]["mode"] = v.get("cost_mode", "cloud")
+    out["purpose"] = {name: float(v[key]) for key, name in PURPOSE.items() if v.get(key)}
+    for f in FIELDS:
+        if f.key not in v:
+            continue
+        x = v[f.key]
+        if f.zero_is_none and not x:
+            value = None
+        else:
+            value = int(x) if f.integer else float(x) * f.scale
+        out[f.section][f.name] = value
+    return out
+
+
+def draw() -> None:
+    """The run widgets, by section (their values live in Session State only)."""
+    import streamlit as st
+
+    st.caption("How the run goes beyond its steps: failures, start-up, data and price. They set goodput, "
+               "time to train and cost.")
+    for section in SECTIONS:
+        st.markdown(f"**{SECTION_TITLES[section]}**")
+        if section == "cost":
+            st.radio("Pricing", ("cloud", "tco"), key="cost_mode", horizontal=True,
+                     help="cloud: rent per GPU-hour; tco: own the hardware (capital + networking + energy)")
+        cols = st.columns(2)
+        for i, f in enumerate(x for x in FIELDS if x.section == section):
+            col = cols[i % 2]
+            if f.integer:
+                col.number_input(f.label, min_value=0, step=int(f.step), key=f.key, help=f.help or None)
+            else:
+                col.number_input(f.label, min_value=0.0, step=f.step, format=f.fmt, key=f.key, help=f.help or None)
+
+
+def purpose_input(col, label: str, key: str, **kwargs) -> float:
+    """A page's number widget for one of the scenario's targets (``PURPOSE_WIDGETS``): it starts
+    from the scenario's value and writes back to it, so the link and the YAML carry it."""
+    import streamlit as st
+
+    purpose_key = PURPOSE_WIDGETS[key]
+    want = float(st.session_state.get(purpose_key) or 0.0)
+    if st.session_state.get(key) != want:      # a scenario loaded, or the other page changed it
+        st.session_state[key] = want
+
+    def sync() -> None:
+        st.session_state[purpose_key] = st.session_state[key]
+
+    return col.number_input(label, min_value=0.0, key=key, on_change=sync, **kwargs)

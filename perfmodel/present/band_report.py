@@ -1,0 +1,58 @@
+"""The error band's section of the validation report: how the band is fitted, each stratum's band,
+and its coverage, nominal against measured, on sources it was not fitted on."""
+
+from __future__ import annotations
+
+import math
+
+from perfmodel.present import fmt
+from perfmodel.studies.bands import LEVELS, NOMINAL, band_file_data, coverage_table, residuals
+
+GROUP_TITLES = {"overall": "", "generation": "GPU generation", "gpu": "GPU", "kind": "dense or MoE",
+                "stratum": "stratum"}
+
+
+def _at(quantiles, level: float) -> float:
+    import numpy as np
+    return float(np.interp(level, LEVELS, quantiles))
+
+
+def band_section(report) -> list[str]:
+    """Markdown lines of the 'Error band' section."""
+    rows = residuals(report)
+    if len({r.source for r in rows}) < 2:
+        return ["", "## Error band", "", "Held-out coverage needs the runs of two sources or more."]
+    cov = coverage_table(rows)
+    data = band_file_data(report)
+    sources = data["sources"]
+    lines = ["", "## Error band", "",
+             "Every prediction carries an 80% band (p10 to p90) read from the residuals above, r = log(predicted / "
+             "measured) tokens/s per GPU, for runs like the one predicted (`perfmodel/studies/bands.py`). Each source "
+             "on each GPU generation (a software stack at one maturity on one architecture) has an offset, the median "
+             "r of its runs; a new job's r is an offset of its GPU generation plus the scatter of runs about their "
+             "source's offset, dense or MoE as the job is (MoE runs scatter about 2.5 times as widely). "
+             "`perfmodel validate perfmodel/data/published_runs.yaml --fit-bands` writes the band table "
+             "(`perfmodel/data/error_bands.yaml`) from the current model; a test keeps the two equal.", "",
+             f"Coverage is measured on sources the band never saw: fitted on {sources - 1} of the {sources} sources and "
+             "tested on the runs of the one left out, for each source in turn. Nominal against measured:", "",
+             "| group | runs | 50% band (p25-p75) | 80% band (p10-p90) | 90% band (p5-p95) |",
+             "|---|---:|---:|---:|---:|"]
+    all_ = cov["overall"]["all"]
+    lines.append(f"| **all** | {all_['cases']} | {fmt.percent(all_[0.5])} | **{fmt.percent(all_[0.8])}** | "
+                 f"{fmt.percent(all_[0.9])} |")
+    for group in ("generation", "kind", "gpu", "stratum"):
+        for label, c in cov[group].items():
+            lines.append(f"| {GROUP_TITLES[group]} {label} | {c['cases']} | {fmt.percent(c[0.5])} | "
+                         f"{fmt.percent(c[0.8])} | {fmt.percent(c[0.9])} |")
+    lines += ["", "The band of each stratum, fitted on every source: the measured tokens/s per GPU as a multiple of "
+              "the prediction (time and cost scale by the inverse). A GPU generation with no published runs takes the "
+              "`any` stratum (offsets of every generation).", "",
+              "| stratum | software stacks | runs | p10 | p50 | p90 | held-out coverage of the 80% band |",
+              "|---|---:|---:|---:|---:|---:|---:|"]
+    low, high = NOMINAL[0.8]
+    for name, s in data["strata"].items():
+        q = s["log_ratio"]
+        held = "" if s["held_out_coverage"] is None else fmt.percent(s["held_out_coverage"])
+        lines.append(f"| {name} | {s['software_stacks']} | {s['cases']} | {math.exp(-_at(q, high)):.2f}x | "
+                     f"{math.exp(-_at(q, 0.5)):.2f}x | {math.exp(-_at(q, low)):.2f}x | {held} |")
+    return lines

@@ -1,0 +1,205 @@
+"""Error bands from the validation residuals, and their coverage on sources they never saw.
+
+Notation:
+
+=======  ======================================================================================
+r        log(predicted / measured) tokens/s per GPU of one published run
+unit     one source (publication and release) on one GPU generation: a software stack at one
+         level of maturity on one architecture
+b_u      the unit's offset, the median r of its runs: how much faster the model is than the stack
+e        r - b_u for a run of a unit with two or more runs: how one job differs from its stack
+=======  ======================================================================================
+
+A new job's residual is modelled as r = b + e, b and e independent (a two-level, random-effects
+view of the residuals): b is drawn from the offsets of the units on the job's GPU generation
+(every unit weighing the same; all units when the generation has none), e from the within-unit
+residuals of runs of the job's kind, dense or MoE (every unit weighing the same, a run 1 / its
+unit's runs). The band is the quantiles of b + e over every pair (``LEVELS``): weighted
+quantiles with the midpoint rule (Hyndman and Fan 1996, definition 5, with weights).
+
+What the residuals showed, and why these strata: MoE runs scatter about 2.5 times as widely as
+dense runs (standard deviation of r 0.29 against 0.11), and sources differ by a common offset
+(from -4% to +29%: the software stack's maturity), larger on newer GPUs. A band read straight
+from the pooled residuals covered 72-78% of held-out sources' runs, because it counts one large,
+well-predicted source many times over; the two-level band covers 80-85% (docs/validation.md,
+'Error band'). Scale (runs above 512 GPUs scatter less) did not improve held-out coverage and is
+not a stratum.
+
+Coverage is measured honestly by leave-one-source-out: the band is fitted without one source and
+tested on that source's runs, for every source in turn (``held_out``).
+
+``band_file_text`` is what ``perfmodel validate ... --fit-bands`` writes to
+``perfmodel/data/error_bands.yaml``; a test keeps the committed file equal to what the current
+model's residuals give, so a change of the step model forces the band to be fitted again.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from perfmodel.engine.band import ANY_GENERATION, BAND_FORMAT, GPU_GENERATION
+from perfmodel.studies.validation import Report
+
+LEVELS = tuple(round(0.05 * k, 2) for k in range(1, 20))
+"""Probability levels of the stored quantiles: 0.05 to 0.95."""
+NOMINAL = {0.5: (0.25, 0.75), 0.8: (0.10, 0.90), 0.9: (0.05, 0.95)}
+"""Nominal coverage -> the quantile levels that bound it."""
+KINDS = ("dense", "moe")
+DIGITS = 5
+"""Decimals kept in the file (1e-5 in r is 0.001% in a rate): the fit is reproducible across
+machines whose last floating-point bits differ."""
+
+
+@dataclass(frozen=True)
+class Residual:
+    id: str
+    source: str
+    gpu: str
+    generation: str
+    kind: str
+    log_ratio: float
+
+    @property
+    def unit(self) -> tuple[str, str]:
+        return (self.source, self.generation)
+
+
+def residuals(report: Report) -> tuple[Residual, ...]:
+    """Each validated case's residual with its strata."""
+    return tuple(Residual(r.id, r.source, r.gpu, GPU_GENERATION.get(r.gpu, ANY_GENERATION), r.kind,
+                          float(np.log1p(r.error))) for r in report.results)
+
+
+def weighted_quantiles(values, weights, levels) -> np.ndarray:
+    """Quantiles of a weighted sample, midpoint rule: the k-th smallest value sits at cumulative
+    weight (W_k - w_k / 2) / W; levels between are interpolated, levels beyond held at the ends."""
+    x, w = np.asarray(values, dtype=float), np.asarray(weights, dtype=float)
+    order = np.argsort(x, kind="stable")
+    x, w = x[order], w[order]
+    position = (np.cumsum(w) - 0.5 * w) / w.sum()
+    return np.interp(np.asarray(levels, dtype=float), position, x)
+
+
+@dataclass(frozen=True)
+class Parts:
+    """The two levels of a set of residuals: unit offsets by generation, within-unit residuals by kind."""
+
+    offsets: dict
+    """generation -> [offset of each unit on it]."""
+    within: dict
+    """kind -> [(e, weight)]."""
+
+
+def parts(rows) -> Parts:
+    units: dict = defaultdict(list)
+    for r in rows:
+        units[r.unit].append(r)
+    offsets: dict = defaultdict(list)
+    within: dict = defaultdict(list)
+    for (_, generation), rs in sorted(units.items()):
+        b = float(np.median([r.log_ratio for r in rs]))
+        offsets[generation].append(b)
+        if len(rs) > 1:
+            for r in rs:
+                within[r.kind].append((r.log_ratio - b, 1.0 / len(rs)))
+    return Parts(dict(offsets), dict(within))
+
+
+def band_quantiles(p: Parts, generation: str, kind: str, levels=LEVELS) -> tuple[np.ndarray, int]:
+    """(quantiles of b + e at ``levels``, units whose offsets they use) for a job of ``generation``
+    and ``kind``; ``any`` (or a generation with no units) uses every unit's offset."""
+    b = p.offsets.get(generation) if generation != ANY_GENERATION else None
+    b = b or [x for g in sorted(p.offsets) for x in p.offsets[g]]
+    if not b:
+        raise ValueError("a band needs the residuals of at least one run")
+    e = p.within.get(kind) or [x for k in sorted(p.within) for x in p.within[k]] or [(0.0, 1.0)]
+    ev = np.array([x for x, _ in e])
+    ew = np.array([w for _, w in e])
+    values = (np.asarray(b)[:, None] + ev[None, :]).ravel()
+    weights = np.broadcast_to(ew, (len(b), len(ew))).ravel()
+    return weighted_quantiles(values, weights, levels), len(b)
+
+
+def held_out(rows, pooled: bool = False) -> dict:
+    """Leave-one-source-out: case id -> its band's quantiles (``LEVELS``) fitted on every other
+    source. ``pooled``: as if the case's GPU generation were unknown (the ``any`` stratum)."""
+    out = {}
+    for source in sorted({r.source for r in rows}):
+        others = [r for r in rows if r.source != source]
+        if not others:       # a single source: nothing to fit a band on without it
+            continue
+        p = parts(others)
+        for r in rows:
+            if r.source == source:
+                out[r.id] = band_quantiles(p, ANY_GENERATION if pooled else r.generation, r.kind)[0]
+    return out
+
+
+def covered(r: Residual, quantiles, nominal: float) -> bool:
+    lo, hi = (float(np.interp(level, LEVELS, quantiles)) for level in NOMINAL[nominal])
+    return lo <= r.log_ratio <= hi
+
+
+def coverage(rows, held: dict) -> dict:
+    """{nominal: measured share covered} and the case count, over the ``rows`` with a held-out band
+    (nan for none)."""
+    rows = [r for r in rows if r.id in held]
+    out = {"cases": len(rows)}
+    for nominal in NOMINAL:
+        out[nominal] = float(np.mean([covered(r, held[r.id], nominal) for r in rows])) if rows else float("nan")
+    return out
+
+
+def coverage_table(rows) -> dict:
+    """Held-out coverage overall and per stratum, GPU generation, GPU and kind: {group: {label: coverage}}."""
+    held = held_out(rows)
+
+    def by(key):
+        groups: dict = defaultdict(list)
+        for r in rows:
+            groups[key(r)].append(r)
+        return {k: coverage(v, held) for k, v in sorted(groups.items())}
+
+    return {"overall": {"all": coverage(rows, held)},
+            "stratum": by(lambda r: f"{r.generation}/{r.kind}"),
+            "generation": by(lambda r: r.generation), "gpu": by(lambda r: r.gpu), "kind": by(lambda r: r.kind)}
+
+
+def band_file_data(report: Report, profiles: bool = True) -> dict:
+    """The band table as written to ``perfmodel/data/error_bands.yaml``."""
+    rows = residuals(report)
+    p = parts(rows)
+    held, held_pooled = held_out(rows), held_out(rows, pooled=True)
+    strata = {}
+    for generation in sorted(p.offsets) + [ANY_GENERATION]:
+        for kind in KINDS:
+            q, units = band_quantiles(p, generation, kind)
+            mine = [r for r in rows if r.kind == kind and generation in (ANY_GENERATION, r.generation)]
+            cov = coverage(mine, held_pooled if generation == ANY_GENERATION else held)[0.8]
+            cov = None if np.isnan(cov) else cov
+            strata[f"{generation}/{kind}"] = {
+                "software_stacks": units, "cases": len(mine),
+                "held_out_coverage": None if cov is None else round(cov, 4),
+                "log_ratio": [round(float(x), DIGITS) for x in q]}
+    return {"format": BAND_FORMAT, "profiles": profiles, "cases": len(rows),
+            "sources": len({r.source for r in rows}), "levels": list(LEVELS), "strata": strata}
+
+
+HEADER = """\
+# Error bands of perfmodel's predictions: quantiles of r = log(predicted / measured) tokens/s per GPU
+# for runs like the one predicted (GPU generation x dense or MoE), from the current model's residuals
+# on the published runs. Generated by
+#   perfmodel validate perfmodel/data/published_runs.yaml --fit-bands
+# (perfmodel.studies.bands says how); do not edit: fit again after any change of the step model.
+# held_out_coverage: share of the stratum's runs the p10-p90 band covered when fitted without their
+# source (leave-one-source-out).
+"""
+
+
+def band_file_text(report: Report, profiles: bool = True) -> str:
+    import yaml
+    return HEADER + yaml.safe_dump(band_file_data(report, profiles), sort_keys=False, default_flow_style=None,
+                                   width=120)
