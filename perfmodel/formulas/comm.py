@@ -162,13 +162,6 @@ def flat_time_s(op: Collective, size_bytes, n, fabric: Fabric, algorithm: Algori
     return np.where(n > 1, t, 0.0)
 
 
-def _fit_override(eff: Efficiencies, op: Collective, fabric: str, n):
-    """Measured (latency, busbw) for an exact (op, fabric, n) match from a calibration profile."""
-    for fit in eff.collectives:
-        if fit.op == op.value and fit.fabric == fabric:
-            yield fit
-
-
 def group_domains(n, stride, domain_size: int):
     """(g_in, n_out): GPUs of a group of n (members ``stride`` ranks apart) inside one
     scale-up domain, and the number of domains the group spans (rounded up: 128 GPUs over
@@ -196,7 +189,6 @@ def group_time_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: E
     nvls = Algorithm.NVLS if hw.scale_up.in_network_reduction else Algorithm.RING
 
     t_inside = flat_time_s(op, size, n, up, nvls)
-    t_inside = _apply_measured(op, "scale_up", size, n, eff, t_inside)
 
     if op is Collective.ALL_TO_ALL:
         # Intra-domain share at NVLink speed, cross-domain share through one NIC per GPU.
@@ -209,7 +201,8 @@ def group_time_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: E
         t_span = flat_time_s(op, size, 2, out)
     else:
         t_span = across_domains_s(op, size, n, g_in, n_out, up, out, hw.scale_up.in_network_reduction)
-    return np.where(n > 1, np.where(inside, t_inside, t_span), 0.0)
+    t = _apply_measured(op, size, n, n_out, eff, np.where(inside, t_inside, t_span))
+    return np.where(n > 1, t, 0.0)
 
 
 def across_domains_s(op: Collective, size_bytes, n, g_in, n_out, up: Fabric, out: Fabric, nvls: bool,
@@ -239,19 +232,25 @@ def across_domains_s(op: Collective, size_bytes, n, g_in, n_out, up: Fabric, out
     return np.minimum(best, nvls_tree) if nvls else best
 
 
-def _apply_measured(op, fabric_name, size, n, eff, t_default):
-    """Replace the link-derived time by a calibrated fit where one matches (op, fabric, n).
+def _apply_measured(op: Collective, size, n, n_domains, eff: Efficiencies, t_default):
+    """The calibrated time where a fit measured this group: same op, n GPUs over n_domains
+    domains (``CollectiveFit.describes``); the modelled time elsewhere.
 
-    Several fits for one (op, fabric, n) are regimes of one measured curve (NCCL protocols
-    and algorithms); the collective runs in the fastest: t = min_i(latency_i + factor*S/busbw_i).
+    Several fits of one group are regimes of one measured curve (NCCL protocols and
+    algorithms); the collective runs in the fastest: t = min_i(latency_i + factor*S/busbw_i).
     """
-    best: dict[int, np.ndarray] = {}
-    for fit in _fit_override(eff, op, fabric_name, n):
-        fitted = fit.latency_s + bus_factor(op, n) * size / fit.busbw_bytes_per_s
-        best[fit.num_gpus] = np.minimum(best[fit.num_gpus], fitted) if fit.num_gpus in best else fitted
-    t = t_default
-    for num_gpus, fitted in best.items():
-        t = np.where(n == num_gpus, fitted, t)
+    fits = [f for f in eff.collectives if f.op == op.value]
+    if not fits:
+        return t_default
+    n, n_domains, size, t = np.broadcast_arrays(np.asarray(n), np.asarray(n_domains),
+                                                np.asarray(size, dtype=float), np.asarray(t_default, dtype=float))
+    groups = np.unique(np.stack([n.ravel(), n_domains.ravel()], axis=1), axis=0)
+    for num_gpus, num_domains in groups.tolist():
+        mine = [f for f in fits if f.describes(num_gpus, num_domains)]
+        if mine:
+            fitted = np.min([f.latency_s + bus_factor(op, num_gpus) * size / f.busbw_bytes_per_s for f in mine],
+                            axis=0)
+            t = np.where((n == num_gpus) & (n_domains == num_domains), fitted, t)
     return t
 
 
