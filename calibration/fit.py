@@ -404,7 +404,8 @@ def _fit_collectives(records, spec: HardwareSpec, min_bytes, max_regimes, tolera
         try:
             fits, g = fit_collective_group(recs, op, fabric, n, min_bytes, max_regimes, tolerance, domains)
         except ValueError as exc:
-            notes[collective_group_name(op, fabric, n, domains if fabric == "scale_out" else None)] = f"not fitted: {exc}"
+            name = collective_group_name(op, fabric, n, domains if fabric == "scale_out" else None)
+            notes[name] = f"not fitted: {exc}"
             continue
         groups.append(g)
         collectives += fits
@@ -437,7 +438,8 @@ def _fit_collectives(records, spec: HardwareSpec, min_bytes, max_regimes, tolera
             f"across_domains_s) matches the fitted {why}; {spec.scale_out.nics_per_gpu:g} x "
             f"{spec.scale_out.nic_bandwidth_gbit_per_s:g} Gb/s per GPU")
     elif spanning:
-        notes["scale_out_bus_efficiency"] = "; ".join(dict.fromkeys(nic_efficiency(f, spec, up_eff)[1] for f in spanning))
+        why = dict.fromkeys(nic_efficiency(f, spec, up_eff)[1] for f in spanning)
+        notes["scale_out_bus_efficiency"] = "; ".join(why)
     return out
 
 

@@ -138,7 +138,8 @@ def parse_nccl_tests(text: str, origin: str = "nccl-tests", op: str | None = Non
                     continue
                 records.append(Record(kind="collective", op=op, precision=NCCL_TYPES.get(row["type"], row["type"]),
                                       size_bytes=row["size"], num_gpus=num_gpus, fabric=fabric,
-                                      num_hosts=hosts, in_place=bool(place), median_s=time_us * MICRO, impl="nccl-tests",
+                                      num_hosts=hosts, in_place=bool(place), median_s=time_us * MICRO,
+                                      impl="nccl-tests",
                                       source=Path(origin).name))
         meta = Metadata(device=ranks[0][1] if ranks else "unknown", backend="nccl-tests", date="unknown",
                         num_devices=num_gpus, nccl_version=_nccl_version(text), source=Path(origin).name)

@@ -19,7 +19,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from perfmodel.formulas.comm import Algorithm, Collective, across_domains_s, bus_factor, scale_out_fabric, scale_up_fabric
+from perfmodel.formulas.comm import (
+    Algorithm,
+    Collective,
+    across_domains_s,
+    bus_factor,
+    scale_out_fabric,
+    scale_up_fabric,
+)
 from perfmodel.spec.hardware import load_hardware
 
 DATA = Path(__file__).resolve().parents[2] / "calibration" / "data" / "microbenchmarks.yaml"

@@ -22,13 +22,14 @@ def synthetic_log(op: str, num_gpus: int, num_hosts: int, latency_s: float, busb
              f"# Collective test starting: {binary}",
              "# Using devices"]
     for r in range(num_gpus):
-        lines.append(f"#  Rank {r:2d} Group  0 Pid {40000 + r:6d} on  node{r // per_host:03d} device {r % per_host:2d} "
-                     f"[0x{16 + r % per_host:02x}] SYNTHETIC GPU 80GB")
+        host, device = r // per_host, r % per_host
+        lines.append(f"#  Rank {r:2d} Group  0 Pid {40000 + r:6d} on  node{host:03d} device {device:2d} "
+                     f"[0x{16 + device:02x}] SYNTHETIC GPU 80GB")
     lines += ["#",
-              "#                                                              out-of-place                       in-place",
+              "#" + " " * 62 + "out-of-place" + " " * 23 + "in-place",
               "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   "
               "busbw #wrong",
-              "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)"]
+              "#        (B)    (elements)" + " " * 31 + "(us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)"]
     for S in sizes:
         t = latency_s + factor(num_gpus) * S / busbw_bytes_per_s
         algbw = S / t / 1e9
