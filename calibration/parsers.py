@@ -297,12 +297,17 @@ def load_any(path, hardware_id: str | None = None, fabric: str | None = None) ->
     if looks_like_nccl_tests(text):
         return parse_nccl_tests(text, origin=str(path), fabric=fabric)
     data = parse_data_text(text, str(path), json_text=path.suffix == ".json", name=path.name)
+    return results_from_data(data, path.name, hardware_id)
+
+
+def results_from_data(data, name: str, hardware_id: str | None = None) -> Results:
+    """Parsed YAML or JSON (``name`` labels it in messages and sources, never opened): a suite
+    result file, or a microbenchmarks file's records of ``hardware_id``."""
     fmt = data.get("format") if isinstance(data, dict) else None
     if fmt == MICROBENCHMARKS_FORMAT:
         if hardware_id is None:
-            raise InputError(path.name, "a microbenchmarks file needs --hardware to pick its records")
-        return parse_microbenchmarks(data, hardware_id, origin=path.name).results
+            raise InputError(name, "a microbenchmarks file needs --hardware to pick its records")
+        return parse_microbenchmarks(data, hardware_id, origin=name).results
     if fmt == RESULTS_FORMAT or (isinstance(data, dict) and "records" in data):
-        return parse_results(data, origin=f"results({path.name})")
-    raise InputError(path.name, "neither a result file, a microbenchmarks file nor an nccl-tests log")
-
+        return parse_results(data, origin=f"results({name})")
+    raise InputError(name, "neither a result file, a microbenchmarks file nor an nccl-tests log")
