@@ -52,6 +52,11 @@ about 380 GB/s, 370-380 with NVLS-tree). All-to-all
 cannot aggregate NICs across domains (REFERENCES.md, NCCL maintainers): its cross-domain
 part runs at one NIC per GPU.
 
+A domain may span racks (``ScaleUpSpec.gpus_per_rack``: eight NVL72 racks joined by a second
+tier of NVLink switches). NVIDIA's NVLink Switch joins racks at full speed, so such a group is
+one flat NVLink group; where a spec gives the tier less bandwidth per GPU than the GPUs' own
+links (a taper), what leaves a rack is limited by it (``across_racks_s``).
+
 Every function broadcasts over numpy arrays of group sizes and message sizes.
 """
 
@@ -188,7 +193,7 @@ def group_time_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: E
     inside = n_out == 1
     nvls = Algorithm.NVLS if hw.scale_up.in_network_reduction else Algorithm.RING
 
-    t_inside = flat_time_s(op, size, n, up, nvls)
+    t_inside = across_racks_s(op, size, n, stride, hw, eff, flat_time_s(op, size, n, up, nvls))
 
     if op is Collective.ALL_TO_ALL:
         # Intra-domain share at NVLink speed, cross-domain share through one NIC per GPU.
@@ -203,6 +208,27 @@ def group_time_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: E
         t_span = across_domains_s(op, size, n, g_in, n_out, up, out, hw.scale_up.in_network_reduction)
     t = _apply_measured(op, size, n, n_out, eff, np.where(inside, t_inside, t_span))
     return np.where(n > 1, t, 0.0)
+
+
+def across_racks_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: Efficiencies, t_flat):
+    """A group inside one domain that spans racks joined by a tapered tier of switches
+    (``ScaleUpSpec.inter_rack_bandwidth_per_direction_gb_per_s``): what leaves a rack goes through
+    its g_r GPUs' share B_r of that tier, at the same time as the GPUs' own links carry the
+    rest (t_flat). Ring collectives send factor(op, n) S out of each rack, all-to-all sends each
+    GPU's (n - g_r)/n S: t = max(t_flat, steps * alpha + crossing). Without a taper, ``t_flat``."""
+    su = hw.scale_up
+    if su.gpus_per_rack is None or su.inter_rack_bandwidth_per_direction_gb_per_s is None:
+        return t_flat
+    n = np.asarray(n, dtype=np.int64)
+    size = np.asarray(size_bytes, dtype=float)
+    g_r, n_racks = group_domains(n, stride, min(su.gpus_per_rack, su.domain_size))
+    B_r = su.inter_rack_bandwidth_bytes_per_s * eff.scale_up_bus_efficiency
+    if op is Collective.ALL_TO_ALL:
+        crossing = size * (n - g_r) / np.maximum(n, 1) / B_r
+    else:
+        crossing = bus_factor(op, n) * size / (g_r * B_r)
+    latency = latency_steps(op, n) * eff.scale_up_latency_s
+    return np.where(n_racks > 1, np.maximum(t_flat, latency + crossing), t_flat)
 
 
 def across_domains_s(op: Collective, size_bytes, n, g_in, n_out, up: Fabric, out: Fabric, nvls: bool,
