@@ -63,6 +63,8 @@ def usd(x: float) -> str:
         return "-"
     if abs(x) >= 1e12:
         return f"${x / 1e12:,.2f}T"
+    if abs(x) >= 1e9:
+        return f"${x / 1e9:.2f}B"
     if abs(x) >= 1e6:
         return f"${x / 1e6:.2f}M"
     if abs(x) >= 1e3:
