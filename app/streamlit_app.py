@@ -24,7 +24,7 @@ st.set_page_config(page_title="perfmodel", layout="wide")
 
 PAGES = [
     st.Page("pages_/plan.py", title="Plan", url_path="plan", default=True),
-    st.Page("pages_/compare.py", title="Compare hardware", url_path="compare"),
+    st.Page("pages_/compare.py", title="Compare hardware and software", url_path="compare"),
     st.Page("pages_/scale.py", title="Scale", url_path="scale"),
     st.Page("pages_/search.py", title="Search", url_path="search"),
     st.Page("pages_/size.py", title="Size a cluster", url_path="size"),

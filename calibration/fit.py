@@ -7,8 +7,8 @@ not drag the large shapes off:
 
 =================  =====================================================================
 GEMM, precision p  t = 2mnk / (P_p * eff_max * m/(m+d) * n/(n+d) * k/(k+d));  eff_max, d
-grouped GEMM       t = E * t_kernel + 2mnkE / (P_bf16 * eff(m, n, k) at d_grouped);  d_grouped
-                   (the dense bf16 fit's eff_max and t_kernel held; E problems per call)
+grouped GEMM       not fitted: a check of t = E * t_kernel + 2mnkE / (P_bf16 * eff(m, n, k)), the
+                   dense bf16 fit applied to each of the E problems of a call (``check_grouped_gemm``)
 attention          t = F / (P_bf16 * eff_dir * s/(s+s_half));  eff_fwd, eff_bwd, s_half
                    (F in ``perfmodel.formulas.compute``'s convention: backward executes 2.5x forward)
 memory             t = bytes / (B_hbm * memory_efficiency)
@@ -166,30 +166,18 @@ def fit_gemm(records, peak_flop_per_s: float, default: GemmEfficiency, group: st
     return fitted, (float(t0) if free_t0 else None), GroupFit(group, params, points, _sources(recs))
 
 
-def fit_grouped_gemm(records, spec: HardwareSpec, eff: Efficiencies):
-    """grouped_gemm_half_dim from bf16 expert-GEMM records, through the step model's own time
-    (``perfmodel.formulas.compute.gemm_time_s`` with ``grouped``: a kernel overhead per expert plus
-    the roofline at the grouped half_dim), the rest of ``eff`` held."""
+def check_grouped_gemm(records, spec: HardwareSpec, eff: Efficiencies):
+    """Expert-GEMM records against the step model's time with nothing fitted to them
+    (``perfmodel.formulas.compute.gemm_time_s``: a kernel overhead per expert plus the dense bf16
+    curve of the per-expert shape). A check, not a fit: the step model gives expert GEMMs the
+    dense curve, and these records say how well that holds (``grouped_gemm`` group, no params)."""
     recs = [r for r in records if r.shape and r.median_s and r.groups]
     m, n, k = (np.array([r.shape[i] for r in recs], dtype=float) for i in range(3))
     count = np.array([r.groups for r in recs], dtype=float)
-    t_meas = np.array([r.median_s for r in recs], dtype=float)
-
-    def model(d):
-        e = eff.model_copy(update={"grouped_gemm_half_dim": float(d)})
-        return np.asarray(gemm_time_s(m, n, k, count, "bf16", spec, e, grouped=True), dtype=float)
-
-    # one parameter, and the time is flat in d below the dense half_dim (the larger one
-    # applies): start from the best point of a log grid so the search cannot stall there
-    grid = np.geomspace(1.0, 1e5, 61)
-    cost = [np.sum(np.abs(model(g) / t_meas - 1.0)) for g in grid]
-    i = int(np.argmin(cost))
-    lo, hi = (0.0 if i == 0 else grid[i - 1]), grid[min(i + 1, len(grid) - 1)]
-    x = _relative_lsq(lambda x: model(x[0]) / t_meas - 1.0, [grid[i]], [lo], [hi], robust=True)
-    d = float(x[0])
+    t_model = np.asarray(gemm_time_s(m, n, k, count, "bf16", spec, eff), dtype=float)
     points = tuple(PointFit("grouped_gemm", f"{r.groups}x{_label_shape(r)}", r.flop, r.median_s, float(tm), "time_s",
-                            r.source or "measured") for r, tm in zip(recs, model(d)))
-    return d, GroupFit("grouped_gemm", {"grouped_gemm_half_dim": d}, points, _sources(recs))
+                            r.source or "measured") for r, tm in zip(recs, t_model))
+    return GroupFit("grouped_gemm", {}, points, _sources(recs))
 
 
 def fit_fast_accum(fast, precise):
@@ -319,7 +307,8 @@ def collective_group_name(op: str, fabric: str, n: int, num_domains: int | None)
 # --------------------------------------------------------------------------------- combine
 def _summary(g: GroupFit) -> str:
     worst = g.worst(1)[0]
-    return (f"fitted to {len(g.fitted_points)} point(s); median |error| {g.median_abs_error:.1%}, "
+    verb = "fitted to" if g.params else "checked (nothing fitted) against"
+    return (f"{verb} {len(g.fitted_points)} point(s); median |error| {g.median_abs_error:.1%}, "
             f"worst {worst.rel_error:+.1%} ({worst.label})")
 
 
@@ -387,9 +376,7 @@ def _fit_kernels(by_kind, spec: HardwareSpec, peak, sources, notes, groups):
     out = {"gemm": gemm, "attention": attention, "memory_efficiency": memory_eff, "launch_overhead_s": launch,
            "host_op_overhead_s": host_op, "kernel_overhead_s": kernel_overhead, "fp8_fast_accum_speedup": fast_accum}
     if by_kind["grouped"] and spec.gpu.supports("bf16"):
-        out["grouped_gemm_half_dim"], g = fit_grouped_gemm(by_kind["grouped"], spec, d.model_copy(update=out))
-        groups.append(g)
-        sources["grouped_gemm_half_dim"] = _data(g) + "; dense bf16 fit, kernel overhead and memory efficiency held"
+        groups.append(check_grouped_gemm(by_kind["grouped"], spec, d.model_copy(update=out)))
     return out
 
 
@@ -443,11 +430,12 @@ def _fit_collectives(records, spec: HardwareSpec, min_bytes, max_regimes, tolera
     return out
 
 
-SKIP_KEYS = {"gemm": ("gemm", "kernel_overhead_s", "fp8_fast_accum_speedup"), "grouped": ("grouped_gemm_half_dim",),
+SKIP_KEYS = {"gemm": ("gemm", "kernel_overhead_s", "fp8_fast_accum_speedup"), "grouped": (),
              "attention": ("attention",), "hbm": ("memory_efficiency",), "launch": ("launch_overhead_s",),
              "collective": ("scale_up_bus_efficiency", "scale_out_bus_efficiency")}
 SKIPPABLE = tuple(SKIP_KEYS)
-"""Record groups ``fit_efficiencies`` can be told to leave unfitted (``grouped``: expert GEMMs)."""
+"""Record groups ``fit_efficiencies`` can be told to leave unfitted (``grouped``: expert GEMMs, which are
+only checked against the dense curve, never fitted: skipping them leaves the check out)."""
 
 
 def select_impl(records, impl: str | None, option: str, what: str) -> list:
@@ -510,9 +498,6 @@ def fit_efficiencies(results: list[Results], spec: HardwareSpec, peaks_flop_per_
             sources[key] = f"per precision: {status}; spec default source: {d.sources.get('gemm', '')}"
         elif key not in sources:
             sources[key] = f"spec default ({spec.id}): {d.sources.get(key, 'no source given')} [{why}]"
-    if "grouped" in skip:
-        key = "grouped_gemm_half_dim"
-        sources[key] = f"spec default ({spec.id}): {d.sources.get(key, 'no source given')} [{notes.pop(key)}]"
     sources.update(notes)
     return Calibration(Efficiencies(**{**values, "sources": sources}), tuple(groups))
 

@@ -35,7 +35,8 @@ def quality_text(cal: Calibration, hardware_id: str, worst: int = 3) -> str:
         n = len(g.fitted_points)
         lines.append(f"  {g.group:<34} {n:3d} points  median |err| {g.median_abs_error:6.1%}  "
                      f"worst {g.max_abs_error:6.1%}")
-        lines.append("      " + ", ".join(_param(k, v) for k, v in g.params.items()))
+        lines.append("      " + (", ".join(_param(k, v) for k, v in g.params.items())
+                                 or "a check: nothing fitted to these points"))
         for p in g.worst(worst):
             lines.append(f"      {p.rel_error:+7.1%}  {p.label}  measured {_value(p.measured, p.quantity)}, "
                          f"fitted {_value(p.fitted, p.quantity)}  [{p.source[:60]}]")

@@ -102,6 +102,34 @@ def compare_view(key: str, hardware_ids: tuple[str, ...], with_search: bool, obj
     return rows
 
 
+@st.cache_data(**CACHE)
+def compare_stacks_view(key: str, stacks: tuple[str, ...]) -> list[dict]:
+    """The same job under each software stack: the stack's options in place of the sidebar's, the
+    job's own (pipeline layout, recompute layers, offload, MoE load imbalance) kept. Each row has
+    ``stack``, the numbers and the options that differ from the sidebar's, or ``reason``."""
+    from perfmodel.spec.software import SoftwareStack
+    from perfmodel.spec.stacks import PER_JOB_OPTIONS, stack_info
+    sc, cost, use_profile, _ = _unpack(key)
+    profile = _profile(use_profile)
+    own = {k: getattr(sc.software, k) for k in PER_JOB_OPTIONS}
+    current = sc.software.model_dump(mode="json", exclude={"stack"})
+    rows = []
+    for name in stacks:
+        sw = SoftwareStack.model_validate({"stack": name, **own})
+        s = sc.model_copy(update={"software": sw})
+        theirs = sw.model_dump(mode="json", exclude={"stack"})
+        differs = ", ".join(f"{k} {theirs[k]}" for k in theirs if theirs[k] != current[k])
+        base = {"stack": name, "stack_label": stack_info(name)["label"], "layout": "as given",
+                "differs": differs or "(same options as the sidebar)"}
+        try:
+            p = pm.predict(s, profile=profile, cost=cost)
+            rows.append({**base, **_numbers(p.to_dict()),
+                         "reason": "" if p.fits_in_memory else "does not fit in memory"})
+        except InputError as exc:
+            rows.append({**base, "reason": str(exc)})
+    return rows
+
+
 def _numbers(d: dict) -> dict:
     keys = ("step_time_s", "tokens_per_s_per_gpu", "mfu", "memory_per_gpu_bytes", "time_to_train_s",
             "cost_usd", "energy_kwh", "bottleneck")

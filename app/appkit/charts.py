@@ -103,19 +103,20 @@ def timeline(rows: list[dict]) -> alt.Chart:
     ).properties(height=max(140, 36 * (int(df["stage"].max()) + 1)), width=WIDTH)
 
 
-def hardware_bars(rows: list[dict], field: str, title: str, scale: float = 1.0) -> alt.Chart:
-    """One bar per hardware (and layout), for one metric."""
+def hardware_bars(rows: list[dict], field: str, title: str, scale: float = 1.0, category: str = "hardware") -> alt.Chart:
+    """One bar per hardware (or per ``category``: the software stack) and layout, for one metric."""
     df = pd.DataFrame([r for r in rows if r.get(field) is not None and not r.get("reason")])
     if df.empty:
-        df = pd.DataFrame({"hardware": [], "layout": [], field: []})
+        df = pd.DataFrame({category: [], "layout": [], field: []})
     df["value"] = df[field] / scale
     return alt.Chart(df).mark_bar().encode(
         x=alt.X("value:Q", title=title, axis=alt.Axis(format="~s", tickCount=4)),
-        y=alt.Y("hardware:N", title=None, sort="x"),
+        y=alt.Y(f"{category}:N", title=None, sort="x"),
         color=alt.Color("layout:N", title="layout"),
         yOffset=alt.YOffset("layout:N"),
-        tooltip=[alt.Tooltip("hardware:N"), alt.Tooltip("layout:N"), alt.Tooltip("value:Q", format=".4g", title=title)],
-    ).properties(height=max(80, 30 * df["hardware"].nunique()), width=WIDTH)
+        tooltip=[alt.Tooltip(f"{category}:N"), alt.Tooltip("layout:N"),
+                 alt.Tooltip("value:Q", format=".4g", title=title)],
+    ).properties(height=max(80, 30 * df[category].nunique()), width=WIDTH)
 
 
 def time_unit(time_basis: str) -> tuple[float, str]:

@@ -23,12 +23,21 @@ from perfmodel.spec.software import (
     CROSS_ENTROPY_CHOICES,
     ELEMENTWISE_KERNELS_CHOICES,
     MOE_DISPATCHER_CHOICES,
+    OPTIMIZER_KERNELS_CHOICES,
 )
+from perfmodel.spec.stacks import list_stacks, stack_info
 
 from . import state
 from .page import plain
 
 _NON_WIDGET = ("_uploaded_model", "_hw_uploaded_text")
+STACK_CHOICES = ("", *list_stacks())
+"""The stack selector's choices: "" is no preset, every option at its default (Megatron-Core's)."""
+
+
+def stack_label(name: str) -> str:
+    return "none (Megatron-Core defaults)" if not name else f"{name}: {stack_info(name)['label']}"
+
 NAME_MAX_CHARS = 128
 """Scenario and custom-model names typed in the sidebar (the longest catalogue name has 90)."""
 LAYOUT_MAX_CHARS = 4096
@@ -73,6 +82,11 @@ def init() -> None:
 def _on_model_source() -> None:
     if st.session_state["model_source"] == "Custom":
         _apply(state.model_fields(load_model(st.session_state["model_preset"])))
+
+
+def _on_stack() -> None:
+    """A newly chosen stack sets every software option to its preset (the job's own kept)."""
+    _apply(state.stack_widget_values(st.session_state["stack"], dict(st.session_state)))
 
 
 def _on_hw_source() -> None:
@@ -248,6 +262,9 @@ _IMPLEMENTATION_CHOICES = (
     ("Cross-entropy", CROSS_ENTROPY_CHOICES, "cross_entropy",
      "fused: Megatron-Core vocab-parallel loss or a compiled one, 4 bytes per logit kept; eager_fp32: "
      "F.cross_entropy(logits.float()) in eager PyTorch, 12 bytes per logit at the start of the backward"),
+    ("Optimizer kernels", OPTIMIZER_KERNELS_CHOICES, "optimizer_kernels",
+     "fused: one Adam pass (FusedAdam, AdamW(fused=True)), 30 bytes per parameter; foreach: PyTorch's default "
+     "multi-tensor AdamW, one pass per op, 84 bytes"),
 )
 """Which kernel or framework implementation the job runs: (label, choices, widget key, help)."""
 
@@ -281,6 +298,33 @@ def _overlap_widgets() -> None:
                      "with its own kernel (DeepSpeed until October 2021)")
 
 
+def _stack_widgets() -> None:
+    st.selectbox("Software stack", STACK_CHOICES, key="stack", format_func=stack_label,
+                 on_change=_on_stack,
+                 help="A framework's documented defaults (perfmodel/data/stacks.yaml, each option with its "
+                      "source). Choosing one sets the options in this section and the next two; any of them "
+                      "may then be changed, and the scenario keeps the stack with the changes.")
+    name = st.session_state.get("stack")
+    if name:
+        info = stack_info(name)
+        st.caption(plain(f"{info['release']}. {info['summary']}"))
+    c1, c2 = st.columns(2)
+    c1.checkbox("MoE router fusion", key="moe_router_fusion",
+                help="Megatron-Core --moe-router-fusion: 31 router kernels per forward instead of 72")
+    c2.checkbox("MoE permute fusion", key="moe_permute_fusion",
+                help="Megatron-Core --moe-permute-fusion: one kernel per token permutation and unpermutation")
+    c1.number_input("Expert capacity factor (0 = dropless)", min_value=0.0, step=0.25,
+                    key="moe_expert_capacity_factor",
+                    help="Megatron-Core --moe-expert-capacity-factor: an expert takes at most this many times its "
+                         "mean share of the routed tokens")
+    c2.checkbox("Pad experts to capacity", key="moe_pad_expert_input_to_capacity",
+                help="Megatron-Core --moe-pad-expert-input-to-capacity: static shapes, every expert runs its capacity")
+    c1.number_input("MoE load imbalance (busiest rank / mean)", min_value=1.0, step=0.05, key="moe_load_imbalance",
+                    help="1 = balanced (NVIDIA's benchmarks force it); the busiest expert-parallel rank sets the pace")
+    c2.checkbox("Attention dropout", key="attention_dropout",
+                help="unfused attention only: the dropout kernel on the scores (flash attention fuses it)")
+
+
 def _cost_widgets() -> None:
     st.radio("Pricing", ("cloud", "tco"), key="cost_mode", horizontal=True,
              help="cloud: rent per GPU-hour; tco: own the hardware (capital + energy)")
@@ -304,6 +348,8 @@ def job_editor() -> state.JobInputs:
             _model_widgets()
         with st.expander("Hardware", expanded=False):
             _hardware_widgets()
+        with st.expander("Software stack", expanded=False):
+            _stack_widgets()
         with st.expander("Batch and precision", expanded=False):
             _batch_widgets()
         with st.expander("Overlap and ZeRO-3", expanded=False):

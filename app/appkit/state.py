@@ -22,7 +22,7 @@ from perfmodel.spec.hardware import HARDWARE_DIR, HardwareSpec, list_hardware_id
 from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.presets import list_presets, load_model, parse_model
 from perfmodel.spec.scenario import Scenario, load_scenario, parse_scenario, scenario_to_dict
-from perfmodel.spec.software import NAMED_POLICIES, RECOMPUTE_MODULE_CHOICES, Overlap
+from perfmodel.spec.software import NAMED_POLICIES, RECOMPUTE_MODULE_CHOICES, Overlap, SoftwareStack
 from perfmodel.spec.units import GIGA, KIBI, MEBI
 
 EXAMPLE_SCENARIO = Path(__file__).resolve().parents[2] / "perfmodel" / "data" / "example_scenario.yaml"
@@ -216,23 +216,45 @@ def overlap_from_values(v: dict) -> dict:
     return out
 
 
-def widget_values(sc: Scenario) -> dict:
-    """Every widget value that reproduces ``sc`` (plus the non-widget ``_uploaded_model``)."""
-    p, sw = sc.parallelism, sc.software
-    v: dict = {
-        "num_gpus": sc.num_gpus, "seq_length": sc.seq_length, "global_batch_size": sc.global_batch_size,
-        "micro_batch_size": sc.micro_batch_size, "recompute": sc.recompute, "precision": sc.precision,
-        "attention_backend": sw.attention_backend,
+def software_widget_values(sw: SoftwareStack) -> dict:
+    """The widget values of the software options (the stack selector and every option)."""
+    return {
+        "stack": sw.stack or "",   # "": no preset, every option at its default (Megatron-Core's)
+        "attention_backend": sw.attention_backend, "attention_dropout": sw.attention_dropout,
         **overlap_widget_values(sw.overlap),
         "fsdp_collectives_per_layer": sw.fsdp_collectives_per_layer, "fsdp_list_api": sw.fsdp_list_api,
         "moe_dispatcher": sw.moe_dispatcher, "grad_reduce_in_fp32": sw.grad_reduce_in_fp32,
-        "elementwise_kernels": sw.elementwise_kernels,
+        "moe_router_fusion": sw.moe_router_fusion, "moe_permute_fusion": sw.moe_permute_fusion,
+        "moe_expert_capacity_factor": sw.moe_expert_capacity_factor or 0.0,
+        "moe_pad_expert_input_to_capacity": sw.moe_pad_expert_input_to_capacity,
+        "moe_load_imbalance": sw.moe_load_imbalance,
+        "elementwise_kernels": sw.elementwise_kernels, "optimizer_kernels": sw.optimizer_kernels,
         "selective_recompute": ([sw.selective_recompute] if isinstance(sw.selective_recompute, str)
                                 else list(sw.selective_recompute)),
         "recompute_num_layers": sw.recompute_num_layers or 0,
         "activation_offload_layers": sw.activation_offload_layers,
         "pipeline_layout": sw.pipeline_layout or "",
         "cross_entropy": sw.cross_entropy,
+    }
+
+
+def stack_widget_values(name: str, current: dict) -> dict:
+    """The software widgets for a newly chosen stack: the preset's options, with the job's own
+    (pipeline layout, recompute layers, offload, load imbalance) kept from ``current``."""
+    v = software_widget_values(SoftwareStack(stack=name or None))
+    for key in ("recompute_num_layers", "activation_offload_layers", "pipeline_layout", "moe_load_imbalance"):
+        if key in current:
+            v[key] = current[key]
+    return v
+
+
+def widget_values(sc: Scenario) -> dict:
+    """Every widget value that reproduces ``sc`` (plus the non-widget ``_uploaded_model``)."""
+    p, sw = sc.parallelism, sc.software
+    v: dict = {
+        "num_gpus": sc.num_gpus, "seq_length": sc.seq_length, "global_batch_size": sc.global_batch_size,
+        "micro_batch_size": sc.micro_batch_size, "recompute": sc.recompute, "precision": sc.precision,
+        **software_widget_values(sw),
         "sequence_parallel": p.sp, "zero_stage": p.zero_stage, "scenario_name": sc.name,
         "training_tokens_b": (sc.training_tokens or 0.0) / GIGA,
         **{k: getattr(p, k) for k in LAYOUT_FIELDS},
@@ -325,13 +347,21 @@ def scenario_from_values(v: dict) -> Scenario:
                         "zero_stage": int(v["zero_stage"])},
         "recompute": v["recompute"], "precision": v["precision"],
         "software": {
+            "stack": v.get("stack") or None,
             "attention_backend": v.get("attention_backend", "flash"),
+            "attention_dropout": bool(v.get("attention_dropout", False)),
             "overlap": overlap_from_values(v),
             "fsdp_collectives_per_layer": int(v.get("fsdp_collectives_per_layer", 1)),
             "fsdp_list_api": bool(v.get("fsdp_list_api", False)),
             "moe_dispatcher": v.get("moe_dispatcher", "alltoall"),
             "grad_reduce_in_fp32": bool(v.get("grad_reduce_in_fp32", True)),
+            "moe_router_fusion": bool(v.get("moe_router_fusion", False)),
+            "moe_permute_fusion": bool(v.get("moe_permute_fusion", False)),
+            "moe_expert_capacity_factor": float(v.get("moe_expert_capacity_factor", 0.0)) or None,
+            "moe_pad_expert_input_to_capacity": bool(v.get("moe_pad_expert_input_to_capacity", False)),
+            "moe_load_imbalance": float(v.get("moe_load_imbalance", 1.0)),
             "elementwise_kernels": v.get("elementwise_kernels", "fused"),
+            "optimizer_kernels": v.get("optimizer_kernels", "fused"),
             "selective_recompute": selective_recompute_value(v.get("selective_recompute", ["core_attn"])),
             "recompute_num_layers": int(v.get("recompute_num_layers", 0)) or None,
             "activation_offload_layers": int(v.get("activation_offload_layers", 0)),

@@ -1,4 +1,5 @@
-"""Compare hardware: the same job on each GPU type: time, cost, energy, and its best layout."""
+"""Compare hardware, or software stacks: the same job on each GPU type, or under each framework's
+defaults: time, cost, energy, and (for hardware) its best layout."""
 
 import pandas as pd
 import streamlit as st
@@ -6,10 +7,44 @@ import streamlit as st
 from appkit import cached, charts, page
 from perfmodel.present import fmt
 from perfmodel.spec.hardware import list_hardware_ids, reference_hardware_ids
+from perfmodel.spec.stacks import list_stacks
 from perfmodel.spec.units import KILO, SECONDS_PER_DAY
 
 j = page.job()
-st.title("Compare hardware")
+st.title("Compare hardware and software")
+vary = st.radio("Vary", ("hardware", "software stack"), key="cmp_vary", horizontal=True)
+if vary == "software stack":
+    st.caption("The job from the sidebar under each software stack's documented defaults, its hardware and "
+               "layout held (lens: co-design: the same work on the same GPUs runs at different speeds under "
+               "different software). The job's own options (pipeline layout, recompute layers, offload, MoE "
+               "load imbalance) are kept.")
+    stacks = st.multiselect("Software stacks", list_stacks(), key="cmp_stacks",
+                            default=["megatron-core", "nemo-perf", "torchtitan-compile", "pytorch-fsdp-accelerate"])
+    if not stacks:
+        st.info("Pick at least one software stack.")
+        st.stop()
+    rows = page.call(cached.compare_stacks_view, j.key(), tuple(stacks))
+    if rows is None:
+        st.stop()
+    ok = [r for r in rows if not r.get("reason")]
+    if ok:
+        c = st.columns(2)
+        with c[0]:
+            page.chart(charts.hardware_bars(ok, "step_time_s", "step time (s)", category="stack"))
+        with c[1]:
+            page.chart(charts.hardware_bars(ok, "tokens_per_s_per_gpu", "throughput (tokens/s per GPU)",
+                                            category="stack"))
+    st.dataframe(pd.DataFrame([{
+        "stack": r["stack"], "framework": r["stack_label"],
+        "step time": fmt.seconds(r["step_time_s"]) if r.get("step_time_s") else "-",
+        "tokens/s per GPU": fmt.si(r["tokens_per_s_per_gpu"], "tok/s") if r.get("tokens_per_s_per_gpu") else "-",
+        "MFU": fmt.percent(r.get("mfu")),
+        "memory per GPU": fmt.bytes_binary(r["memory_per_gpu_bytes"]) if r.get("memory_per_gpu_bytes") else "-",
+        "bottleneck": r.get("bottleneck") or "", "options unlike the sidebar's": r["differs"],
+        "why not": r.get("reason", ""),
+    } for r in rows]), hide_index=True)
+    st.stop()
+
 st.caption("The job from the sidebar on each hardware type, with its layout as given and, optionally, the best "
            "layout the search finds there (lens: co-design: what the same work costs on different silicon).")
 ids = list_hardware_ids()

@@ -90,9 +90,12 @@ def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerT
     blk = block_time(layer_ops(m, kind, sw), m, L, seq, c.precision, hw, eff, sw)
     phi_tp = tp_phi(ov, L.tp)
     slowdown = eff.overlap_compute_slowdown   # SMs held by hidden collectives (perfmodel.formulas.overlap)
-    tp_raw = traffic.tp_layer_s(kind, m, L, seq, hw, eff, c.precision)
+    tp_raw = traffic.tp_layer_s(kind, m, L, seq, hw, eff, c.precision, sw)
+    # SP's backward re-gathers each column-parallel GEMM's input, unless the layer's recomputed
+    # forward gathered it again (perfmodel.formulas.traffic.sp_regather_s).
+    tp_raw_b = tp_raw + (0.0 if c.recompute == "full" else traffic.sp_regather_s(kind, m, L, seq, hw, eff, c.precision))
     tp_f = exposed_s(tp_raw, blk.gemm_fwd_s, phi_tp, slowdown)
-    tp_b = exposed_s(tp_raw, blk.gemm_bwd_s, phi_tp, slowdown)
+    tp_b = exposed_s(tp_raw_b, blk.gemm_bwd_s, phi_tp, slowdown)
     cp_raw = traffic.cp_layer_fwd_s(m, L, seq, hw, eff)
     cp_raw_b = traffic.CP_BWD_OVER_FWD * cp_raw
     cp_f = exposed_s(cp_raw, blk.attn_fwd_s, ov.cp, slowdown)
@@ -100,7 +103,7 @@ def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerT
     # A stretch of compute hides one collective at a time (perfmodel.formulas.overlap): EP, FSDP and the
     # step's DP traffic hide behind what TP and CP leave of each pass.
     used_f = window_used_s(tp_raw, blk.gemm_fwd_s, phi_tp) + window_used_s(cp_raw, blk.attn_fwd_s, ov.cp)
-    used_b = window_used_s(tp_raw, blk.gemm_bwd_s, phi_tp) + window_used_s(cp_raw_b, blk.attn_bwd_s, ov.cp)
+    used_b = window_used_s(tp_raw_b, blk.gemm_bwd_s, phi_tp) + window_used_s(cp_raw_b, blk.attn_bwd_s, ov.cp)
     if kind is LayerKind.MOE:
         ep_raw = traffic.ep_layer_s(m, L, seq, hw, eff, sw)
         # Batch-level overlap: the forward all-to-alls of one micro-batch hide behind the
@@ -318,7 +321,7 @@ def evaluate(c: Job, L: Layouts) -> StepArrays:
     sharded = L.zero_stage >= 1
     owned = (sp_params.max_dense() / np.where(sharded, n_dp, 1.0)
              + sp_params.max_expert() / np.where(sharded, n_edp, 1.0))
-    bd["optimizer"] = overheads.optimizer_s(owned, hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency)
+    bd["optimizer"] = overheads.optimizer_s(owned, hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency, sw)
 
     world_latency = comm.scale_out_fabric(hw, eff).latency_s * np.ceil(np.log2(max(c.num_gpus, 2)))
     bd["overheads"] = (overheads.host_exposed_s(host_s_per_mb, t_max, num_mb)

@@ -36,7 +36,7 @@ import numpy as np
 
 from perfmodel.formulas.counts import attention_fwd_flop_per_token, attention_layer_mix
 from perfmodel.formulas.layouts import Layouts
-from perfmodel.formulas.workload import Op, OpKind, TpSplit
+from perfmodel.formulas.workload import Op, OpKind, TpSplit, routed_load
 from perfmodel.spec.efficiency import Efficiencies, saturating_attention_efficiency, saturating_gemm_efficiency
 from perfmodel.spec.hardware import HardwareSpec
 from perfmodel.spec.model import ModelSpec
@@ -51,6 +51,10 @@ SOFTMAX_FWD_SCORE_PASSES = 2
 """Fused scale-mask-softmax forward: read the scores, write the probabilities."""
 SOFTMAX_BWD_SCORE_PASSES = 3
 """Softmax backward: read P and dP, write dS."""
+DROPOUT_BYTES_PER_SCORE = 2 + 2 + 1
+"""Attention dropout as its own kernel (``SoftwareStack.attention_dropout``, unfused attention):
+forward reads P and writes the dropped P and a 1-byte mask; backward reads dP' and the mask and
+writes dP, 5 bytes per score each way (torch.nn.functional.dropout and its backward)."""
 LOW_PRECISION = ("fp8", "fp4")
 GEMMS_PER_LINEAR_FWD_BWD = 3
 """A linear layer runs one GEMM forward and two backward (input and weight gradients)."""
@@ -64,22 +68,24 @@ weight-gradient GEMM needs transposed operands). Forward: the GEMM input (m x k)
 the output gradient (m x n)."""
 
 
-def gemm_efficiency(m, n, k, precision: str, eff: Efficiencies, grouped: bool = False):
-    """Dense GEMM efficiency; expert GEMMs (``grouped``) saturate at the grouped half_dim."""
+def gemm_efficiency(m, n, k, precision: str, eff: Efficiencies):
+    """GEMM efficiency of one (m x k) @ (k x n) problem, for dense and expert GEMMs alike: expert
+    GEMMs issued back to back run at the dense rate of their per-expert shape (measured on an
+    H100 with one torch.mm per expert and with torch._grouped_mm: calibration/results/
+    nvidia-h100-80gb-hbm3-2026-11-22, docs/calibration.md); each expert's kernel pays its own
+    ``kernel_overhead_s`` (``gemm_time_s``)."""
     g = eff.gemm.get(precision) or eff.gemm["bf16"]
-    d = max(g.half_dim, eff.grouped_gemm_half_dim) if grouped else g.half_dim
-    return saturating_gemm_efficiency(m, n, k, g.efficiency_max, d)
+    return saturating_gemm_efficiency(m, n, k, g.efficiency_max, g.half_dim)
 
 
-def gemm_roofline_s(m, n, k, count, precision: str, hw: HardwareSpec, eff: Efficiencies, grouped: bool = False,
-                    fast_accum: bool = False):
+def gemm_roofline_s(m, n, k, count, precision: str, hw: HardwareSpec, eff: Efficiencies, fast_accum: bool = False):
     """(math time, memory time) of ``count`` identical (m x k) @ (k x n) GEMMs. ``fast_accum``:
     the forward GEMM, which training stacks run with fp8 fast accumulation
     (``Efficiencies.fp8_fast_accum_speedup``)."""
     flop = 2.0 * m * n * k * count
     bpe = BYTES_PER_ELEMENT[precision]
     bytes_moved = count * bpe * (m * k + k * n + m * n)
-    rate = hw.gpu.peak_flop_per_s(precision) * np.maximum(gemm_efficiency(m, n, k, precision, eff, grouped), 1e-9)
+    rate = hw.gpu.peak_flop_per_s(precision) * np.maximum(gemm_efficiency(m, n, k, precision, eff), 1e-9)
     if fast_accum and precision == "fp8":
         rate = rate * eff.fp8_fast_accum_speedup
     t_math = flop / rate
@@ -87,10 +93,9 @@ def gemm_roofline_s(m, n, k, count, precision: str, hw: HardwareSpec, eff: Effic
     return t_math, t_mem
 
 
-def gemm_time_s(m, n, k, count, precision: str, hw: HardwareSpec, eff: Efficiencies, grouped: bool = False,
-                fast_accum: bool = False):
+def gemm_time_s(m, n, k, count, precision: str, hw: HardwareSpec, eff: Efficiencies, fast_accum: bool = False):
     """Time of ``count`` GEMM kernels: per-kernel overhead plus the slower roof."""
-    t_math, t_mem = gemm_roofline_s(m, n, k, count, precision, hw, eff, grouped, fast_accum)
+    t_math, t_mem = gemm_roofline_s(m, n, k, count, precision, hw, eff, fast_accum)
     return count * eff.kernel_overhead_s + np.maximum(t_math, t_mem)
 
 
@@ -128,12 +133,14 @@ def moe_tokens(layouts: Layouts, seq_length: int):
     return tokens_per_microbatch(layouts, seq_length) / layouts.tp
 
 
-def gemm_shape(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int) -> OpShape:
+def gemm_shape(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, sw: SoftwareStack) -> OpShape:
+    """Sharded shape; an expert GEMM's rows are its expert's routed tokens on the busiest rank
+    (``perfmodel.formulas.workload.routed_load``)."""
     T = tokens_per_microbatch(layouts, seq_length)
     if op.expert:
         E, top_k = model.moe.num_experts, model.moe.top_k
         t_moe = moe_tokens(layouts, seq_length)
-        m = t_moe * top_k * layouts.ep * layouts.etp / E
+        m = t_moe * top_k * routed_load(sw) * layouts.ep * layouts.etp / E
         count = E / layouts.ep
         split = layouts.etp
     else:
@@ -171,9 +178,10 @@ class OpTime:
     linear launches one GEMM per local expert: Transformer Engine GroupedLinear)."""
 
 
-def unfused_attention_s(op: Op, layouts: Layouts, seq_length: int, hw: HardwareSpec, eff: Efficiencies):
+def unfused_attention_s(op: Op, layouts: Layouts, seq_length: int, hw: HardwareSpec, eff: Efficiencies,
+                        sw: SoftwareStack):
     """(forward s, backward s, forward FLOPs executed, forward bytes) of attention with the
-    scores in HBM."""
+    scores in HBM, and the dropout kernel on them where ``sw.attention_dropout``."""
     heads = op.attn_heads / layouts.tp
     s_q, s_kv = seq_length / layouts.cp, float(seq_length)
     batch = layouts.mbs * heads
@@ -194,6 +202,11 @@ def unfused_attention_s(op: Op, layouts: Layouts, seq_length: int, hw: HardwareS
     flop = 2.0 * batch * s_q * s_kv * (dq + dv)
     qkvo_bytes = BYTES_PER_ELEMENT["bf16"] * batch * (s_q * (dq + dv) + s_kv * (dq + dv))
     fwd_bytes = qkvo_bytes + (2 + SOFTMAX_FWD_SCORE_PASSES) * scores_bytes
+    if sw.attention_dropout:
+        dropout_bytes = DROPOUT_BYTES_PER_SCORE * batch * s_q * s_kv
+        fwd = fwd + memory_time_s(dropout_bytes, hw, eff)
+        bwd = bwd + memory_time_s(dropout_bytes, hw, eff)
+        fwd_bytes = fwd_bytes + dropout_bytes
     return fwd, bwd, flop, fwd_bytes
 
 
@@ -201,12 +214,11 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
             hw: HardwareSpec, eff: Efficiencies, sw: SoftwareStack) -> OpTime:
     T = tokens_per_microbatch(layouts, seq_length)
     if op.kind is OpKind.GEMM:
-        sh = gemm_shape(op, model, layouts, seq_length)
+        sh = gemm_shape(op, model, layouts, seq_length, sw)
         prec = gemm_precision(op, precision)
-        grp = op.expert
-        fwd = gemm_time_s(sh.m, sh.n, sh.k, sh.count, prec, hw, eff, grp, fast_accum=True)
-        bwd = (gemm_time_s(sh.m, sh.k, sh.n, sh.count, prec, hw, eff, grp)      # input gradient
-               + gemm_time_s(sh.k, sh.n, sh.m, sh.count, prec, hw, eff, grp))   # weight gradient
+        fwd = gemm_time_s(sh.m, sh.n, sh.k, sh.count, prec, hw, eff, fast_accum=True)
+        bwd = (gemm_time_s(sh.m, sh.k, sh.n, sh.count, prec, hw, eff)      # input gradient
+               + gemm_time_s(sh.k, sh.n, sh.m, sh.count, prec, hw, eff))   # weight gradient
         bpe = BYTES_PER_ELEMENT[prec]
         fwd_bytes = sh.count * bpe * (sh.m * sh.k + sh.k * sh.n + sh.m * sh.n)
         host_ops = 1
@@ -218,10 +230,10 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
             bwd = bwd + memory_time_s(cast_bwd, hw, eff)
             host_ops = 2
         flop = 2.0 * sh.m * sh.n * sh.k * sh.count
-        t_math, t_mem = gemm_roofline_s(sh.m, sh.n, sh.k, sh.count, prec, hw, eff, grp, fast_accum=True)
+        t_math, t_mem = gemm_roofline_s(sh.m, sh.n, sh.k, sh.count, prec, hw, eff, fast_accum=True)
         return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, t_mem > t_math, host_ops, extra)
     if op.kind is OpKind.ATTENTION and not sw.flash_attention:
-        fwd, bwd, flop, fwd_bytes = unfused_attention_s(op, layouts, seq_length, hw, eff)
+        fwd, bwd, flop, fwd_bytes = unfused_attention_s(op, layouts, seq_length, hw, eff, sw)
         bound = memory_time_s(fwd_bytes, hw, eff, kernels=0) > flop / hw.gpu.peak_flop_per_s("bf16")
         return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, bound, 3, np.zeros_like(fwd))
     if op.kind is OpKind.ATTENTION:

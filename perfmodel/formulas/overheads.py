@@ -4,7 +4,8 @@
 optimizer step              Adam reads the fp32 gradient (4 B), reads and writes the fp32
                             master weight, m and v (3 x 8 B) and writes the 16-bit weight
                             (2 B): 30 bytes per parameter it owns, HBM-bound (Kingma & Ba
-                            2015, Algorithm 1; Megatron-Core distributed optimizer)
+                            2015, Algorithm 1; Megatron-Core distributed optimizer); PyTorch's
+                            multi-tensor (foreach) AdamW, one pass per op: 84 bytes
 launch / CPU                per micro-batch the host dispatches every framework operation
                             (eager PyTorch: 10-20 us each, REFERENCES.md) plus the extra kernel
                             launches inside grouped operations (2-6 us each); it runs ahead
@@ -20,8 +21,28 @@ from __future__ import annotations
 
 import numpy as np
 
+from perfmodel.spec.software import SoftwareStack
+
 OPTIMIZER_BYTES_PER_PARAM = 4 + 3 * 8 + 2
-"""fp32 grad read + fp32 master/m/v read and write + 16-bit weight write (Adam, Kingma & Ba 2015)."""
+"""fp32 grad read + fp32 master/m/v read and write + 16-bit weight write (Adam, Kingma & Ba 2015),
+in one fused pass (``SoftwareStack.optimizer_kernels`` fused: apex/Transformer Engine FusedAdam in
+Megatron-Core, torch.optim.AdamW(fused=True))."""
+FOREACH_ADAMW_BYTES_PER_PARAM = 8 + 12 + 8 + 16 + 8 + 8 + 8 + 16
+"""PyTorch's multi-tensor AdamW (``torch.optim.adamw._multi_tensor_adamw``, PyTorch 2.x, the default
+``foreach`` implementation on CUDA), op by op over fp32 parameters, gradients and states, each op
+its own pass (multi_tensor_apply batches tensors into a kernel, not ops): weight decay
+``_foreach_mul_`` on p (read, write: 8), ``_foreach_lerp_`` of m toward g (read m and g, write m:
+12), ``_foreach_mul_`` of v (8), ``_foreach_addcmul_`` of g * g into v (read v and g twice, write v:
+16), ``_foreach_sqrt`` of v into the denominator (8), ``_foreach_div_`` by the bias correction (8),
+``_foreach_add_`` of eps (8), ``_foreach_addcdiv_`` of m / denominator into p (read p, m and the
+denominator, write p: 16): 84 bytes per parameter, against the fused pass's 30."""
+
+
+def optimizer_bytes_per_param(sw: SoftwareStack) -> float:
+    """HBM bytes the optimizer step moves per parameter it owns (``sw.optimizer_kernels``)."""
+    return FOREACH_ADAMW_BYTES_PER_PARAM if sw.optimizer_kernels == "foreach" else OPTIMIZER_BYTES_PER_PARAM
+
+
 STEP_SYNC_COLLECTIVES = 2
 """Per step: loss all-reduce for logging and the global gradient-norm all-reduce for clipping
 (Megatron-Core training loop; Pascanu et al. 2013 gradient clipping)."""
@@ -32,8 +53,8 @@ LOADER_BYTES_PER_S_PER_GPU = 2.0e9 / 8
 NVMe U.2 data cache; one drive alone sustains several GB/s)."""
 
 
-def optimizer_s(params_owned, hbm_bytes_per_s: float):
-    return np.asarray(params_owned, dtype=float) * OPTIMIZER_BYTES_PER_PARAM / hbm_bytes_per_s
+def optimizer_s(params_owned, hbm_bytes_per_s: float, sw: SoftwareStack):
+    return np.asarray(params_owned, dtype=float) * optimizer_bytes_per_param(sw) / hbm_bytes_per_s
 
 
 def host_time_s(host_ops, host_op_s: float, launches, launch_s: float):

@@ -119,7 +119,7 @@ def _module_op_shares(module: str, m: ModelSpec, kind: LayerKind) -> dict[str, f
         return {"moe/shared_up": 1.0, "moe/shared_down": 1.0, "mlp/activation": shared / (k + shared)}
     if module == "moe":
         return {name: 1.0 for name in ("moe/router", "moe/shared_up", "moe/shared_down", "moe/expert_up",
-                                       "moe/expert_down", "moe/permute", "moe/sort_by_local_expert",
+                                       "moe/expert_down", "moe/router_scores", "moe/permute", "moe/sort_by_local_expert",
                                        "mlp/activation")}
     raise ValueError(f"unknown recompute module {module!r}")
 

@@ -33,7 +33,7 @@ from perfmodel.formulas.comm import Collective, group_domains, group_time_s, p2p
 from perfmodel.formulas.compute import memory_time_s, moe_tokens, tokens_per_microbatch
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.memory import GRAD_16BIT_BYTES, GRAD_FP32_BYTES
-from perfmodel.formulas.workload import ACT_BYTES, LayerKind
+from perfmodel.formulas.workload import ACT_BYTES, LayerKind, routed_load
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.hardware import HardwareSpec
 from perfmodel.spec.model import ModelSpec
@@ -58,7 +58,7 @@ sequence_parallel); reduce-scatters of GEMM outputs stay 16-bit."""
 
 
 def tp_layer_s(kind: LayerKind, model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpec,
-               eff: Efficiencies, precision: str = "bf16"):
+               eff: Efficiencies, precision: str, sw: SoftwareStack):
     """TP collectives of one layer in one direction (forward; backward is the mirror image)."""
     T = tokens_per_microbatch(layouts, seq)
     size = T * model.hidden_size * ACT_BYTES
@@ -75,10 +75,28 @@ def tp_layer_s(kind: LayerKind, model: ModelSpec, layouts: Layouts, seq: int, hw
         # the all-to-all a GPU holds its own share of routed copies, moe_tokens * top_k on
         # average over its E/ep experts; the gather over the etp group multiplies that by etp
         # (the expert GEMMs' rows: compute.gemm_shape, m * count = moe_tokens * top_k * etp).
-        routed = moe_tokens(layouts, seq) * model.moe.top_k * layouts.etp * model.hidden_size * ACT_BYTES
+        routed = (moe_tokens(layouts, seq) * model.moe.top_k * routed_load(sw) * layouts.etp * model.hidden_size
+                  * ACT_BYTES)
         t = t + (group_time_s(Collective.ALL_GATHER, routed, layouts.etp, 1, hw, eff)
                  + group_time_s(Collective.REDUCE_SCATTER, routed, layouts.etp, 1, hw, eff))
     return t
+
+
+def sp_regather_s(kind: LayerKind, model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpec,
+                  eff: Efficiencies, precision: str):
+    """Sequence parallelism's extra backward collective, per layer: the all-gathered input of each
+    column-parallel GEMM is not kept (only its sequence shard is), so the backward gathers it
+    again for the weight gradient (Korthikanti et al. 2022, sec. 4.2.2; Megatron-Core core_r0.13
+    tensor_parallel/layers.py LinearWithGradAccumulationAndAsyncCommunication.backward, and
+    Transformer Engine's LayerNormLinear backward, which re-gather the input asynchronously beside
+    the input-gradient GEMM). One all-gather per TP block (as ``tp_layer_s``'s forward one); 0
+    without SP. A fully recomputed layer gathers again in its recomputed forward and keeps the
+    result, so the caller adds this only when the layer is not fully recomputed."""
+    T = tokens_per_microbatch(layouts, seq)
+    gather_bytes = FP8_GATHER_BYTES if precision in ("fp8", "fp4") else ACT_BYTES
+    ag = group_time_s(Collective.ALL_GATHER, T * model.hidden_size * gather_bytes, layouts.tp, 1, hw, eff)
+    blocks = 2 if (kind is LayerKind.DENSE or model.moe.num_shared_experts) else 1
+    return np.where(layouts.sp, blocks * ag, 0.0)
 
 
 def cp_layer_fwd_s(model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpec, eff: Efficiencies):
@@ -127,7 +145,7 @@ def ep_layer_s(model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpec, e
     domain and fans it out over NVLink there; combine reduces inside the domain first and
     returns one copy. Inside one domain both are the same all-to-all."""
     E, k = model.moe.num_experts, model.moe.top_k
-    copy = moe_tokens(layouts, seq) * model.hidden_size * ACT_BYTES
+    copy = moe_tokens(layouts, seq) * model.hidden_size * ACT_BYTES * routed_load(sw)
     network = None
     if sw.moe_dispatcher == "flex":
         _, n_out = group_domains(layouts.ep, layouts.etp, hw.scale_up.domain_size)

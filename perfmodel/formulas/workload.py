@@ -180,11 +180,12 @@ def _memory_ops(m: ModelSpec, kind: LayerKind, sw: SoftwareStack) -> list[Op]:
     attention path and are not counted. ``eager``: see ``_eager_elementwise_ops``.
     """
     h, B = m.hidden_size, ACT_BYTES
-    width = m.ffn_hidden_size if kind is LayerKind.DENSE else m.moe.expert_ffn_hidden_size * m.moe.top_k
+    width = (m.ffn_hidden_size if kind is LayerKind.DENSE
+             else m.moe.expert_ffn_hidden_size * m.moe.top_k * routed_load(sw))
     if kind is LayerKind.MOE and m.moe.num_shared_experts:
         width += m.moe.expert_ffn_hidden_size * m.moe.num_shared_experts
     act_in = _mlp_mats(m) * width
-    residual = Op("residual", OpKind.MEMORY, bytes_per_token=2 * (3 * h) * B)
+    residual = Op("residual", OpKind.MEMORY, bytes_per_token=2 * (3 * h) * B, kernels=2)   # two adds, a kernel each
     if sw.elementwise_kernels == "eager":
         attention_side, activation = _eager_elementwise_ops(m, width)
         ops = attention_side + [residual, activation]
@@ -192,19 +193,70 @@ def _memory_ops(m: ModelSpec, kind: LayerKind, sw: SoftwareStack) -> list[Op]:
         ops = [Op("norm", OpKind.MEMORY, bytes_per_token=2 * (2 * h) * B), residual,
                Op("mlp/activation", OpKind.MEMORY, bytes_per_token=(act_in + width) * B)]
     if kind is LayerKind.MOE:
-        # Token permutation before the experts and un-permutation after: each reads and
-        # writes top_k copies of the h-wide token (Megatron-Core MoE token dispatcher).
-        permute_pair = 2 * 2 * m.moe.top_k * h * B
-        ops.append(Op("moe/permute", OpKind.MEMORY, bytes_per_token=permute_pair))
-        if sw.moe_dispatcher == "alltoall":
-            # The all-to-all arrives ordered by source rank; a GPU holding several experts
-            # sorts it by local expert after dispatch and restores the order before combine,
-            # each pass again reading and writing the top_k copies (Megatron-Core
-            # MoEAlltoAllTokenDispatcher.dispatch_postprocess / combine_preprocess,
-            # "Permutation 2", run when num_local_experts > 1). The flex dispatcher (DeepEP,
-            # HybridEP) receives unique tokens and permutes once, as counted above.
-            ops.append(Op("moe/sort_by_local_expert", OpKind.MEMORY,
-                          bytes_per_token=permute_pair, multi_local_experts_only=True))
+        ops += moe_elementwise_ops(m, sw)
+    return ops
+
+
+ROUTER_KERNELS_FWD = {False: 72, True: 31}
+"""Kernels of the MoE router's forward, unfused and with --moe-router-fusion: 72 and 31, as
+the Megatron-Core team counted them on DeepSeek-V3's router (score function, group-limited
+top-k, routing map, auxiliary losses; Megatron-LM docs/discussions/deepseek-v3-gb200-optimization,
+sec. 2.1.4, TE PR 1883). A plain softmax top-k router runs somewhat fewer; no published count."""
+ROUTER_SCORE_PASSES = {False: 10, True: 5}
+"""Full passes over the [tokens, experts] fp32 score tensor in the router's forward, counted
+from Megatron-Core core_r0.13 moe_utils.topk_softmax_with_capacity and the switch load-balancing
+loss. Unfused: top-k reads the logits (1), two zeros_like tensors (2), the int conversion of the
+routing map (2), its bool cast (1.25: read 4 bytes, write 1) and token count (0.25), the
+auxiliary loss's softmax (2) and its sum over tokens (1), about 10 in all; fused (TE
+fused_topk_with_score_function, fused_compute_score_for_moe_aux_loss, fused_moe_aux_loss):
+read the logits and write probabilities and map (2.25), read and write the aux-loss scores
+(2), read them for the loss (1), about 5."""
+PERMUTE_KERNELS = {False: 7, True: 1}
+"""Kernels of one token permutation (and of one unpermutation): unfused, Megatron-Core
+core_r0.13 moe_utils.permute (routing map transpose, masked_select of token indices and of
+probabilities, each with its transpose, index_select) and unpermute (masked_select of the
+probabilities with its transposes, the multiply, zero-fill, scatter_add); fused, one
+Transformer Engine kernel each (fused_permute_with_probs, fused_unpermute)."""
+
+
+def routed_load(sw: SoftwareStack) -> float:
+    """Routed tokens on the busiest expert-parallel rank over the balanced mean (T top_k / E per
+    expert): the imbalance when dropless; at most the capacity factor with token drop; exactly
+    the capacity factor when padded to capacity (Megatron-Core moe_utils.topk_softmax_with_capacity
+    and get_capacity). 1 for the balanced, dropless routing of NVIDIA's benchmark recipes."""
+    cf = sw.moe_expert_capacity_factor
+    if cf is None:
+        return sw.moe_load_imbalance
+    return cf if sw.moe_pad_expert_input_to_capacity else min(sw.moe_load_imbalance, cf)
+
+
+def moe_elementwise_ops(m: ModelSpec, sw: SoftwareStack) -> list[Op]:
+    """The MoE layer's memory-bound work beside its GEMMs and all-to-alls, per layer token:
+
+    - the router's score arithmetic (``ROUTER_KERNELS_FWD``, ``ROUTER_SCORE_PASSES`` over the
+      fp32 [tokens, experts] scores), fused or not (``sw.moe_router_fusion``);
+    - token permutation before the experts and unpermutation after, each reading and writing
+      top_k copies of the h-wide token; unfused (``sw.moe_permute_fusion`` off), the
+      unpermute also multiplies every copy by its probability and zero-fills the output in
+      passes of their own (``PERMUTE_KERNELS``);
+    - with the all-to-all dispatcher, the sort by local expert after dispatch and its inverse
+      before combine (Megatron-Core MoEAlltoAllTokenDispatcher dispatch_postprocess /
+      combine_preprocess, "Permutation 2", run when a GPU holds several experts); the flex
+      dispatcher (DeepEP, HybridEP) receives unique tokens and permutes once.
+
+    Routed copies scale with ``routed_load``: the busiest rank sets the pace."""
+    h, B, E, k = m.hidden_size, ACT_BYTES, m.moe.num_experts, m.moe.top_k
+    load = routed_load(sw)
+    fused = sw.moe_permute_fusion
+    permute_pair = 2 * 2 * k * load * h * B
+    unfused_extra = 0 if fused else (2 * k * load + 1) * h * B   # probability multiply, zero-fill
+    ops = [Op("moe/router_scores", OpKind.MEMORY, bytes_per_token=ROUTER_SCORE_PASSES[sw.moe_router_fusion] * E * FP32_BYTES,
+              kernels=ROUTER_KERNELS_FWD[sw.moe_router_fusion]),
+           Op("moe/permute", OpKind.MEMORY, bytes_per_token=permute_pair + unfused_extra,
+              kernels=2 * PERMUTE_KERNELS[fused])]
+    if sw.moe_dispatcher == "alltoall":
+        ops.append(Op("moe/sort_by_local_expert", OpKind.MEMORY, bytes_per_token=2 * 2 * k * load * h * B,
+                      multi_local_experts_only=True))
     return ops
 
 

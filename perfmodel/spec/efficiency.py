@@ -131,10 +131,6 @@ class Efficiencies(_Frozen):
 
     gemm: dict[Name, GemmEfficiency]
     """Keyed by precision: bf16, fp16, fp8, fp4, tf32."""
-    grouped_gemm_half_dim: NonNegative
-    """half_dim of expert GEMMs run as grouped GEMMs (many small problems in one call, or one
-    cuBLAS call per expert): they saturate later than one dense GEMM of the same shape. The
-    larger of this and the precision's dense half_dim applies to expert GEMMs."""
     attention: AttentionEfficiency
     memory_efficiency: Fraction
     """Achieved fraction of HBM bandwidth for streaming (copy/triad) kernels."""

@@ -28,7 +28,7 @@ from perfmodel.spec.limits import (
     real_field,
 )
 from perfmodel.spec.model import ModelSpec
-from perfmodel.spec.software import SOFTWARE_FIELDS, SoftwareStack
+from perfmodel.spec.software import SOFTWARE_FIELDS, SoftwareStack, software_to_dict
 
 Recompute = Literal["none", "selective", "full"]
 Precision = Literal["bf16", "fp16", "fp8", "fp4"]
@@ -217,10 +217,10 @@ def load_scenario(path: str | Path) -> Scenario:
 def scenario_to_dict(s: Scenario) -> dict:
     """Plain mapping in the contract's field names (for YAML export and round trips).
 
-    ``software.overlap.tp: null`` (ideal chunked TP overlap) is kept: dropping it would reload
-    as 0."""
+    ``software`` names its stack and only the options that differ from it
+    (``perfmodel.spec.software.software_to_dict``)."""
     d = s.model_dump(mode="json", exclude_none=True)
-    d["software"]["overlap"] = s.software.overlap.model_dump(mode="json")
+    d["software"] = software_to_dict(s.software)
     return d
 
 

@@ -16,16 +16,19 @@ from __future__ import annotations
 import functools
 from typing import Annotated, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, model_validator
 
 from perfmodel.spec import pipeline_layout
 from perfmodel.spec.limits import (
     MAX_FSDP_COLLECTIVES_PER_LAYER,
+    MAX_NAME_LENGTH,
+    MAX_NUM_EXPERTS,
     MAX_NUM_LAYERS,
     MAX_PIPELINE_LAYOUT_CHARS,
     int_field,
     real_field,
 )
+from perfmodel.spec.stacks import list_stacks, stack_options, unknown_stack_reason
 
 AttentionBackend = Literal["flash", "unfused"]
 MoeDispatcher = Literal["alltoall", "flex"]
@@ -33,12 +36,14 @@ ElementwiseKernels = Literal["fused", "eager"]
 SelectiveRecompute = Literal["core_attn", "op_sac", "save_qkv_proj"]
 RecomputeModule = Literal["core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp", "moe", "shared_experts"]
 CrossEntropy = Literal["fused", "eager_fp32"]
+OptimizerKernels = Literal["fused", "foreach"]
 ATTENTION_BACKEND_CHOICES: tuple[str, ...] = get_args(AttentionBackend)
 MOE_DISPATCHER_CHOICES: tuple[str, ...] = get_args(MoeDispatcher)
 ELEMENTWISE_KERNELS_CHOICES: tuple[str, ...] = get_args(ElementwiseKernels)
 SELECTIVE_RECOMPUTE_CHOICES: tuple[str, ...] = get_args(SelectiveRecompute)
 RECOMPUTE_MODULE_CHOICES: tuple[str, ...] = get_args(RecomputeModule)
 CROSS_ENTROPY_CHOICES: tuple[str, ...] = get_args(CrossEntropy)
+OPTIMIZER_KERNELS_CHOICES: tuple[str, ...] = get_args(OptimizerKernels)
 
 NAMED_POLICIES = ("op_sac", "save_qkv_proj")
 """Selective policies of other frameworks, each a whole policy rather than a module list."""
@@ -101,10 +106,24 @@ class Overlap(_Frozen):
 class SoftwareStack(_Frozen):
     """How the framework runs the job (the scenario's ``software:`` section)."""
 
+    stack: Annotated[str, StringConstraints(max_length=MAX_NAME_LENGTH)] | None = None
+    """A named preset of ``perfmodel/data/stacks.yaml`` (``perfmodel.spec.stacks``): the
+    framework's documented defaults, each with its source. The options given beside it
+    override the preset's (``overlap`` kind by kind); the name is resolved when the section is
+    read, so the other fields always hold the options in force. null = no preset: every option
+    at the defaults below, which are Megatron-Core's (the ``megatron-core`` preset)."""
     attention_backend: AttentionBackend = "flash"
     """Attention kernel (Megatron-Core's --attention-backend names): flash = fused
     FlashAttention/cuDNN kernel, the s x s scores never reach HBM; unfused = scores and
     probabilities materialised in HBM (Megatron-LM before FlashAttention, 2022)."""
+    attention_dropout: StrictBool = False
+    """Dropout on the attention probabilities. Unfused attention runs it as a kernel of its own
+    after the fused scale-mask-softmax (Megatron-LM v2 megatron/model/transformer.py
+    ParallelAttention, self.attention_dropout(attention_probs)): the forward reads the
+    probabilities and writes the dropped ones and a 1-byte mask, the backward reads the gradient
+    and the mask and writes the input gradient, 5 bytes per score each way (``perfmodel.formulas.
+    compute.unfused_attention_s``). Flash attention applies it inside the kernel, not counted.
+    Default false: NVIDIA's and torchtitan's recipes for Llama-style models train without it."""
     overlap: Overlap = Field(default_factory=Overlap)
     """Communication/computation overlap per traffic kind: any of tp, cp, ep, pp, dp, fsdp,
     a fraction in [0, 1]; kinds left out keep the defaults of ``Overlap``."""
@@ -130,6 +149,33 @@ class SoftwareStack(_Frozen):
     destination domain and fans out over NVLink. Across scale-up domains they differ in
     network bytes; inside one they send the same all-to-all, and only alltoall sorts tokens
     by local expert after it. Ignored for dense models."""
+    moe_router_fusion: StrictBool = False
+    """The router's score function, top-k and auxiliary-loss arithmetic in fused kernels
+    (Megatron-Core --moe-router-fusion, core_r0.14, Transformer Engine PR 1883): 31 kernels per
+    forward instead of 72, as counted on DeepSeek-V3's router (Megatron-LM
+    docs/discussions/deepseek-v3-gb200-optimization, sec. 2.1.4). Default off, Megatron-Core's
+    default; Megatron-Bridge's performance recipes switch it on. Ignored for dense models (see
+    ``perfmodel.formulas.workload.moe_elementwise_ops``)."""
+    moe_permute_fusion: StrictBool = False
+    """Token permutation and unpermutation as one Transformer Engine kernel each
+    (Megatron-Core --moe-permute-fusion, TE >= 2.1) instead of the masked_select / index_select /
+    scatter_add sequence of megatron/core/transformer/moe/moe_utils.py permute and unpermute
+    (core_r0.13), 7 kernels each, whose unpermute also multiplies every routed copy by its
+    probability and zero-fills the output in passes of their own. Default off, Megatron-Core's
+    default. Ignored for dense models."""
+    moe_expert_capacity_factor: real_field(float(MAX_NUM_EXPERTS)) | None = None
+    """Megatron-Core --moe-expert-capacity-factor: an expert takes at most this many times its
+    mean share of the routed tokens (top_k T / E) and drops the rest. null = token-dropless,
+    Megatron-Core's default. Ignored for dense models."""
+    moe_pad_expert_input_to_capacity: StrictBool = False
+    """Megatron-Core --moe-pad-expert-input-to-capacity: with a capacity factor, every expert
+    runs its full capacity, padded (static shapes). Default off."""
+    moe_load_imbalance: real_field(float(MAX_NUM_EXPERTS), 1.0, exclusive_minimum=False) = 1.0
+    """Routed tokens of the busiest expert-parallel rank over the mean: the slowest rank sets
+    the pace of the expert GEMMs, the permutations and the all-to-alls. 1 = balanced, as
+    NVIDIA's benchmark recipes force (Megatron-Core --moe-router-force-load-balancing); a job
+    with learned routing states its own (the router's tokens_per_expert statistics). Ignored for
+    dense models. See ``perfmodel.formulas.workload.routed_load``."""
     grad_reduce_in_fp32: StrictBool = True
     """Data-parallel gradients kept and reduced in fp32 (Megatron-Core's
     DistributedDataParallelConfig flag of that name). true: a 4-byte gradient buffer and
@@ -145,6 +191,12 @@ class SoftwareStack(_Frozen):
     eager, one kernel and one HBM round trip per elementwise op, with the fp32 upcasts of
     torchtitan's Llama block (RMSNorm 36 bytes per element in 8 kernels instead of 4 in 1; see
     ``perfmodel.formulas.workload._eager_elementwise_ops``)."""
+    optimizer_kernels: OptimizerKernels = "fused"
+    """How the Adam step runs: fused = one pass over gradient, master weight and states (apex /
+    Transformer Engine FusedAdam under Megatron-Core's distributed optimizer,
+    torch.optim.AdamW(fused=True)), 30 bytes per parameter; foreach = PyTorch's default
+    multi-tensor AdamW, one pass per elementwise op, 84 bytes per parameter
+    (``perfmodel.formulas.overheads.FOREACH_ADAMW_BYTES_PER_PARAM``)."""
     selective_recompute: SelectiveRecompute | Annotated[tuple[RecomputeModule, ...], Field(
         max_length=len(RECOMPUTE_MODULE_CHOICES))] = "core_attn"
     """What ``recompute: selective`` recomputes (unused for none and full, but always checked
@@ -184,6 +236,21 @@ class SoftwareStack(_Frozen):
     compiled the loss), 12 bytes per logit at the start of the backward and 14 bytes of
     forward traffic (``perfmodel.formulas.memory``, ``perfmodel.formulas.workload``)."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_stack(cls, data):
+        """The preset's options under the ones given beside ``stack``."""
+        if not isinstance(data, dict) or data.get("stack") is None:
+            return data
+        name = data["stack"]
+        if not isinstance(name, str) or name not in list_stacks():
+            raise ValueError(unknown_stack_reason(name))
+        preset = stack_options(name)
+        merged = {**preset, **data}
+        if isinstance(preset.get("overlap"), dict) and isinstance(data.get("overlap"), dict):
+            merged["overlap"] = {**preset["overlap"], **data["overlap"]}
+        return merged
+
     @property
     def flash_attention(self) -> bool:
         return self.attention_backend == "flash"
@@ -201,3 +268,22 @@ def _stages(text: str) -> tuple[str, ...]:
 
 SOFTWARE_FIELDS: tuple[str, ...] = tuple(SoftwareStack.model_fields)
 """The options that moved from the top level of a scenario into ``software:``."""
+
+
+def software_to_dict(sw: SoftwareStack) -> dict:
+    """The ``software:`` mapping that reads back as ``sw``: its stack, and only the options that
+    differ from that stack's (from the defaults when it names none). A null that differs is kept
+    (``overlap.tp: null`` is ideal chunked TP overlap, where a dropped key would read back as 0)."""
+    full = sw.model_dump(mode="json")
+    base = SoftwareStack(stack=sw.stack).model_dump(mode="json")
+    out: dict = {} if sw.stack is None else {"stack": sw.stack}
+    for key, value in full.items():
+        if key == "stack":
+            continue
+        if key == "overlap":
+            changed = {k: v for k, v in value.items() if v != base["overlap"][k]}
+            if changed:
+                out["overlap"] = changed
+        elif value != base[key]:
+            out[key] = value
+    return out

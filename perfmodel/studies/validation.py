@@ -57,7 +57,8 @@ class CaseResult:
     memory_note: str = ""
     """The case file's ``memory:`` assumption, if any: what the scenario leaves out of memory."""
     scenario_key: str = ""
-    """The scenario as canonical JSON without its name: equal for cases that describe the same job."""
+    """The scenario as canonical JSON without its name, its software as the options in force (not
+    the stack's name): equal for cases that describe the same job."""
 
     @property
     def memory_error(self) -> float | None:
@@ -168,7 +169,8 @@ def run_case(case: dict, profile: ProfileChoice = AUTO) -> CaseResult | Skipped:
         predicted_fits=p.fits_in_memory, usable_memory_gib=hw.gpu.hbm_usable_gib,
         memory_note=next((" ".join(str(a).split()) for a in case.get("assumptions") or ()
                           if str(a).startswith("memory:")), ""),
-        scenario_key=json.dumps(scenario_to_dict(sc) | {"name": ""}, sort_keys=True),
+        scenario_key=json.dumps(scenario_to_dict(sc) | {"name": "", "software": sc.software.model_dump(
+            mode="json", exclude={"stack"})}, sort_keys=True),
     )
 
 

@@ -459,3 +459,51 @@ def test_recompute_modules_block_recompute_and_offload_survive_the_widgets():
         assert e.value.field == "software.selective_recompute" and named in str(e.value)
         assert state.selective_recompute_value([named]) == named
     assert state.selective_recompute_value(["core_attn"]) == "core_attn"
+
+
+# ------------------------------------------------------------------ software stacks (issue 36)
+def test_a_stack_and_its_overrides_survive_widgets_url_and_yaml():
+    """A named stack with one option changed comes back as the stack and that change, through the
+    widgets, the URL and YAML; the new MoE, dropout and optimizer options too."""
+    import sys
+    sys.path.insert(0, str(APP.parent))
+    from appkit import state
+    from perfmodel.spec.scenario import parse_scenario, scenario_to_dict
+    data = scenario_to_dict(state.default_scenario())
+    data["software"] = {"stack": "torchtitan-2412-eager", "cross_entropy": "fused", "moe_load_imbalance": 1.25,
+                        "moe_expert_capacity_factor": 1.5, "attention_dropout": True}
+    sc = parse_scenario(data)
+    assert sc.software.elementwise_kernels == "eager" and sc.software.optimizer_kernels == "foreach"
+    assert state.scenario_from_values(state.widget_values(sc)) == sc
+    assert scenario_to_dict(state.scenario_from_values(state.widget_values(sc)))["software"] == data["software"]
+    assert state.decode_query(state.encode_query(json.loads(json.dumps(scenario_to_dict(sc))))) == sc
+    assert parse_scenario(yaml.safe_load(state.scenario_yaml(sc))) == sc
+
+
+def test_choosing_a_stack_sets_its_options_and_changes_the_figures():
+    at = _app()
+    step = _metric(at, "Step time")
+    at.selectbox(key="stack").set_value("pytorch-fsdp-accelerate").run()
+    _assert_clean(at)
+    assert at.selectbox(key="elementwise_kernels").value == "eager"
+    assert at.selectbox(key="cross_entropy").value == "eager_fp32"
+    assert at.selectbox(key="optimizer_kernels").value == "foreach"
+    assert not at.checkbox(key="grad_reduce_in_fp32").value
+    assert _metric(at, "Step time") != step
+    at.selectbox(key="cross_entropy").set_value("fused").run()     # an override beside the stack
+    _assert_clean(at)
+    assert at.selectbox(key="stack").value == "pytorch-fsdp-accelerate"
+
+
+def test_compare_holds_the_job_and_varies_the_stack():
+    at = _app("pages_/compare.py")
+    at.radio(key="cmp_vary").set_value("software stack").run()
+    _assert_clean(at)
+    for spec in _specs(at):
+        _check_chart(spec)
+    table = at.dataframe[0].value
+    assert list(table["stack"]) == ["megatron-core", "nemo-perf", "torchtitan-compile", "pytorch-fsdp-accelerate"]
+    assert len(set(table["step time"])) > 1            # the stacks differ on the same job
+    at.multiselect(key="cmp_stacks").set_value(["megatron-lm-2021"]).run()
+    _assert_clean(at)
+    assert "attention_backend unfused" in at.dataframe[0].value["options unlike the sidebar's"][0]

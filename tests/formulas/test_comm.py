@@ -19,6 +19,7 @@ from perfmodel.formulas.comm import (
     tree_load,
 )
 from perfmodel.spec.hardware import load_hardware
+from perfmodel.spec.software import SoftwareStack
 
 GB = 1e9
 
@@ -271,10 +272,11 @@ def test_expert_tensor_parallel_gather_carries_etp_shares_of_routed_tokens():
     L, hw, m = r.layouts, r.job.hardware, r.job.model
     eff = hw.efficiency
     S = 2048 * 2 * 4 * 6144 * 2
-    expert_rows = [gemm_shape(op, m, L, 8192) for op in layer_ops(m, LayerKind.MOE, r.job.software) if op.expert][0]
+    expert_rows = [gemm_shape(op, m, L, 8192, r.job.software) for op in layer_ops(m, LayerKind.MOE, r.job.software)
+                   if op.expert][0]
     assert float(expert_rows.m[0] * expert_rows.count[0]) * 6144 * 2 == S
     routed = (float(group_time_s(Collective.ALL_GATHER, S, 4, 1, hw, eff))
               + float(group_time_s(Collective.REDUCE_SCATTER, S, 4, 1, hw, eff)))
-    dense = float(tp_layer_s(LayerKind.DENSE, m, L, 8192, hw, eff)[0])
-    moe = float(tp_layer_s(LayerKind.MOE, m, L, 8192, hw, eff)[0])
+    dense = float(tp_layer_s(LayerKind.DENSE, m, L, 8192, hw, eff, "bf16", SoftwareStack())[0])
+    moe = float(tp_layer_s(LayerKind.MOE, m, L, 8192, hw, eff, "bf16", SoftwareStack())[0])
     assert moe == pytest.approx(dense / 2 + routed, rel=1e-12)

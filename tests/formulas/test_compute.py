@@ -49,8 +49,8 @@ def test_column_and_row_parallel_shapes():
     m = ModelSpec(num_layers=2, hidden_size=4096, num_attention_heads=32, ffn_hidden_size=16384, vocab_size=32000)
     ops = {op.name: op for op in layer_ops(m, LayerKind.DENSE, SW)}
     L = _layouts(tp=4, sp=True, mbs=2)
-    up = gemm_shape(ops["mlp/up"], m, L, 2048)
-    down = gemm_shape(ops["mlp/down"], m, L, 2048)
+    up = gemm_shape(ops["mlp/up"], m, L, 2048, SW)
+    down = gemm_shape(ops["mlp/down"], m, L, 2048, SW)
     assert (up.m[0], up.n[0], up.k[0]) == (4096, 16384 / 4, 4096)
     assert (down.m[0], down.n[0], down.k[0]) == (4096, 4096, 16384 / 4)
 
@@ -72,7 +72,7 @@ def test_fp8_gemm_pays_cast_traffic_and_runs_at_fp8_peak():
     t8 = op_time(up, m, L, 8192, "fp8", H100, H100.efficiency, SW)
     t16 = op_time(up, m, L, 8192, "bf16", H100, H100.efficiency, SW)
     assert float(t8.fwd_s[0]) < float(t16.fwd_s[0])
-    sh = gemm_shape(up, m, L, 8192)
+    sh = gemm_shape(up, m, L, 8192, SW)
     cast = (H100.efficiency.kernel_overhead_s
             + sh.m[0] * sh.k[0] * CAST_TRANSPOSE_BYTES_PER_ELEMENT / (H100.gpu.hbm_bandwidth_bytes_per_s * H100.efficiency.memory_efficiency))
     gemm = float(gemm_time_s(sh.m, sh.n, sh.k, 1, "fp8", H100, H100.efficiency)[0])
@@ -86,7 +86,7 @@ def test_fp8_fast_accumulation_speeds_up_the_forward_gemm_only_by_hand():
     precise = H100.efficiency.model_copy(update={"fp8_fast_accum_speedup": 1.0})
     fast = H100.efficiency.model_copy(update={"fp8_fast_accum_speedup": 1.25})
     a, b = (op_time(up, m, L, 8192, "fp8", H100, e, SW) for e in (precise, fast))
-    sh = gemm_shape(up, m, L, 8192)
+    sh = gemm_shape(up, m, L, 8192, SW)
     flop = 2.0 * sh.m[0] * sh.n[0] * sh.k[0]
     rate = 1978.9e12 * float(gemm_efficiency(sh.m, sh.n, sh.k, "fp8", precise)[0])
     # the forward GEMM's math time drops by 1 - 1/1.25; its overhead, the casts and the backward stay
