@@ -46,6 +46,7 @@ from perfmodel.spec.hardware import HardwareSpec
 from .profile import Profile, apply_profile, load_profile, write_profile  # noqa: F401  (re-export)
 from .regimes import envelope_s, fit_regimes
 from .results import FAST_ACCUM_IMPL, Record, Results, bus_factor
+from .span import nic_efficiency, record_domains
 
 STREAM_OPS = ("copy", "mul", "scale", "add", "triad")
 """STREAM kernels that read and write (Dot only reads, so it is left out)."""
@@ -276,17 +277,19 @@ def fit_launch(records, param: str = "launch_overhead_s"):
 
 # ----------------------------------------------------------------------------- collectives
 def fit_collective_group(records, op: str, fabric: str, n: int, min_bytes: float, max_regimes: int,
-                         tolerance: float):
-    """Regime lines for one (op, fabric, n) from records with S >= min_bytes."""
+                         tolerance: float, num_domains: int | None = None):
+    """Regime lines for one group, (op, n GPUs over num_domains domains), from records with
+    S >= min_bytes; ``num_domains`` None with scale_out: more than one, count unknown."""
     recs = sorted((r for r in records if r.median_s), key=lambda r: r.size_bytes)
     use = [r for r in recs if r.size_bytes >= min_bytes]
     if len({r.size_bytes for r in use}) < 2:
         raise ValueError(f"fewer than two sizes >= {min_bytes:.0f} B")
     lines = fit_regimes([r.size_bytes for r in use], [r.median_s for r in use], max_regimes, tolerance)
     f = bus_factor(op, n)
-    fits = tuple(CollectiveFit(op=op, fabric=fabric, num_gpus=n, latency_s=ln.latency_s,
+    domains = num_domains if fabric == "scale_out" else None
+    fits = tuple(CollectiveFit(op=op, fabric=fabric, num_gpus=n, num_domains=domains, latency_s=ln.latency_s,
                                busbw_bytes_per_s=f / ln.slope_s_per_byte) for ln in lines)
-    group = f"collective.{op}.{fabric}.{n}"
+    group = collective_group_name(op, fabric, n, domains)
     fitted = envelope_s(lines, [r.size_bytes for r in recs])
     points = tuple(PointFit(group, f"S={r.size_bytes}", r.size_bytes, r.median_s, float(tf), "time_s",
                             r.source or "measured", in_fit=r.size_bytes >= min_bytes)
@@ -294,6 +297,11 @@ def fit_collective_group(records, op: str, fabric: str, n: int, min_bytes: float
     params = {f"regime{i}.{k}": v for i, c in enumerate(fits)
               for k, v in (("latency_s", c.latency_s), ("busbw_bytes_per_s", c.busbw_bytes_per_s))}
     return fits, GroupFit(group, params, points, _sources(use))
+
+
+def collective_group_name(op: str, fabric: str, n: int, num_domains: int | None) -> str:
+    """``collective.all_reduce.scale_up.8``; across domains ``...scale_out.16.2domains``."""
+    return f"collective.{op}.{fabric}.{n}" + (f".{num_domains}domains" if num_domains else "")
 
 
 # --------------------------------------------------------------------------------- combine
@@ -373,25 +381,31 @@ def _fit_kernels(by_kind, spec: HardwareSpec, peak, sources, notes, groups):
 
 
 def _fit_collectives(records, spec: HardwareSpec, min_bytes, max_regimes, tolerance, sources, notes, groups):
-    """Regime fits per (op, fabric, n); scale_up_bus_efficiency where a ring curve gives it."""
-    keyed, collectives, ring_busbw = defaultdict(list), [], {}
+    """Regime fits per group (op, fabric, n, domains spanned: ``span.record_domains``);
+    scale_up_bus_efficiency where a ring curve gives it, scale_out_bus_efficiency where a curve
+    over known domains measures the NICs (``span.nic_efficiency``)."""
+    keyed, collectives, ring_busbw, spanning = defaultdict(list), [], {}, []
     for r in records:
-        keyed[(r.op, r.fabric, r.num_gpus)].append(r)
-    for (op, fabric, n), recs in sorted(keyed.items()):
+        keyed[(r.op, r.fabric, r.num_gpus, record_domains(r.fabric, r.num_hosts, spec))].append(r)
+    for (op, fabric, n, domains), recs in sorted(keyed.items(), key=lambda kv: (*kv[0][:3], kv[0][3] or 0)):
         try:
-            fits, g = fit_collective_group(recs, op, fabric, n, min_bytes, max_regimes, tolerance)
+            fits, g = fit_collective_group(recs, op, fabric, n, min_bytes, max_regimes, tolerance, domains)
         except ValueError as exc:
-            notes[f"collective.{op}.{fabric}.{n}"] = f"not fitted: {exc}"
+            name = collective_group_name(op, fabric, n, domains if fabric == "scale_out" else None)
+            notes[name] = f"not fitted: {exc}"
             continue
         groups.append(g)
         collectives += fits
         sources[g.group] = f"{len(fits)} regime(s) over S >= {min_bytes:.0f} B; {_data(g)}"
         if fabric == "scale_up" and n == spec.scale_up.domain_size and op != "all_to_all":
             ring_busbw[op] = max(c.busbw_bytes_per_s for c in fits)
+        if fabric == "scale_out":
+            spanning.append(fits)
     out = {"collectives": tuple(collectives)}
     if collectives:
-        sources["collectives"] = ("measured fits per (op, fabric, num_gpus); several entries for one group are "
-                                  "regimes: t = min_i(latency_i + factor*S/busbw_i)")
+        sources["collectives"] = ("measured fits per (op, group size, domains spanned), each replacing the time of "
+                                  "that group only; several entries for one group are regimes: t = min_i(latency_i + "
+                                  "factor*S/busbw_i)")
     if ring_busbw and spec.scale_up.in_network_reduction:
         notes["scale_up_bus_efficiency"] = ("NVLink SHARP (in-switch reduction) lifts all-reduce busbw above the "
                                             "link rate, so it does not measure a ring's bus efficiency")
@@ -401,12 +415,24 @@ def _fit_collectives(records, spec: HardwareSpec, min_bytes, max_regimes, tolera
         sources["scale_up_bus_efficiency"] = (
             f"largest-message busbw of the fitted {op} over {spec.scale_up.domain_size} GPUs, "
             f"{bw / 1e9:.1f} GB/s / {spec.scale_up.bandwidth_per_direction_gb_per_s:g} GB/s per direction")
+    up_eff = out.get("scale_up_bus_efficiency", spec.efficiency.scale_up_bus_efficiency)
+    nic = [(e, why) for e, why in (nic_efficiency(f, spec, up_eff) for f in spanning) if e is not None]
+    if nic:
+        e, why = max(nic)
+        out["scale_out_bus_efficiency"] = e
+        sources["scale_out_bus_efficiency"] = (
+            f"the NIC bus efficiency at which the model's cross-domain collective (perfmodel.formulas.comm."
+            f"across_domains_s) matches the fitted {why}; {spec.scale_out.nics_per_gpu:g} x "
+            f"{spec.scale_out.nic_bandwidth_gbit_per_s:g} Gb/s per GPU")
+    elif spanning:
+        why = dict.fromkeys(nic_efficiency(f, spec, up_eff)[1] for f in spanning)
+        notes["scale_out_bus_efficiency"] = "; ".join(why)
     return out
 
 
 SKIP_KEYS = {"gemm": ("gemm", "kernel_overhead_s", "fp8_fast_accum_speedup"), "grouped": (),
              "attention": ("attention",), "hbm": ("memory_efficiency",), "launch": ("launch_overhead_s",),
-             "collective": ("scale_up_bus_efficiency",)}
+             "collective": ("scale_up_bus_efficiency", "scale_out_bus_efficiency")}
 SKIPPABLE = tuple(SKIP_KEYS)
 """Record groups ``fit_efficiencies`` can be told to leave unfitted (``grouped``: expert GEMMs, which are
 only checked against the dense curve, never fitted: skipping them leaves the check out)."""

@@ -4,7 +4,8 @@
   ``alltoall_perf``, ``sendrecv_perf``): one record per table row and placement
   (out-of-place, in-place). The collective comes from the ``# Collective test starting``
   line, else from the file name; the group size from the ``# Rank`` lines, else from
-  busbw/algbw; the fabric is scale_out when the ranks sit on more than one host.
+  busbw/algbw; the fabric is scale_out when the ranks sit on more than one host, and the
+  number of hosts is kept (``num_hosts``), so a fit knows how the group spanned them.
 * ``shared/data/microbenchmarks.yaml`` (format ``perfmodel-microbenchmarks/1``): the
   nccl_collective, gemm, hbm_bandwidth, attention_kernel, launch_overhead and host-device
   records of one hardware id. Published busbw becomes time through the nccl-tests
@@ -127,7 +128,8 @@ def parse_nccl_tests(text: str, origin: str = "nccl-tests", op: str | None = Non
         (n for row in reversed(rows) for _, a, b in row["groups"] if (n := _group_size_from_bw(op, a, b))), None)
     if not num_gpus or num_gpus < 2:
         raise InputError(origin, "cannot tell the number of GPUs (no '# Rank' lines, no usable busbw/algbw)")
-    fabric = fabric or ("scale_out" if len({host for host, _ in ranks}) > 1 else "scale_up")
+    hosts = len({host for host, _ in ranks}) or None
+    fabric = fabric or ("scale_out" if (hosts or 1) > 1 else "scale_up")
     records = []
     try:
         for row in rows:
@@ -136,7 +138,8 @@ def parse_nccl_tests(text: str, origin: str = "nccl-tests", op: str | None = Non
                     continue
                 records.append(Record(kind="collective", op=op, precision=NCCL_TYPES.get(row["type"], row["type"]),
                                       size_bytes=row["size"], num_gpus=num_gpus, fabric=fabric,
-                                      in_place=bool(place), median_s=time_us * MICRO, impl="nccl-tests",
+                                      num_hosts=hosts, in_place=bool(place), median_s=time_us * MICRO,
+                                      impl="nccl-tests",
                                       source=Path(origin).name))
         meta = Metadata(device=ranks[0][1] if ranks else "unknown", backend="nccl-tests", date="unknown",
                         num_devices=num_gpus, nccl_version=_nccl_version(text), source=Path(origin).name)
@@ -294,12 +297,17 @@ def load_any(path, hardware_id: str | None = None, fabric: str | None = None) ->
     if looks_like_nccl_tests(text):
         return parse_nccl_tests(text, origin=str(path), fabric=fabric)
     data = parse_data_text(text, str(path), json_text=path.suffix == ".json", name=path.name)
+    return results_from_data(data, path.name, hardware_id)
+
+
+def results_from_data(data, name: str, hardware_id: str | None = None) -> Results:
+    """Parsed YAML or JSON (``name`` labels it in messages and sources, never opened): a suite
+    result file, or a microbenchmarks file's records of ``hardware_id``."""
     fmt = data.get("format") if isinstance(data, dict) else None
     if fmt == MICROBENCHMARKS_FORMAT:
         if hardware_id is None:
-            raise InputError(path.name, "a microbenchmarks file needs --hardware to pick its records")
-        return parse_microbenchmarks(data, hardware_id, origin=path.name).results
+            raise InputError(name, "a microbenchmarks file needs --hardware to pick its records")
+        return parse_microbenchmarks(data, hardware_id, origin=name).results
     if fmt == RESULTS_FORMAT or (isinstance(data, dict) and "records" in data):
-        return parse_results(data, origin=f"results({path.name})")
-    raise InputError(path.name, "neither a result file, a microbenchmarks file nor an nccl-tests log")
-
+        return parse_results(data, origin=f"results({name})")
+    raise InputError(name, "neither a result file, a microbenchmarks file nor an nccl-tests log")

@@ -20,12 +20,19 @@ def write_profile(path, hardware_id: str, efficiencies: Efficiencies, sources: d
     """Write a profile; ``sources`` are merged over ``efficiencies.sources``. A path that is a
     directory, one of ``inputs``, unwritable or on a full device is a one-line InputError
     naming ``field``."""
+    text = profile_text(hardware_id, efficiencies, sources, quality)
+    return write_text_file(Path(path), text, field, inputs)
+
+
+def profile_text(hardware_id: str, efficiencies: Efficiencies, sources: dict[str, str] | None = None,
+                 quality: dict[str, str] | None = None) -> str:
+    """The profile file's text (what ``write_profile`` writes; the app offers it as a download)."""
     eff = efficiencies.model_copy(update={"sources": {**efficiencies.sources, **(sources or {})}})
     profile = Profile(hardware_id=hardware_id, efficiency=eff, quality=quality or {})
     header = (f"# Calibration profile for {hardware_id}: perfmodel efficiencies fitted to measurements.\n"
               "# Written by `python -m calibration`; see docs/calibration.md.\n")
     data = _rounded(profile.model_dump(mode="json", exclude_none=True))   # an unset bwd_half_seq is not written
-    return write_text_file(Path(path), header + yaml.safe_dump(data, sort_keys=False, width=120), field, inputs)
+    return header + yaml.safe_dump(data, sort_keys=False, width=120)
 
 
 def _rounded(data, digits: int = SIGNIFICANT_DIGITS):

@@ -27,6 +27,10 @@ from scipy.optimize import least_squares, lsq_linear
 
 MIN_SLOPE_S_PER_BYTE = 1e-18
 """Keeps every line's bandwidth finite (1e18 B/s, far above any fabric)."""
+MAX_CURVE_SIZES = 64
+"""Distinct message sizes of one curve: a full nccl-tests sweep doubling from 8 B to 16 GiB has
+32. The search over cuts grows as sizes**(k-1) (k = 3: 64 sizes fit in about half a second), so
+a longer curve, which an uploaded log can hold, is refused rather than fitted for minutes."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,9 @@ def fit_regimes(size_bytes, time_s, max_regimes: int = 3, tolerance: float = 0.1
     S, t = np.asarray(size_bytes, dtype=float), np.asarray(time_s, dtype=float)
     if len(np.unique(S)) < 2:
         raise ValueError("a collective fit needs at least two message sizes")
+    if len(np.unique(S)) > MAX_CURVE_SIZES:
+        raise ValueError(f"more than {MAX_CURVE_SIZES} distinct message sizes (a doubling sweep from 8 B to 16 GiB "
+                         f"has 32)")
     chosen = None
     for k in range(1, max_regimes + 1):
         found = _best_cut(S, t, k)

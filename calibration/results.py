@@ -112,6 +112,10 @@ class Record(_Frozen):
     num_gpus: int_field(MAX_NUM_GPUS) = 1
     fabric: Name | None = None
     """Collectives: scale_up (one NVLink domain) or scale_out (across nodes)."""
+    num_hosts: int_field(MAX_NUM_GPUS) | None = None
+    """Collectives: the hosts the ranks ran on, where the log names them (nccl-tests '# Rank'
+    lines). On systems whose host is the whole scale-up domain (HGX) it is the number of
+    domains the group spanned."""
     in_place: StrictBool | None = None
     causal: StrictBool | None = None
     seq_len: int_field(MAX_SEQ_LENGTH) | None = None
@@ -156,6 +160,8 @@ class Record(_Frozen):
                 raise ValueError(f"collective op {self.op!r} is not one of {COLLECTIVE_OPS}")
             if self.num_gpus < 2 or self.size_bytes is None or self.fabric is None:
                 raise ValueError("a collective record needs num_gpus >= 2, size_bytes and fabric")
+            if self.num_hosts is not None and self.num_hosts > self.num_gpus:
+                raise ValueError(f"num_hosts({self.num_hosts}) exceeds num_gpus({self.num_gpus})")
         if self.kind in MEMORY_KINDS and self.median_s is not None and self.size_bytes is None:
             raise ValueError(f"a timed {self.kind} record needs size_bytes")
         if self.kind in ("gemm", "attention") and self.median_s is not None and self.flop is None:

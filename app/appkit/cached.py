@@ -18,6 +18,8 @@ from perfmodel.present.verdicts import knee_text, scale_verdict_text, sizing_rea
 from perfmodel.spec.cost import CostModel
 from perfmodel.spec.errors import InputError
 
+from .state import parse_text
+
 REPO = Path(__file__).resolve().parents[2]
 CACHE = dict(max_entries=256, show_spinner=False)
 MAX_TIMELINE_BARS = 50_000
@@ -269,11 +271,53 @@ def fit_view(hardware_id: str) -> dict:
     if not fits:
         raise InputError("hardware", f"no published fit for {hardware_id}")
     cal = fits[0].calibration
-    points = [{"group": p.group, "label": p.label, "x": p.x, "measured": p.measured, "fitted": p.fitted,
-               "quantity": p.quantity, "source": p.source, "in_fit": p.in_fit, "rel_error": p.rel_error}
-              for g in cal.groups for p in g.points]
+    points = _fit_points(cal)
     params = {g.group: g.params for g in cal.groups}
     return {"points": points, "params": params, "left_out": list(fits[0].left_out), "path": path.name}
+
+
+MAX_UPLOAD_RECORDS = 5_000
+"""Records of one uploaded file that are fitted: a suite run writes about 400, an nccl-tests log
+two per size (out of place, in place). The 1 MiB upload limit bounds the file; this bounds the
+least-squares problems built from it."""
+
+
+def _fit_points(cal) -> list[dict]:
+    return [{"group": p.group, "label": p.label, "x": p.x, "measured": p.measured, "fitted": p.fitted,
+             "quantity": p.quantity, "source": p.source, "in_fit": p.in_fit, "rel_error": p.rel_error}
+            for g in cal.groups for p in g.points]
+
+
+@st.cache_data(**CACHE)
+def upload_fit_view(text: str, name: str, hardware_id: str) -> dict:
+    """An uploaded nccl-tests log or result file (its text: nothing is read from or written to
+    disk, and ``name`` is only a label) fitted on a catalogue spec: the fitted points, the
+    fitted parameters, and the profile's text for ``perfmodel predict --profile``."""
+    from calibration.fit import fit_efficiencies, quality_lines
+    from calibration.parsers import looks_like_nccl_tests, parse_nccl_tests, results_from_data
+    from calibration.profile import profile_text
+    from perfmodel.spec.hardware import list_hardware_ids, load_hardware
+
+    if hardware_id not in list_hardware_ids():
+        raise InputError("hardware", f"unknown hardware {hardware_id!r}")
+    label = name if len(name) <= 64 else name[:61] + "..."
+    if looks_like_nccl_tests(text):
+        results = parse_nccl_tests(text, origin=label)
+    else:
+        data = parse_text(text, "uploaded file", json_text=label.lower().endswith(".json"))
+        results = results_from_data(data, label, hardware_id)
+    if not results.records:
+        raise InputError("uploaded file", "no records to fit")
+    if len(results.records) > MAX_UPLOAD_RECORDS:
+        raise InputError("uploaded file", f"{len(results.records):,} records; the app fits at most "
+                                          f"{MAX_UPLOAD_RECORDS:,} (use perfmodel calibrate)")
+    spec = load_hardware(hardware_id)
+    cal = fit_efficiencies([results], spec)
+    return {"points": _fit_points(cal), "params": {g.group: g.params for g in cal.groups},
+            "sources": {k: v for k, v in cal.efficiencies.sources.items() if not v.startswith("spec default")},
+            "not_fitted": {k: v for k, v in cal.efficiencies.sources.items() if v.startswith("not fitted")},
+            "profile_yaml": profile_text(hardware_id, cal.efficiencies, quality=quality_lines(cal)),
+            "records": len(results.records)}
 
 
 @st.cache_data(**CACHE)

@@ -287,6 +287,15 @@ def check_upload_size(name: str, size: int) -> None:
         raise InputError(name, f"the file is {size / KIBI:,.0f} KiB; the limit is {MAX_UPLOAD_MIB} MiB")
 
 
+def upload_text(raw: bytes, label: str) -> str:
+    """An upload's bytes as text: at most MAX_UPLOAD_BYTES of UTF-8, else InputError naming ``label``."""
+    check_upload_size(label, len(raw))
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(label, "the file is not UTF-8 text") from None
+
+
 def hardware_from_text(text: str, origin: str = "hardware YAML") -> HardwareSpec:
     """Validate hardware YAML (``parse_hardware``) into an inline spec. It lives in the session
     and in the scenario (link, download); nothing is written to disk, whatever its ``id``."""

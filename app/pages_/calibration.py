@@ -4,14 +4,28 @@ and predicted against measured throughput for published training runs."""
 import pandas as pd
 import streamlit as st
 
-from appkit import cached, charts, page
+from appkit import cached, charts, page, state
 from calibration.published import PUBLISHED_HARDWARE
 from perfmodel.present import fmt
+from perfmodel.spec.hardware import list_hardware_ids
 
 FAMILY_TITLES = {"gemm": "GEMMs", "gemm_fast_accum": "fp8 GEMMs with fast accumulation (the forward pass)",
                  "grouped_gemm": "Expert (grouped) GEMMs", "attention": "Attention kernels",
                  "memory": "HBM streaming", "collective": "Collectives", "launch": "Kernel launch",
                  "host_op": "Eager framework op"}
+
+
+def _draw_fit(fit: dict) -> None:
+    families: dict = {}
+    for p in fit["points"]:
+        families.setdefault(p["group"].split(".")[0], []).append(p)
+    for fam, pts in families.items():
+        st.subheader(FAMILY_TITLES.get(fam, fam))
+        page.chart(charts.fit_curve(pts, fam))
+        groups = sorted(g for g in fit["params"] if g.split(".")[0] == fam)
+        st.caption(page.plain("; ".join(f"{g}: " + ", ".join(f"{k} {v:.4g}" for k, v in fit["params"][g].items())
+                                        for g in groups)))
+
 
 st.title("Calibration and validation")
 j = st.session_state[page.JOB_KEY]
@@ -26,19 +40,38 @@ st.caption("Efficiency forms (perfmodel/efficiency.py) fitted to the published m
 hw = st.selectbox("Hardware", PUBLISHED_HARDWARE, key="cal_hardware")
 fit = page.call(cached.fit_view, hw)
 if fit is not None:
-    families: dict = {}
-    for p in fit["points"]:
-        families.setdefault(p["group"].split(".")[0], []).append(p)
-    if not families:
+    if not fit["points"]:
         st.info(f"No published curve of trust medium or high for {hw}.")
-    for fam, pts in families.items():
-        st.subheader(FAMILY_TITLES.get(fam, fam))
-        page.chart(charts.fit_curve(pts, fam))
-        groups = sorted(g for g in fit["params"] if g.split(".")[0] == fam)
-        st.caption("; ".join(f"{g}: " + ", ".join(f"{k} {v:.4g}" for k, v in fit["params"][g].items()) for g in groups))
+    _draw_fit(fit)
     if fit["left_out"]:
         with st.expander(f"{len(fit['left_out'])} records left out"):
             st.write("\n".join(f"- {x}" for x in fit["left_out"]))
+
+st.header("Fit your own measurements")
+st.caption("Upload an nccl-tests log (the output of all_reduce_perf, all_gather_perf, reduce_scatter_perf, "
+           "alltoall_perf or sendrecv_perf) or a result file of `perfmodel bench-hw`. It is fitted as "
+           "`perfmodel calibrate` fits it, on the hardware chosen here; nothing is saved. A collective fit "
+           "describes the group it measured: its size and the hosts it spanned. Download the profile and "
+           "pass it to `perfmodel predict --profile PATH`.")
+ids = list_hardware_ids()
+job_hw = j.scenario.hardware if j is not None and j.scenario is not None else None
+default = ids.index(job_hw) if isinstance(job_hw, str) and job_hw in ids else 0
+up_hw = st.selectbox("Hardware the measurements ran on", ids, index=default, key="cal_upload_hardware")
+upload = st.file_uploader(f"nccl-tests log or result file (up to {state.MAX_UPLOAD_MIB} MiB)",
+                          type=["txt", "log", "out", "yaml", "yml", "json"], key="cal_upload",
+                          max_upload_size=state.MAX_UPLOAD_MIB)
+if upload is not None:
+    text = page.call(state.upload_text, upload.getvalue(), "uploaded file")
+    mine = page.call(cached.upload_fit_view, text, upload.name, up_hw) if text is not None else None
+    if mine is not None:
+        st.caption(page.plain(f"{mine['records']} records fitted on {up_hw}."))
+        for group, why in mine["not_fitted"].items():
+            st.warning(page.plain(f"{group}: {why}"))
+        _draw_fit(mine)
+        with st.expander("Where each fitted value comes from"):
+            st.write("\n".join(f"- {page.plain(k)}: {page.plain(v)}" for k, v in mine["sources"].items()))
+        st.download_button("Download the profile", mine["profile_yaml"], file_name=f"profile-{up_hw}.yaml",
+                           mime="text/yaml", key="cal_profile_download")
 
 st.header("Predicted against measured: published training runs")
 use_profile = bool(j.use_profile) if j is not None else True

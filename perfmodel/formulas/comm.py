@@ -6,9 +6,7 @@ S                   message size in bytes (the whole buffer, nccl-tests conventi
 B                   achieved bus bandwidth per GPU, per direction (link x bus efficiency)
 alpha               latency of one algorithm step on a fabric (calibrated, per step)
 steps(op, n)        ring steps: all-reduce 2(n-1); all-gather, reduce-scatter, all-to-all
-                    n-1; send/recv 1. Across domains NCCL runs all-reduce as a double
-                    binary tree, 2 * ceil(log2 n) steps (Sanders et al. 2009); all-gather
-                    and reduce-scatter remain rings
+                    n-1; send/recv 1; tree all-reduce 2 * ceil(log2 n) (Sanders et al. 2009)
 factor(op, n)       bytes each GPU must move per byte of S (nccl-tests PERFORMANCE.md):
                     all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n;
                     send/recv 1
@@ -17,14 +15,47 @@ t(op, S, n)         steps * alpha + factor(op, n) * S / B  (Hockney 1994; Thakur
 
 Groups are mapped onto the machine with tensor parallelism innermost, then context,
 expert, data and pipeline parallelism (Megatron-Core's rank order). A group whose GPUs all
-sit in one scale-up domain (NVLink: 8 GPUs, or 72 for NVL72) runs at scale-up speed; a group
-that spans domains runs hierarchically (intra-domain reduce-scatter, inter-domain collective
-over the NICs of the g_in GPUs per domain in parallel, intra-domain all-gather). Its latency
-follows NCCL's algorithm: all-reduce as a tree across domains; all-gather and reduce-scatter
-as one ring through all n GPUs, n - 1 steps, so their latency grows with n, not with the
-number of domains. All-to-all
+sit in one scale-up domain (NVLink: 8 GPUs, or 72 for NVL72) runs at scale-up speed. A group
+of n GPUs that spans N domains, g_in of them in each, runs NCCL's algorithms across domains
+(``across_domains_s``), with these symbols:
+
+==================  ==================================================================
+g, N                the group's GPUs per domain (g_in) and the domains it spans (n_out)
+B_up, B_out         busbw of one GPU's NVLink and of one GPU's NIC(s), per direction
+ring                one ring threads all n GPUs; each channel enters and leaves a domain
+                    through one NIC, and the channels are spread over the g NICs of the
+                    group in each domain (rail-optimised: NIC i on rail i, NCCL's graph
+                    search and PXN). Per GPU, a share (g - 1)/g of the ring's traffic goes
+                    over NVLink and 1/g over the NIC, at the same time (NCCL pipelines
+                    chunks through the ring, so the slower link sets the pace, not the sum):
+                    t = steps * alpha + factor(op, n) * S * max((g-1)/(g B_up), 1/(g B_out))
+tree (all-reduce)   chain inside each domain, double binary tree across domains (Sanders
+                    et al. 2009; NVIDIA/nccl src/graph/trees.cc): each domain sends and
+                    receives load(N) * S over its g NICs, load(N) = min(2, N/2) (1 for two
+                    domains, 1.5 for three, 2 from four on: the busiest node of the two
+                    trees); t = 2((g-1) alpha_up + ceil(log2 N) alpha_out)
+                    + S * max(2(g-1)/(g B_up), load(N)/(g B_out))
+NVLS-tree           the tree with the intra-domain phase reduced in the NVSwitch (NVLink
+                    SHARP, H100 and later): intra bandwidth x NVLS_ALLREDUCE_GAIN, one
+                    intra step each way (NCCL tuning.cc: NVLS_TREE latency = intra +
+                    2 log2(nNodes) inter)
+==================  ==================================================================
+
+All-gather and reduce-scatter across domains run as rings (NCCL runs NVLS and CollNet for
+them only with in-network reduction in the network itself, IB SHARP). All-reduce runs the
+fastest of ring, tree and (with in-switch reduction) NVLS-tree: NCCL's tuner picks per size
+from its own latency + size / bandwidth model (src/graph/tuning.cc), rings at mid sizes on few
+domains, trees for latency at scale. With one NIC per GPU at 400 Gb/s and 8 GPUs per domain
+either gives a busbw of about 8 x 46 = 370 GB/s across nodes, what NCCL reaches on H100
+(NVIDIA GTC 2024 S62129, quoted in NVIDIA/nccl issue #1649: multi-node all-reduce busbw
+about 380 GB/s, 370-380 with NVLS-tree). All-to-all
 cannot aggregate NICs across domains (REFERENCES.md, NCCL maintainers): its cross-domain
 part runs at one NIC per GPU.
+
+A domain may span racks (``ScaleUpSpec.gpus_per_rack``: eight NVL72 racks joined by a second
+tier of NVLink switches). NVIDIA's NVLink Switch joins racks at full speed, so such a group is
+one flat NVLink group; where a spec gives the tier less bandwidth per GPU than the GPUs' own
+links (a taper), what leaves a rack is limited by it (``across_racks_s``).
 
 Every function broadcasts over numpy arrays of group sizes and message sizes.
 """
@@ -52,6 +83,7 @@ class Algorithm(enum.Enum):
     RING = "ring"
     TREE = "tree"
     NVLS = "nvls"   # NVLink SHARP: reduction in the NVSwitch (H100 and later)
+    NVLS_TREE = "nvls_tree"   # NVLS inside each domain, a tree across domains (NCCL 2.18+)
 
 
 NVLS_ALLREDUCE_GAIN = 480.0 / 370.0
@@ -90,6 +122,23 @@ def ring_intra_steps(n, n_domains):
     return np.asarray(n, dtype=float) - np.asarray(n_domains, dtype=float)
 
 
+TREE_MAX_LOAD = 2.0
+"""Bytes a node of NCCL's double binary tree sends (and receives) per byte of an all-reduce,
+at most: as an inner node of one tree it takes S/2 from each of two children, passes S/2 up
+and S/2 down to each child; as a leaf of the other it sends and receives S/2 (NVIDIA/nccl
+src/graph/trees.cc ncclGetDtree). It is NCCL's tree model: algorithm bandwidth = 0.5 x link
+bandwidth (src/graph/tuning.cc, commit 5067397, ``ratio *= .5`` for Tree)."""
+
+
+def tree_load(n_domains):
+    """Bytes per byte of S the busiest domain of a double binary tree sends each way:
+    min(2, N/2). Two domains form one edge per tree (S/2 each way in each: S); in three the
+    root of one tree has two children and is a leaf of the other (1.5 S); from four on some
+    node is an inner node of one tree and a leaf of the other (2 S). Counted over NCCL's
+    ncclGetDtree for N = 2..1024 (test_comm)."""
+    return np.minimum(TREE_MAX_LOAD, np.asarray(n_domains, dtype=float) / 2.0)
+
+
 @dataclass(frozen=True)
 class Fabric:
     """Achieved bus bandwidth (per GPU, per direction) and per-step latency of one fabric."""
@@ -118,13 +167,6 @@ def flat_time_s(op: Collective, size_bytes, n, fabric: Fabric, algorithm: Algori
     return np.where(n > 1, t, 0.0)
 
 
-def _fit_override(eff: Efficiencies, op: Collective, fabric: str, n):
-    """Measured (latency, busbw) for an exact (op, fabric, n) match from a calibration profile."""
-    for fit in eff.collectives:
-        if fit.op == op.value and fit.fabric == fabric:
-            yield fit
-
-
 def group_domains(n, stride, domain_size: int):
     """(g_in, n_out): GPUs of a group of n (members ``stride`` ranks apart) inside one
     scale-up domain, and the number of domains the group spans (rounded up: 128 GPUs over
@@ -151,8 +193,7 @@ def group_time_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: E
     inside = n_out == 1
     nvls = Algorithm.NVLS if hw.scale_up.in_network_reduction else Algorithm.RING
 
-    t_inside = flat_time_s(op, size, n, up, nvls)
-    t_inside = _apply_measured(op, "scale_up", size, n, eff, t_inside)
+    t_inside = across_racks_s(op, size, n, stride, hw, eff, flat_time_s(op, size, n, up, nvls))
 
     if op is Collective.ALL_TO_ALL:
         # Intra-domain share at NVLink speed, cross-domain share through one NIC per GPU.
@@ -164,36 +205,78 @@ def group_time_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: E
     elif op is Collective.SEND_RECV:
         t_span = flat_time_s(op, size, 2, out)
     else:
-        # Hierarchical: intra-domain phase(s) on S, inter-domain phase on S / g_in per GPU.
-        intra_op = Collective.REDUCE_SCATTER if op is Collective.ALL_REDUCE else op
-        t_intra = flat_time_s(intra_op, size, g_in, up)
-        if op is Collective.ALL_REDUCE:
-            t_intra = 2.0 * t_intra   # reduce-scatter then all-gather
-        # NCCL runs all-reduce as a tree across nodes; all-gather/reduce-scatter stay rings.
-        inter_alg = Algorithm.TREE if op is Collective.ALL_REDUCE else Algorithm.RING
-        t_inter = flat_time_s(op, size / g_in, n_out, out, inter_alg)
-        t_inter = _apply_measured(op, "scale_out", size / g_in, n_out, eff, t_inter)
-        t_span = t_intra + t_inter
-        if op is not Collective.ALL_REDUCE:
-            # One NCCL ring threads every GPU: n - 1 steps, n_out - 1 of them across
-            # domains; the intra-domain phase above charged only g_in - 1 of the rest.
-            t_span = t_span + (ring_intra_steps(n, n_out) - (g_in - 1)) * up.latency_s
-    return np.where(n > 1, np.where(inside, t_inside, t_span), 0.0)
+        t_span = across_domains_s(op, size, n, g_in, n_out, up, out, hw.scale_up.in_network_reduction)
+    t = _apply_measured(op, size, n, n_out, eff, np.where(inside, t_inside, t_span))
+    return np.where(n > 1, t, 0.0)
 
 
-def _apply_measured(op, fabric_name, size, n, eff, t_default):
-    """Replace the link-derived time by a calibrated fit where one matches (op, fabric, n).
+def across_racks_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: Efficiencies, t_flat):
+    """A group inside one domain that spans racks joined by a tapered tier of switches
+    (``ScaleUpSpec.inter_rack_bandwidth_per_direction_gb_per_s``): what leaves a rack goes through
+    its g_r GPUs' share B_r of that tier, at the same time as the GPUs' own links carry the
+    rest (t_flat). Ring collectives send factor(op, n) S out of each rack, all-to-all sends each
+    GPU's (n - g_r)/n S: t = max(t_flat, steps * alpha + crossing). Without a taper, ``t_flat``."""
+    su = hw.scale_up
+    if su.gpus_per_rack is None or su.inter_rack_bandwidth_per_direction_gb_per_s is None:
+        return t_flat
+    n = np.asarray(n, dtype=np.int64)
+    size = np.asarray(size_bytes, dtype=float)
+    g_r, n_racks = group_domains(n, stride, min(su.gpus_per_rack, su.domain_size))
+    B_r = su.inter_rack_bandwidth_bytes_per_s * eff.scale_up_bus_efficiency
+    if op is Collective.ALL_TO_ALL:
+        crossing = size * (n - g_r) / np.maximum(n, 1) / B_r
+    else:
+        crossing = bus_factor(op, n) * size / (g_r * B_r)
+    latency = latency_steps(op, n) * eff.scale_up_latency_s
+    return np.where(n_racks > 1, np.maximum(t_flat, latency + crossing), t_flat)
 
-    Several fits for one (op, fabric, n) are regimes of one measured curve (NCCL protocols
-    and algorithms); the collective runs in the fastest: t = min_i(latency_i + factor*S/busbw_i).
+
+def across_domains_s(op: Collective, size_bytes, n, g_in, n_out, up: Fabric, out: Fabric, nvls: bool,
+                     algorithm: Algorithm | None = None):
+    """All-reduce, all-gather or reduce-scatter of S over n GPUs, g_in in each of n_out domains
+    (module table: ring, tree, NVLS-tree). ``algorithm`` None: the fastest NCCL would run
+    (rings only for all-gather and reduce-scatter; NVLS-tree only where ``nvls``)."""
+    S = np.asarray(size_bytes, dtype=float)
+    n, g, N = (np.asarray(x, dtype=float) for x in (n, g_in, n_out))
+    passes = 2.0 if op is Collective.ALL_REDUCE else 1.0   # reduce-scatter then all-gather
+    ring = (passes * (ring_intra_steps(n, N) * up.latency_s + (N - 1.0) * out.latency_s)
+            + bus_factor(op, n) * S * np.maximum((g - 1.0) / (g * up.busbw_bytes_per_s),
+                                                 1.0 / (g * out.busbw_bytes_per_s)))
+    if op is not Collective.ALL_REDUCE or algorithm is Algorithm.RING:
+        return ring
+    hops_out = np.ceil(np.log2(np.maximum(N, 2.0)))
+    network = tree_load(N) / (g * out.busbw_bytes_per_s)
+    chain = 2.0 * (g - 1.0) / (g * up.busbw_bytes_per_s)
+    tree = 2.0 * ((g - 1.0) * up.latency_s + hops_out * out.latency_s) + S * np.maximum(chain, network)
+    if algorithm is Algorithm.TREE:
+        return tree
+    nvls_tree = (2.0 * (np.minimum(g - 1.0, 1.0) * up.latency_s + hops_out * out.latency_s)
+                 + S * np.maximum(chain / NVLS_ALLREDUCE_GAIN, network))
+    if algorithm is Algorithm.NVLS_TREE:
+        return nvls_tree
+    best = np.minimum(ring, tree)
+    return np.minimum(best, nvls_tree) if nvls else best
+
+
+def _apply_measured(op: Collective, size, n, n_domains, eff: Efficiencies, t_default):
+    """The calibrated time where a fit measured this group: same op, n GPUs over n_domains
+    domains (``CollectiveFit.describes``); the modelled time elsewhere.
+
+    Several fits of one group are regimes of one measured curve (NCCL protocols and
+    algorithms); the collective runs in the fastest: t = min_i(latency_i + factor*S/busbw_i).
     """
-    best: dict[int, np.ndarray] = {}
-    for fit in _fit_override(eff, op, fabric_name, n):
-        fitted = fit.latency_s + bus_factor(op, n) * size / fit.busbw_bytes_per_s
-        best[fit.num_gpus] = np.minimum(best[fit.num_gpus], fitted) if fit.num_gpus in best else fitted
-    t = t_default
-    for num_gpus, fitted in best.items():
-        t = np.where(n == num_gpus, fitted, t)
+    fits = [f for f in eff.collectives if f.op == op.value]
+    if not fits:
+        return t_default
+    n, n_domains, size, t = np.broadcast_arrays(np.asarray(n), np.asarray(n_domains),
+                                                np.asarray(size, dtype=float), np.asarray(t_default, dtype=float))
+    groups = np.unique(np.stack([n.ravel(), n_domains.ravel()], axis=1), axis=0)
+    for num_gpus, num_domains in groups.tolist():
+        mine = [f for f in fits if f.describes(num_gpus, num_domains)]
+        if mine:
+            fitted = np.min([f.latency_s + bus_factor(op, num_gpus) * size / f.busbw_bytes_per_s for f in mine],
+                            axis=0)
+            t = np.where((n == num_gpus) & (n_domains == num_domains), fitted, t)
     return t
 
 

@@ -20,6 +20,10 @@ what Slurm's block topology does with ``--segment`` (sbatch(1): segment = number
 allocated together within one block). A 256-GPU job (64 trays) gets k = 16: four domains
 of 64 GPUs, not three and a half of 72, so a 64-rank group of consecutive ranks never
 straddles two racks.
+
+A domain of several racks (GB200 NVL576: eight racks of 72 under a second tier of NVLink
+switches) is one Slurm block: the same rule with D = 576 gives segments of up to 144 trays, and
+a group that crosses racks inside the segment stays on NVLink (``comm.across_racks_s``).
 """
 
 from __future__ import annotations

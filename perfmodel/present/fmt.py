@@ -8,10 +8,16 @@ _SI = [(1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")
 _BIN = [(2**50, "PiB"), (2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"), (1, "B")]
 
 
+YEAR_S = 365.25 * 86400
+"""A Julian year: the unit of times of ten years or more."""
+
+
 def seconds(x: float) -> str:
     if x is None or not math.isfinite(x):
         return "-"
     a = abs(x)
+    if a >= YEAR_S * 10:   # a 100T model on today's GPUs: centuries, not 317280.4 d
+        return f"{x / YEAR_S:,.0f} years"
     if a >= 86400 * 2:
         return f"{x / 86400:.1f} d"
     if a >= 7200:
@@ -55,6 +61,8 @@ def percent(x: float) -> str:
 def usd(x: float) -> str:
     if x is None:
         return "-"
+    if abs(x) >= 1e12:
+        return f"${x / 1e12:,.2f}T"
     if abs(x) >= 1e9:
         return f"${x / 1e9:.2f}B"
     if abs(x) >= 1e6:

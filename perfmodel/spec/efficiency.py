@@ -19,8 +19,10 @@ Overlap (``overlap``)         compute beside a collective runs (1 + slowdown) ti
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from perfmodel.spec.limits import (
     MAX_BUSBW_BYTES_PER_S,
@@ -86,16 +88,42 @@ class AttentionEfficiency(_Frozen):
 
 
 class CollectiveFit(_Frozen):
-    """Alpha-beta fit of one collective on one fabric and group size."""
+    """Alpha-beta fit of one collective over one group: its size, and how it spans domains.
+
+    A fit replaces the modelled time of the groups it describes: ``num_gpus`` GPUs inside one
+    scale-up domain (``scale_up``), or ``num_gpus`` GPUs over ``num_domains`` domains
+    (``scale_out``; any number of domains above one where ``num_domains`` is not known). A
+    16-GPU log of two 8-GPU nodes describes a 16-GPU group over two domains, and no other."""
 
     op: Name
     """all_reduce | all_gather | reduce_scatter | all_to_all | send_recv"""
-    fabric: Name
-    """scale_up | scale_out"""
+    fabric: Literal["scale_up", "scale_out"]
+    """scale_up: the group sits in one scale-up domain; scale_out: it spans several."""
     num_gpus: int_field(MAX_NUM_GPUS, minimum=2)
+    """GPUs in the measured group (nccl-tests: its ranks)."""
+    num_domains: int_field(MAX_NUM_GPUS) | None = None
+    """Scale-up domains the group spanned: 1 for scale_up; for scale_out the count (hosts of an
+    HGX log), or None where it is not known."""
     latency_s: Seconds
     busbw_bytes_per_s: real_field(MAX_BUSBW_BYTES_PER_S, MIN_BUSBW_BYTES_PER_S, exclusive_minimum=False)
     """Asymptotic bus bandwidth (nccl-tests convention)."""
+
+    @model_validator(mode="after")
+    def _span(self) -> "CollectiveFit":
+        d = self.num_domains
+        if self.fabric == "scale_up" and d not in (None, 1):
+            raise ValueError(f"a scale_up fit spans one domain, got num_domains {d}")
+        if self.fabric == "scale_out" and d is not None and not 2 <= d <= self.num_gpus:
+            raise ValueError(f"a scale_out fit spans 2 to num_gpus({self.num_gpus}) domains, got {d}")
+        return self
+
+    def describes(self, num_gpus: int, num_domains: int) -> bool:
+        """Whether this fit measured a group of ``num_gpus`` GPUs over ``num_domains`` domains."""
+        if num_gpus != self.num_gpus:
+            return False
+        if self.fabric == "scale_up":
+            return num_domains == 1
+        return num_domains > 1 and self.num_domains in (None, num_domains)
 
 
 class Efficiencies(_Frozen):
@@ -141,6 +169,7 @@ class Efficiencies(_Frozen):
     scale_out_latency_s: Seconds
     """Per-step latency (alpha) of a collective across the scale-out fabric."""
     collectives: tuple[CollectiveFit, ...] = Field((), max_length=MAX_COLLECTIVE_FITS)
-    """Optional measured fits that override the link-derived model for matching groups."""
+    """Optional measured fits that replace the link-derived model for the groups they measured
+    (same op, group size and domains spanned, ``CollectiveFit.describes``)."""
     sources: dict[str, str] = Field(default_factory=dict)
     """Where each group of numbers comes from (key = field name)."""

@@ -128,19 +128,52 @@ class GpuSpec(_Frozen):
 class ScaleUpSpec(_Frozen):
     name: Name
     domain_size: int_field(MAX_NUM_GPUS)
-    """GPUs in one scale-up (NVLink) domain: 8 for HGX, 72 for NVL72."""
+    """GPUs in one scale-up (NVLink) domain: 8 for HGX, 72 for NVL72, 576 for eight NVL72 racks
+    joined by a second tier of NVLink switches."""
     gpus_per_host: int_field(MAX_COUNT) | None = None
     """GPUs per host (the unit a scheduler allocates) where a domain spans several hosts:
     4 per GB200 compute tray. None: one host is the whole domain (HGX). See ``placement``."""
+    gpus_per_rack: int_field(MAX_COUNT) | None = None
+    """GPUs per rack where one domain spans several racks (GB200 NVL576: 8 racks of 72). None:
+    the domain is one rack or less."""
     bandwidth_per_direction_gb_per_s: GbPerS
     """Per GPU, one direction."""
+    inter_rack_bandwidth_per_direction_gb_per_s: GbPerS | None = None
+    """Per GPU, one direction, to the domain's other racks, where the tier of switches that joins
+    the racks has less bandwidth than the GPUs' own links (a taper). None: the full bandwidth;
+    NVIDIA's NVLink Switch joins racks at full NVLink speed (nvidia.com 'NVLink and NVLink
+    Switch'). The taper limits what leaves a rack: ``perfmodel.formulas.comm``."""
     in_network_reduction: StrictBool
     """NVLink SHARP (NVLS) or equivalent in-switch reduction."""
     latency_us: LatencyUs
 
+    @model_validator(mode="after")
+    def _racks(self) -> "ScaleUpSpec":
+        D, r, g = self.domain_size, self.gpus_per_rack, self.gpus_per_host
+        if r is not None:
+            if r >= D or D % r:
+                raise ValueError(f"gpus_per_rack({r}) must divide domain_size({D}) and be smaller: "
+                                 "a domain of one rack or less has no gpus_per_rack")
+            if g is not None and r % g:
+                raise ValueError(f"gpus_per_host({g}) does not divide gpus_per_rack({r})")
+        taper = self.inter_rack_bandwidth_per_direction_gb_per_s
+        if taper is not None:
+            if r is None:
+                raise ValueError("inter_rack_bandwidth_per_direction_gb_per_s needs gpus_per_rack")
+            if taper > self.bandwidth_per_direction_gb_per_s:
+                raise ValueError(f"inter_rack_bandwidth_per_direction_gb_per_s({taper:g}) exceeds "
+                                 f"bandwidth_per_direction_gb_per_s({self.bandwidth_per_direction_gb_per_s:g})")
+        return self
+
     @property
     def bandwidth_bytes_per_s(self) -> float:
         return self.bandwidth_per_direction_gb_per_s * GIGA
+
+    @property
+    def inter_rack_bandwidth_bytes_per_s(self) -> float:
+        """Per GPU, one direction, to other racks of the domain (the full link where untapered)."""
+        taper = self.inter_rack_bandwidth_per_direction_gb_per_s
+        return (self.bandwidth_per_direction_gb_per_s if taper is None else taper) * GIGA
 
     @property
     def latency_s(self) -> float:

@@ -140,8 +140,11 @@ MAX_LATENCY_US = 1.0e6
 """One second of latency per message: 1,000x a slow Ethernet hop."""
 MAX_POWER_W = 1.0e8
 """Node or rack power of 100 MW, a data centre's worth: an NVL72 rack draws about 130 kW."""
-MAX_USD = 1.0e12
-"""Any price or budget (per GPU, per GPU-hour, per kWh, a whole run): a trillion dollars."""
+MAX_USD = 1.0e14
+"""Any price or budget (per GPU, per GPU-hour, per kWh, a whole run): a hundred trillion
+dollars, about world GDP. It was a trillion until the 100-trillion-parameter presets: their
+cheapest runs cost $0.9-9 trillion (``perfmodel size``, docs/search_scale_size.md), so a budget
+in that range must be a question perfmodel answers, not an input it refuses."""
 MAX_SECONDS = 1.0e9
 """Any time a user states (a latency, a kernel overhead, a restart): 30 years."""
 MAX_YEARS = 100.0

@@ -414,6 +414,26 @@ def test_calibration_renders_with_an_invalid_sidebar():
     _assert_clean(at)   # the page does not depend on the job
 
 
+def test_calibration_fits_an_uploaded_nccl_tests_log():
+    """A 16-GPU all-reduce log over two hosts (synthetic, tests/support/nccl_logs.py) is fitted on
+    the chosen spec and drawn against its points; the fit is keyed by the group it measured, and
+    the profile downloads for ``perfmodel predict --profile``."""
+    from support.nccl_logs import synthetic_log
+    at = _app("pages_/calibration.py")
+    charts = len(_charts(at))
+    at.selectbox(key="cal_upload_hardware").set_value("h100-sxm").run()
+    log = synthetic_log("all_reduce", 16, 2, 50e-6, 300e9).encode()
+    uploader = at.file_uploader(key="cal_upload")
+    assert "up to 1 MiB" in uploader.proto.label and uploader.proto.max_upload_size_mb == 1   # the server's limit
+    uploader.upload("all_reduce_perf.txt", log, "text/plain").run()
+    _assert_clean(at)
+    assert len(_charts(at)) == charts + 1
+    assert any(b"collective.all_reduce.scale_out.16.2domains" in e.proto.SerializeToString()
+               for e in at.get("vega_lite_chart"))
+    assert any("28 records fitted on h100-sxm" in c.value.replace("\\", "") for c in at.caption)
+    assert at.get("download_button")
+
+
 # --------------------------------------------------------------------- pure helpers
 def test_query_encoding_round_trip():
     import sys

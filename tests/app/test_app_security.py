@@ -380,6 +380,50 @@ def test_crafted_config_json_upload_is_refused_in_one_line(name, guard):
     assert guard.log == []
 
 
+CALIBRATION_UPLOADS = {
+    "binary": ("log.txt", b"\x00\x01\x02\xff", "not UTF-8 text"),
+    "oversized": ("log.txt", b"# " + b"x" * (2**20), "the limit is 1 MiB"),
+    "not-a-log": ("notes.txt", b"hello\n", "neither a result file"),
+    "alias-bomb": ("r.yaml", _alias_bomb(), "more than 100,000 values"),
+    "results-naming-a-file": ("r.yaml", yaml.safe_dump({
+        "metadata": {"device": "x", "backend": "numpy", "date": "2025-01-01", "source": "/etc/passwd"},
+        "records": "/etc/passwd"}).encode(), "records"),
+    "log-named-like-a-path": ("../../../etc/hosts.log", b"# nothing here\n", "neither a result file"),
+}
+
+
+@pytest.mark.parametrize("name", CALIBRATION_UPLOADS)
+def test_crafted_calibration_upload_is_refused_in_one_line(name, guard):
+    """The calibration page's upload: its name is a label, never a path, and its text is bounded
+    before it is parsed or fitted."""
+    file_name, data, fragment = CALIBRATION_UPLOADS[name]
+    guard.watched.update({"/etc/hosts.log", str((Path.cwd() / file_name).resolve())})
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT_S).run()
+    at.switch_page("pages_/calibration.py").run()
+    at.file_uploader(key="cal_upload").upload(file_name, data, "application/octet-stream").run()
+    _assert_refused(at, fragment)
+    assert guard.log == []
+
+
+def test_a_log_with_more_sizes_than_a_curve_holds_is_not_fitted_for_minutes(guard):
+    """2,400 message sizes (4,800 records, under the app's 5,000; a 1 MiB log holds about 9,000
+    rows): the curve is refused by the regime fit's bound (64 sizes) and the page says so, in
+    seconds, where the search over cuts would have run for hours."""
+    import sys
+    sys.path.insert(0, str(ROOT / "tests"))
+    from support.nccl_logs import synthetic_log
+    log = synthetic_log("all_reduce", 8, 1, 20e-6, 300e9, sizes=range(2**20, 2**20 + 2400 * 64, 64)).encode()
+    assert len(log) < 2**20
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT_S).run()
+    at.switch_page("pages_/calibration.py").run()
+    t0 = time.monotonic()
+    at.file_uploader(key="cal_upload").upload("all_reduce_perf.txt", log, "text/plain").run()
+    assert time.monotonic() - t0 < 60
+    assert not at.exception
+    assert any("more than 64 distinct message sizes" in w.value.replace("\\", "") for w in at.warning)
+    assert guard.log == []
+
+
 def test_uploaders_state_the_limit_the_server_enforces():
     """app/.streamlit/config.toml's server.maxUploadSize (MiB, Streamlit's unit) is the app's
     MAX_UPLOAD_MIB; each uploader says it and asks the browser for the same."""

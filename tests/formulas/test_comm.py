@@ -9,12 +9,14 @@ from perfmodel.formulas.comm import (
     Algorithm,
     Collective,
     Fabric,
+    across_domains_s,
     bus_factor,
     flat_time_s,
     group_time_s,
     latency_steps,
     scale_out_fabric,
     scale_up_fabric,
+    tree_load,
 )
 from perfmodel.spec.hardware import load_hardware
 from perfmodel.spec.software import SoftwareStack
@@ -66,26 +68,93 @@ def test_group_inside_domain_uses_nvlink_and_across_uses_nics():
     assert across == pytest.approx(7 * out.latency_s + 7 / 8 * S / out.busbw_bytes_per_s)   # ring across nodes
 
 
-def test_hierarchical_all_reduce_uses_all_nics_of_a_node():
-    hw = load_hardware("h100-sxm")
-    eff = hw.efficiency
-    S, n = 8e9, 64   # 8 nodes x 8 GPUs, TP-free data parallel
+def _fabrics(hw_id="h100-sxm"):
+    hw = load_hardware(hw_id)
+    return hw, hw.efficiency, scale_up_fabric(hw, hw.efficiency), scale_out_fabric(hw, hw.efficiency)
+
+
+def test_all_reduce_across_nodes_runs_the_fastest_of_ring_tree_and_nvls_tree():
+    """64 H100 (8 nodes x 8), data parallel without TP, S = 8 GB. By hand, per algorithm:
+    ring: 2 (56 alpha_up + 7 alpha_out) + 2 * 63/64 * S * max(7/(8 B_up), 1/(8 B_out));
+    tree: 2 (7 alpha_up + 3 alpha_out) + S * max(2 * 7/(8 B_up), 2/(8 B_out));
+    NVLS-tree: 2 (1 alpha_up + 3 alpha_out) + S * max(2 * 7/(8 B_up gain), 2/(8 B_out)).
+    The group takes the fastest (H100 has NVLink SHARP)."""
+    hw, eff, up, out = _fabrics()
+    S, n = 8e9, 64
+    Bu, Bo, au, ao = up.busbw_bytes_per_s, out.busbw_bytes_per_s, up.latency_s, out.latency_s
+    ring = 2 * (56 * au + 7 * ao) + 2 * 63 / 64 * S * max(7 / (8 * Bu), 1 / (8 * Bo))
+    tree = 2 * (7 * au + 3 * ao) + S * max(2 * 7 / (8 * Bu), 2 / (8 * Bo))
+    nvls_tree = 2 * (au + 3 * ao) + S * max(2 * 7 / (8 * Bu * NVLS_ALLREDUCE_GAIN), 2 / (8 * Bo))
+    for alg, want in ((Algorithm.RING, ring), (Algorithm.TREE, tree), (Algorithm.NVLS_TREE, nvls_tree)):
+        assert float(across_domains_s(Collective.ALL_REDUCE, S, n, 8, 8, up, out, True, alg)) == pytest.approx(want)
     t = float(group_time_s(Collective.ALL_REDUCE, S, n, 1, hw, eff))
-    up, out = scale_up_fabric(hw, eff), scale_out_fabric(hw, eff)
-    intra = 2 * (7 * up.latency_s + 7 / 8 * S / up.busbw_bytes_per_s)
-    inter = 2 * 3 * out.latency_s + 2 * 7 / 8 * (S / 8) / out.busbw_bytes_per_s
-    assert t == pytest.approx(intra + inter)
+    assert t == pytest.approx(min(ring, tree, nvls_tree))
+
+
+def test_phases_run_at_once_so_the_slower_link_sets_the_pace():
+    """Pipelined, not summed: with an NVLink 1000x faster the ring all-gather over 4 nodes x 8
+    takes its network share alone, 31/32 * S / (8 B_out); with a network 1000x faster, its
+    NVLink share alone, 31/32 * S * 7/8 / B_up (latencies set to zero)."""
+    S, n = 4e9, 32
+    slow, fast = Fabric(50e9, 0.0), Fabric(50e12, 0.0)
+    t_net = float(across_domains_s(Collective.ALL_GATHER, S, n, 8, 4, fast, slow, False))
+    t_nvl = float(across_domains_s(Collective.ALL_GATHER, S, n, 8, 4, slow, fast, False))
+    assert t_net == pytest.approx(31 / 32 * S / (8 * 50e9))
+    assert t_nvl == pytest.approx(31 / 32 * S * 7 / 8 / 50e9)
+    both = float(across_domains_s(Collective.ALL_GATHER, S, n, 8, 4, slow, slow, False))
+    assert both == pytest.approx(max(t_net, t_nvl)) and both < t_net + t_nvl
+
+
+def _nccl_btree(nranks, rank):
+    """NVIDIA/nccl src/graph/trees.cc ncclGetBtree (commit 5067397), line by line: (up, children)."""
+    bit = 1
+    while bit < nranks:
+        if bit & rank:
+            break
+        bit <<= 1
+    if rank == 0:
+        return -1, [bit >> 1] if nranks > 1 else []
+    up = (rank ^ bit) | (bit << 1)
+    if up >= nranks:
+        up = rank ^ bit
+    lowbit = bit >> 1
+    down0 = -1 if lowbit == 0 else rank - lowbit
+    down1 = -1 if lowbit == 0 else rank + lowbit
+    while down1 >= nranks:
+        down1 = -1 if lowbit == 0 else rank + lowbit
+        lowbit >>= 1
+    return up, [d for d in (down0, down1) if d != -1]
+
+
+def _nccl_dtree(nranks, rank):
+    """ncclGetDtree: the btree, and its mirror (even nranks) or its shift by one (odd)."""
+    first = _nccl_btree(nranks, rank)
+    if nranks % 2:
+        u, ds = _nccl_btree(nranks, (rank - 1 + nranks) % nranks)
+        second = (-1 if u == -1 else (u + 1) % nranks, [(d + 1) % nranks for d in ds])
+    else:
+        u, ds = _nccl_btree(nranks, nranks - 1 - rank)
+        second = (-1 if u == -1 else nranks - 1 - u, [nranks - 1 - d for d in ds])
+    return first, second
+
+
+@pytest.mark.parametrize("n_domains", [2, 3, 4, 5, 7, 8, 13, 16, 64, 255, 256, 1000])
+def test_tree_load_is_the_busiest_node_of_nccls_double_binary_tree(n_domains):
+    """Each tree carries S/2; a node sends S/2 to its parent and S/2 to each child (and
+    receives as much), so its bytes per byte of S are (links in tree 1 + links in tree 2) / 2."""
+    busiest = max(sum((up != -1) + len(children) for up, children in _nccl_dtree(n_domains, r)) / 2
+                  for r in range(n_domains))
+    assert float(tree_load(n_domains)) == busiest
 
 
 @pytest.mark.parametrize("op", [Collective.ALL_GATHER, Collective.REDUCE_SCATTER])
 def test_ring_across_nodes_pays_a_latency_per_gpu_not_per_node(op):
-    """NCCL's ring through 4 nodes x 8 GPUs: 31 steps, 3 across the network, 28 on NVLink."""
-    hw = load_hardware("h100-sxm")
-    eff = hw.efficiency
-    up, out = scale_up_fabric(hw, eff), scale_out_fabric(hw, eff)
+    """NCCL's ring through 4 nodes x 8 GPUs: 31 steps, 3 across the network, 28 on NVLink; each
+    GPU sends 31/32 S, 7/8 of it over NVLink and 1/8 over its NIC, at once."""
+    hw, eff, up, out = _fabrics()
     S, n = 4e9, 32
     t = float(group_time_s(op, S, n, 1, hw, eff))
-    bandwidth = 7 / 8 * S / up.busbw_bytes_per_s + 3 / 4 * (S / 8) / out.busbw_bytes_per_s
+    bandwidth = 31 / 32 * S * max(7 / 8 / up.busbw_bytes_per_s, 1 / 8 / out.busbw_bytes_per_s)
     assert t == pytest.approx(28 * up.latency_s + 3 * out.latency_s + bandwidth)
     # the latency grows with the GPUs in the ring: 64 nodes pay 512 - 64 = 448 NVLink steps, not 7
     t_small = float(group_time_s(op, 1.0, 512, 1, hw, eff))

@@ -588,3 +588,105 @@ def test_python_m_calibration_errors_stay_one_line(tmp_path, capsys):
     assert calibrate_main([str(log), "--hardware", "h100-sxm", "-o", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --output:") and err.count("\n") == 1
+
+
+# ------------------------------------------------------- issue 37: calibration that reads any cluster
+def _two_node_profile(tmp_path, latency_s=50e-6, busbw=300e9):
+    """A 16-GPU log over two 8-GPU hosts (synthetic, tests/support/nccl_logs.py) fitted into a profile."""
+    from support.nccl_logs import synthetic_log
+
+    from perfmodel.cli import main
+    log = tmp_path / "all_reduce_perf_2x8.txt"
+    log.write_text(synthetic_log("all_reduce", 16, 2, latency_s, busbw))
+    out = tmp_path / "mine.yaml"
+    # options first, the positional last: the order the option-order bug refused
+    assert main(["calibrate", "--hardware", "h100-sxm", "-o", str(out), str(log)]) == 0
+    return load_profile(out)
+
+
+def test_a_16_gpu_two_node_log_fits_the_16_gpu_group_it_measured(tmp_path, capsys):
+    """The log's fit is keyed by its group: all-reduce over 16 GPUs in 2 domains. It replaces the
+    time of a 16-GPU data-parallel group of two H100 nodes, t = 50 us + 2 * 15/16 * S / 300 GB/s,
+    and not that of the 128-GPU group of 16 nodes (the bug: the fit was keyed by the number of
+    domains, 16, so it landed on 128 GPUs and missed the 16 it measured)."""
+    from perfmodel.formulas.comm import Collective, group_time_s
+
+    prof = _two_node_profile(tmp_path)
+    (fit,) = prof.efficiency.collectives
+    assert (fit.op, fit.fabric, fit.num_gpus, fit.num_domains) == ("all_reduce", "scale_out", 16, 2)
+    assert fit.latency_s == pytest.approx(50e-6, rel=1e-3) and fit.busbw_bytes_per_s == pytest.approx(300e9, rel=1e-3)
+    hw = apply_profile(load_hardware("h100-sxm"), prof)
+    S = 1e9
+    assert float(group_time_s(Collective.ALL_REDUCE, S, 16, 1, hw, hw.efficiency)) == pytest.approx(
+        fit.latency_s + 2 * 15 / 16 * S / fit.busbw_bytes_per_s, rel=1e-12)
+    unfitted = hw.efficiency.model_copy(update={"collectives": ()})
+    for n, stride in ((128, 1), (16, 8)):      # 16 domains; and 16 GPUs one per node (16 domains)
+        assert float(group_time_s(Collective.ALL_REDUCE, S, n, stride, hw, hw.efficiency)) == float(
+            group_time_s(Collective.ALL_REDUCE, S, n, stride, hw, unfitted))
+
+
+def test_a_two_node_curve_sets_the_nic_efficiency_for_every_other_group(tmp_path):
+    """What the 16-GPU curve says about the network reaches other groups through
+    scale_out_bus_efficiency. By hand: two domains of 8 H100, all-reduce as a tree (or NVLS-tree)
+    sends S once each way through the 8 NICs of a node, S / (8 * 50 GB/s * e); NVLink's share,
+    2 * 7/8 * S / (369 GB/s * 480/370) = S / 273.5 GB/s, is faster than the measured algbw of
+    300 / (2 * 15/16) = 160 GB/s, so the NICs set it: e = 160 / 400 = 0.4."""
+    prof = _two_node_profile(tmp_path)
+    assert prof.efficiency.scale_out_bus_efficiency == pytest.approx(0.4, rel=2e-3)
+    assert "16 GPUs in 2 domains" in prof.efficiency.sources["scale_out_bus_efficiency"]
+
+
+def test_an_nvlink_bound_two_node_curve_leaves_the_nic_efficiency_alone(tmp_path):
+    """At 600 GB/s busbw (algbw 320 GB/s) the model's NVLink share (273.5 GB/s) could not keep up
+    whatever the NICs did: the curve does not measure them, and the spec's value stays."""
+    prof = _two_node_profile(tmp_path, busbw=600e9)
+    spec = load_hardware("h100-sxm")
+    assert prof.efficiency.scale_out_bus_efficiency == spec.efficiency.scale_out_bus_efficiency
+    assert "NVLink-bound" in prof.efficiency.sources["scale_out_bus_efficiency"]
+
+
+def test_predict_with_a_fitted_profile_uses_it(tmp_path, capsys):
+    """``perfmodel predict --profile PATH``: 16 H100 in pure data parallelism (ZeRO 0, no DP
+    overlap, fp32 gradients) all-reduce 4 bytes per parameter once per step over the 16-GPU,
+    2-node group the profile measured, so dp_comm = latency + 2 * 15/16 * 4 P / busbw with the
+    profile's fitted values, P = 8,030,261,248 (Llama 3 8B)."""
+    import json
+
+    from perfmodel.cli import main
+    prof = _two_node_profile(tmp_path)
+    (fit,) = prof.efficiency.collectives
+    scenario = tmp_path / "dp16.yaml"
+    scenario.write_text(yaml.safe_dump({
+        "name": "dp16", "hardware": "h100-sxm", "num_gpus": 16, "model": "llama3-8b", "seq_length": 4096,
+        "global_batch_size": 16, "micro_batch_size": 1, "parallelism": {"tp": 1, "pp": 1, "zero_stage": 0},
+        "software": {"overlap": {"dp": 0.0}, "grad_reduce_in_fp32": True}}))
+    capsys.readouterr()
+    dp = {}
+    for choice in (str(tmp_path / "mine.yaml"), "none"):
+        assert main(["predict", str(scenario), "--profile", choice, "--format", "json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        dp[choice] = out["breakdown_s"]["dp_comm"]
+        assert out["model_params_total"] == 8_030_261_248
+    want = fit.latency_s + 2 * 15 / 16 * 4 * 8_030_261_248 / fit.busbw_bytes_per_s
+    assert dp[str(tmp_path / "mine.yaml")] == pytest.approx(want, rel=1e-9)
+    assert dp["none"] != pytest.approx(want, rel=0.05)
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["bench-hw", "--repeats", "0", "--backend", "numpy"], "--repeats"),
+    (["calibrate", "--max-regimes", "9", "--hardware", "h100-sxm", "-o", "p.yaml", "x.txt"], "--max-regimes"),
+])
+def test_options_placed_first_reach_the_command(argv, fragment, capsys):
+    """The option-order bug: ``perfmodel bench-hw --quick`` and ``perfmodel calibrate --flag ...``
+    were refused by perfmodel's own parser ('unrecognized arguments'). Each command now parses
+    its own argv: a bad value placed first is that command's one-line error about that option."""
+    from perfmodel.cli import main
+    err = _one_line_error(capsys, main(argv))
+    assert fragment in err and "unrecognized" not in err
+
+
+def test_bench_hw_quick_runs_with_its_options_first(tmp_path, capsys):
+    from perfmodel.cli import main
+    assert main(["bench-hw", "--quick", "--backend", "numpy", "--repeats", "1", "--out", str(tmp_path)]) == 0
+    (path,) = tmp_path.glob("*/results.yaml")
+    assert load_results(path).records

@@ -163,3 +163,32 @@ def test_cli_size(tmp_path, capsys):
     assert main(base + ["--budget-usd", "1"]) == 0
     assert "> budget $1.00" in capsys.readouterr().out
     assert main(["size", str(path), "--tokens", "-5", "--no-profile"]) == 2
+
+
+def test_the_dense_100t_preset_gets_an_answer_or_a_reason_in_seconds(tmp_path, capsys):
+    """issue 37: ``perfmodel size`` on gpt-100t (Chinchilla's 20 tokens per parameter, 2e15,
+    a one-year deadline) at 65,536, 262,144 and 1,048,576 GPUs answers within 10 s: where
+    nothing fits it says so, and where something runs it names the count that misses the
+    deadline. By hand, the FLOPs alone make the year impossible: 6 * 99.693e12 * 2e15 = 1.196e30
+    FLOP over 1,048,576 Rubin Ultra packages at their 17,361 TFLOP/s BF16 dense peak take
+    6.57e7 s, 2.08 years, at 100% of peak; the model's fastest is slower than that bound."""
+    import time
+    scenario = tmp_path / "gpt100t.yaml"
+    scenario.write_text("name: gpt-100t\nhardware: gb200-nvl72\nnum_gpus: 65536\nmodel: gpt-100t\n"
+                        "seq_length: 8192\nglobal_batch_size: 65536\n")
+    t0 = time.monotonic()
+    code = main(["size", str(scenario), "--tokens", "2e15", "--deadline-days", "365", "--format", "json",
+                 "--gpus", "65536,262144,1048576", "--hardware", "h100-sxm,gb200-nvl72,rubin-ultra-nvl576",
+                 "--no-progress"])
+    elapsed = time.monotonic() - t0
+    assert code == 0 and elapsed < 10.0, elapsed
+    rows = {r["hardware"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    assert rows["h100-sxm"]["rule"] == "none_runs" and rows["h100-sxm"]["none_reason"] == "does not fit in memory"
+    for hw in ("gb200-nvl72", "rubin-ultra-nvl576"):
+        assert rows[hw]["rule"] == "deadline_missed" and rows[hw]["binding_num_gpus"] == 1_048_576
+    import perfmodel as pm
+    row = pm.size(pm.load_scenario(scenario), 2e15, deadline_s=365 * 86400, hardware_ids=["rubin-ultra-nvl576"],
+                  gpu_counts=[1_048_576]).rows[0]
+    flop_bound_s = 6 * 99.693e12 * 2e15 / (1_048_576 * 17_361e12)
+    assert flop_bound_s == pytest.approx(6.57e7, rel=1e-3)
+    assert row.binding.time_to_train_s > flop_bound_s > 365 * 86400
