@@ -51,8 +51,20 @@ def build_parser(with_external: bool = True) -> argparse.ArgumentParser:
     return ap
 
 
+BLAS_THREADS_ENV = "OPENBLAS_NUM_THREADS"
+"""OpenBLAS (numpy's wheels) starts one thread per core when numpy is imported, each with its
+buffers: about 50 ms of a ``predict`` on a 2-core machine (``import numpy``: 133 ms, 80 ms with
+one thread, medians of 15 interleaved runs). perfmodel's own commands do element-wise work and
+fits of a few parameters, no large matrix products, so one thread is all they use."""
+SINGLE_BLAS_THREAD_COMMANDS = tuple(c for c in CORE_COMMANDS if c != "app")
+"""Not ``app`` (Streamlit's process is its own) nor the commands other packages add (``bench-hw``
+times GEMMs)."""
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in SINGLE_BLAS_THREAD_COMMANDS and "numpy" not in sys.modules:
+        os.environ.setdefault(BLAS_THREADS_ENV, "1")   # before numpy is imported; a user's choice stands
     external = None
     if argv and argv[0] not in CORE_COMMANDS and not argv[0].startswith("-"):
         external = _external_commands().get(argv[0])
