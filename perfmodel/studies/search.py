@@ -166,6 +166,7 @@ class Kept:
     stride: int
     """Of the sample: every ``stride``-th layout that fits."""
     num_fit: int
+    """Layouts that fit seen so far (the sample's stride counts in them)."""
 
 
 def kept_with(kept: Kept, ev: Evaluation, group: int, position: np.ndarray, variant: Variant, objective: str,
