@@ -1,4 +1,4 @@
-"""Wall time of one `perfmodel predict` process, start-up included (target: < 0.5 s).
+"""Wall time of one `perfmodel predict` process, start-up included (target: < 0.25 s).
 
     python scripts/bench_predict.py [SCENARIO.yaml] [--runs N]
 
@@ -29,7 +29,7 @@ def main() -> int:
         times.append(time.perf_counter() - t0)
     times.sort()
     print(f"perfmodel predict wall time over {args.runs} runs: median {statistics.median(times):.3f} s, "
-          f"min {times[0]:.3f} s, max {times[-1]:.3f} s (target < 0.5 s)")
+          f"min {times[0]:.3f} s, max {times[-1]:.3f} s (target < 0.25 s)")
     cached = any((Path(__file__).resolve().parent.parent / "perfmodel" / "__pycache__").glob("predict.*.pyc"))
     if (os.environ.get("PYTHONDONTWRITEBYTECODE") or sys.dont_write_bytecode) and not cached:
         print("note: PYTHONDONTWRITEBYTECODE is set and perfmodel has no bytecode cache, so every run "

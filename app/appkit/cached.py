@@ -161,17 +161,15 @@ def search_view(key: str, options_json: str) -> dict:
     sc, cost, use_profile, _ = _unpack(key)
     opts = parse_search_options(json.loads(options_json))
     r = pm.search(sc, opts, profile=_profile(use_profile), cost=cost)
-    t = r.table
-    time_col = t.time_to_train_s if t.time_to_train_s is not None else t.step_time_s
-    n = len(t)
-    step = max(1, n // 4000)   # sample the cloud of layouts for drawing
+    t = r.table   # an even sample of the layouts that fit, at most a few thousand
+    time_col = t.time_basis_s
     cloud = [{"time_s": float(time_col[i]), "cost_usd": float(t.cost_usd[i]), "mfu": float(t.mfu[i]),
-              "num_gpus": int(t.num_gpus[i]), "bottleneck": str(t.bottleneck[i])} for i in range(0, n, step)]
+              "num_gpus": int(t.num_gpus[i]), "bottleneck": str(t.bottleneck[i])} for i in range(len(t))]
     return {
         "top": [c.to_dict() for c in r.candidates],
         "top_scenarios": [pm.scenario_to_dict(c.scenario) for c in r.candidates],
         "pareto": [c.to_dict() for c in r.pareto],
-        "cloud": cloud, "cloud_sampled": step > 1, "num_fitting": n,
+        "cloud": cloud, "cloud_sampled": len(t) < r.num_fit, "num_fitting": r.num_fit,
         "rejected": dict(r.rejected), "num_enumerated": r.num_enumerated, "num_valid": r.num_valid,
         "num_evaluated": r.num_evaluated, "elapsed_s": r.elapsed_s, "cost_basis": r.cost_basis,
         "time_basis": "time_to_train_s" if t.time_to_train_s is not None else "step_time_s",

@@ -35,7 +35,9 @@ def _external_commands() -> dict:
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name not in CORE_COMMANDS}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(with_external: bool = True) -> argparse.ArgumentParser:
+    """The parser of every command; ``with_external``: also list the commands other packages
+    register (reading the installed packages' entry points takes longer than a prediction)."""
     from perfmodel.cli import diagnose, job, studies, tools
 
     ap = _OneLineParser(prog="perfmodel", description="Analytical performance and cost model of distributed AI training.")
@@ -44,19 +46,32 @@ def build_parser() -> argparse.ArgumentParser:
     studies.register(sub)
     tools.register(sub)
     diagnose.register(sub)
-    for name, ep in sorted(_external_commands().items()):
+    for name, ep in sorted(_external_commands().items()) if with_external else ():
         sub.add_parser(name, help=f"from {ep.value.split(':')[0]} (perfmodel {name} -h)", add_help=False)
     return ap
 
 
+BLAS_THREADS_ENV = "OPENBLAS_NUM_THREADS"
+"""OpenBLAS (numpy's wheels) starts one thread per core when numpy is imported, each with its
+buffers: about 50 ms of a ``predict`` on a 2-core machine (``import numpy``: 133 ms, 80 ms with
+one thread, medians of 15 interleaved runs). perfmodel's own commands do element-wise work and
+fits of a few parameters, no large matrix products, so one thread is all they use."""
+SINGLE_BLAS_THREAD_COMMANDS = tuple(c for c in CORE_COMMANDS if c != "app")
+"""Not ``app`` (Streamlit's process is its own) nor the commands other packages add (``bench-hw``
+times GEMMs)."""
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in SINGLE_BLAS_THREAD_COMMANDS and "numpy" not in sys.modules:
+        os.environ.setdefault(BLAS_THREADS_ENV, "1")   # before numpy is imported; a user's choice stands
     external = None
     if argv and argv[0] not in CORE_COMMANDS and not argv[0].startswith("-"):
         external = _external_commands().get(argv[0])
     if external is not None:
         return _run(lambda: external.load()(argv[1:]))
-    args = build_parser().parse_args(argv)
+    core = bool(argv) and argv[0] in CORE_COMMANDS and not {"-h", "--help"} & set(argv[1:])
+    args = build_parser(with_external=not core).parse_args(argv)
     return _run(lambda: args.func(args))
 
 

@@ -220,6 +220,10 @@ def search_options(args, **extra):
     rc = csv_list(args.recompute, str, "recompute")
     if rc:
         d["recompute"] = tuple(rc)
+    overlap = csv_list(args.overlap, str, "overlap")
+    if overlap:
+        from perfmodel.studies.job_variants import OVERLAP_KINDS
+        d["overlap"] = OVERLAP_KINDS if overlap == ["all"] else tuple(overlap)
     d.update(extra)
     return parse_search_options(d)
 
@@ -231,7 +235,10 @@ def layout_text(c) -> str:
     s += f" cp{lay['cp']}" if lay["cp"] > 1 else ""
     s += f" ep{lay['ep']}" if lay["ep"] > 1 else ""
     s += f" etp{lay['etp']}" if lay["etp"] > 1 else ""
-    return s + f" dp{lay['dp']} z{lay['zero_stage']} mb{lay['micro_batch_size']} {lay['recompute']} {lay['precision']}"
+    s += f" dp{lay['dp']} z{lay['zero_stage']} mb{lay['micro_batch_size']} {lay['recompute']} {lay['precision']}"
+    base = c.scenario.software.overlap.model_fields
+    changed = {k: v for k, v in lay["overlap"].items() if v != base[k].default}
+    return s + "".join(f" {k}-overlap:{'chunked' if v is None else f'{v:g}'}" for k, v in changed.items())
 
 
 def add_cost_options(p) -> None:
@@ -257,6 +264,9 @@ def add_study_options(p, objective: bool = True) -> None:
         p.set_defaults(objective="time")
     p.add_argument("--precisions", help="comma-separated, e.g. bf16,fp8 (default: the scenario's)")
     p.add_argument("--recompute", help="comma-separated subset of none,selective,full (default: all)")
+    p.add_argument("--overlap", help="communication whose overlap with compute to search, off and on: a "
+                                     "comma-separated subset of tp,cp,ep,pp,dp,fsdp, or all (default: none, the "
+                                     "scenario's settings)")
     p.add_argument("--max-micro-batch-size", type=int, default=8)
     add_profile_option(p)
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,

@@ -43,7 +43,7 @@ def cmd_search(args) -> int:
     print(fmt.table(rows, header=["#", "layout", "step", "tok/s/GPU", "MFU", "memory", cost_label, "bottleneck"]))
     print()
     print(f"objective {opts.objective}: {res.num_enumerated:,} layouts enumerated, {res.num_valid:,} valid, "
-          f"{len(res.table):,} fit in memory; {fmt.seconds(res.elapsed_s)}")
+          f"{res.num_fit:,} fit in memory; {fmt.seconds(res.elapsed_s)}")
     print(f"Pareto front (time vs cost): {len(res.pareto)} layout(s)")
     if len(res.pareto) > 1:
         front = [[f"{c.scenario.num_gpus} GPUs " + layout_text(c), fmt.seconds(c.time_to_train_s or c.step_time_s),

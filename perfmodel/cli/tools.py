@@ -20,17 +20,30 @@ def cmd_bench(args) -> int:
         emit_json(res.to_dict())
         return 0
     lay = res.best_layout
-    print(fmt.table([
+    rows = [
         ["scenario", "GPT-3 175B, 1,024 x H100, batch 1,536 x 2,048"],
         ["cores", str(res.cores)],
         ["layouts enumerated / valid / fit", f"{res.layouts_enumerated:,} / {res.layouts_valid:,} / {res.layouts_fit:,}"],
         ["full search wall time (best, median)",
          f"{fmt.seconds(res.full_search_wall_s_best)}, {fmt.seconds(res.full_search_wall_s_median)}"],
-        ["layout evaluations/s (in the search)", f"{res.evaluations_in_search_per_s:,.0f}"],
-        [f"layout evaluations/s (all {res.raw_layouts:,} valid layouts)", f"{res.raw_evaluations_per_s:,.0f}"],
+        ["layout evaluations/s (whole search)", f"{res.evaluations_per_s:,.0f}"],
+        ["layout evaluations/s (in evaluate, during the search)", f"{res.evaluations_in_search_per_s:,.0f}"],
+        [f"layout evaluations/s (evaluate over all {res.raw_layouts:,} valid layouts)",
+         f"{res.raw_evaluations_per_s:,.0f}"],
         ["best layout", f"tp{lay['tp']} pp{lay['pp']} vpp{lay['vpp']} dp{lay['dp']} mb{lay['micro_batch_size']} "
                         f"{lay['recompute']} ({fmt.seconds(res.best_step_time_s)} per step)"],
-    ]))
+        ["widened search (bf16 + fp8, every overlap switch)",
+         f"{res.wide_candidates:,} candidates, {res.wide_evaluated:,} timed, {fmt.seconds(res.wide_search_wall_s)}, "
+         f"{res.wide_evaluations_per_s:,.0f} evaluations/s"],
+    ]
+    if res.predict_wall_s is not None:
+        rows.append(["perfmodel predict, one process (median)", fmt.seconds(res.predict_wall_s)])
+    if res.large_search_peak_rss_bytes is not None:
+        rows.append(["DeepSeek-V3 on 2,048 GB200 NVL72, bf16 + fp8: peak memory (before the search)",
+                     f"{fmt.bytes_binary(res.large_search_peak_rss_bytes)} "
+                     f"({fmt.bytes_binary(res.large_search_baseline_rss_bytes)}); "
+                     f"{res.large_search_candidates:,} candidates in {fmt.seconds(res.large_search_wall_s)}"])
+    print(fmt.table(rows))
     return 0
 
 

@@ -59,9 +59,9 @@ def keep(cols: dict, mask) -> dict:
     return {k: v[mask] for k, v in cols.items()}
 
 
-def enumerate_layouts(model: ModelSpec, hw: HardwareSpec, num_gpus: int, global_batch_size: int,
-                      seq_length: int, bounds: Bounds) -> dict:
-    """Layouts whose degrees multiply into num_gpus, as columns ``COLUMNS`` of equal length."""
+def _prefix(model: ModelSpec, hw: HardwareSpec, num_gpus: int, seq_length: int, bounds: Bounds) -> dict:
+    """The parallel degrees (tp, pp, cp, vpp, ep, etp) of every layout, each row to be crossed
+    with the zero stages and micro-batch sizes (``_expand``)."""
     N, layers, pin = num_gpus, model.num_layers, bounds.pinned
 
     def values(name, free):
@@ -88,12 +88,57 @@ def enumerate_layouts(model: ModelSpec, hw: HardwareSpec, num_gpus: int, global_
         experts = model.moe.num_experts
         c = _cross(c, "ep", values("ep", [d for d in _divisors(N, experts) if experts % d == 0]))
         c = _cross(c, "etp", values("etp", _divisors(N, max_tp)))
-    c = _cross(c, "zero_stage", values("zero_stage", sorted(set(bounds.zero_stages))))
+    return c
+
+
+def _expand(c: dict, num_gpus: int, global_batch_size: int, bounds: Bounds) -> dict:
+    """Prefix rows crossed with the zero stages and micro-batch sizes, and sequence parallelism."""
+    N, pin = num_gpus, bounds.pinned
+    c = _cross(c, "zero_stage", [pin["zero_stage"]] if "zero_stage" in pin else sorted(set(bounds.zero_stages)))
     dp = np.maximum(N // (c["tp"] * c["pp"] * c["cp"]), 1)
-    mbs = values("mbs", np.arange(1, bounds.max_micro_batch_size + 1))
+    mbs = [pin["mbs"]] if "mbs" in pin else np.arange(1, bounds.max_micro_batch_size + 1)
     c = _cross(c, "mbs", mbs)
     dp = np.repeat(dp, len(mbs))
     # keep mbs = 1 where the batch does not split at all, so the rule reports why
-    c = prune(c, (c["mbs"] == 1) | (global_batch_size % (c["mbs"] * dp) == 0), "mbs")
+    if "mbs" not in pin:
+        c = keep(c, (c["mbs"] == 1) | (global_batch_size % (c["mbs"] * dp) == 0))
     c["sp"] = np.full(len(c["tp"]), bool(pin["sp"])) if "sp" in pin else c["tp"] > 1
     return c
+
+
+def enumerate_layouts(model: ModelSpec, hw: HardwareSpec, num_gpus: int, global_batch_size: int,
+                      seq_length: int, bounds: Bounds) -> dict:
+    """Layouts whose degrees multiply into num_gpus, as columns ``COLUMNS`` of equal length."""
+    return _expand(_prefix(model, hw, num_gpus, seq_length, bounds), num_gpus, global_batch_size, bounds)
+
+
+@dataclass(frozen=True)
+class Enumeration:
+    """The layouts of one GPU count, to be generated block by block (``blocks``), so that the
+    layouts a search goes through are never all in memory at once."""
+
+    prefix: dict
+    """The parallel degrees of every layout before the zero stages and micro-batch sizes: about
+    1/32 of the layouts with the default bounds."""
+    num_gpus: int
+    global_batch_size: int
+    bounds: Bounds
+
+    def __len__(self) -> int:
+        """Prefix rows (the unit of ``blocks``)."""
+        return len(self.prefix["tp"])
+
+    def blocks(self, rows: int):
+        """(layout columns, first prefix row, prefix rows) of about ``rows`` layouts at a time,
+        in the order of ``enumerate_layouts``."""
+        per = len(set(self.bounds.zero_stages)) * self.bounds.max_micro_batch_size
+        step = max(1, rows // per)
+        for start in range(0, len(self), step):
+            part = keep(self.prefix, slice(start, start + step))
+            yield _expand(part, self.num_gpus, self.global_batch_size, self.bounds), start, len(part["tp"])
+
+
+def enumeration(model: ModelSpec, hw: HardwareSpec, num_gpus: int, global_batch_size: int, seq_length: int,
+                bounds: Bounds) -> Enumeration:
+    """``enumerate_layouts``, as blocks."""
+    return Enumeration(_prefix(model, hw, num_gpus, seq_length, bounds), num_gpus, global_batch_size, bounds)

@@ -21,7 +21,7 @@ and by the layout search (thousands).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from perfmodel.formulas import comm, offload, overheads, pipeline, traffic
 from perfmodel.formulas.activations import activation_bytes_per_layer
 from perfmodel.formulas.compute import BACKWARD_HOST_OPS_OVER_FORWARD, BlockTime, block_time
 from perfmodel.formulas.counts import training_flop_per_token
+from perfmodel.formulas.distinct import once_per_shape
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.memory import MemoryBreakdown, fits_in_memory, memory_per_gpu
 from perfmodel.formulas.overlap import exposed_s, tp_phi, window_used_s
@@ -131,8 +132,49 @@ def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerT
             recompute = recompute + tp_f + cp_f
     else:
         recompute = np.zeros(len(L))
-    fsdp = exposed_s(fsdp_per_layer_s, blk.fwd_s + blk.bwd_s - used_f - used_b, ov.fsdp, slowdown)
+    fsdp = _fsdp_exposed_s(fsdp_per_layer_s, blk, used_f, used_b, c)
     return LayerTime(blk, tp_f, tp_b, cp_f, cp_b, ep_f, ep_b, recompute, fsdp, used_f, used_b)
+
+
+def _fsdp_exposed_s(fsdp_per_layer_s, blk: BlockTime, used_fwd_s, used_bwd_s, c: Job):
+    """ZeRO-3 gathers of one layer behind what its TP, CP and EP traffic leaves of both passes."""
+    return exposed_s(fsdp_per_layer_s, blk.fwd_s + blk.bwd_s - used_fwd_s - used_bwd_s, c.software.overlap.fsdp,
+                     c.efficiency.overlap_compute_slowdown)
+
+
+def _layer_totals(kind: LayerKind, c: Job, L: Layouts) -> LayerTime:
+    """``_layer_time`` before the layer's ZeRO-3 traffic (which depends on the whole layout) and
+    without the rows of each operation (``evaluate`` reads only the block's totals): a function
+    of the layer's shape, worked out once per distinct one (``perfmodel.formulas.distinct``)."""
+    lt = _layer_time(kind, c, L, 0.0)
+    return replace(lt, block=replace(lt.block, ops=()))
+
+
+def _layer_time_per_shape(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerTime:
+    """``_layer_time``, the same to the last bit, with its per-shape part worked out once per
+    distinct layer shape."""
+    lt = once_per_shape(_layer_totals, kind, c, L, memo=True)
+    return replace(lt, fsdp_s=_fsdp_exposed_s(fsdp_per_layer_s, lt.block, lt.used_fwd_s, lt.used_bwd_s, c))
+
+
+def block_totals(ops, c: Job, L: Layouts) -> BlockTime:
+    """``block_time`` of ``ops`` without the rows of each operation (as ``_layer_totals``)."""
+    blk = block_time(ops, c.model, L, c.seq_length, c.precision, c.hardware, c.efficiency, c.software)
+    return replace(blk, ops=())
+
+
+DATA_PARALLEL_COLUMNS = ("tp", "pp", "vpp", "cp", "ep", "etp", "zero_stage", "dp")
+"""What the parameters of a stage and their data-parallel traffic depend on: all of a layout but
+its micro-batches (the first guess of ``once_per_shape``)."""
+
+
+def _data_parallel(c: Job, L: Layouts):
+    """(dense and expert parameters one GPU of the fullest stage holds, the step's data-parallel
+    traffic for them): a function of the layout alone, worked out once per distinct one."""
+    sp_params = stage_params(c.model, L)
+    units = len(layer_kinds(c.model)) / L.pp.astype(float) * c.software.fsdp_collectives_per_layer
+    dense, expert = sp_params.max_dense(), sp_params.max_expert()
+    return dense, expert, traffic.dp_traffic(dense, expert, L, c.hardware, c.efficiency, units, c.software)
 
 
 def _layer_parts(lt: LayerTime) -> dict:
@@ -217,8 +259,10 @@ def _layout_stages(stages_text: tuple[str, ...], L: Layouts, per_layer: dict, he
     return st, slowest, bubble
 
 
-def evaluate(c: Job, L: Layouts) -> StepArrays:
-    """The step-time breakdown and memory of the job under every layout of ``L``."""
+def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepArrays:
+    """The step-time breakdown and memory of the job under every layout of ``L``; ``memory``:
+    ``job_memory(c, L)`` where the caller has it already (the search, which keeps the layouts
+    that fit)."""
     m, hw, eff, seq, sw = c.model, c.hardware, c.efficiency, c.seq_length, c.software
     ov = sw.overlap
     slowdown = eff.overlap_compute_slowdown   # SMs held by hidden collectives (perfmodel.formulas.overlap)
@@ -227,34 +271,32 @@ def evaluate(c: Job, L: Layouts) -> StepArrays:
     n_moe = len(kinds) - n_dense
     pp = L.pp.astype(float)
 
-    sp_params = stage_params(m, L)
     layers_per_stage = len(kinds) / pp
     per_layer_units = sw.fsdp_collectives_per_layer
-    dp = traffic.dp_traffic(sp_params.max_dense(), sp_params.max_expert(), L, hw, eff,
-                            layers_per_stage * per_layer_units, sw)
+    dense_params, expert_params, dp = once_per_shape(_data_parallel, c, L, guess=DATA_PARALLEL_COLUMNS)
     fsdp_per_layer = per_layer_units * dp.fsdp_per_unit_s
 
     per_layer: dict = {}
     blocks = []
     used = []   # (forward, backward) compute that layer traffic runs beside, per kind (weighted)
     if n_dense:
-        lt = _layer_time(LayerKind.DENSE, c, L, fsdp_per_layer)
+        lt = _layer_time_per_shape(LayerKind.DENSE, c, L, fsdp_per_layer)
         per_layer = _add(per_layer, _scaled(_layer_parts(lt), n_dense / len(kinds)))
         blocks.append((lt.block, n_dense / len(kinds)))
         used.append((lt.used_fwd_s * n_dense / len(kinds), lt.used_bwd_s * n_dense / len(kinds)))
     if n_moe:
-        lt = _layer_time(LayerKind.MOE, c, L, fsdp_per_layer)
+        lt = _layer_time_per_shape(LayerKind.MOE, c, L, fsdp_per_layer)
         per_layer = _add(per_layer, _scaled(_layer_parts(lt), n_moe / len(kinds)))
         blocks.append((lt.block, n_moe / len(kinds)))
         used.append((lt.used_fwd_s * n_moe / len(kinds), lt.used_bwd_s * n_moe / len(kinds)))
     middle = _scaled(per_layer, layers_per_stage)
 
-    head = block_time(head_ops(m, sw), m, L, seq, c.precision, hw, eff, sw)
+    head = once_per_shape(block_totals, head_ops(m, sw), c, L, memo=True)
     head_parts = {"compute": head.fwd_s + head.bwd_s}
     mtp_parts: dict = {}   # one MTP module: its layer, its projection and its own head
     if m.mtp_layers:
-        mtp_lt = _layer_time(mtp_layer_kind(m), c, L, fsdp_per_layer)
-        mtp_proj = block_time(mtp_extra_ops(m), m, L, seq, c.precision, hw, eff, sw)
+        mtp_lt = _layer_time_per_shape(mtp_layer_kind(m), c, L, fsdp_per_layer)
+        mtp_proj = once_per_shape(block_totals, mtp_extra_ops(m), c, L, memo=True)
         mtp_parts = _add(_layer_parts(mtp_lt), {"compute": mtp_proj.fwd_s + mtp_proj.bwd_s + head.fwd_s + head.bwd_s})
 
     def total(d):
@@ -319,8 +361,8 @@ def evaluate(c: Job, L: Layouts) -> StepArrays:
     n_dp = (L.dp * L.cp).astype(float)
     n_edp = np.maximum(L.dp * L.cp * L.tp // (L.ep * L.etp), 1).astype(float)
     sharded = L.zero_stage >= 1
-    owned = (sp_params.max_dense() / np.where(sharded, n_dp, 1.0)
-             + sp_params.max_expert() / np.where(sharded, n_edp, 1.0))
+    owned = (dense_params / np.where(sharded, n_dp, 1.0)
+             + expert_params / np.where(sharded, n_edp, 1.0))
     bd["optimizer"] = overheads.optimizer_s(owned, hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency, sw)
 
     world_latency = comm.scale_out_fabric(hw, eff).latency_s * np.ceil(np.log2(max(c.num_gpus, 2)))
@@ -332,7 +374,7 @@ def evaluate(c: Job, L: Layouts) -> StepArrays:
     for k in COMPONENTS:
         bd.setdefault(k, np.zeros(len(L)))
 
-    mem = job_memory(c, L)
+    mem = job_memory(c, L) if memory is None else memory
     flop = training_flop_per_token(m, seq, causal=True).total
     w_layers = num_mb * layers_per_stage
     return StepArrays(

@@ -1,7 +1,7 @@
 """The one rule set of a runnable job: what ``predict``, ``search``, ``scale``, ``size`` and the
 app all apply, so a layout the search returns is one predict accepts, with the same numbers.
 
-``layout_violation_fields`` holds the contract's layout rules over arrays of layouts (each
+``layout_violations`` holds the contract's layout rules over arrays of layouts (each
 rule's message shows the arithmetic); ``check_job`` the rules on the job whatever its layout;
 ``recompute_violation`` the fields scoped to one recompute mode; ``with_recompute`` how those
 fields follow a recompute mode the search tries; ``resolve`` all of them for one scenario.
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfmodel.engine.job import Job, bind, scenario_layouts
+from perfmodel.formulas.distinct import row_groups
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.spec import pipeline_layout
 from perfmodel.spec.efficiency import Efficiencies
@@ -32,16 +33,35 @@ def _divides(a, b):
     return np.asarray(b) % np.asarray(a) == 0
 
 
-def layout_violation_fields(model: ModelSpec, hw: HardwareSpec, seq_length: int, global_batch_size,
-                            num_gpus, precision: str, *, tp, pp, vpp, cp, ep, etp, sp,
-                            micro_batch_size, activation_offload_layers: int = 0,
-                            pipeline_stages: int = 0) -> tuple[np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class Violations:
+    """The first rule each layout of a batch breaks: ``code`` is -1 where the layout can run,
+    else the index of its (field, reason) in ``fields`` and ``reasons`` (each distinct reason
+    once, with the arithmetic)."""
+
+    code: np.ndarray
+    fields: tuple[str, ...]
+    reasons: tuple[str, ...]
+
+    @property
+    def ok(self) -> np.ndarray:
+        return self.code < 0
+
+    def as_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(field, reason) object arrays, ``''`` where the layout can run."""
+        field = np.array(("",) + self.fields, dtype=object)[self.code + 1]
+        return field, np.array(("",) + self.reasons, dtype=object)[self.code + 1]
+
+
+def layout_violations(model: ModelSpec, hw: HardwareSpec, seq_length: int, global_batch_size, num_gpus,
+                      precision: str, *, tp, pp, vpp, cp, ep, etp, sp, micro_batch_size,
+                      activation_offload_layers: int = 0, pipeline_stages: int = 0) -> Violations:
     """The layout rules of the scenario contract, over arrays of layouts.
 
     Every argument after ``precision`` is an integer (``sp``: boolean) array; ``num_gpus`` and
-    ``global_batch_size`` may be scalars or arrays. Returns ``(field, reason)`` object arrays:
-    ``''`` where the layout can run, else the first rule it breaks, with the arithmetic. This is
-    the only home of the rules: ``check_layout`` calls it on a batch of one.
+    ``global_batch_size`` may be scalars or arrays. Returns the first rule each layout breaks,
+    with the arithmetic (``Violations``). This is the only home of the rules: ``check_layout``
+    calls it on a batch of one.
     """
     a = {k: np.atleast_1d(np.asarray(v, dtype=np.int64)) for k, v in dict(
         tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp, mbs=micro_batch_size,
@@ -50,8 +70,8 @@ def layout_violation_fields(model: ModelSpec, hw: HardwareSpec, seq_length: int,
     a = {k: np.broadcast_to(v, shape) for k, v in a.items()}
     tp, pp, vpp, cp, ep, etp, mbs, n, gbs = (a[k] for k in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs", "n", "gbs"))
     sp = np.broadcast_to(np.atleast_1d(np.asarray(sp, dtype=bool)), shape)
-    field = np.full(shape, "", dtype=object)
-    reason = np.full(shape, "", dtype=object)
+    code = np.full(shape, -1, dtype=np.int64)
+    fields, reasons = [], []
     ok = np.ones(shape, dtype=bool)
 
     def rule(name, broken, message, **cols):
@@ -61,13 +81,12 @@ def layout_violation_fields(model: ModelSpec, hw: HardwareSpec, seq_length: int,
         if not bad.any():
             return
         idx = np.flatnonzero(bad)
-        keys = np.stack([np.broadcast_to(v, shape).ravel()[idx] for v in cols.values()]
-                        or [np.zeros(idx.size, dtype=np.int64)], axis=1)
-        uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+        keys = [np.broadcast_to(v, shape).ravel()[idx] for v in cols.values()] or [np.zeros(idx.size, dtype=np.int64)]
+        first, inverse = row_groups(keys)
         # format each distinct combination once, then scatter (no per-layout Python)
-        texts = np.array([message(**dict(zip(cols, map(int, row)))) for row in uniq], dtype=object)
-        reason.ravel()[idx] = texts[np.ravel(inverse)]
-        field.ravel()[idx] = name
+        code.ravel()[idx] = len(reasons) + inverse
+        reasons.extend(message(**{k: int(v[i]) for k, v in zip(cols, keys)}) for i in first)
+        fields.extend([name] * len(first))
         ok = ok & ~bad
 
     model_par = tp * pp * cp
@@ -128,7 +147,14 @@ def layout_violation_fields(model: ModelSpec, hw: HardwareSpec, seq_length: int,
         name = hw.gpu.name
         rule("precision", np.ones(shape, dtype=bool),
              lambda: f"{name} has no dense {precision} tensor-core peak")
-    return field, reason
+    return Violations(code, tuple(fields), tuple(reasons))
+
+
+def layout_violation_fields(model: ModelSpec, hw: HardwareSpec, seq_length: int, global_batch_size,
+                            num_gpus, precision: str, **layout) -> tuple[np.ndarray, np.ndarray]:
+    """``layout_violations`` as ``(field, reason)`` object arrays: ``''`` where the layout can
+    run, else the first rule it breaks, with the arithmetic."""
+    return layout_violations(model, hw, seq_length, global_batch_size, num_gpus, precision, **layout).as_arrays()
 
 
 def layout_violation(model: ModelSpec, hw: HardwareSpec, seq_length: int, global_batch_size, num_gpus,

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfmodel.formulas.counts import attention_fwd_flop_per_token, attention_layer_mix
+from perfmodel.formulas.distinct import once_per_shape
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.workload import Op, OpKind, TpSplit, routed_load
 from perfmodel.spec.efficiency import Efficiencies, saturating_attention_efficiency, saturating_gemm_efficiency
@@ -296,7 +297,7 @@ class BlockTime:
 
 def block_time(ops: tuple[Op, ...], model: ModelSpec, layouts: Layouts, seq_length: int,
                precision: str, hw: HardwareSpec, eff: Efficiencies, sw: SoftwareStack) -> BlockTime:
-    times = tuple(op_time(op, model, layouts, seq_length, precision, hw, eff, sw) for op in ops)
+    times = tuple(once_per_shape(op_time, op, model, layouts, seq_length, precision, hw, eff, sw) for op in ops)
     zero = np.zeros(len(layouts))
 
     def total(kind, attr):

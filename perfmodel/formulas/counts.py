@@ -8,6 +8,7 @@ convention); the attention core's share depends on the keys each query sees
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,6 +16,7 @@ import numpy as np
 from perfmodel.formulas.workload import (
     BACKWARD_OVER_FORWARD,
     FLOP_PER_MAC,
+    MEMO_SIZE,
     LayerKind,
     Op,
     OpKind,
@@ -33,10 +35,12 @@ def _norm_params(m: ModelSpec) -> int:
     return 2 * m.hidden_size
 
 
+@functools.lru_cache(maxsize=MEMO_SIZE)
 def layer_params(m: ModelSpec, kind: LayerKind) -> int:
     return sum(op.params for op in weight_ops(m, kind)) + _norm_params(m)
 
 
+@functools.lru_cache(maxsize=MEMO_SIZE)
 def layer_active_params(m: ModelSpec, kind: LayerKind) -> float:
     return sum(op.params * (op.tokens_frac if op.expert else 1.0) for op in weight_ops(m, kind)) + _norm_params(m)
 
@@ -80,6 +84,7 @@ class ParamCount:
         return self.total + self.mtp
 
 
+@functools.lru_cache(maxsize=MEMO_SIZE)
 def param_count(m: ModelSpec) -> ParamCount:
     kinds = layer_kinds(m)
     return ParamCount(
@@ -128,6 +133,7 @@ def mean_attention_fwd_flop_per_token(op: Op, seq_length, causal: bool) -> float
                      for share, w in attention_layer_mix(op)))
 
 
+@functools.lru_cache(maxsize=MEMO_SIZE)
 def layer_fwd_flop_per_token(m: ModelSpec, kind: LayerKind, seq_length: int, causal: bool) -> float:
     total = 0.0
     for op in weight_ops(m, kind):
@@ -151,6 +157,7 @@ class FlopCount:
         return self.layers + self.output + self.mtp
 
 
+@functools.lru_cache(maxsize=MEMO_SIZE)
 def training_flop_per_token(m: ModelSpec, seq_length: int, causal: bool = True) -> FlopCount:
     """Model FLOPs per token = (1 + backward factor) x forward; recompute excluded (MFU convention)."""
     train = 1 + BACKWARD_OVER_FORWARD

@@ -3,6 +3,8 @@ of one) and ``search`` (thousands of candidates at once).
 
 Every field is an integer (or boolean) array of the same shape. Physical models take a
 ``Layouts`` and broadcast; they never loop over candidates.
+
+``perfmodel.formulas.distinct`` works a function of a batch out once per distinct shape.
 """
 
 from __future__ import annotations
@@ -46,3 +48,4 @@ def layouts_from_arrays(**arrays) -> Layouts:
         v = np.asarray(arrays[f.name])
         out[f.name] = np.broadcast_to(v, (n,)).astype(bool if f.name == "sp" else np.int64)
     return Layouts(**out)
+

@@ -20,6 +20,7 @@ with a (k x n) weight costs ``2 * tokens * k * n`` FLOPs forward and twice that 
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass
 
 from perfmodel.spec.model import ModelSpec
@@ -104,6 +105,10 @@ class Op:
 
 ACT_BYTES = 2
 """Bytes per 16-bit activation element."""
+MEMO_SIZE = 1024
+"""Distinct (model, layer kind, software stack) inventories kept (``functools.lru_cache``): the
+inventories depend on nothing else, so a prediction, a search or a validation run builds each
+once, not once per layer per call (a few kilobytes each)."""
 FP32_BYTES = 4
 """Bytes per fp32 element (eager PyTorch upcasts norms and rotary embeddings to fp32)."""
 
@@ -305,6 +310,7 @@ def _eager_elementwise_ops(m: ModelSpec, width: int) -> tuple[list[Op], Op]:
     return ops, act
 
 
+@functools.lru_cache(maxsize=MEMO_SIZE)
 def weight_ops(m: ModelSpec, kind: LayerKind) -> tuple[Op, ...]:
     """The GEMMs and the attention core of one layer of the given kind: the operations that hold
     the layer's weights and FLOPs, the same whatever software runs them."""
@@ -312,6 +318,7 @@ def weight_ops(m: ModelSpec, kind: LayerKind) -> tuple[Op, ...]:
     return tuple(_attention_ops(m) + mlp)
 
 
+@functools.lru_cache(maxsize=MEMO_SIZE)
 def layer_ops(m: ModelSpec, kind: LayerKind, sw: SoftwareStack) -> tuple[Op, ...]:
     """Operations of one transformer layer of the given kind: ``weight_ops`` and the
     elementwise traffic the software stack runs beside them (``sw.elementwise_kernels``: fused
@@ -342,6 +349,7 @@ def head_weight_op(m: ModelSpec) -> Op:
     return Op("output/logits", OpKind.GEMM, k=m.hidden_size, n=m.vocab_size, tp_split=TpSplit.COLUMN)
 
 
+@functools.lru_cache(maxsize=MEMO_SIZE)
 def head_ops(m: ModelSpec, sw: SoftwareStack) -> tuple[Op, ...]:
     """Output layer: logits GEMM and the softmax cross-entropy over V (``sw.cross_entropy``
     fused: read and write logits; eager_fp32: the eager fp32 upcast and log-softmax,
@@ -355,12 +363,14 @@ def head_ops(m: ModelSpec, sw: SoftwareStack) -> tuple[Op, ...]:
     return (head_weight_op(m), loss)
 
 
+@functools.lru_cache(maxsize=MEMO_SIZE)
 def mtp_extra_ops(m: ModelSpec) -> tuple[Op, ...]:
     """Per MTP module beyond its transformer layer: the 2h -> h projection (DeepSeek-V3, sec. 2.2)."""
     h = m.hidden_size
     return (Op("mtp/projection", OpKind.GEMM, k=2 * h, n=h),)
 
 
+@functools.lru_cache(maxsize=MEMO_SIZE)
 def layer_kinds(m: ModelSpec) -> tuple[LayerKind, ...]:
     """Kind of each of the l layers in order: the leading dense layers, then every
     ``interleave_step``-th layer MoE (``MoeSpec.interleave_step``)."""

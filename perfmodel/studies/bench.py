@@ -1,9 +1,20 @@
-"""How fast the engine is: full-search wall time and layout evaluations per second on one job
-(GPT-3 175B on 1,024 H100s, Narayanan et al. 2021's batch), for ``perfmodel bench``."""
+"""How fast the engine is, for ``perfmodel bench``, on one core:
+
+- layout evaluations per second: a full search of one job (GPT-3 175B on 1,024 H100s,
+  Narayanan et al. 2021's batch) timed end to end, and ``evaluate`` alone over every valid
+  layout; then the same job with the widened search (precisions bf16 and fp8, every overlap
+  setting);
+- the wall time of one ``perfmodel predict`` process, start-up included;
+- the peak memory of a large search (DeepSeek-V3 on GB200 NVL72), in a process of its own.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import statistics
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 
@@ -13,6 +24,7 @@ from perfmodel.engine.job import bind
 from perfmodel.engine.rules import layout_rule_fields, layout_violation, with_recompute
 from perfmodel.formulas.layouts import layouts_from_arrays
 from perfmodel.spec.scenario import hardware_of, model_of, parse_scenario
+from perfmodel.studies.job_variants import OVERLAP_KINDS
 from perfmodel.studies.search import CHUNK, SearchOptions, bounds_for, search
 
 BENCH_SCENARIO = dict(
@@ -21,6 +33,15 @@ BENCH_SCENARIO = dict(
 )
 """GPT-3 175B with the batch and sequence of Narayanan et al. 2021 (table 1: 1,536 x 2,048 on
 1,024 GPUs) and GPT-3's 300B training tokens (Brown et al. 2020, sec. 2.2)."""
+WIDE_OPTIONS = dict(precisions=("bf16", "fp8"), overlap=OVERLAP_KINDS)
+"""The widened search: both precisions an H100 trains in, and every overlap switch."""
+LARGE_SCENARIO = dict(
+    name="bench-deepseek-v3-2048xgb200", hardware="gb200-nvl72", num_gpus=2048, model="deepseek-v3",
+    seq_length=4096, global_batch_size=15360, training_tokens=14.8e12,
+)
+"""DeepSeek-V3 with its pre-training batch, sequence and tokens (DeepSeek-AI 2024, sec. 4.2:
+15,360 x 4,096, 14.8T tokens) on 2,048 GPUs of GB200 NVL72 racks."""
+LARGE_OPTIONS = dict(precisions=("bf16", "fp8"))
 
 
 @dataclass(frozen=True)
@@ -31,30 +52,97 @@ class BenchResult:
     layouts_fit: int
     full_search_wall_s_best: float
     full_search_wall_s_median: float
+    evaluations_per_s: float
+    """Layouts timed per second of the whole search (enumeration, rules, memory and ranking
+    included), median of the repeats."""
     evaluations_in_search_per_s: float
+    """... per second spent in ``evaluate`` during the search."""
     raw_layouts: int
     raw_evaluate_s: float
     raw_evaluations_per_s: float
+    """``evaluate`` (memory included) over every valid layout, fitting or not, best of the repeats."""
     best_layout: dict
     best_step_time_s: float
+    wide_candidates: int
+    """The widened search: candidates enumerated (layouts x recompute x precision x overlap
+    settings that differ for the layout), ..."""
+    wide_evaluated: int
+    """... those timed, ..."""
+    wide_search_wall_s: float
+    """... its wall time (median), ..."""
+    wide_evaluations_per_s: float
+    """... and layouts timed per second of it."""
+    predict_wall_s: float | None
+    """Median wall time of ``perfmodel predict --format json`` (the built-in example) as a new
+    process, start-up included."""
+    large_search_peak_rss_bytes: float | None
+    """Peak resident memory of a process that runs the large search (interpreter and imports
+    included), ..."""
+    large_search_baseline_rss_bytes: float | None
+    """... and of the same process before the search."""
+    large_search_candidates: int | None
+    large_search_wall_s: float | None
 
     def to_dict(self) -> dict:
         """The CLI's JSON (``perfmodel bench --format json``)."""
-        return {"scenario": BENCH_SCENARIO, **self.__dict__}
+        return {"scenario": BENCH_SCENARIO, "wide_options": {k: list(v) for k, v in WIDE_OPTIONS.items()},
+                "large_scenario": LARGE_SCENARIO, "large_options": {k: list(v) for k, v in LARGE_OPTIONS.items()},
+                **self.__dict__}
 
 
-def bench(repeat: int) -> BenchResult:
-    """Search the bench job ``repeat`` times (after one warm-up), and time ``evaluate`` over every
-    valid layout, fitting or not, on one core."""
-    if hasattr(os, "sched_setaffinity"):   # one core, literally
+def predict_wall_s(runs: int) -> float:
+    """Median wall time of ``runs`` ``perfmodel predict`` processes."""
+    cmd = [sys.executable, "-m", "perfmodel.cli", "predict", "--format", "json"]
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def peak_rss_bytes() -> float:
+    """The process's peak resident memory: Linux's VmHWM (``/proc/self/status``), which starts
+    afresh with the process, unlike ``ru_maxrss``, which keeps the parent's peak across fork and
+    exec; ``ru_maxrss`` elsewhere."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(float(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+    except (OSError, StopIteration, ValueError):
+        import resource
+
+        scale = 1 if sys.platform == "darwin" else 1024   # bytes on macOS, KiB on Linux
+        return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale)
+
+
+def large_search_child() -> None:
+    """Run the large search and print its peak memory as JSON (``python -c`` from ``bench``)."""
+    sc = parse_scenario(LARGE_SCENARIO)
+    before = peak_rss_bytes()
+    t0 = time.perf_counter()
+    res = search(sc, SearchOptions(**LARGE_OPTIONS))
+    wall = time.perf_counter() - t0
+    print(json.dumps({"peak": peak_rss_bytes(), "before": before, "candidates": res.num_enumerated, "wall_s": wall}))
+
+
+def large_search_memory() -> dict:
+    code = "from perfmodel.studies.bench import large_search_child; large_search_child()"
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def bench(repeat: int, *, predict_runs: int = 5, large: bool = True) -> BenchResult:
+    """Search the bench job ``repeat`` times (after one warm-up), time ``evaluate`` over every
+    valid layout, fitting or not, and run the widened search, on one core; then time
+    ``predict_runs`` predict processes and (``large``) measure the large search's memory."""
+    if hasattr(os, "sched_setaffinity"):   # one core, literally (child processes inherit it)
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
     sc = parse_scenario(BENCH_SCENARIO)
     opts = SearchOptions()
     search(sc, opts)   # warm caches (presets, hardware, imports)
-    walls = []
-    for _ in range(repeat):
-        res = search(sc, opts)
-        walls.append(res.elapsed_s)
+    results = [search(sc, opts) for _ in range(repeat)]
+    walls = sorted(r.elapsed_s for r in results)
+    res = results[-1]
     m, hw = model_of(sc), hardware_of(sc)
     cols = enumerate_layouts(m, hw, sc.num_gpus, sc.global_batch_size, sc.seq_length, bounds_for(sc, opts))
     ok = layout_violation(m, hw, sc.seq_length, sc.global_batch_size, sc.num_gpus, sc.precision, tp=cols["tp"],
@@ -64,17 +152,25 @@ def bench(repeat: int) -> BenchResult:
     dp = sc.num_gpus // (cols["tp"] * cols["pp"] * cols["cp"])
     L = layouts_from_arrays(**{k: cols[k] for k in ("tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero_stage", "mbs")},
                             dp=dp, num_mb=sc.global_batch_size // (cols["mbs"] * dp))
-    job = bind(with_recompute(sc, "selective"), m, hw, hw.efficiency)
     best = float("inf")
     for _ in range(repeat):
+        job = bind(with_recompute(sc, "selective"), m, hw, hw.efficiency)   # a new job: nothing kept from the last
         t0 = time.perf_counter()
         for s in range(0, len(L), CHUNK):
             evaluate(job, L.take(slice(s, s + CHUNK)))
         best = min(best, time.perf_counter() - t0)
-    walls.sort()
+    wide = [search(sc, SearchOptions(**WIDE_OPTIONS)) for _ in range(repeat)]
+    wide_wall = statistics.median(w.elapsed_s for w in wide)
+    large = large_search_memory() if large else None
     return BenchResult(
         cores=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        layouts_enumerated=res.num_enumerated, layouts_valid=res.num_valid, layouts_fit=len(res.table),
+        layouts_enumerated=res.num_enumerated, layouts_valid=res.num_valid, layouts_fit=res.num_fit,
         full_search_wall_s_best=walls[0], full_search_wall_s_median=walls[len(walls) // 2],
+        evaluations_per_s=res.num_evaluated / walls[len(walls) // 2],
         evaluations_in_search_per_s=res.num_evaluated / res.evaluate_s, raw_layouts=len(L), raw_evaluate_s=best,
-        raw_evaluations_per_s=len(L) / best, best_layout=res.best.layout(), best_step_time_s=res.best.step_time_s)
+        raw_evaluations_per_s=len(L) / best, best_layout=res.best.layout(), best_step_time_s=res.best.step_time_s,
+        wide_candidates=wide[-1].num_enumerated, wide_evaluated=wide[-1].num_evaluated, wide_search_wall_s=wide_wall,
+        wide_evaluations_per_s=wide[-1].num_evaluated / wide_wall,
+        predict_wall_s=predict_wall_s(predict_runs) if predict_runs else None,
+        large_search_peak_rss_bytes=large and large["peak"], large_search_baseline_rss_bytes=large and large["before"],
+        large_search_candidates=large and large["candidates"], large_search_wall_s=large and large["wall_s"])

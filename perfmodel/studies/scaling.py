@@ -235,7 +235,7 @@ def scale_sweep(scenario, gpu_counts, mode: Mode = "strong", options: SearchOpti
             raw.append(ScalingPoint(n, scenario.global_batch_size, None, why))
             continue
         sc = scenario.model_copy(update={"num_gpus": n, "global_batch_size": gbs})
-        res = search(sc, options, cost_model, efficiency=efficiency)
+        res = search(sc, options, cost_model, efficiency=efficiency, best_only=True)
         if progress is not None:
             progress(k + 1, len(counts))
         if res.best is None:

@@ -158,7 +158,7 @@ def _options_for(scenario: Scenario, counts, search_options, cost_model, efficie
     out, reasons = [], {}
     for n in counts:
         res = search(scenario.model_copy(update={"num_gpus": n}), search_options, cost_model,
-                     efficiency=efficiency)
+                     efficiency=efficiency, best_only=True)
         if res.best is None:
             reasons[n] = res.top_reason() or "no layout enumerated"
             continue

@@ -190,7 +190,7 @@ def test_memory_filter_and_reason_counts_add_up():
     assert res.rejected[DOES_NOT_FIT] > 0
     rule_rejections = sum(v for k, v in res.rejected.items() if k != DOES_NOT_FIT)
     assert res.num_enumerated == res.num_valid + rule_rejections
-    assert res.num_valid == len(res.table) + res.rejected[DOES_NOT_FIT]
+    assert res.num_valid == res.num_fit + res.rejected[DOES_NOT_FIT]
     assert res.table.fits.all() and all(c.fits for c in res.candidates)
 
 
