@@ -42,21 +42,36 @@ def test_weighted_quantiles_midpoint_rule():
 
 
 def rows():
-    """Source A (hopper, dense): r = 0.1, 0.2, 0.3, offset 0.2, within -0.1, 0, 0.1 (weight 1/3 each);
-    source B: r = -0.1, 0.1, offset 0.0, within -0.1, 0.1 (weight 1/2 each)."""
+    """Source A (hopper, dense): r = 0.1, 0.2, 0.3, offset 0.2 (3 runs), within -0.1, 0, 0.1;
+    source B: r = -0.1, 0.1, offset 0.0 (2 runs), within -0.1, 0.1. Every run weighs 1."""
     a = [Residual(f"a{i}", "A", "h100-sxm", "hopper", "dense", r) for i, r in enumerate((0.1, 0.2, 0.3))]
     b = [Residual(f"b{i}", "B", "h100-sxm", "hopper", "dense", r) for i, r in enumerate((-0.1, 0.1))]
     return a + b
 
 
 def test_two_level_band_hand_computed():
-    """b in {0.2, 0.0}, e as above: b + e is -0.1 (weight 5/6), 0 (1/3), 0.1 (5/3), 0.2 (1/3), 0.3
-    (5/6) of 4. Its 10% lies among the two -0.1 entries (midpoints 0.042, 0.146), its median among
-    the 0.1 entries, its 90% among the two 0.3 entries (0.833, 0.938): -0.1, 0.1, 0.3."""
-    q, units = band_quantiles(parts(rows()), "hopper", "dense", (0.1, 0.5, 0.9))
-    assert units == 2 and list(q) == pytest.approx([-0.1, 0.1, 0.3])
+    """b in {0.2 (weight 3), 0.0 (weight 2)}, e in {-0.1, 0, 0.1, -0.1, 0.1} (1 each): b + e is
+    -0.1 (2 + 2), 0 (2), 0.1 (2 + 2 + 3 + 3), 0.2 (3), 0.3 (3 + 3) of 25. Midpoints: -0.1 at 1/25 and
+    3/25, so 10% is -0.1; 0.1 spans 6/25 to 16/25, so the median is 0.1; 0.2 at 17.5/25 = 0.7; 0.3 at
+    20.5/25 and 23.5/25, so 90% is 0.3. (Every unit weighing the same instead, 70% falls between
+    0.1 and 0.2, at 0.152.)"""
+    q, units = band_quantiles(parts(rows()), "hopper", "dense", (0.1, 0.5, 0.7, 0.9))
+    assert units == 2 and list(q) == pytest.approx([-0.1, 0.1, 0.2, 0.3])
     # a generation without units, or 'any', uses every unit's offset: the same here
-    assert list(band_quantiles(parts(rows()), "blackwell", "dense", (0.1, 0.5, 0.9))[0]) == pytest.approx(list(q))
+    assert list(band_quantiles(parts(rows()), "blackwell", "dense", (0.1, 0.5, 0.7, 0.9))[0]) == pytest.approx(list(q))
+
+
+def test_a_generation_of_one_unit_borrows_every_units_offsets():
+    """Source C, one Blackwell run at r = 0.5: one unit shows no spread of offsets, so a Blackwell
+    band draws b from all three, {0.2 (3), 0.0 (2), 0.5 (1)}, with the five e of A and B: 25 pairs
+    weighing 30. The two lowest, 0.0 - 0.1 = -0.1 (2 each), sit at 1/30 and 3/30: 5% is -0.1; the
+    two highest, 0.5 + 0.1 = 0.6 (1 each), at 28.5/30 = 0.95 and 29.5/30: 95% is 0.6. (Its own
+    offset alone would give 0.4 to 0.6.) Hopper, with two units, keeps its own."""
+    c = Residual("c0", "C", "b200", "blackwell", "dense", 0.5)
+    p = parts(rows() + [c])
+    q, units = band_quantiles(p, "blackwell", "dense", (0.05, 0.95))
+    assert units == 3 and list(q) == pytest.approx([-0.1, 0.6])
+    assert band_quantiles(p, "hopper", "dense", (0.5,))[1] == 2
 
 
 def test_leave_one_source_out_hand_computed():

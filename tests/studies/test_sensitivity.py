@@ -133,17 +133,51 @@ def test_scale_up_bandwidth_of_an_exposed_gradient_all_reduce():
     assert step - e.step_time_s == pytest.approx(bandwidth_term / 2, rel=1e-9)
 
 
-def test_scale_out_bandwidth_of_a_two_node_all_reduce():
-    """16 GPUs in two NVLink domains: the all-reduce runs hierarchically, a reduce-scatter and an
-    all-gather inside each domain and, across the two, a tree all-reduce of S / 8 per GPU over the
-    NICs: factor(all-reduce, 2) = 1, so its bandwidth term is (S / 8) / (B_nic x eff). Twice the
-    NIC rate removes half of it."""
-    r = _resolved(num_gpus=16, global_batch_size=64, software={"overlap": {"dp": 0.0}})
+def _links(r):
+    """(S, B_up, B_out, alpha_up, alpha_out): the fp32 gradient buffer 4 B x P, and each fabric's
+    busbw per GPU (line rate x bus efficiency) and per-step latency."""
     hw, eff = r.job.hardware, r.job.efficiency
-    s_bytes = 4 * param_count(r.job.model).total
-    inter = (s_bytes / 8) / (hw.scale_out.bandwidth_bytes_per_s * eff.scale_out_bus_efficiency)
-    step, _, e = _effect(r, "scale_out_bandwidth")
-    assert step - e.step_time_s == pytest.approx(inter / 2, rel=1e-9)
+    return (4 * param_count(r.job.model).total,
+            hw.scale_up.bandwidth_bytes_per_s * eff.scale_up_bus_efficiency,
+            hw.scale_out.bandwidth_bytes_per_s * eff.scale_out_bus_efficiency,
+            eff.scale_up_latency_s, eff.scale_out_latency_s)
+
+
+def test_scale_out_bandwidth_of_a_four_node_all_reduce():
+    """32 GPUs in four NVLink domains (g = 8 per domain, N = 4), plain data parallelism, no
+    overlap: the step carries one all-reduce of S = 4 B x P, the fastest of NCCL's algorithms
+    (``comm.across_domains_s``). H100: B_up = 450 x 0.82 = 369 GB/s, B_out = 50 x 0.92 = 46 GB/s.
+      ring:      2(n-1)/n S max((g-1)/(g B_up), 1/(g B_out)) = 1.9375 S max(1/421.7, 1/368) per GB/s:
+                 the NIC binds; latency 2((n - N) alpha_up + (N - 1) alpha_out) = 2(28 alpha_up + 3 alpha_out)
+      NVLS-tree: S max(2(g-1)/(g B_up gain), load(4)/(g B_out)) = S max(1/273.6, 1/184): slower
+                 (the plain tree, S max(1/210.9, 1/184), no faster)
+    so t = ring = 2(28 alpha_up + 3 alpha_out) + 1.9375 S / (8 B_out) = 0.1692 s. Twice the NIC
+    rate puts the ring on NVLink (1.9375 x 7/8 S / B_up = S / 217.7 GB/s) and NVLS-tree on its
+    NVLink chain (1.75 S / (B_up gain) = S / 273.6 GB/s, the NICs now S / 368 GB/s): NCCL turns
+    to NVLS-tree, t(2x) = 2(alpha_up + log2(4) alpha_out) + 1.75 S / (B_up gain) = 0.1174 s."""
+    r = _resolved(num_gpus=32, global_batch_size=128, software={"overlap": {"dp": 0.0}})
+    s_bytes, b_up, b_out, a_up, a_out = _links(r)
+    ring = 2 * (28 * a_up + 3 * a_out) + 2 * 31 / 32 * s_bytes / (8 * b_out)
+    nvls_tree_2x = 2 * (a_up + 2 * a_out) + 2 * 7 / 8 * s_bytes / (b_up * NVLS_ALLREDUCE_GAIN)
+    step, bd, e = _effect(r, "scale_out_bandwidth")
+    assert bd["dp_comm"] == pytest.approx(ring, rel=1e-9)
+    assert step - e.step_time_s == pytest.approx(ring - nvls_tree_2x, rel=1e-9)
+    assert e.elasticity == pytest.approx(math.log2(step / (step - ring + nvls_tree_2x)), rel=1e-9)
+
+
+def test_scale_out_bandwidth_off_the_path_of_a_two_node_all_reduce():
+    """16 GPUs in two NVLink domains (g = 8, N = 2): NVLS-tree's network term is load(2) S / (g B_out)
+    = S / 368 GB/s, its NVLink chain 2(g-1)/g S / (B_up gain) = S / 273.6 GB/s: the chain binds
+    (the ring, 1.875 S / 368 GB/s, is slower), t = 2(alpha_up + alpha_out) + 1.75 S / (B_up gain).
+    The NICs carry their share at the same time as NVLink carries its own, so twice the NIC rate
+    (S / 736 GB/s) leaves the step as it is: elasticity 0."""
+    r = _resolved(num_gpus=16, global_batch_size=64, software={"overlap": {"dp": 0.0}})
+    s_bytes, b_up, b_out, a_up, a_out = _links(r)
+    assert 1 / (8 * b_out) < 2 * 7 / 8 / (b_up * NVLS_ALLREDUCE_GAIN)
+    step, bd, e = _effect(r, "scale_out_bandwidth")
+    assert bd["dp_comm"] == pytest.approx(2 * (a_up + a_out) + 2 * 7 / 8 * s_bytes / (b_up * NVLS_ALLREDUCE_GAIN),
+                                          rel=1e-9)
+    assert e.step_time_s == step and e.elasticity == 0.0
 
 
 @pytest.mark.parametrize("resource,scenario", [
