@@ -186,9 +186,24 @@ def _chunks_in_flight(rank, pp, vpp, num_mb) -> np.ndarray:
 
 def _dense_layers_on_rank(m: ModelSpec, rank, pp, vpp, c) -> np.ndarray:
     """Dense-MLP layers among rank r's chunks k*p + r, k < v, of c layers each (the leading
-    ones, and with ``moe.interleave_step`` > 1 those between the MoE layers)."""
+    ones, and with ``moe.interleave_step`` > 1 those between the MoE layers).
+
+    With the dense layers all leading (D of them, ``interleave_step`` 1), model chunk j holds
+    layers [j c, (j + 1) c): chunks j < D // c are dense throughout and chunk D // c holds the
+    remaining D mod c; rank r holds the chunks j = r (mod p), j < v p, so it counts
+    c * |{j < min(D // c, v p) : j = r mod p}| plus the remainder when its chunk is r's. The
+    same count as walking the chunks, without a v x layouts table (which took most of a large
+    MoE search)."""
     if m.moe is None:
         return vpp * c
+    if m.moe.interleave_step == 1:
+        D = m.moe.num_dense_layers
+        rank, pp, vpp, c = (np.asarray(x) for x in (rank, pp, vpp, c))
+        chunks = pp * vpp
+        full = np.minimum(D // c, chunks)
+        own_full = np.maximum(full - rank + pp - 1, 0) // pp        # j < full with j = r (mod p)
+        partial = np.where((D // c < chunks) & ((D // c) % pp == rank), D % c, 0)
+        return c * own_full + partial
     dense_before = np.concatenate(([0], np.cumsum([k is LayerKind.DENSE for k in layer_kinds(m)])))
     k = np.arange(int(np.max(vpp)))[:, None]
     start = np.minimum((k * pp + rank) * c, m.num_layers).astype(int)
