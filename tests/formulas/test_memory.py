@@ -422,3 +422,23 @@ def test_dense_layers_on_rank_by_hand(lead, step, rank, pp, vpp, expected):
     c = -(-8 // (pp * vpp))
     got = _dense_layers_on_rank(m, np.array([rank]), np.array([pp]), np.array([vpp]), np.array([c]))
     assert int(got[0]) == expected
+
+
+@pytest.mark.parametrize("preset,lead", [("deepseek-v3", 3), ("deepseek-v3", 0), ("deepseek-v3", 17),
+                                         ("moe-100t", 3), ("llama4-maverick", 1)])
+def test_dense_layers_per_rank_equal_a_walk_over_the_rank_chunks(preset, lead):
+    """Rank r holds model chunks j = k p + r (k < v) of c layers each; its dense-MLP layers are
+    counted here by walking those chunks layer by layer, against the closed form."""
+    from perfmodel.formulas.memory import _dense_layers_on_rank
+    from perfmodel.formulas.workload import LayerKind, layer_kinds
+    from perfmodel.spec.presets import load_model
+    m = load_model(preset)
+    m = m.model_copy(update={"moe": m.moe.model_copy(update={"num_dense_layers": lead})})
+    kinds = layer_kinds(m)
+    rng = np.random.default_rng(lead)
+    pp, vpp = rng.integers(1, 40, 300), rng.integers(1, 6, 300)
+    rank = rng.integers(0, 1000, 300) % pp
+    c = -(-m.num_layers // (pp * vpp))
+    walked = [sum(kinds[i] is LayerKind.DENSE for k in range(v) for i in range((k * p + r) * cc, (k * p + r + 1) * cc)
+                  if i < m.num_layers) for r, p, v, cc in zip(rank, pp, vpp, c)]
+    assert list(_dense_layers_on_rank(m, rank, pp, vpp, c)) == walked
