@@ -112,11 +112,12 @@ def sum_stages_s(st: StageTimes, pp):
 
 
 def bubble_closed_form_s(schedule, pp, vpp, fwd_s, bwd_input_s, bwd_weight_s):
-    """The bubble of one step with p equal ranks (the module's table), per schedule code."""
+    """The bubble of one step with p equal ranks (the module's table), per schedule code; 0
+    without a pipeline (p = 1)."""
     p, v = np.asarray(pp, dtype=float), np.asarray(vpp, dtype=float)
     F, B, W = (np.asarray(x, dtype=float) for x in (fwd_s, bwd_input_s, bwd_weight_s))
     s = np.asarray(schedule)
-    return np.select(
+    return np.where(p > 1, np.select(
         [s == ONE_F_ONE_B, s == INTERLEAVED, s == ZB_H1, s == ZB_H2, s == ZB_V, s == DUALPIPE],
         [(p - 1) * (F + B + W),
          (p - 1) * (F + B + W) / v,
@@ -124,7 +125,7 @@ def bubble_closed_form_s(schedule, pp, vpp, fwd_s, bwd_input_s, bwd_weight_s):
          (p - 1) * np.maximum(F + B - 2 * W, 0.0),               # ibid.
          (p - 1) * np.maximum(np.maximum(F, B) - W, 0.0),         # ZB-V, derived (docstring)
          (p / 2 - 1) * (F + 2 * B - W)],                         # DeepSeek-V3 table 2
-        (p - 1) * (F + 2 * B - W) / V_CHUNKS_PER_RANK)           # DualPipe README, PP = 2p
+        (p - 1) * (F + 2 * B - W) / V_CHUNKS_PER_RANK), 0.0)     # DualPipe README, PP = 2p
 
 
 def bubble_over_fill(schedule, pp, vpp, fwd_s, bwd_input_s, bwd_weight_s):
