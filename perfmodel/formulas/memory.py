@@ -39,7 +39,7 @@ from perfmodel.formulas.activations import activation_bytes_per_layer
 from perfmodel.formulas.counts import embedding_params, layer_params, mtp_params, output_params
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.offload import resident_activation_bytes
-from perfmodel.formulas.pipeline import DUALPIPE, chunks_in_flight, parameter_copies
+from perfmodel.formulas.pipeline import DUALPIPE, V_SHAPED, chunks_in_flight, is_in, parameter_copies
 from perfmodel.formulas.workload import (
     ACT_BYTES,
     FP32_BYTES,
@@ -205,9 +205,10 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
     r = np.where(L.sp, t, 1.0)
     first, last = rank == 0, rank == L.pp - 1
     # DualPipe: rank r also holds stage p - 1 - r of the other direction (parameters twice;
-    # the end ranks hold the embedding and the head of both directions).
+    # the end ranks hold the embedding and the head of both directions). The V schedules end
+    # where they start: rank 0's second chunk is the last stage, with the head.
     mirrored = L.schedule == DUALPIPE
-    first, last = first | (mirrored & last), last | (mirrored & first)
+    first, last = first | (mirrored & last), np.where(is_in(L.schedule, V_SHAPED), first, last | (mirrored & first))
     if held is None:
         c = -(-m.num_layers // (L.pp * L.vpp))            # ceil: the fullest chunk
         n = L.vpp * c

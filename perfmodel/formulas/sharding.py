@@ -5,7 +5,8 @@ spreads layers over pipeline stages for the communication and optimizer terms. L
 over pp stages (l / pp each; recipes with uneven first/last stages balance the embedding and
 the output layer). The embedding sits on the first stage and the output layer (plus MTP
 modules) on the last, both split over tp (vocabulary parallel). Under DualPipe a rank holds
-two stages (``perfmodel.formulas.pipeline.parameter_copies``).
+two stages (``perfmodel.formulas.pipeline.parameter_copies``); the V schedules put the first
+and the last stage on rank 0.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 from perfmodel.formulas.counts import embedding_params, output_params
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.memory import layer_params_per_gpu
-from perfmodel.formulas.pipeline import DUALPIPE, parameter_copies
+from perfmodel.formulas.pipeline import DUALPIPE, V_SHAPED, is_in, parameter_copies
 from perfmodel.formulas.workload import LayerKind, layer_kinds, mtp_extra_ops, mtp_layer_kind
 from perfmodel.spec.model import ModelSpec
 
@@ -66,10 +67,11 @@ def stage_params(model: ModelSpec, layouts: Layouts) -> StageParams:
         extra = sum(op.params for op in mtp_extra_ops(model))
         mtp_dense = model.mtp_layers * (d + extra)
         mtp_expert = model.mtp_layers * e
-    # DualPipe: every rank holds two stages, r and p - 1 - r, so the end ranks hold both ends
+    # DualPipe: every rank holds two stages, r and p - 1 - r, so the end ranks hold both ends;
+    # a V ends where it starts (rank 0 holds the embedding and the head)
     copies = parameter_copies(layouts.schedule)
     per_stage_dense, per_stage_expert = copies * per_stage_dense, copies * per_stage_expert
-    single = (pp == 1) | (layouts.schedule == DUALPIPE)
+    single = (pp == 1) | is_in(layouts.schedule, (DUALPIPE,) + V_SHAPED)
     first = per_stage_dense + emb + np.where(single, out + mtp_dense, 0.0)
     last = per_stage_dense + out + mtp_dense + np.where(single, emb, 0.0)
     if model.tied_embeddings:
