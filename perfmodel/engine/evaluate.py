@@ -118,7 +118,8 @@ def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerT
         # layer's backward compute of another, and vice versa (Megatron-Core
         # combined_1f1b, overlap_moe_expert_parallel_comm); DualPipe's paired chunks always do
         # (perfmodel.formulas.pipeline.PAIRED).
-        phi_ep = np.where(pipeline.is_in(L.schedule, pipeline.PAIRED), 1.0, ov.ep)
+        phi_ep = ov.ep if pipeline.only_defaults(L.schedule) else np.where(
+            pipeline.is_in(L.schedule, pipeline.PAIRED), 1.0, ov.ep)
         left_b, left_f = blk.bwd_s - used_b, blk.fwd_s - used_f
         ep_f = exposed_s(ep_raw, left_b, phi_ep, slowdown)
         ep_b = exposed_s(ep_raw, left_f, phi_ep, slowdown)
@@ -177,10 +178,11 @@ DATA_PARALLEL_COLUMNS = ("tp", "pp", "vpp", "cp", "ep", "etp", "zero_stage", "dp
 its micro-batches (the first guess of ``once_per_shape``)."""
 
 
-def _data_parallel(c: Job, L: Layouts):
+def _data_parallel(c: Job, L: Layouts, by_schedule: bool):
     """(dense and expert parameters one GPU of the fullest stage holds, the step's data-parallel
-    traffic for them): a function of the layout alone, worked out once per distinct one."""
-    sp_params = stage_params(c.model, L)
+    traffic for them): a function of the layout alone, worked out once per distinct one
+    (``by_schedule``: some layout runs a schedule that places its stages otherwise than 1F1B)."""
+    sp_params = stage_params(c.model, L, by_schedule)
     units = len(layer_kinds(c.model)) / L.pp.astype(float) * c.software.fsdp_collectives_per_layer
     dense, expert = sp_params.max_dense(), sp_params.max_expert()
     return dense, expert, traffic.dp_traffic(dense, expert, L, c.hardware, c.efficiency, units, c.software)
@@ -227,13 +229,15 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
 
     layers_per_stage = len(kinds) / pp
     per_layer_units = sw.fsdp_collectives_per_layer
-    dense_params, expert_params, dp = once_per_shape(_data_parallel, c, L, guess=DATA_PARALLEL_COLUMNS)
+    by_schedule = not pipeline.only_defaults(L.schedule)
+    dense_params, expert_params, dp = once_per_shape(_data_parallel, c, L, by_schedule,
+                                                     guess=DATA_PARALLEL_COLUMNS + (("schedule",) if by_schedule else ()))
     fsdp_per_layer = per_layer_units * dp.fsdp_per_unit_s
 
     per_layer: dict = {}
     blocks = []
     used = []   # (forward, backward) compute that layer traffic runs beside, per kind (weighted)
-    fwd_s = wgrad_s = 0.0   # the average layer's forward and weight-gradient parts (the bubble's split)
+    layers = []   # (layer time, share of the layers) per kind
     for kind, count in ((LayerKind.DENSE, n_dense), (LayerKind.MOE, n_moe)):
         if not count:
             continue
@@ -241,8 +245,7 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
         per_layer = add(per_layer, scaled(_layer_parts(lt), count / len(kinds)))
         blocks.append((lt.block, count / len(kinds)))
         used.append((lt.used_fwd_s * count / len(kinds), lt.used_bwd_s * count / len(kinds)))
-        fwd_s = fwd_s + lt.fwd_pass_s * (count / len(kinds))
-        wgrad_s = wgrad_s + lt.block.wgrad_s * (count / len(kinds))
+        layers.append((lt, count / len(kinds)))
     middle = scaled(per_layer, layers_per_stage)
 
     head = once_per_shape(block_totals, head_ops(m, sw), c, L, memo=True)
@@ -261,9 +264,13 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
         t_max = total(slowest)
     # Fill and drain (perfmodel.formulas.pipeline): each schedule's bubble per unit of it, from
     # the decoder layers' forward, input-gradient and weight-gradient shares.
-    layer_s = total(per_layer)
-    split = (fwd_s, layer_s - fwd_s - wgrad_s, wgrad_s)
-    bubble = pipeline.bubble_from_stages_s(sum_s, t_max, L.vpp, L.schedule, L.pp, split)
+    if pipeline.only_defaults(L.schedule):
+        bubble = pipeline.bubble_from_stages_s(sum_s, t_max, L.vpp)
+    else:
+        fwd_s = sum(lt.fwd_pass_s * w for lt, w in layers)
+        wgrad_s = sum(lt.block.wgrad_s * w for lt, w in layers)
+        split = (fwd_s, total(per_layer) - fwd_s - wgrad_s, wgrad_s)
+        bubble = pipeline.bubble_from_stages_s(sum_s, t_max, L.vpp, L.schedule, L.pp, split)
 
     num_mb = L.num_mb.astype(float)
     bd = {k: num_mb * v for k, v in slowest.items()}
@@ -280,7 +287,8 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
     # DualPipe's paired chunks send under each other's compute whatever ``overlap.pp`` says.
     t_p2p = traffic.pp_transfer_s(m, L, seq, hw, eff)
     steady_p2p = 2.0 * L.vpp * t_p2p   # forward activation + backward gradient, per chunk
-    phi_pp = np.where(pipeline.is_in(L.schedule, pipeline.PAIRED), 1.0, ov.pp)
+    phi_pp = ov.pp if pipeline.only_defaults(L.schedule) else np.where(
+        pipeline.is_in(L.schedule, pipeline.PAIRED), 1.0, ov.pp)
     bd["pp_comm"] = (num_mb * exposed_s(steady_p2p, np.maximum(t_max, host_s_per_mb), phi_pp, slowdown)
                      + pipeline.fill_drain_transfers(L.pp, L.vpp, L.schedule) * t_p2p)
     bd["pipeline_bubble"] = bubble

@@ -44,6 +44,8 @@ def _name(code: int) -> str:
 
 def schedule_rules(rule, sched, pp, vpp, pipeline_stages: int) -> None:
     """What each pipeline schedule needs of the layout (``layout_violations``' ``rule``)."""
+    if np.array_equal(sched, pipeline.default_schedule_code(vpp)):
+        return                             # each layout's default: nothing to check
     field = "parallelism.pipeline_schedule"
     own = pipeline.is_in(sched, (pipeline.ONE_F_ONE_B, pipeline.INTERLEAVED))
     rule(field, ~own & (pp == 1), lambda s: f"{_name(s)} is a pipeline schedule: it needs pp > 1 (pp = 1)", s=sched)
@@ -65,6 +67,8 @@ def schedule_rules(rule, sched, pp, vpp, pipeline_stages: int) -> None:
 
 def schedule_batch_rules(rule, sched, pp, num_mb) -> None:
     """The micro-batches each schedule needs to fill its pipeline (``layout_violations``)."""
+    if pipeline.only_defaults(sched):
+        return
     field = "global_batch_size"
     # Qi et al. 2023 sec. 2: ZB-H1 warms up like 1F1B (p micro-batches), ZB-H2 with 2p - 1 on the
     # first rank; ZB-V with 2p - 1 on its first chunk (PyTorch ScheduleZBVZeroBubble).

@@ -39,7 +39,14 @@ from perfmodel.formulas.activations import activation_bytes_per_layer
 from perfmodel.formulas.counts import embedding_params, layer_params, mtp_params, output_params
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.offload import resident_activation_bytes
-from perfmodel.formulas.pipeline import DUALPIPE, V_SHAPED, chunks_in_flight, is_in, parameter_copies
+from perfmodel.formulas.pipeline import (
+    DUALPIPE,
+    V_SHAPED,
+    chunks_in_flight,
+    is_in,
+    only_defaults,
+    parameter_copies,
+)
 from perfmodel.formulas.workload import (
     ACT_BYTES,
     FP32_BYTES,
@@ -207,8 +214,9 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
     # DualPipe: rank r also holds stage p - 1 - r of the other direction (parameters twice;
     # the end ranks hold the embedding and the head of both directions). The V schedules end
     # where they start: rank 0's second chunk is the last stage, with the head.
-    mirrored = L.schedule == DUALPIPE
-    first, last = first | (mirrored & last), np.where(is_in(L.schedule, V_SHAPED), first, last | (mirrored & first))
+    if not only_defaults(L.schedule):
+        mirrored = L.schedule == DUALPIPE
+        first, last = first | (mirrored & last), np.where(is_in(L.schedule, V_SHAPED), first, last | (mirrored & first))
     if held is None:
         c = -(-m.num_layers // (L.pp * L.vpp))            # ceil: the fullest chunk
         n = L.vpp * c
@@ -224,9 +232,11 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
 
     # parameters per GPU on this stage
     split = {k: layer_params_per_gpu(m, k, t, L.ep, L.etp) for k in kinds}
-    copies = parameter_copies(L.schedule)
-    p_dense = copies * sum(count[k] * split[k][0] for k in kinds)
-    p_expert = copies * sum(count[k] * split[k][1] for k in kinds)
+    p_dense = sum(count[k] * split[k][0] for k in kinds)
+    p_expert = sum(count[k] * split[k][1] for k in kinds)
+    if not only_defaults(L.schedule):
+        copies = parameter_copies(L.schedule)
+        p_dense, p_expert = copies * p_dense, copies * p_expert
     vocab = embedding_params(m) / t                                       # vocabulary parallel
     projection = 0 if m.tied_embeddings else embedding_params(m)
     head = (output_params(m) - projection) + projection / t               # final norm + projection
