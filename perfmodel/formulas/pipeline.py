@@ -31,8 +31,9 @@ table 1: W is the weight GEMMs' backward alone) and count a rank's idle time bet
 first and last operation (their optimizer post-validation, sec. 4, lets ranks start and end a
 step apart). Notes on each form:
 
-- ZB-H1 (B >= F >= W, m >= p) and ZB-H2 (m >= 2p - 1): the table's forms are the exact bubble
-  of their handcrafted orders, which ``perfmodel.formulas.schedule_orders`` reproduces.
+- ZB-H1 and ZB-H2: the table's forms are the exact bubble of their handcrafted orders, which
+  ``perfmodel.formulas.schedule_orders`` reproduces, wherever B >= F >= W (transformer layers:
+  Qi et al. 2023 table 1) and m >= p (ZB-H1) or m >= 2p - 1 (ZB-H2).
 - ZB-V: the paper states zero bubble when F = B = W (1F1B's memory, two chunks per rank in a
   V; PyTorch's ScheduleZBVZeroBubble documents the same condition). Its order's bubble is
   (p - 1)(max(F, B) - W) wherever B >= F >= W and m >= 2p - 1 (each V chunk is half a rank;
@@ -41,7 +42,7 @@ step apart). Notes on each form:
   and F&B a forward chunk overlapped with a backward chunk; the overlapped pair computes
   F + B + W (the communication hides, not the compute), which gives the forms above. The
   repository's step order (dualpipe.py steps 1-8) has exactly this bubble when F = B; for
-  B > F it has less, by up to (p/2 - 1)(B - F).
+  B > F it has less (DualPipe: by up to (p/2 - 1)(B - F)), so the model keeps the README's.
 
 Uneven ranks (first and last stages carry the embedding and the head, or an explicit
 ``pipeline_layout``): fill and drain take every rank but the slowest once, so the bubble is
