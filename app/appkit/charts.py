@@ -14,7 +14,9 @@ from perfmodel.api import LENS
 from perfmodel.api import TIMELINE_PHASES as PHASES
 from perfmodel.spec.units import GIBI, SECONDS_PER_DAY, TERA
 
-PHASE_COLOURS = ("#4c78a8", "#f58518", "#e45756", "#9d9d9d")
+PHASE_COLOURS = ("#4c78a8", "#f58518", "#e45756", "#9d9d9d", "#f2cf5b", "#72b7b2")
+"""One per ``perfmodel.api.TIMELINE_PHASES``: forward, backward, exposed comm, optimizer + DP
+sync, weight gradient (zero-bubble and DualPipe schedules), paired forward + backward (DualPipe)."""
 WIDTH = "container"
 
 

@@ -210,6 +210,10 @@ def _layout_widgets() -> None:
     c1.number_input("tp", min_value=1, step=1, key="tp", help="tensor parallel")
     c2.number_input("pp", min_value=1, step=1, key="pp", help="pipeline parallel")
     c3.number_input("vpp", min_value=1, step=1, key="vpp", help="virtual stages per pipeline rank")
+    st.selectbox("Pipeline schedule", state.SCHEDULE_CHOICES, key="pipeline_schedule",
+                 help="default: 1f1b, or interleaved when vpp > 1. zb-h1, zb-h2, zb-v: zero-bubble schedules "
+                      "(Qi et al. 2023, 2024; zb-v needs vpp 2); dualpipe, dualpipe-v: DeepSeek-V3's "
+                      "(dualpipe-v needs vpp 2)")
     c1.number_input("cp", min_value=1, step=1, key="cp", help="context parallel")
     c2.number_input("ep", min_value=1, step=1, key="ep", help="expert parallel")
     c3.number_input("etp", min_value=1, step=1, key="etp", help="tensor parallel inside experts")

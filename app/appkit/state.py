@@ -21,7 +21,7 @@ from perfmodel.spec.errors import InputError, parse_data_text
 from perfmodel.spec.hardware import HARDWARE_DIR, HardwareSpec, list_hardware_ids, parse_hardware
 from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.presets import list_presets, load_model, parse_model
-from perfmodel.spec.scenario import Scenario, load_scenario, parse_scenario, scenario_to_dict
+from perfmodel.spec.scenario import PIPELINE_SCHEDULES, Scenario, load_scenario, parse_scenario, scenario_to_dict
 from perfmodel.spec.software import NAMED_POLICIES, RECOMPUTE_MODULE_CHOICES, Overlap, SoftwareStack
 from perfmodel.spec.units import GIGA, KIBI, MEBI
 
@@ -58,6 +58,9 @@ CUSTOM_INT_FIELDS = ("num_layers", "hidden_size", "num_attention_heads", "num_qu
                      "attention_window", "full_attention_every")
 """Custom-model number fields (widget key ``m_<field>``); 0 means 'default' or 'no MoE'."""
 LAYOUT_FIELDS = ("tp", "pp", "vpp", "cp", "ep", "etp")
+DEFAULT_SCHEDULE = "default"
+SCHEDULE_CHOICES = (DEFAULT_SCHEDULE,) + PIPELINE_SCHEDULES
+"""The schedule selectbox: ``default`` is a scenario that names none (1f1b, interleaved by vpp)."""
 
 
 # --------------------------------------------------------------------------- pure helpers
@@ -258,6 +261,7 @@ def widget_values(sc: Scenario) -> dict:
         "micro_batch_size": sc.micro_batch_size, "recompute": sc.recompute, "precision": sc.precision,
         **software_widget_values(sw),
         "sequence_parallel": p.sp, "zero_stage": p.zero_stage, "scenario_name": sc.name,
+        "pipeline_schedule": p.pipeline_schedule or DEFAULT_SCHEDULE,
         "training_tokens_b": (sc.training_tokens or 0.0) / GIGA,
         **{k: getattr(p, k) for k in LAYOUT_FIELDS},
     }
@@ -347,7 +351,9 @@ def scenario_from_values(v: dict) -> Scenario:
         "model": model, "seq_length": int(v["seq_length"]), "global_batch_size": int(v["global_batch_size"]),
         "micro_batch_size": int(v["micro_batch_size"]),
         "parallelism": {**{k: int(v[k]) for k in LAYOUT_FIELDS}, "sequence_parallel": bool(v["sequence_parallel"]),
-                        "zero_stage": int(v["zero_stage"])},
+                        "zero_stage": int(v["zero_stage"]),
+                        "pipeline_schedule": None if v.get("pipeline_schedule", DEFAULT_SCHEDULE) == DEFAULT_SCHEDULE
+                        else v["pipeline_schedule"]},
         "recompute": v["recompute"], "precision": v["precision"],
         "software": {
             "stack": v.get("stack") or None,

@@ -100,5 +100,6 @@ else:
     page.draw(chart["timeline"])
     shown = (f"Showing {tl['drawn']} of {tl['total']} micro-batches for readability; the steady state repeats. "
              if tl["drawn"] < tl["total"] else f"All {tl['total']} micro-batches. ")
-    st.caption(shown + f"Drawn schedule: {fmt.seconds(tl['makespan_s'])}, idle share {fmt.percent(tl['bubble_frac'])}. "
+    st.caption(shown + f"Drawn schedule ({sc.parallelism.schedule}): {fmt.seconds(tl['makespan_s'])}, "
+               f"idle share {fmt.percent(tl['bubble_frac'])}. "
                "Gaps are the pipeline bubble; exposed communication (TP, CP, EP, FSDP) is drawn as its own phase.")

@@ -224,6 +224,10 @@ def search_options(args, **extra):
     if overlap:
         from perfmodel.studies.job_variants import OVERLAP_KINDS
         d["overlap"] = OVERLAP_KINDS if overlap == ["all"] else tuple(overlap)
+    schedules = csv_list(getattr(args, "schedules", None), str, "schedules")
+    if schedules:
+        from perfmodel.spec.scenario import PIPELINE_SCHEDULES
+        d["schedules"] = PIPELINE_SCHEDULES if schedules == ["all"] else tuple(schedules)
     d.update(extra)
     return parse_search_options(d)
 
@@ -232,6 +236,7 @@ def layout_text(c) -> str:
     lay = c.layout()
     s = f"tp{lay['tp']} pp{lay['pp']}"
     s += f" v{lay['vpp']}" if lay["vpp"] > 1 else ""
+    s += f" {lay['pipeline_schedule']}" if lay["pipeline_schedule"] not in ("1f1b", "interleaved") else ""
     s += f" cp{lay['cp']}" if lay["cp"] > 1 else ""
     s += f" ep{lay['ep']}" if lay["ep"] > 1 else ""
     s += f" etp{lay['etp']}" if lay["etp"] > 1 else ""
@@ -267,6 +272,9 @@ def add_study_options(p, objective: bool = True) -> None:
     p.add_argument("--overlap", help="communication whose overlap with compute to search, off and on: a "
                                      "comma-separated subset of tp,cp,ep,pp,dp,fsdp, or all (default: none, the "
                                      "scenario's settings)")
+    p.add_argument("--schedules", help="pipeline schedules to try on every layout with pp > 1: a comma-separated "
+                                       "subset of 1f1b,interleaved,zb-h1,zb-h2,zb-v,dualpipe,dualpipe-v, or all "
+                                       "(default: the scenario's)")
     p.add_argument("--max-micro-batch-size", type=int, default=8)
     add_profile_option(p)
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,

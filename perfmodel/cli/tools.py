@@ -30,9 +30,9 @@ def cmd_bench(args) -> int:
         ["layout evaluations/s (in evaluate, during the search)", f"{res.evaluations_in_search_per_s:,.0f}"],
         [f"layout evaluations/s (evaluate over all {res.raw_layouts:,} valid layouts)",
          f"{res.raw_evaluations_per_s:,.0f}"],
-        ["best layout", f"tp{lay['tp']} pp{lay['pp']} vpp{lay['vpp']} dp{lay['dp']} mb{lay['micro_batch_size']} "
-                        f"{lay['recompute']} ({fmt.seconds(res.best_step_time_s)} per step)"],
-        ["widened search (bf16 + fp8, every overlap switch)",
+        ["best layout", f"tp{lay['tp']} pp{lay['pp']} vpp{lay['vpp']} {lay['pipeline_schedule']} dp{lay['dp']} "
+                        f"mb{lay['micro_batch_size']} {lay['recompute']} ({fmt.seconds(res.best_step_time_s)} per step)"],
+        ["widened search (bf16 + fp8, every overlap switch, every pipeline schedule)",
          f"{res.wide_candidates:,} candidates, {res.wide_evaluated:,} timed, {fmt.seconds(res.wide_search_wall_s)}, "
          f"{res.wide_evaluations_per_s:,.0f} evaluations/s"],
     ]

@@ -5,6 +5,9 @@ Cartesian products (no Python per candidate).
 tp              divisors of num_gpus up to the scale-up domain (TP stays inside NVLink)
 pp              divisors of num_gpus up to num_layers
 vpp             1, or v > 1 with pp > 1 and pp * v dividing num_layers (whole chunks)
+schedule        each layout's default (1f1b, interleaved when vpp > 1), or every schedule the
+                search names with pp > 1 (1f1b alone where pp = 1: no pipeline, nothing to
+                schedule); the rules reject those a layout cannot run
 cp              divisors of num_gpus (up to ``max_cp``)
 ep, etp         MoE only: ep divides num_experts and num_gpus; etp divides num_gpus, <= max tp
 zero_stage      the given stages (0-3)
@@ -23,10 +26,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perfmodel.formulas import pipeline
 from perfmodel.spec.hardware import HardwareSpec
 from perfmodel.spec.model import ModelSpec
 
-COLUMNS = ("tp", "pp", "vpp", "cp", "ep", "etp", "zero_stage", "mbs", "sp")
+COLUMNS = ("tp", "pp", "vpp", "cp", "ep", "etp", "zero_stage", "mbs", "sp", "schedule")
 
 
 @dataclass(frozen=True)
@@ -39,7 +43,10 @@ class Bounds:
     max_cp: int | None
     max_vpp: int | None
     pinned: dict
-    """column -> the one value it takes (tp, pp, vpp, cp, ep, etp, zero_stage, mbs, sp)."""
+    """column -> the one value it takes (tp, pp, vpp, cp, ep, etp, zero_stage, mbs, sp, schedule)."""
+    schedules: tuple[int, ...] | None = None
+    """Pipeline schedule codes to try (``perfmodel.formulas.pipeline.SCHEDULES``); None = each
+    layout's default."""
 
 
 def _divisors(n: int, upto: int) -> np.ndarray:
@@ -80,6 +87,7 @@ def _prefix(model: ModelSpec, hw: HardwareSpec, num_gpus: int, seq_length: int, 
     c = prune(c, N % (c["tp"] * c["pp"] * c["cp"]) == 0, "tp", "pp", "cp")
     c = _cross(c, "vpp", values("vpp", _divisors(layers, bounds.max_vpp or layers)))
     c = prune(c, (c["vpp"] == 1) | ((c["pp"] > 1) & (layers % (c["pp"] * c["vpp"]) == 0)), "vpp")
+    c = _with_schedules(c, bounds)
     if model.moe is None:
         c["ep"] = np.full_like(c["tp"], pin.get("ep", 1))
         c["etp"] = np.full_like(c["tp"], pin.get("etp", 1))
@@ -89,6 +97,22 @@ def _prefix(model: ModelSpec, hw: HardwareSpec, num_gpus: int, seq_length: int, 
         c = _cross(c, "ep", values("ep", [d for d in _divisors(N, experts) if experts % d == 0]))
         c = _cross(c, "etp", values("etp", _divisors(N, max_tp)))
     return c
+
+
+def _with_schedules(c: dict, bounds: Bounds) -> dict:
+    """Each row with its pipeline schedules: its default, the pinned one, or every code of
+    ``bounds.schedules`` where pp > 1 and 1f1b where pp = 1 (one schedule stands for all)."""
+    if "schedule" in bounds.pinned:
+        return {**c, "schedule": np.full_like(c["pp"], bounds.pinned["schedule"])}
+    if bounds.schedules is None:
+        return {**c, "schedule": pipeline.default_schedule_code(c["vpp"]).astype(np.int64)}
+    codes = np.asarray(bounds.schedules, dtype=np.int64)
+    per_row = np.where(c["pp"] > 1, codes.size, 1)
+    out = {k: np.repeat(v, per_row) for k, v in c.items()}
+    starts = np.repeat(np.cumsum(per_row) - per_row, per_row)
+    nth = np.arange(int(per_row.sum())) - starts
+    out["schedule"] = np.where(out["pp"] > 1, codes[np.minimum(nth, codes.size - 1)], pipeline.ONE_F_ONE_B)
+    return out
 
 
 def _expand(c: dict, num_gpus: int, global_batch_size: int, bounds: Bounds) -> dict:

@@ -9,7 +9,9 @@ Per micro-batch on each pipeline stage (first, middle, last):
 Per step:
 
     step = m * max_i t_i                      (steady state, the slowest stage sets the pace)
-         + (sum_i t_i - max_i t_i) / v        (pipeline bubble)
+         + (sum_i t_i - max_i t_i) * k        (pipeline bubble: k = 1/v for 1F1B and interleaving,
+                                               the schedule's closed form per unit of fill
+                                               otherwise, perfmodel.formulas.pipeline)
          + fill/drain activation transfers
          + exposed DP gradient sync and parameter gather
          + exposed activation-offload copies (pp = 1 only)
@@ -26,6 +28,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from perfmodel.engine.job import Job
+from perfmodel.engine.stages import add, even_stages, layout_stages, scaled, total
 from perfmodel.formulas import comm, offload, overheads, pipeline, traffic
 from perfmodel.formulas.activations import activation_bytes_per_layer
 from perfmodel.formulas.compute import BACKWARD_HOST_OPS_OVER_FORWARD, BlockTime, block_time
@@ -37,7 +40,6 @@ from perfmodel.formulas.overlap import exposed_s, tp_phi, window_used_s
 from perfmodel.formulas.recompute import recomputed_layer_fraction, selective_recompute_s
 from perfmodel.formulas.sharding import stage_params
 from perfmodel.formulas.workload import LayerKind, head_ops, layer_kinds, layer_ops, mtp_extra_ops, mtp_layer_kind
-from perfmodel.spec import pipeline_layout
 from perfmodel.spec.software import selective_modules
 
 COMPONENTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "fsdp_comm", "pp_comm",
@@ -84,6 +86,11 @@ class LayerTime:
     def compute_s(self):
         return self.block.fwd_s + self.block.bwd_s
 
+    @property
+    def fwd_pass_s(self):
+        """The forward pass with its exposed communication, F of ``perfmodel.formulas.pipeline``."""
+        return self.block.fwd_s + self.tp_fwd_s + self.cp_fwd_s + self.ep_fwd_s
+
 
 def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerTime:
     m, hw, eff, sw, seq = c.model, c.hardware, c.efficiency, c.software, c.seq_length
@@ -109,12 +116,15 @@ def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerT
         ep_raw = traffic.ep_layer_s(m, L, seq, hw, eff, sw)
         # Batch-level overlap: the forward all-to-alls of one micro-batch hide behind the
         # layer's backward compute of another, and vice versa (Megatron-Core
-        # combined_1f1b, overlap_moe_expert_parallel_comm).
+        # combined_1f1b, overlap_moe_expert_parallel_comm); DualPipe's paired chunks always do
+        # (perfmodel.formulas.pipeline.PAIRED).
+        phi_ep = ov.ep if pipeline.only_defaults(L.schedule) else np.where(
+            pipeline.is_in(L.schedule, pipeline.PAIRED), 1.0, ov.ep)
         left_b, left_f = blk.bwd_s - used_b, blk.fwd_s - used_f
-        ep_f = exposed_s(ep_raw, left_b, ov.ep, slowdown)
-        ep_b = exposed_s(ep_raw, left_f, ov.ep, slowdown)
-        used_b = used_b + window_used_s(ep_raw, left_b, ov.ep)
-        used_f = used_f + window_used_s(ep_raw, left_f, ov.ep)
+        ep_f = exposed_s(ep_raw, left_b, phi_ep, slowdown)
+        ep_b = exposed_s(ep_raw, left_f, phi_ep, slowdown)
+        used_b = used_b + window_used_s(ep_raw, left_b, phi_ep)
+        used_f = used_f + window_used_s(ep_raw, left_f, phi_ep)
         # A recomputed forward runs inside its own backward, with no other micro-batch's compute
         # paired with it: its all-to-alls are not overlapped.
         ep_redo = ep_raw
@@ -168,10 +178,11 @@ DATA_PARALLEL_COLUMNS = ("tp", "pp", "vpp", "cp", "ep", "etp", "zero_stage", "dp
 its micro-batches (the first guess of ``once_per_shape``)."""
 
 
-def _data_parallel(c: Job, L: Layouts):
+def _data_parallel(c: Job, L: Layouts, by_schedule: bool):
     """(dense and expert parameters one GPU of the fullest stage holds, the step's data-parallel
-    traffic for them): a function of the layout alone, worked out once per distinct one."""
-    sp_params = stage_params(c.model, L)
+    traffic for them): a function of the layout alone, worked out once per distinct one
+    (``by_schedule``: some layout runs a schedule that places its stages otherwise than 1F1B)."""
+    sp_params = stage_params(c.model, L, by_schedule)
     units = len(layer_kinds(c.model)) / L.pp.astype(float) * c.software.fsdp_collectives_per_layer
     dense, expert = sp_params.max_dense(), sp_params.max_expert()
     return dense, expert, traffic.dp_traffic(dense, expert, L, c.hardware, c.efficiency, units, c.software)
@@ -183,18 +194,6 @@ def _layer_parts(lt: LayerTime) -> dict:
         "tp_comm": lt.tp_fwd_s + lt.tp_bwd_s, "cp_comm": lt.cp_fwd_s + lt.cp_bwd_s,
         "ep_comm": lt.ep_fwd_s + lt.ep_bwd_s, "fsdp_comm": lt.fsdp_s,
     }
-
-
-def _scaled(parts: dict, factor) -> dict:
-    return {k: v * factor for k, v in parts.items()}
-
-
-def _add(*dicts) -> dict:
-    out: dict = {}
-    for d in dicts:
-        for k, v in d.items():
-            out[k] = out.get(k, 0.0) + v
-    return out
 
 
 @dataclass(frozen=True)
@@ -216,49 +215,6 @@ class StepArrays:
         return sum(self.breakdown[k] for k in COMPONENTS)
 
 
-def _layout_stages(stages_text: tuple[str, ...], L: Layouts, per_layer: dict, head_parts: dict, mtp_parts: dict):
-    """Stage times under an explicit layout: rank r runs d_r decoder layers (of the average
-    kind), m_r MTP modules and l_r output layers. Returns (StageTimes of the first, slowest
-    middle and last rank; components of the slowest rank; bubble = (sum - max) / vpp)."""
-    n = len(L)
-    coef = {c: np.zeros((3, n)) for c in ("t", "m", "L")}   # slowest, first, last rank
-    mid = {c: np.zeros(n) for c in ("t", "m", "L")}
-    rank_sum = {c: np.zeros(n) for c in ("t", "m", "L")}
-    layer_s = sum(per_layer.values())
-    mtp_s = sum(mtp_parts.values()) if mtp_parts else np.zeros(n)
-    head_s = sum(head_parts.values())
-    for pp in np.unique(L.pp):
-        rows = np.flatnonzero(L.pp == pp)
-        load = pipeline_layout.rank_load(stages_text, int(pp))
-        counts = {"t": load.decoder, "m": load.mtp, "L": load.loss}
-        # rank totals, (pp, rows)
-        t_rank = (counts["t"][:, None] * layer_s[rows] + counts["m"][:, None] * mtp_s[rows]
-                  + counts["L"][:, None] * head_s[rows])
-        slow = np.argmax(t_rank, axis=0)
-        inner = t_rank[1:-1] if pp > 2 else np.zeros((1, rows.size))
-        mid_rank = 1 + np.argmax(inner, axis=0)
-        for key, cnt in counts.items():
-            coef[key][0, rows] = cnt[slow]
-            coef[key][1, rows] = cnt[0]
-            coef[key][2, rows] = cnt[-1]
-            mid[key][rows] = np.where(pp > 2, cnt[np.minimum(mid_rank, pp - 1)], 0.0)
-            rank_sum[key][rows] = cnt.sum()
-
-    def parts(tc, mc, lc):
-        return _add(_scaled(per_layer, tc), _scaled(mtp_parts, mc), _scaled(head_parts, lc))
-
-    def tot(tc, mc, lc):
-        return tc * layer_s + mc * mtp_s + lc * head_s
-
-    slowest = parts(coef["t"][0], coef["m"][0], coef["L"][0])
-    t_max = tot(coef["t"][0], coef["m"][0], coef["L"][0])
-    st = pipeline.StageTimes(first_s=tot(coef["t"][1], coef["m"][1], coef["L"][1]),
-                             middle_s=tot(mid["t"], mid["m"], mid["L"]),
-                             last_s=tot(coef["t"][2], coef["m"][2], coef["L"][2]))
-    bubble = pipeline.bubble_from_stages_s(tot(rank_sum["t"], rank_sum["m"], rank_sum["L"]), t_max, L.vpp)
-    return st, slowest, bubble
-
-
 def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepArrays:
     """The step-time breakdown and memory of the job under every layout of ``L``; ``memory``:
     ``job_memory(c, L)`` where the caller has it already (the search, which keeps the layouts
@@ -273,23 +229,24 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
 
     layers_per_stage = len(kinds) / pp
     per_layer_units = sw.fsdp_collectives_per_layer
-    dense_params, expert_params, dp = once_per_shape(_data_parallel, c, L, guess=DATA_PARALLEL_COLUMNS)
+    by_schedule = not pipeline.only_defaults(L.schedule)
+    dense_params, expert_params, dp = once_per_shape(_data_parallel, c, L, by_schedule,
+                                                     guess=DATA_PARALLEL_COLUMNS + (("schedule",) if by_schedule else ()))
     fsdp_per_layer = per_layer_units * dp.fsdp_per_unit_s
 
     per_layer: dict = {}
     blocks = []
     used = []   # (forward, backward) compute that layer traffic runs beside, per kind (weighted)
-    if n_dense:
-        lt = _layer_time_per_shape(LayerKind.DENSE, c, L, fsdp_per_layer)
-        per_layer = _add(per_layer, _scaled(_layer_parts(lt), n_dense / len(kinds)))
-        blocks.append((lt.block, n_dense / len(kinds)))
-        used.append((lt.used_fwd_s * n_dense / len(kinds), lt.used_bwd_s * n_dense / len(kinds)))
-    if n_moe:
-        lt = _layer_time_per_shape(LayerKind.MOE, c, L, fsdp_per_layer)
-        per_layer = _add(per_layer, _scaled(_layer_parts(lt), n_moe / len(kinds)))
-        blocks.append((lt.block, n_moe / len(kinds)))
-        used.append((lt.used_fwd_s * n_moe / len(kinds), lt.used_bwd_s * n_moe / len(kinds)))
-    middle = _scaled(per_layer, layers_per_stage)
+    layers = []   # (layer time, share of the layers) per kind
+    for kind, count in ((LayerKind.DENSE, n_dense), (LayerKind.MOE, n_moe)):
+        if not count:
+            continue
+        lt = _layer_time_per_shape(kind, c, L, fsdp_per_layer)
+        per_layer = add(per_layer, scaled(_layer_parts(lt), count / len(kinds)))
+        blocks.append((lt.block, count / len(kinds)))
+        used.append((lt.used_fwd_s * count / len(kinds), lt.used_bwd_s * count / len(kinds)))
+        layers.append((lt, count / len(kinds)))
+    middle = scaled(per_layer, layers_per_stage)
 
     head = once_per_shape(block_totals, head_ops(m, sw), c, L, memo=True)
     head_parts = {"compute": head.fwd_s + head.bwd_s}
@@ -297,25 +254,23 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
     if m.mtp_layers:
         mtp_lt = _layer_time_per_shape(mtp_layer_kind(m), c, L, fsdp_per_layer)
         mtp_proj = once_per_shape(block_totals, mtp_extra_ops(m), c, L, memo=True)
-        mtp_parts = _add(_layer_parts(mtp_lt), {"compute": mtp_proj.fwd_s + mtp_proj.bwd_s + head.fwd_s + head.bwd_s})
-
-    def total(d):
-        return sum(d.values())
+        mtp_parts = add(_layer_parts(mtp_lt), {"compute": mtp_proj.fwd_s + mtp_proj.bwd_s + head.fwd_s + head.bwd_s})
 
     if sw.pipeline_stages is None:
-        single = L.pp == 1
-        last = _add(middle, head_parts, _scaled(mtp_parts, m.mtp_layers))
-        first = {k: np.where(single, last[k], middle[k]) for k in last}
-        stages = pipeline.StageTimes(first_s=total(first), middle_s=total(middle), last_s=total(last))
+        stages, slowest, sum_s = even_stages(L, middle, head_parts, mtp_parts, m.mtp_layers)
         t_max = pipeline.slowest_stage_s(stages, L.pp)
-        # Components of the slowest stage (first == last when pp == 1).
-        slow_is_last = total(last) >= np.maximum(total(first), np.where(L.pp > 2, total(middle), 0.0))
-        slow_is_first = ~slow_is_last & (total(first) >= total(middle))
-        slowest = {k: np.where(slow_is_last, last[k], np.where(slow_is_first, first[k], middle[k])) for k in last}
-        bubble = pipeline.bubble_s(stages, L.pp, L.vpp)
     else:
-        stages, slowest, bubble = _layout_stages(sw.pipeline_stages, L, per_layer, head_parts, mtp_parts)
+        stages, slowest, sum_s = layout_stages(sw.pipeline_stages, L, per_layer, head_parts, mtp_parts)
         t_max = total(slowest)
+    # Fill and drain (perfmodel.formulas.pipeline): each schedule's bubble per unit of it, from
+    # the decoder layers' forward, input-gradient and weight-gradient shares.
+    if pipeline.only_defaults(L.schedule):
+        bubble = pipeline.bubble_from_stages_s(sum_s, t_max, L.vpp)
+    else:
+        fwd_s = sum(lt.fwd_pass_s * w for lt, w in layers)
+        wgrad_s = sum(lt.block.wgrad_s * w for lt, w in layers)
+        split = (fwd_s, total(per_layer) - fwd_s - wgrad_s, wgrad_s)
+        bubble = pipeline.bubble_from_stages_s(sum_s, t_max, L.vpp, L.schedule, L.pp, split)
 
     num_mb = L.num_mb.astype(float)
     bd = {k: num_mb * v for k, v in slowest.items()}
@@ -329,10 +284,13 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
 
     # Pipeline: steady-state transfers behind a micro-batch, which lasts as long as its GPU work
     # or its host dispatch, whichever is slower; fill/drain transfers exposed.
+    # DualPipe's paired chunks send under each other's compute whatever ``overlap.pp`` says.
     t_p2p = traffic.pp_transfer_s(m, L, seq, hw, eff)
     steady_p2p = 2.0 * L.vpp * t_p2p   # forward activation + backward gradient, per chunk
-    bd["pp_comm"] = (num_mb * exposed_s(steady_p2p, np.maximum(t_max, host_s_per_mb), ov.pp, slowdown)
-                     + pipeline.fill_drain_transfers(L.pp, L.vpp) * t_p2p)
+    phi_pp = ov.pp if pipeline.only_defaults(L.schedule) else np.where(
+        pipeline.is_in(L.schedule, pipeline.PAIRED), 1.0, ov.pp)
+    bd["pp_comm"] = (num_mb * exposed_s(steady_p2p, np.maximum(t_max, host_s_per_mb), phi_pp, slowdown)
+                     + pipeline.fill_drain_transfers(L.pp, L.vpp, L.schedule) * t_p2p)
     bd["pipeline_bubble"] = bubble
 
     # Data parallelism: sync behind the last backward, gather behind the next forward; each

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from perfmodel.formulas.layouts import Layouts, layouts_from_arrays
+from perfmodel.formulas.pipeline import schedule_code
 from perfmodel.formulas.placement import placed
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.hardware import HardwareSpec
@@ -67,4 +68,5 @@ def scenario_layouts(scenario: Scenario, dp: int, num_microbatches: int) -> Layo
     return layouts_from_arrays(
         tp=[p.tp], pp=[p.pp], vpp=[p.vpp], cp=[p.cp], ep=[p.ep], etp=[p.etp], sp=[p.sp],
         zero_stage=[p.zero_stage], mbs=[s.micro_batch_size], dp=[dp], num_mb=[num_microbatches],
+        schedule=[schedule_code(p.schedule)],
     )

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfmodel.engine.job import Job, bind, scenario_layouts
+from perfmodel.formulas import pipeline
 from perfmodel.formulas.distinct import row_groups
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.spec import pipeline_layout
@@ -31,6 +32,57 @@ PIPELINE_EXTRA_UNITS = 2
 def _divides(a, b):
     """True where ``a`` divides ``b`` (element-wise; a > 0)."""
     return np.asarray(b) % np.asarray(a) == 0
+
+
+ONE_CHUNK = (pipeline.ONE_F_ONE_B, pipeline.ZB_H1, pipeline.ZB_H2, pipeline.DUALPIPE)
+"""Schedules that run one model chunk per rank (vpp = 1)."""
+
+
+def _name(code: int) -> str:
+    return pipeline.SCHEDULES[code]
+
+
+def schedule_rules(rule, sched, pp, vpp, pipeline_stages: int) -> None:
+    """What each pipeline schedule needs of the layout (``layout_violations``' ``rule``)."""
+    if np.array_equal(sched, pipeline.default_schedule_code(vpp)):
+        return                             # each layout's default: nothing to check
+    field = "parallelism.pipeline_schedule"
+    own = pipeline.is_in(sched, (pipeline.ONE_F_ONE_B, pipeline.INTERLEAVED))
+    rule(field, ~own & (pp == 1), lambda s: f"{_name(s)} is a pipeline schedule: it needs pp > 1 (pp = 1)", s=sched)
+    rule(field, pipeline.is_in(sched, ONE_CHUNK) & (vpp != 1),
+         lambda s, vpp: f"{_name(s)} runs one model chunk per rank: it needs vpp = 1 (vpp = {vpp})", s=sched, vpp=vpp)
+    rule(field, (sched == pipeline.INTERLEAVED) & (vpp == 1),
+         lambda: "interleaved runs several model chunks per rank: it needs vpp > 1 (vpp = 1)")
+    rule(field, pipeline.is_in(sched, pipeline.V_SHAPED) & (vpp != pipeline.V_CHUNKS_PER_RANK),
+         lambda s, vpp: f"{_name(s)} runs two model chunks per rank in a V: it needs vpp = 2 (vpp = {vpp})",
+         s=sched, vpp=vpp)
+    # DualPipe runs two directions of pp/2 ranks each (deepseek-ai/DualPipe, dualpipe.py: num_ranks % 2 == 0)
+    rule(field, (sched == pipeline.DUALPIPE) & (pp % 2 == 1),
+         lambda pp: f"dualpipe feeds micro-batches in from both ends: it needs an even pp (pp = {pp})", pp=pp)
+    if pipeline_stages:
+        rule(field, ~own & ~pipeline.is_in(sched, (pipeline.ZB_H1, pipeline.ZB_H2)),
+             lambda s: f"{_name(s)} places its stages in its own order; pipeline_layout places virtual stage k on "
+                       f"rank k mod pp (Megatron-Core): drop one of them", s=sched)
+
+
+def schedule_batch_rules(rule, sched, pp, num_mb) -> None:
+    """The micro-batches each schedule needs to fill its pipeline (``layout_violations``)."""
+    if pipeline.only_defaults(sched):
+        return
+    field = "global_batch_size"
+    # Qi et al. 2023 sec. 2: ZB-H1 warms up like 1F1B (p micro-batches), ZB-H2 with 2p - 1 on the
+    # first rank; ZB-V with 2p - 1 on its first chunk (PyTorch ScheduleZBVZeroBubble).
+    rule(field, (sched == pipeline.ZB_H1) & (num_mb < pp),
+         lambda m, pp: f"zb-h1 needs micro-batches({m}) >= pp({pp})", m=num_mb, pp=pp)
+    rule(field, pipeline.is_in(sched, (pipeline.ZB_H2, pipeline.ZB_V)) & (num_mb < 2 * pp - 1),
+         lambda s, m, pp: f"{_name(s)} needs micro-batches({m}) >= 2 * pp({pp}) - 1 = {2 * pp - 1}",
+         s=sched, m=num_mb, pp=pp)
+    # deepseek-ai/DualPipe: num_chunks >= 2 * num_ranks, and even for DualPipe (half each way)
+    rule(field, (sched == pipeline.DUALPIPE) & ((num_mb < 2 * pp) | (num_mb % 2 == 1)),
+         lambda m, pp: f"dualpipe needs an even number of micro-batches >= 2 * pp({pp}) = {2 * pp}; "
+                       f"micro-batches = {m}", m=num_mb, pp=pp)
+    rule(field, (sched == pipeline.DUALPIPE_V) & (num_mb < 2 * pp),
+         lambda m, pp: f"dualpipe-v needs micro-batches({m}) >= 2 * pp({pp}) = {2 * pp}", m=num_mb, pp=pp)
 
 
 @dataclass(frozen=True)
@@ -54,21 +106,25 @@ class Violations:
 
 
 def layout_violations(model: ModelSpec, hw: HardwareSpec, seq_length: int, global_batch_size, num_gpus,
-                      precision: str, *, tp, pp, vpp, cp, ep, etp, sp, micro_batch_size,
+                      precision: str, *, tp, pp, vpp, cp, ep, etp, sp, micro_batch_size, schedule=None,
                       activation_offload_layers: int = 0, pipeline_stages: int = 0) -> Violations:
     """The layout rules of the scenario contract, over arrays of layouts.
 
     Every argument after ``precision`` is an integer (``sp``: boolean) array; ``num_gpus`` and
-    ``global_batch_size`` may be scalars or arrays. Returns the first rule each layout breaks,
-    with the arithmetic (``Violations``). This is the only home of the rules: ``check_layout``
-    calls it on a batch of one.
+    ``global_batch_size`` may be scalars or arrays; ``schedule``: pipeline schedule codes
+    (``perfmodel.formulas.pipeline.SCHEDULES``), None = each layout's default. Returns the
+    first rule each layout breaks, with the arithmetic (``Violations``). This is the only home
+    of the rules: ``check_layout`` calls it on a batch of one.
     """
+    if schedule is None:
+        schedule = pipeline.default_schedule_code(vpp)
     a = {k: np.atleast_1d(np.asarray(v, dtype=np.int64)) for k, v in dict(
         tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp, mbs=micro_batch_size,
-        n=num_gpus, gbs=global_batch_size).items()}
+        n=num_gpus, gbs=global_batch_size, s=schedule).items()}
     shape = np.broadcast_shapes(*(v.shape for v in a.values()), np.shape(np.atleast_1d(sp)))
     a = {k: np.broadcast_to(v, shape) for k, v in a.items()}
     tp, pp, vpp, cp, ep, etp, mbs, n, gbs = (a[k] for k in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs", "n", "gbs"))
+    sched = a["s"]
     sp = np.broadcast_to(np.atleast_1d(np.asarray(sp, dtype=bool)), shape)
     code = np.full(shape, -1, dtype=np.int64)
     fields, reasons = [], []
@@ -106,6 +162,7 @@ def layout_violations(model: ModelSpec, hw: HardwareSpec, seq_length: int, globa
          lambda cp, tp: f"seq_length({s}) / cp({cp}) = {s / cp:g} is not divisible by tp({tp})", cp=cp, tp=tp)
     rule("parallelism.vpp", (vpp > 1) & (pp == 1),
          lambda vpp, pp: f"vpp({vpp}) > 1 needs pp > 1 (pp = {pp})", vpp=vpp, pp=pp)
+    schedule_rules(rule, sched, pp, vpp, pipeline_stages)
     # Megatron-Core can count the embedding and the loss as one pipeline "layer" each
     # (account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split), so
     # pp * vpp model chunks need at least num_layers + 2 such units (e.g. Llama 3.1 405B:
@@ -140,9 +197,10 @@ def layout_violations(model: ModelSpec, hw: HardwareSpec, seq_length: int, globa
                                f"global_batch_size({gbs})"),
          mbs=mbs, dp=dp, gbs=gbs)
     num_mb = gbs // per_step
-    rule("global_batch_size", (vpp > 1) & ~_divides(pp, num_mb),
+    rule("global_batch_size", (sched == pipeline.INTERLEAVED) & ~_divides(pp, num_mb),
          lambda num_mb, pp: f"interleaved schedule needs micro-batches({num_mb}) to be a multiple of pp({pp})",
          num_mb=num_mb, pp=pp)
+    schedule_batch_rules(rule, sched, pp, num_mb)
     if not hw.gpu.supports(precision):
         name = hw.gpu.name
         rule("precision", np.ones(shape, dtype=bool),
@@ -158,12 +216,12 @@ def layout_violation_fields(model: ModelSpec, hw: HardwareSpec, seq_length: int,
 
 
 def layout_violation(model: ModelSpec, hw: HardwareSpec, seq_length: int, global_batch_size, num_gpus,
-                     precision: str, *, tp, pp, vpp, cp, ep, etp, sp, micro_batch_size,
+                     precision: str, *, tp, pp, vpp, cp, ep, etp, sp, micro_batch_size, schedule=None,
                      activation_offload_layers: int = 0, pipeline_stages: int = 0) -> np.ndarray:
     """Reason each layout cannot run (``''`` = valid); see ``layout_violation_fields``."""
     return layout_violation_fields(model, hw, seq_length, global_batch_size, num_gpus, precision, tp=tp,
                                    pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp, sp=sp,
-                                   micro_batch_size=micro_batch_size,
+                                   micro_batch_size=micro_batch_size, schedule=schedule,
                                    activation_offload_layers=activation_offload_layers,
                                    pipeline_stages=pipeline_stages)[1]
 
@@ -183,7 +241,8 @@ def check_layout(s: Scenario, m: ModelSpec, hw: HardwareSpec) -> tuple[int, int]
     p = s.parallelism
     field, reason = layout_violation_fields(
         m, hw, s.seq_length, s.global_batch_size, s.num_gpus, s.precision, tp=p.tp, pp=p.pp, vpp=p.vpp,
-        cp=p.cp, ep=p.ep, etp=p.etp, sp=p.sp, micro_batch_size=s.micro_batch_size, **layout_rule_fields(s))
+        cp=p.cp, ep=p.ep, etp=p.etp, sp=p.sp, micro_batch_size=s.micro_batch_size,
+        schedule=pipeline.schedule_code(p.schedule), **layout_rule_fields(s))
     if reason[0]:
         raise InputError(field[0], reason[0])
     dp = s.num_gpus // (p.tp * p.pp * p.cp)

@@ -10,7 +10,10 @@ t_op           max(F / (P_prec * eff), bytes / B_hbm)   (Williams et al. 2009, r
 =============  ===========================================================================
 
 Backward GEMMs are the input-gradient (m x k, reduce n) and weight-gradient (k x n, reduce
-m) products: twice the forward work, each at its own shape's efficiency. Flash attention is
+m) products: twice the forward work, each at its own shape's efficiency. The weight-gradient
+GEMMs alone are a layer's W, the part of its backward that nothing downstream waits for
+(``BlockTime.wgrad_s``; Qi et al. 2023, table 1: W = the weight GEMMs' 2mnk each; the attention
+core, the memory-bound ops and the fp8 casts are input-gradient work, B). Flash attention is
 its own class: forward F = 2*a*(d_qk+d_v)*s_kv*T with s_kv = s/2 under the causal mask
 (w - w^2/(2s) in sliding-window layers of w < s keys, whose kernels run at the efficiency of a
 w-token sequence),
@@ -177,6 +180,8 @@ class OpTime:
     extra_launches: np.ndarray
     """Kernel launches issued inside one host operation, forward + backward (a grouped expert
     linear launches one GEMM per local expert: Transformer Engine GroupedLinear)."""
+    wgrad_s: np.ndarray | float = 0.0
+    """The weight-gradient GEMM's part of ``bwd_s`` (0 for attention and memory-bound ops)."""
 
 
 def unfused_attention_s(op: Op, layouts: Layouts, seq_length: int, hw: HardwareSpec, eff: Efficiencies,
@@ -218,8 +223,9 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
         sh = gemm_shape(op, model, layouts, seq_length, sw)
         prec = gemm_precision(op, precision)
         fwd = gemm_time_s(sh.m, sh.n, sh.k, sh.count, prec, hw, eff, fast_accum=True)
+        wgrad = gemm_time_s(sh.k, sh.n, sh.m, sh.count, prec, hw, eff)     # weight gradient
         bwd = (gemm_time_s(sh.m, sh.k, sh.n, sh.count, prec, hw, eff)      # input gradient
-               + gemm_time_s(sh.k, sh.n, sh.m, sh.count, prec, hw, eff))   # weight gradient
+               + wgrad)
         bpe = BYTES_PER_ELEMENT[prec]
         fwd_bytes = sh.count * bpe * (sh.m * sh.k + sh.k * sh.n + sh.m * sh.n)
         host_ops = 1
@@ -232,7 +238,7 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
             host_ops = 2
         flop = 2.0 * sh.m * sh.n * sh.k * sh.count
         t_math, t_mem = gemm_roofline_s(sh.m, sh.n, sh.k, sh.count, prec, hw, eff, fast_accum=True)
-        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, t_mem > t_math, host_ops, extra)
+        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, t_mem > t_math, host_ops, extra, wgrad)
     if op.kind is OpKind.ATTENTION and not sw.flash_attention:
         fwd, bwd, flop, fwd_bytes = unfused_attention_s(op, layouts, seq_length, hw, eff, sw)
         bound = memory_time_s(fwd_bytes, hw, eff, kernels=0) > flop / hw.gpu.peak_flop_per_s("bf16")
@@ -285,6 +291,8 @@ class BlockTime:
     """Host dispatches, forward + backward."""
     extra_launches: np.ndarray
     ops: tuple[OpTime, ...]
+    wgrad_s: np.ndarray
+    """The weight-gradient GEMMs' part of the backward, W (Qi et al. 2023, table 1)."""
 
     @property
     def fwd_s(self):
@@ -309,5 +317,5 @@ def block_time(ops: tuple[Op, ...], model: ModelSpec, layouts: Layouts, seq_leng
         mem_fwd_s=total(OpKind.MEMORY, "fwd_s"), mem_bwd_s=total(OpKind.MEMORY, "bwd_s"),
         host_ops=(1 + BACKWARD_HOST_OPS_OVER_FORWARD) * sum(t.host_ops_fwd for t in times),
         extra_launches=sum((t.extra_launches for t in times), zero),
-        ops=times,
+        ops=times, wgrad_s=sum((t.wgrad_s for t in times), zero),
     )

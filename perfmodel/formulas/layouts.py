@@ -13,6 +13,8 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from perfmodel.formulas.pipeline import default_schedule_code
+
 
 @dataclass(frozen=True)
 class Layouts:
@@ -30,6 +32,8 @@ class Layouts:
     dp: np.ndarray
     num_mb: np.ndarray
     """micro-batches per pipeline per step"""
+    schedule: np.ndarray
+    """The pipeline schedule, as its index in ``perfmodel.formulas.pipeline.SCHEDULES``."""
 
     def __len__(self) -> int:
         return int(self.tp.shape[0])
@@ -42,7 +46,11 @@ class Layouts:
 
 
 def layouts_from_arrays(**arrays) -> Layouts:
+    """Every field as an array of one length; ``schedule`` left out is the default of each
+    layout's vpp (``perfmodel.formulas.pipeline.default_schedule_code``)."""
     n = max(np.size(v) for v in arrays.values())
+    if "schedule" not in arrays:
+        arrays = {**arrays, "schedule": default_schedule_code(arrays["vpp"])}
     out = {}
     for f in fields(Layouts):
         v = np.asarray(arrays[f.name])

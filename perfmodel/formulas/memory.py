@@ -39,6 +39,14 @@ from perfmodel.formulas.activations import activation_bytes_per_layer
 from perfmodel.formulas.counts import embedding_params, layer_params, mtp_params, output_params
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.offload import resident_activation_bytes
+from perfmodel.formulas.pipeline import (
+    DUALPIPE,
+    V_SHAPED,
+    chunks_in_flight,
+    is_in,
+    only_defaults,
+    parameter_copies,
+)
 from perfmodel.formulas.workload import (
     ACT_BYTES,
     FP32_BYTES,
@@ -171,19 +179,6 @@ def model_state_bytes(params_dense, params_expert, zero_stage, group_dense, grou
 
 
 # ------------------------------------------------------------------------- pipeline stage
-def _chunks_in_flight(rank, pp, vpp, num_mb) -> np.ndarray:
-    """Micro-batch x model-chunk activations a pipeline rank holds at its peak.
-
-    1F1B: rank r warms up with p - r - 1 forwards and holds p - r (Narayanan et al. 2021,
-    sec. 2.2). Interleaved: 2(p - r - 1) + (v - 1)p + 1 chunks of l/(pv) layers (Megatron-LM
-    schedules); on rank 0 that is p * (1 + (p - 1)/(p v)) stages' worth, the factor of
-    Korthikanti et al. 2022, sec. 4.2.3. Never more than the m * v chunks a step has.
-    """
-    one_f_one_b = pp - rank
-    interleaved = 2 * (pp - rank - 1) + (vpp - 1) * pp + 1
-    return np.minimum(np.where(vpp > 1, interleaved, one_f_one_b), num_mb * vpp)
-
-
 def _dense_layers_on_rank(m: ModelSpec, rank, pp, vpp, c) -> np.ndarray:
     """Dense-MLP layers among rank r's chunks k*p + r, k < v, of c layers each (the leading
     ones, and with ``moe.interleave_step`` > 1 those between the MoE layers).
@@ -231,6 +226,12 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
     t = L.tp.astype(float)
     r = np.where(L.sp, t, 1.0)
     first, last = rank == 0, rank == L.pp - 1
+    # DualPipe: rank r also holds stage p - 1 - r of the other direction (parameters twice;
+    # the end ranks hold the embedding and the head of both directions). The V schedules end
+    # where they start: rank 0's second chunk is the last stage, with the head.
+    if not only_defaults(L.schedule):
+        mirrored = L.schedule == DUALPIPE
+        first, last = first | (mirrored & last), np.where(is_in(L.schedule, V_SHAPED), first, last | (mirrored & first))
     if held is None:
         c = -(-m.num_layers // (L.pp * L.vpp))            # ceil: the fullest chunk
         n = L.vpp * c
@@ -248,6 +249,9 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
     split = {k: layer_params_per_gpu(m, k, t, L.ep, L.etp) for k in kinds}
     p_dense = sum(count[k] * split[k][0] for k in kinds)
     p_expert = sum(count[k] * split[k][1] for k in kinds)
+    if not only_defaults(L.schedule):
+        copies = parameter_copies(L.schedule)
+        p_dense, p_expert = copies * p_dense, copies * p_expert
     vocab = embedding_params(m) / t                                       # vocabulary parallel
     projection = 0 if m.tied_embeddings else embedding_params(m)
     head = (output_params(m) - projection) + projection / t               # final norm + projection
@@ -278,7 +282,7 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
         rebuilt = {k: act(k, "full") for k in kinds}
     else:
         per_layer = rebuilt = {k: act(k, recompute) for k in kinds}
-    stored = _chunks_in_flight(rank, L.pp, L.vpp, L.num_mb) \
+    stored = chunks_in_flight(rank, L.pp, L.vpp, L.num_mb, L.schedule) \
         * sum(count[k] * per_layer[k] for k in kinds) / L.vpp          # chunks x n / v layers
     if sw.activation_offload_layers:
         stored = np.where(L.pp == 1, resident_activation_bytes(m, sw.activation_offload_layers, per_layer), stored)

@@ -1,22 +1,61 @@
-"""Pipeline schedules: 1F1B and interleaved 1F1B, with uneven stages.
+"""Pipeline schedules: the bubble, the activations in flight and the parameters of each rank.
 
 ========  ====================================================================
-p         pipeline stages (pp)
-v         virtual stages per rank (vpp)
+p         pipeline ranks (pp)
+v         model chunks per rank (vpp): interleaved, or 2 for the V schedules
 m         micro-batches per step per pipeline = global_batch / (micro_batch * dp)
-t_i       forward + backward time of one micro-batch on stage i
+t_i       forward + backward time of one micro-batch on rank i (all its chunks)
+F, B, W   the parts of t (one rank, one micro-batch): forward; input-gradient backward
+          (with recompute and the backward's exposed communication); weight-gradient
+          backward (``perfmodel.formulas.compute.BlockTime.wgrad_s``). t = F + B + W.
 ========  ====================================================================
 
-Steady state runs at the slowest stage: m * max_i t_i. The fill and drain add the other
-stages once, divided by v when interleaved (each fill step is one chunk of 1/v of a stage):
+Steady state runs at the slowest rank: m * max_i t_i. The rest of the step is the bubble.
+For p equal ranks each schedule's bubble is a closed form (``bubble_closed_form_s``):
 
-    bubble = (sum_i t_i - max_i t_i) / v
+===========  ===============================  ==========  ======  =====================================
+schedule     bubble                           in flight   params  source
+===========  ===============================  ==========  ======  =====================================
+1f1b         (p - 1)(F + B + W)               p           1x      Narayanan et al. 2021 sec. 2.2
+interleaved  (p - 1)(F + B + W) / v           p(1 + (p-1)/(pv))  1x  ibid.; Korthikanti et al. 2022 4.2.3
+zb-h1        (p - 1)(F + B - W)               p           1x      Qi et al. 2023 (arXiv 2401.10241) table 2
+zb-h2        (p - 1)(F + B - 2W), >= 0        2p - 1      1x      ibid., table 2
+zb-v         (p - 1)(max(F, B) - W), >= 0     p           1x      Qi et al. 2024 (arXiv 2405.15362); derived
+dualpipe     (p/2 - 1)(F + 2B - W)            p + 1       2x      DeepSeek-V3 report (arXiv 2412.19437) table 2
+dualpipe-v   (p - 1)(F + 2B - W) / 2          p + 1/2     1x      DualPipe README table (PP = 2p stages)
+===========  ===============================  ==========  ======  =====================================
 
-For equal stages this is (p - 1) * t / v, i.e. the bubble fraction (p - 1) / (v * m) of
-Narayanan et al. 2021 (sec. 2.2). The transfers of fill and drain cannot overlap anything:
-the first micro-batch's forward crosses all p * v model chunks in turn, so p * v - 1
-activation sends lie on the critical path each way (interleaving shrinks the bubble by v
-but multiplies the communication by v; Narayanan et al. 2021, sec. 2.2).
+"in flight": micro-batch activations of one rank's l/p layers held at the peak by the fullest
+rank. The zero-bubble papers split the backward into B and W (Qi et al. 2023 sec. 2, their
+table 1: W is the weight GEMMs' backward alone) and count a rank's idle time between its
+first and last operation (their optimizer post-validation, sec. 4, lets ranks start and end a
+step apart). Notes on each form:
+
+- ZB-H1 and ZB-H2: the table's forms are the exact bubble of their handcrafted orders, which
+  ``perfmodel.formulas.schedule_orders`` reproduces, wherever B >= F >= W (transformer layers:
+  Qi et al. 2023 table 1) and m >= p (ZB-H1) or m >= 2p - 1 (ZB-H2).
+- ZB-V: the paper states zero bubble when F = B = W (1F1B's memory, two chunks per rank in a
+  V; PyTorch's ScheduleZBVZeroBubble documents the same condition). Its order's bubble is
+  (p - 1)(max(F, B) - W) wherever B >= F >= W and m >= 2p - 1 (each V chunk is half a rank;
+  the first rank waits max(F, B) - W per rank below it): zero when F = B = W.
+- DualPipe / DualPipeV: the tables write (PP/2 - 1)(F&B + B - 3W) with B the full backward
+  and F&B a forward chunk overlapped with a backward chunk; the overlapped pair computes
+  F + B + W (the communication hides, not the compute), which gives the forms above. The
+  repository's step order (dualpipe.py steps 1-8) has exactly this bubble when F = B; for
+  B > F it has less (DualPipe: by up to (p/2 - 1)(B - F)), so the model keeps the README's.
+
+Uneven ranks (first and last stages carry the embedding and the head, or an explicit
+``pipeline_layout``): fill and drain take every rank but the slowest once, so the bubble is
+(sum_i t_i - max_i t_i) times the schedule's bubble per rank, the closed form over
+(p - 1) t (``bubble_over_fill``): 1 for 1F1B, 1/v interleaved.
+
+Transfers of fill and drain cannot overlap anything: the first micro-batch's forward crosses
+each rank boundary of its path in turn, so its hops lie on the critical path each way (p * v -
+1 for the linear schedules; 2p - 2 for a V, whose turn stays on one rank; p - 1 per direction
+for DualPipe, whose two directions fill at once). DualPipe and DualPipeV pair every
+steady-state forward chunk with a backward chunk of another micro-batch and run one's
+communication under the other's compute (DeepSeek-V3 report sec. 3.2.1): their pipeline sends
+and expert-parallel all-to-alls are overlapped whatever the overlap settings (``PAIRED``).
 """
 
 from __future__ import annotations
@@ -24,6 +63,45 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from perfmodel.spec.scenario import PIPELINE_SCHEDULES
+
+SCHEDULES: tuple[str, ...] = PIPELINE_SCHEDULES
+"""Schedule names; a layout's ``schedule`` column holds the index of its name here."""
+ONE_F_ONE_B, INTERLEAVED, ZB_H1, ZB_H2, ZB_V, DUALPIPE, DUALPIPE_V = range(len(SCHEDULES))
+V_SHAPED = (ZB_V, DUALPIPE_V)
+"""Two chunks per rank in a V: chunk 0 is stage r, chunk 1 stage 2p - 1 - r (Qi et al. 2024)."""
+V_CHUNKS_PER_RANK = 2
+PAIRED = (DUALPIPE, DUALPIPE_V)
+"""Schedules that overlap a forward chunk with another micro-batch's backward chunk."""
+DUALPIPE_PARAMETER_COPIES = 2
+"""DualPipe keeps two stages on every rank, stage r of one direction and stage p - 1 - r of
+the other (DeepSeek-V3 report table 2: parameters per device 2x)."""
+
+
+def schedule_code(name: str) -> int:
+    return SCHEDULES.index(name)
+
+
+def default_schedule_code(vpp):
+    """The schedule of a layout that names none: 1f1b, or interleaved when vpp > 1."""
+    return np.where(np.asarray(vpp) > 1, INTERLEAVED, ONE_F_ONE_B)
+
+
+def is_in(schedule, codes) -> np.ndarray:
+    """Where ``schedule`` is one of ``codes`` (a comparison per code: cheaper than ``np.isin``
+    for the few codes there are)."""
+    s = np.asarray(schedule)
+    out = np.zeros(s.shape, dtype=bool)
+    for c in codes:
+        out |= s == c
+    return out
+
+
+def only_defaults(schedule) -> bool:
+    """True when every layout runs 1F1B or interleaving (the formulas then take their short way)."""
+    s = np.asarray(schedule)
+    return bool((s <= INTERLEAVED).all())
 
 
 @dataclass(frozen=True)
@@ -46,12 +124,48 @@ def sum_stages_s(st: StageTimes, pp):
     return np.where(pp == 1, st.first_s, st.first_s + st.last_s + np.maximum(pp - 2, 0) * st.middle_s)
 
 
-def bubble_from_stages_s(sum_s, max_s, vpp):
-    """Fill and drain: every stage but the slowest once, in chunks of 1/v: (sum - max) / v."""
-    return (np.asarray(sum_s) - np.asarray(max_s)) / np.asarray(vpp, dtype=float)
+def bubble_closed_form_s(schedule, pp, vpp, fwd_s, bwd_input_s, bwd_weight_s):
+    """The bubble of one step with p equal ranks (the module's table), per schedule code; 0
+    without a pipeline (p = 1)."""
+    p, v = np.asarray(pp, dtype=float), np.asarray(vpp, dtype=float)
+    F, B, W = (np.asarray(x, dtype=float) for x in (fwd_s, bwd_input_s, bwd_weight_s))
+    s = np.asarray(schedule)
+    return np.where(p > 1, np.select(
+        [s == ONE_F_ONE_B, s == INTERLEAVED, s == ZB_H1, s == ZB_H2, s == ZB_V, s == DUALPIPE],
+        [(p - 1) * (F + B + W),
+         (p - 1) * (F + B + W) / v,
+         (p - 1) * (F + B - W),                                  # Qi et al. 2023 table 2
+         (p - 1) * np.maximum(F + B - 2 * W, 0.0),               # ibid.
+         (p - 1) * np.maximum(np.maximum(F, B) - W, 0.0),         # ZB-V, derived (docstring)
+         (p / 2 - 1) * (F + 2 * B - W)],                         # DeepSeek-V3 table 2
+        (p - 1) * (F + 2 * B - W) / V_CHUNKS_PER_RANK), 0.0)     # DualPipe README, PP = 2p
+
+
+def bubble_over_fill(schedule, pp, vpp, fwd_s, bwd_input_s, bwd_weight_s):
+    """The bubble per unit of fill and drain, the closed form over (p - 1)(F + B + W): what
+    multiplies sum_i t_i - max_i t_i for uneven ranks (0 where p = 1)."""
+    t = np.asarray(fwd_s) + np.asarray(bwd_input_s) + np.asarray(bwd_weight_s)
+    fill = (np.asarray(pp, dtype=float) - 1) * t
+    closed = bubble_closed_form_s(schedule, pp, vpp, fwd_s, bwd_input_s, bwd_weight_s)
+    return np.where(fill > 0, closed / np.where(fill > 0, fill, 1.0), 0.0)
+
+
+def bubble_from_stages_s(sum_s, max_s, vpp, schedule=None, pp=None, split=None):
+    """Fill and drain: every stage but the slowest once, (sum - max), in chunks of 1/v for
+    1F1B and interleaving; times ``bubble_over_fill`` for the other schedules, whose F, B, W
+    shares ``split`` = (F, B, W) gives."""
+    base = (np.asarray(sum_s) - np.asarray(max_s)) / np.asarray(vpp, dtype=float)
+    if schedule is None:
+        return base
+    if only_defaults(schedule):
+        return base
+    own = is_in(schedule, (ONE_F_ONE_B, INTERLEAVED))
+    k = bubble_over_fill(schedule, pp, vpp, *split)
+    return np.where(own, base, (np.asarray(sum_s) - np.asarray(max_s)) * k)
 
 
 def bubble_s(st: StageTimes, pp, vpp):
+    """1F1B or interleaved bubble of uneven stages: (sum - max) / v."""
     return bubble_from_stages_s(sum_stages_s(st, pp), slowest_stage_s(st, pp), vpp)
 
 
@@ -60,7 +174,42 @@ def bubble_fraction(pp, vpp, num_mb):
     return (np.asarray(pp) - 1.0) / (np.asarray(vpp) * np.asarray(num_mb))
 
 
-def fill_drain_transfers(pp, vpp=1):
-    """Activation sends on the critical path of fill and drain: p * v - 1 each way (0 at p = 1)."""
+def chunks_in_flight(rank, pp, vpp, num_mb, schedule) -> np.ndarray:
+    """Micro-batch x model-chunk activations a pipeline rank holds at its peak (chunks of
+    l / (p v) layers; a micro-batch's activations are freed by its input-gradient backward).
+
+    1F1B and ZB-H1: rank r warms up with p - r - 1 forwards and holds p - r (Narayanan et al.
+    2021 sec. 2.2; Qi et al. 2023 table 2, p M_B). Interleaved: 2(p - r - 1) + (v - 1)p + 1
+    chunks of l/(pv) layers (Megatron-LM schedules); on rank 0 that is p * (1 + (p - 1)/(p v))
+    stages' worth, the factor of Korthikanti et al. 2022, sec. 4.2.3. ZB-H2: 2(p - r) - 1
+    (ibid., (2p - 1) M_B on the first rank). ZB-V: 2p chunks of l/(2p) layers on every rank,
+    1F1B's p M_B (Qi et al. 2024; the V fills every rank to the same peak). DualPipe: p + 1
+    stages on every rank; DualPipeV: 2p + 1 chunks (DeepSeek-V3 table 2 and the DualPipe
+    README: PP + 1). Never more than the m * v chunks a step has.
+    """
+    s = np.asarray(schedule)
+    one_f_one_b = pp - rank
+    interleaved = 2 * (pp - rank - 1) + (vpp - 1) * pp + 1
+    if only_defaults(s):
+        return np.minimum(np.where(vpp > 1, interleaved, one_f_one_b), num_mb * vpp)
+    held = np.select([s == INTERLEAVED, s == ZB_H2, s == ZB_V, s == DUALPIPE, s == DUALPIPE_V],
+                     [interleaved, 2 * (pp - rank) - 1, V_CHUNKS_PER_RANK * pp, pp + 1,
+                      V_CHUNKS_PER_RANK * pp + 1], one_f_one_b)
+    return np.minimum(held, num_mb * vpp)
+
+
+def parameter_copies(schedule) -> np.ndarray:
+    """Stages of parameters a rank holds per stage it computes: 2 under DualPipe, else 1."""
+    return np.where(np.asarray(schedule) == DUALPIPE, DUALPIPE_PARAMETER_COPIES, 1)
+
+
+def fill_drain_transfers(pp, vpp=1, schedule=None):
+    """Activation sends on the critical path of fill and drain, each way: p * v - 1 for the
+    linear schedules, 2p - 2 for a V (its turn stays on one rank), p - 1 for DualPipe; 0 at p = 1."""
     pp, vpp = np.asarray(pp), np.asarray(vpp)
-    return np.where(pp > 1, 2 * (pp * vpp - 1), 0)
+    linear = np.where(pp > 1, 2 * (pp * vpp - 1), 0)
+    if schedule is None or only_defaults(schedule):
+        return linear
+    s = np.asarray(schedule)
+    return np.where(pp > 1, np.select([is_in(s, V_SHAPED), s == DUALPIPE],
+                                      [2 * (2 * pp - 2), 2 * (pp - 1)], linear), 0)

@@ -4,7 +4,9 @@ The split of one layer over tp and ep * etp is ``memory.layer_params_per_gpu``; 
 spreads layers over pipeline stages for the communication and optimizer terms. Layers are spread evenly
 over pp stages (l / pp each; recipes with uneven first/last stages balance the embedding and
 the output layer). The embedding sits on the first stage and the output layer (plus MTP
-modules) on the last, both split over tp (vocabulary parallel).
+modules) on the last, both split over tp (vocabulary parallel). Under DualPipe a rank holds
+two stages (``perfmodel.formulas.pipeline.parameter_copies``); the V schedules put the first
+and the last stage on rank 0.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 from perfmodel.formulas.counts import embedding_params, output_params
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.memory import layer_params_per_gpu
+from perfmodel.formulas.pipeline import DUALPIPE, V_SHAPED, is_in, only_defaults, parameter_copies
 from perfmodel.formulas.workload import LayerKind, layer_kinds, mtp_extra_ops, mtp_layer_kind
 from perfmodel.spec.model import ModelSpec
 
@@ -42,7 +45,9 @@ class StageParams:
         return np.maximum(self.per_stage_expert, self.last_expert)
 
 
-def stage_params(model: ModelSpec, layouts: Layouts) -> StageParams:
+def stage_params(model: ModelSpec, layouts: Layouts, by_schedule: bool) -> StageParams:
+    """``by_schedule``: place the stages as each layout's pipeline schedule does (False: as 1F1B,
+    for batches whose layouts all run 1F1B or interleaving, without reading their schedule)."""
     pp = layouts.pp.astype(float)
     kinds = layer_kinds(model)
     n_dense_layers = sum(1 for k in kinds if k is LayerKind.DENSE)
@@ -64,7 +69,13 @@ def stage_params(model: ModelSpec, layouts: Layouts) -> StageParams:
         extra = sum(op.params for op in mtp_extra_ops(model))
         mtp_dense = model.mtp_layers * (d + extra)
         mtp_expert = model.mtp_layers * e
+    # DualPipe: every rank holds two stages, r and p - 1 - r, so the end ranks hold both ends;
+    # a V ends where it starts (rank 0 holds the embedding and the head)
     single = pp == 1
+    if by_schedule and not only_defaults(layouts.schedule):
+        copies = parameter_copies(layouts.schedule)
+        per_stage_dense, per_stage_expert = copies * per_stage_dense, copies * per_stage_expert
+        single = single | is_in(layouts.schedule, (DUALPIPE,) + V_SHAPED)
     first = per_stage_dense + emb + np.where(single, out + mtp_dense, 0.0)
     last = per_stage_dense + out + mtp_dense + np.where(single, emb, 0.0)
     if model.tied_embeddings:

@@ -37,6 +37,11 @@ from perfmodel.spec.startup import Startup
 
 Recompute = Literal["none", "selective", "full"]
 Precision = Literal["bf16", "fp16", "fp8", "fp4"]
+PipelineSchedule = Literal["1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v", "dualpipe", "dualpipe-v"]
+"""The pipeline schedules modelled (``perfmodel.formulas.pipeline``): 1F1B and interleaved 1F1B
+(Narayanan et al. 2021), ZB-H1 and ZB-H2 (Qi et al. 2023), ZB-V (Qi et al. 2024), DualPipe and
+DualPipeV (DeepSeek-AI 2024, DeepSeek-V3 technical report; github deepseek-ai/DualPipe)."""
+PIPELINE_SCHEDULES: tuple[str, ...] = get_args(PipelineSchedule)
 RECOMPUTE_CHOICES: tuple[str, ...] = get_args(Recompute)
 PRECISION_CHOICES: tuple[str, ...] = get_args(Precision)
 
@@ -67,7 +72,13 @@ class Parallelism(_Frozen):
     pp: int_field(MAX_NUM_GPUS) = 1
     """Pipeline parallel degree."""
     vpp: int_field(MAX_VIRTUAL_STAGES) = 1
-    """Virtual stages per pipeline rank (interleaved 1F1B)."""
+    """Virtual stages per pipeline rank (interleaved 1F1B; 2 for the V schedules zb-v and
+    dualpipe-v, whose two chunks per rank form a V)."""
+    pipeline_schedule: PipelineSchedule | None = None
+    """The pipeline schedule (perfmodel extension of the contract): 1f1b, interleaved, zb-h1,
+    zb-h2, zb-v, dualpipe or dualpipe-v. null = Megatron-Core's choice, 1f1b when vpp = 1 and
+    interleaved when vpp > 1. What each needs of pp, vpp and the micro-batches is in
+    ``perfmodel.engine.rules``; its bubble, memory and overlap in ``perfmodel.formulas.pipeline``."""
     cp: int_field(MAX_NUM_GPUS) = 1
     """Context parallel degree."""
     ep: int_field(MAX_NUM_GPUS) = 1
@@ -82,6 +93,17 @@ class Parallelism(_Frozen):
     @property
     def sp(self) -> bool:
         return self.tp > 1 if self.sequence_parallel is None else self.sequence_parallel
+
+    @property
+    def schedule(self) -> str:
+        """The schedule in force: ``pipeline_schedule``, or the default for ``vpp``."""
+        return self.pipeline_schedule or default_schedule(self.vpp)
+
+
+def default_schedule(vpp: int) -> str:
+    """The schedule of a scenario that names none: 1f1b, or interleaved when vpp > 1
+    (Megatron-Core picks the interleaved schedule whenever a rank holds several chunks)."""
+    return "interleaved" if vpp > 1 else "1f1b"
 
 
 class Scenario(_Frozen):

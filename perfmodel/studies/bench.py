@@ -23,7 +23,7 @@ from perfmodel.engine.evaluate import evaluate
 from perfmodel.engine.job import bind
 from perfmodel.engine.rules import layout_rule_fields, layout_violation, with_recompute
 from perfmodel.formulas.layouts import layouts_from_arrays
-from perfmodel.spec.scenario import hardware_of, model_of, parse_scenario
+from perfmodel.spec.scenario import PIPELINE_SCHEDULES, hardware_of, model_of, parse_scenario
 from perfmodel.studies.job_variants import OVERLAP_KINDS
 from perfmodel.studies.search import CHUNK, SearchOptions, bounds_for, search
 
@@ -33,8 +33,9 @@ BENCH_SCENARIO = dict(
 )
 """GPT-3 175B with the batch and sequence of Narayanan et al. 2021 (table 1: 1,536 x 2,048 on
 1,024 GPUs) and GPT-3's 300B training tokens (Brown et al. 2020, sec. 2.2)."""
-WIDE_OPTIONS = dict(precisions=("bf16", "fp8"), overlap=OVERLAP_KINDS)
-"""The widened search: both precisions an H100 trains in, and every overlap switch."""
+WIDE_OPTIONS = dict(precisions=("bf16", "fp8"), overlap=OVERLAP_KINDS, schedules=PIPELINE_SCHEDULES)
+"""The widened search: both precisions an H100 trains in, every overlap switch and every pipeline
+schedule."""
 LARGE_SCENARIO = dict(
     name="bench-deepseek-v3-2048xgb200", hardware="gb200-nvl72", num_gpus=2048, model="deepseek-v3",
     seq_length=4096, global_batch_size=15360, training_tokens=14.8e12,
@@ -64,8 +65,8 @@ class BenchResult:
     best_layout: dict
     best_step_time_s: float
     wide_candidates: int
-    """The widened search: candidates enumerated (layouts x recompute x precision x overlap
-    settings that differ for the layout), ..."""
+    """The widened search: candidates enumerated (layouts x pipeline schedules x recompute x
+    precision x overlap settings that differ for the layout), ..."""
     wide_evaluated: int
     """... those timed, ..."""
     wide_search_wall_s: float

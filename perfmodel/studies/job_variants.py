@@ -19,11 +19,12 @@ fsdp  1           FSDP forward and backward prefetch of the next unit's all-gath
 
 A layout with no traffic of a kind (tp = 1 and etp = 1 for tp, cp = 1, a dense model or ep = 1
 for ep, pp = 1, a data-parallel group of one for dp, ZeRO below 3 for fsdp) keeps the scenario's
-value for it: another value would give it the same numbers under another name.
+value for it: another value would give it the same numbers under another name. So does a layout
+whose pipeline schedule overlaps a kind itself (DualPipe and DualPipeV: pp and ep,
+``perfmodel.formulas.pipeline.PAIRED``).
 
-A ``pipeline_schedule`` dimension (issue 37) joins here as another field of ``Variant`` if the
-schedule is a property of the job, or as a column of ``perfmodel.engine.enumerate`` if it is
-one of the layout.
+The pipeline schedule is a column of the layout (``perfmodel.engine.enumerate``), not a variant:
+it changes the memory of a layout, which a search works out once for every variant.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import Literal, get_args
 
 import numpy as np
 
+from perfmodel.formulas import pipeline
 from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.software import Overlap
 
@@ -67,21 +69,22 @@ def variants(own: Overlap, kinds) -> tuple[Variant, ...]:
 
 
 def has_traffic(kind: str, cols: dict, model: ModelSpec, num_gpus: int) -> np.ndarray:
-    """Where layouts (columns ``tp``, ``pp``, ``cp``, ``ep``, ``etp``, ``zero_stage``) send
-    traffic of ``kind``, so that its overlap setting can change their numbers."""
+    """Where layouts (columns ``tp``, ``pp``, ``cp``, ``ep``, ``etp``, ``zero_stage`` and, where
+    given, ``schedule``) send traffic of ``kind`` that its overlap setting can change."""
     tp, pp, cp, ep, etp = (np.asarray(cols[k]) for k in ("tp", "pp", "cp", "ep", "etp"))
     moe = model.moe is not None
     dp = np.maximum(num_gpus // (tp * pp * cp), 1)
     edp = np.maximum(dp * cp * tp // (ep * etp), 1)
     data_parallel = (dp * cp > 1) | (moe & (edp > 1))
+    paired = pipeline.is_in(cols["schedule"], pipeline.PAIRED) if "schedule" in cols else np.zeros(tp.shape, bool)
     if kind == "tp":
         return (tp > 1) | (moe & (etp > 1))
     if kind == "cp":
         return cp > 1
     if kind == "ep":
-        return moe & (ep > 1)
+        return moe & (ep > 1) & ~paired
     if kind == "pp":
-        return pp > 1
+        return (pp > 1) & ~paired
     if kind == "dp":
         return data_parallel
     return data_parallel & (np.asarray(cols["zero_stage"]) >= 3)

@@ -27,7 +27,8 @@ from perfmodel.engine.evaluate import COMPONENTS
 from perfmodel.engine.prediction import Evaluation
 from perfmodel.engine.rules import with_recompute
 from perfmodel.formulas.layouts import Layouts, layouts_from_arrays
-from perfmodel.spec.scenario import Parallelism, Scenario
+from perfmodel.formulas.pipeline import SCHEDULES
+from perfmodel.spec.scenario import Parallelism, Scenario, default_schedule
 from perfmodel.spec.software import Overlap
 
 SAMPLE_ROWS = 4000
@@ -60,8 +61,9 @@ class Candidate:
     def layout(self) -> dict:
         s = self.scenario
         p = s.parallelism
-        return {"num_gpus": s.num_gpus, "tp": p.tp, "pp": p.pp, "vpp": p.vpp, "cp": p.cp, "ep": p.ep,
-                "etp": p.etp, "dp": self.dp, "sequence_parallel": p.sp, "zero_stage": p.zero_stage,
+        return {"num_gpus": s.num_gpus, "tp": p.tp, "pp": p.pp, "vpp": p.vpp, "pipeline_schedule": p.schedule,
+                "cp": p.cp, "ep": p.ep, "etp": p.etp, "dp": self.dp, "sequence_parallel": p.sp,
+                "zero_stage": p.zero_stage,
                 "micro_batch_size": s.micro_batch_size, "num_microbatches": self.num_microbatches,
                 "recompute": s.recompute, "precision": s.precision,
                 "overlap": s.software.overlap.model_dump(mode="json")}
@@ -137,8 +139,12 @@ class LayoutTable:
 
     def scenario(self, i: int) -> Scenario:
         L = self.layouts.row(i)
+        # the schedule as the base names it: left out where the base names none and it is the default
+        name = SCHEDULES[L["schedule"]]
+        named = self.base.parallelism.pipeline_schedule is not None or name != default_schedule(L["vpp"])
         par = Parallelism(tp=L["tp"], pp=L["pp"], vpp=L["vpp"], cp=L["cp"], ep=L["ep"], etp=L["etp"],
-                          sequence_parallel=L["sp"], zero_stage=L["zero_stage"])
+                          sequence_parallel=L["sp"], zero_stage=L["zero_stage"],
+                          pipeline_schedule=name if named else None)
         s = with_recompute(self.base, str(self.recompute[i]))
         update = dict(num_gpus=int(self.num_gpus[i]), micro_batch_size=L["mbs"], parallelism=par,
                       precision=str(self.precision[i]))

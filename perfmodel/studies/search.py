@@ -2,8 +2,9 @@
 
 The scenario fixes the job (model, hardware, GPUs, sequence length, global batch, training
 tokens, software stack); its ``parallelism``, ``micro_batch_size`` and ``recompute`` are searched
-over (``perfmodel.engine.enumerate``), unless pinned, along with the precisions, overlap settings
-(``perfmodel.studies.job_variants``) and GPU counts the options name. The rules every entry point
+over (``perfmodel.engine.enumerate``), unless pinned, along with the pipeline schedules (a column
+of the layout), precisions, overlap settings (``perfmodel.studies.job_variants``) and GPU counts
+the options name. The rules every entry point
 applies (``perfmodel.engine.rules``) drop the layouts that cannot run, the memory model those
 that do not fit, and the engine times the rest, one call per chunk of about ``CHUNK`` layouts
 and job (GPU count, precision, recompute, overlap settings); every figure of a row comes from
@@ -37,13 +38,23 @@ from perfmodel.engine.rules import (
     recompute_violation,
     with_recompute,
 )
+from perfmodel.formulas import pipeline
 from perfmodel.formulas.layouts import layouts_from_arrays
 from perfmodel.formulas.memory import MemoryBreakdown, fits_in_memory
 from perfmodel.spec import limits
 from perfmodel.spec.cost import CostModel
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.errors import validated
-from perfmodel.spec.scenario import RECOMPUTE_CHOICES, Precision, Recompute, Scenario, hardware_of, model_of
+from perfmodel.spec.scenario import (
+    PIPELINE_SCHEDULES,
+    RECOMPUTE_CHOICES,
+    PipelineSchedule,
+    Precision,
+    Recompute,
+    Scenario,
+    hardware_of,
+    model_of,
+)
 from perfmodel.studies.job_variants import OVERLAP_KINDS, OverlapKind, Variant, applies, variants
 from perfmodel.studies.layout_table import (  # noqa: F401  (Candidate, LayoutTable, pareto_front: public here)
     Candidate,
@@ -62,7 +73,7 @@ from perfmodel.studies.layout_table import (  # noqa: F401  (Candidate, LayoutTa
 
 Objective = Literal["time", "cost", "tokens_per_usd"]
 Pinnable = Literal["tp", "pp", "vpp", "cp", "ep", "etp", "sequence_parallel", "zero_stage", "micro_batch_size",
-                   "recompute", "precision", "overlap"]
+                   "recompute", "precision", "overlap", "pipeline_schedule"]
 PINNABLE: tuple[str, ...] = get_args(Pinnable)
 CHUNK = 16_384
 """Layouts per ``evaluate`` call: large enough to amortise numpy's per-call overhead (about 2
@@ -101,6 +112,10 @@ class SearchOptions(BaseModel):
     """Communication kinds (tp, cp, ep, pp, dp, fsdp) whose overlap with compute is searched,
     switched off and on (``perfmodel.studies.job_variants``); the others keep the scenario's
     settings. () = the scenario's settings only."""
+    schedules: Annotated[tuple[PipelineSchedule, ...], Field(max_length=len(PIPELINE_SCHEDULES))] | None = None
+    """Pipeline schedules to try on every layout with pp > 1 (``perfmodel.formulas.pipeline``); the
+    rules reject those a layout cannot run (vpp, pp, micro-batches). None = the scenario's own
+    (``parallelism.pipeline_schedule``, or 1f1b / interleaved by vpp where it names none)."""
     pin: Annotated[tuple[Pinnable, ...], Field(max_length=len(PINNABLE))] = ()
     """Dimensions held at the scenario's own values instead of searched (``PINNABLE``): pin them
     all to evaluate exactly the scenario's job, as ``predict`` does."""
@@ -123,7 +138,7 @@ class SearchResult:
     """A sample of the layouts that fit, every ``num_fit / len(table)``-th or so, at most
     ``perfmodel.studies.layout_table.SAMPLE_ROWS`` (all of them when that many or fewer fit)."""
     num_enumerated: int
-    """(layout, recompute, precision, overlap settings) combinations generated."""
+    """(layout, pipeline schedule, recompute, precision, overlap settings) combinations generated."""
     num_valid: int
     """... that pass the layout rules."""
     num_fit: int
@@ -197,8 +212,15 @@ def bounds_for(scenario: Scenario, options: SearchOptions) -> Bounds:
            "zero_stage": p.zero_stage, "mbs": scenario.micro_batch_size}
     column = {"sequence_parallel": "sp", "micro_batch_size": "mbs"}
     pinned = {column.get(k, k): own[column.get(k, k)] for k in options.pin if column.get(k, k) in own}
+    # The scenario's own schedule: the one it names, else each layout's default (by vpp).
+    named = None if p.pipeline_schedule is None else (pipeline.schedule_code(p.pipeline_schedule),)
+    if "pipeline_schedule" in options.pin and named is not None:
+        pinned["schedule"] = named[0]
+    searched = options.schedules is not None and "pipeline_schedule" not in options.pin
+    schedules = tuple(dict.fromkeys(pipeline.schedule_code(x) for x in options.schedules)) if searched else named
     return Bounds(zero_stages=tuple(options.zero_stages), max_micro_batch_size=options.max_micro_batch_size,
-                  max_tp=options.max_tp, max_cp=options.max_cp, max_vpp=options.max_vpp, pinned=pinned)
+                  max_tp=options.max_tp, max_cp=options.max_cp, max_vpp=options.max_vpp, pinned=pinned,
+                  schedules=schedules)
 
 
 def _memory_rows(mem: MemoryBreakdown, rows) -> MemoryBreakdown:
@@ -259,7 +281,7 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
         L_all = layouts_from_arrays(tp=cols["tp"], pp=cols["pp"], vpp=cols["vpp"], cp=cols["cp"],
                                     ep=cols["ep"], etp=cols["etp"], sp=cols["sp"],
                                     zero_stage=cols["zero_stage"], mbs=cols["mbs"], dp=dp,
-                                    num_mb=gbs // (cols["mbs"] * dp))
+                                    num_mb=gbs // (cols["mbs"] * dp), schedule=cols["schedule"])
         floor = None
         for ri, rc in enumerate(recompute_options):
             job = jobs.get((ni, pi, ri))
@@ -281,6 +303,8 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
                 rows = np.flatnonzero(fit & wanted[vi, checked])
                 num_fit += rows.size
                 if prune and rows.size and len(kept.best) == options.top_k:
+                    if floor is None:   # the top k filled up within this chunk
+                        floor = step_time_floor_s(job, L_all)
                     rows = rows[floor[checked[rows]] <= kept.best.step_time_s[-1]]
                 if not rows.size:
                     continue
@@ -307,7 +331,8 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
             for pi, prec in enumerate(precisions):
                 broken = layout_violations(
                     m, hw, seq, gbs, N, prec, tp=cols["tp"], pp=cols["pp"], vpp=cols["vpp"], cp=cols["cp"],
-                    ep=cols["ep"], etp=cols["etp"], sp=cols["sp"], micro_batch_size=cols["mbs"], **rule_fields)
+                    ep=cols["ep"], etp=cols["etp"], sp=cols["sp"], micro_batch_size=cols["mbs"],
+                    schedule=cols["schedule"], **rule_fields)
                 ok = broken.ok
                 if not ok.all():
                     weights = np.bincount(broken.code[~ok], weights=per_layout[~ok], minlength=len(broken.reasons))
