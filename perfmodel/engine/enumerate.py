@@ -6,8 +6,9 @@ tp              divisors of num_gpus up to the scale-up domain (TP stays inside 
 pp              divisors of num_gpus up to num_layers
 vpp             1, or v > 1 with pp > 1 and pp * v dividing num_layers (whole chunks)
 schedule        each layout's default (1f1b, interleaved when vpp > 1), or every schedule the
-                search names with pp > 1 (1f1b alone where pp = 1: no pipeline, nothing to
-                schedule); the rules reject those a layout cannot run
+                search names that runs the layout's vpp chunks per rank, with pp > 1 (1f1b
+                alone where pp = 1: no pipeline, nothing to schedule); the rules reject those
+                a layout cannot run for other reasons (pp, micro-batches)
 cp              divisors of num_gpus (up to ``max_cp``)
 ep, etp         MoE only: ep divides num_experts and num_gpus; etp divides num_gpus, <= max tp
 zero_stage      the given stages (0-3)
@@ -101,7 +102,8 @@ def _prefix(model: ModelSpec, hw: HardwareSpec, num_gpus: int, seq_length: int, 
 
 def _with_schedules(c: dict, bounds: Bounds) -> dict:
     """Each row with its pipeline schedules: its default, the pinned one, or every code of
-    ``bounds.schedules`` where pp > 1 and 1f1b where pp = 1 (one schedule stands for all)."""
+    ``bounds.schedules`` that runs its vpp chunks per rank where pp > 1, and 1f1b where pp = 1
+    (one schedule stands for all)."""
     if "schedule" in bounds.pinned:
         return {**c, "schedule": np.full_like(c["pp"], bounds.pinned["schedule"])}
     if bounds.schedules is None:
@@ -112,7 +114,11 @@ def _with_schedules(c: dict, bounds: Bounds) -> dict:
     starts = np.repeat(np.cumsum(per_row) - per_row, per_row)
     nth = np.arange(int(per_row.sum())) - starts
     out["schedule"] = np.where(out["pp"] > 1, codes[np.minimum(nth, codes.size - 1)], pipeline.ONE_F_ONE_B)
-    return out
+    # a schedule that cannot run the row's model chunks per rank is no candidate (as a tp that
+    # does not divide the GPU count is none), unless vpp is pinned: then the rules say why
+    if "vpp" in bounds.pinned:
+        return out
+    return keep(out, (out["pp"] == 1) | pipeline.runs_on_chunks(out["schedule"], out["vpp"]))
 
 
 def _expand(c: dict, num_gpus: int, global_batch_size: int, bounds: Bounds) -> dict:

@@ -34,10 +34,6 @@ def _divides(a, b):
     return np.asarray(b) % np.asarray(a) == 0
 
 
-ONE_CHUNK = (pipeline.ONE_F_ONE_B, pipeline.ZB_H1, pipeline.ZB_H2, pipeline.DUALPIPE)
-"""Schedules that run one model chunk per rank (vpp = 1)."""
-
-
 def _name(code: int) -> str:
     return pipeline.SCHEDULES[code]
 
@@ -49,7 +45,7 @@ def schedule_rules(rule, sched, pp, vpp, pipeline_stages: int) -> None:
     field = "parallelism.pipeline_schedule"
     own = pipeline.is_in(sched, (pipeline.ONE_F_ONE_B, pipeline.INTERLEAVED))
     rule(field, ~own & (pp == 1), lambda s: f"{_name(s)} is a pipeline schedule: it needs pp > 1 (pp = 1)", s=sched)
-    rule(field, pipeline.is_in(sched, ONE_CHUNK) & (vpp != 1),
+    rule(field, pipeline.is_in(sched, pipeline.ONE_CHUNK) & (vpp != 1),
          lambda s, vpp: f"{_name(s)} runs one model chunk per rank: it needs vpp = 1 (vpp = {vpp})", s=sched, vpp=vpp)
     rule(field, (sched == pipeline.INTERLEAVED) & (vpp == 1),
          lambda: "interleaved runs several model chunks per rank: it needs vpp > 1 (vpp = 1)")

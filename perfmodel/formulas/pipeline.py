@@ -74,9 +74,20 @@ V_SHAPED = (ZB_V, DUALPIPE_V)
 V_CHUNKS_PER_RANK = 2
 PAIRED = (DUALPIPE, DUALPIPE_V)
 """Schedules that overlap a forward chunk with another micro-batch's backward chunk."""
+ONE_CHUNK = (ONE_F_ONE_B, ZB_H1, ZB_H2, DUALPIPE)
+"""Schedules that run one model chunk per rank (vpp = 1)."""
 DUALPIPE_PARAMETER_COPIES = 2
 """DualPipe keeps two stages on every rank, stage r of one direction and stage p - 1 - r of
 the other (DeepSeek-V3 report table 2: parameters per device 2x)."""
+
+
+def runs_on_chunks(schedule, vpp) -> np.ndarray:
+    """Whether a schedule runs a layout's vpp model chunks per rank: one for 1F1B, ZB-H1, ZB-H2
+    and DualPipe, two in a V for ZB-V and DualPipeV, several for interleaved 1F1B (the module's
+    table)."""
+    s, v = np.asarray(schedule), np.asarray(vpp)
+    return (is_in(s, ONE_CHUNK) & (v == 1)) | ((s == INTERLEAVED) & (v > 1)) | (is_in(s, V_SHAPED)
+                                                                            & (v == V_CHUNKS_PER_RANK))
 
 
 def schedule_code(name: str) -> int:
