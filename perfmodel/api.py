@@ -179,6 +179,15 @@ def size(scenario: ScenarioLike, tokens: float | None = None, *, deadline_s: flo
                         progress=progress)
 
 
+def fit_fixes(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO, cost: CostModel | None = None):
+    """Whether the scenario runs and fits and, when it does not, the smallest changes (recompute,
+    ZeRO stage, tp, pp, cp, micro-batch, more GPUs; one lever, else two, else three) that make it,
+    each with its step time, fastest first (``FitFixes``)."""
+    from perfmodel.studies.fixes import fit_fixes as _fit_fixes
+    sc = _scenario(scenario)
+    return _fit_fixes(sc, efficiencies_for(hardware_of(sc), profile)[0], cost)
+
+
 def price(scenario: ScenarioLike, *, cost: CostModel | None = None):
     """What one GPU-hour of the scenario's hardware costs on the cost model's basis (your price,
     the spec's listed, hyperscaler or neocloud price, or owning it), and the source of the number
