@@ -23,7 +23,7 @@ _EXPORTS = {
     "TIMELINE_PHASES": "perfmodel.api", "band": "perfmodel.api", "read_log": "perfmodel.api", "parse_log": "perfmodel.api",
     "load_runs": "perfmodel.api", "observed_run": "perfmodel.api", "diagnose": "perfmodel.api",
     "sensitivity": "perfmodel.api", "fit_anchor": "perfmodel.api", "predict_anchored": "perfmodel.api",
-    "price": "perfmodel.api", "fit_fixes": "perfmodel.api",
+    "price": "perfmodel.api", "fit_fixes": "perfmodel.api", "stage_memory": "perfmodel.api",
     # inputs
     "Scenario": "perfmodel.spec.scenario", "Parallelism": "perfmodel.spec.scenario",
     "SoftwareStack": "perfmodel.spec.software", "Overlap": "perfmodel.spec.software",
@@ -42,6 +42,7 @@ _EXPORTS = {
     "Sensitivity": "perfmodel.studies.sensitivity", "Anchor": "perfmodel.studies.anchor",
     "AnchoredPrediction": "perfmodel.studies.anchor", "PriceQuote": "perfmodel.formulas.cost",
     "FitFixes": "perfmodel.studies.fixes", "Fix": "perfmodel.studies.fixes",
+    "StageMemory": "perfmodel.studies.stages", "Headline": "perfmodel.spec.headline",
 }
 __all__ = sorted(_EXPORTS)
 

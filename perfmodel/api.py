@@ -220,6 +220,13 @@ def timeline(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO, max_micro
     return scenario_timeline(resolve(scenario, profile=profile), cap)
 
 
+def stage_memory(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO):
+    """Memory per GPU of each pipeline stage, by component (``StageMemory``); its largest total
+    is ``predict``'s ``memory_per_gpu_bytes``."""
+    from perfmodel.studies.stages import stage_memory as _stage_memory
+    return _stage_memory(resolve(scenario, profile=profile))
+
+
 def bench(repeat: int = 5):
     """Layout evaluations per second and full-search wall time on one core (``perfmodel bench``)."""
     from perfmodel.spec import limits

@@ -53,3 +53,17 @@ def test_a_layout_that_cannot_run_gets_fixes_with_the_rule_it_breaks():
     assert r.reason == "num_gpus: tp(4) * pp(4) * cp(2) = 32 does not divide num_gpus(60)"
     d = r.to_dict()
     assert d["fixes"] == [f.to_dict() for f in r.fixes]
+
+
+# ------------------------------------------------------------------ memory per pipeline stage
+def test_stage_memory_peak_is_the_prediction_and_the_weights_add_up():
+    m = pm.stage_memory(EXAMPLE, profile=None)
+    p = pm.predict(EXAMPLE, profile=None)
+    assert len(m.stages) == 4                                            # pp 4
+    assert max(m.totals) == pytest.approx(p.memory_per_gpu_bytes, rel=1e-12)
+    assert m.totals[0] == max(m.totals)         # the first stage: the embedding and pp micro-batches in flight
+    # bf16 weights, 2 bytes per parameter, split 4 ways by tp (norms are replicated, a ~0.01% error):
+    # the stages' weights times tp add up to 2 bytes x every parameter.
+    weights = sum(s["weights"] for s in m.stages) * 4
+    assert weights == pytest.approx(2 * p.model_params_total, rel=1e-3)
+    assert {r["component"] for r in m.rows()} == set(m.stages[0])
