@@ -28,11 +28,13 @@ PAGES = [
     st.Page("pages_/scale.py", title="Scale", url_path="scale"),
     st.Page("pages_/search.py", title="Search", url_path="search"),
     st.Page("pages_/size.py", title="Size a cluster", url_path="size"),
+    st.Page("pages_/peers.py", title="Peers side by side", url_path="peers"),
     st.Page("pages_/diagnose.py", title="Diagnose a run", url_path="diagnose"),
     st.Page("pages_/calibration.py", title="Calibration and validation", url_path="calibration"),
 ]
 
 nav = st.navigation(PAGES)
+st.session_state["_run"] = st.session_state.get("_run", 0) + 1   # runs of this session (appkit.run_inputs.seeded)
 try:
     sidebar.init()
     st.session_state[page.JOB_KEY] = sidebar.job_editor()

@@ -51,6 +51,8 @@ def test_a_layout_that_cannot_run_gets_fixes_with_the_rule_it_breaks():
     r = pm.fit_fixes(with_(num_gpus=60), profile=None)
     assert not r.fits and r.memory_per_gpu_bytes is None
     assert r.reason == "num_gpus: tp(4) * pp(4) * cp(2) = 32 does not divide num_gpus(60)"
+    # 60 is between the multiples of tp4 x pp4 x cp2 = 32: 32 and 64 (the example) both run and fit
+    assert {f.changes for f in r.fixes if len(f.changes) == 1} >= {(("num_gpus", 60, 32),), (("num_gpus", 60, 64),)}
     d = r.to_dict()
     assert d["fixes"] == [f.to_dict() for f in r.fixes]
 
