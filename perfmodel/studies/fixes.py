@@ -13,7 +13,8 @@ tp                  x2, x4 within the scale-up domain: weights and activations s
 pp                  x2, x4: each stage holds 1/p of the layers (and p micro-batches in flight)
 cp                  x2: activations split over the sequence
 micro_batch_size    halved, down to 1: activations in proportion
-num_gpus            x2, x4, x8 (the layout kept, dp grows): ZeRO shards over more ranks
+num_gpus            x2, x4, x8 (the layout kept, dp grows): ZeRO shards over more ranks; where
+                    tp x pp x cp does not divide the count, its nearest multiples too
 ==================  ==========================================================================
 
 The fixes are the single changes that make the job run and fit, fastest first; when none does,
@@ -78,6 +79,16 @@ class FitFixes:
                 "usable_bytes": self.usable_bytes, "fixes": [f.to_dict() for f in self.fixes]}
 
 
+def _gpu_counts(sc: Scenario) -> list[int]:
+    """More GPUs (2x, 4x, 8x); where the layout does not divide the count, also the nearest
+    multiples of tp x pp x cp below and above it."""
+    p = sc.parallelism
+    unit = p.tp * p.pp * p.cp
+    near = [] if sc.num_gpus % unit == 0 else [n for n in (sc.num_gpus // unit * unit, -(-sc.num_gpus // unit) * unit)
+                                               if n >= 1]
+    return near + [sc.num_gpus * k for k in (2, 4, 8)]
+
+
 def _levers(sc: Scenario) -> list[tuple[str, str, list]]:
     """(lever, field, values to try) from the scenario as it is."""
     p, hw = sc.parallelism, hardware_of(sc)
@@ -90,7 +101,7 @@ def _levers(sc: Scenario) -> list[tuple[str, str, list]]:
            ("cp", "parallelism.cp", [p.cp * 2]),
            ("micro_batch_size", "micro_batch_size", [m for m in (sc.micro_batch_size // 2, 1)
                                                      if 1 <= m < sc.micro_batch_size]),
-           ("num_gpus", "num_gpus", [sc.num_gpus * k for k in (2, 4, 8)])]
+           ("num_gpus", "num_gpus", _gpu_counts(sc))]
     return [(lever, field, list(dict.fromkeys(vals))) for lever, field, vals in out if vals]
 
 
