@@ -79,10 +79,7 @@ SECTIONS = ("reliability", "startup", "input_pipeline", "cost")
 PURPOSE = {"purpose_vot": "value_of_time_usd_per_day", "purpose_deadline_days": "deadline_days",
            "purpose_budget": "budget_usd"}
 """Session keys (not widgets, so they outlive a page switch) -> the scenario's ``purpose`` fields.
-The Scale and Size pages edit them through ``purpose_input``; 0 means none."""
-PURPOSE_WIDGETS = {"scale_vot": "purpose_vot", "scale_deadline": "purpose_deadline_days",
-                   "size_deadline": "purpose_deadline_days", "size_budget": "purpose_budget"}
-"""The page widgets that show a purpose key."""
+The Scale and Size pages edit them through ``seeded`` and ``submit_sync``; 0 means none."""
 COST_BASES = ("listed", "hyperscaler", "neocloud", "own", "tco")
 """The price basis: the spec's listed rental price, one provider class's on-demand price for every
 hardware, your own price, or owning the hardware (``perfmodel.present.money.BASIS_WORDS``)."""
@@ -174,24 +171,6 @@ def draw() -> None:
                                  disabled=off)
 
 
-def study_input(widget, label: str, key: str, study_key: str, default, **kwargs):
-    """A page's widget for one of the scenario's ``studies`` options (``STUDY``): it starts from the
-    scenario's value (else ``default``) and writes back to it on change, so the link and the YAML
-    carry it and it outlives a page switch. ``widget`` is the Streamlit function (or a column's)."""
-    import streamlit as st
-
-    stored = st.session_state.get(study_key)
-    want = default if stored is None else (list(stored) if isinstance(stored, (list, tuple)) else stored)
-    if st.session_state.get(key) != want:
-        st.session_state[key] = want
-
-    def sync() -> None:
-        value = st.session_state[key]
-        st.session_state[study_key] = list(value) if isinstance(value, (list, tuple)) else value
-
-    return widget(label, key=key, on_change=sync, **kwargs)
-
-
 def seeded(widget, label: str, key: str, store_key: str, default, scale: float = 1.0, **kwargs):
     """A widget inside a form, showing the session value ``store_key`` (a purpose or study key;
     None: ``default``) divided by ``scale``; ``submit_sync`` writes it back when the form is
@@ -232,19 +211,3 @@ def submit_sync(pairs: dict) -> callable:
             st.session_state[store_key] = stored
             st.session_state[f"_seeded_{key}"] = value
     return sync
-
-
-def purpose_input(col, label: str, key: str, **kwargs) -> float:
-    """A page's number widget for one of the scenario's targets (``PURPOSE_WIDGETS``): it starts
-    from the scenario's value and writes back to it, so the link and the YAML carry it."""
-    import streamlit as st
-
-    purpose_key = PURPOSE_WIDGETS[key]
-    want = float(st.session_state.get(purpose_key) or 0.0)
-    if st.session_state.get(key) != want:      # a scenario loaded, or the other page changed it
-        st.session_state[key] = want
-
-    def sync() -> None:
-        st.session_state[purpose_key] = st.session_state[key]
-
-    return col.number_input(label, min_value=0.0, key=key, on_change=sync, **kwargs)

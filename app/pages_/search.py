@@ -17,6 +17,8 @@ j = page.job()
 n_job = j.scenario.num_gpus
 st.title("Search")
 page.job_caption(j)
+if st.session_state.get("_loaded_note"):
+    st.success(page.plain(st.session_state.pop("_loaded_note")))
 st.caption(f"Every parallel layout, micro-batch size and recompute policy of the job at the sidebar's "
            f"{n_job:,} GPUs, evaluated at once and ranked. The sidebar's layout is ignored here; its model, hardware, "
            f"GPU count and batch are kept. Other GPU counts are searched only when you add them.")
@@ -69,7 +71,11 @@ st.caption(f"{res['num_enumerated']:,} combinations enumerated, {res['num_valid'
            f"{res['num_fitting']:,} fit in memory; {fmt.seconds(res['elapsed_s'])}.")
 if not res["top"]:
     first = next(iter(res["rejected"]), "no layout enumerated")
-    st.error(page.plain(f"No layout runs and fits: {first}"))
+    st.warning(page.plain(f"No layout runs and fits at {n_job:,} GPUs; the most common reason: {first}. "
+                          "Add larger GPU counts above, or see Size for the counts that do."))
+    if res["rejected"]:
+        st.subheader("Why layouts were rejected")
+        page.chart(charts.rejected(res["rejected"]))
     st.stop()
 
 cost_label = "cost of training" if res["cost_basis"] == "training_tokens" else "cost of one step"
@@ -107,8 +113,6 @@ n_pick = res["top"][pick]["num_gpus"]
 label = ("Load it into the sidebar (and the Plan page)" if n_pick == n_job else
          f"Load it into the sidebar: changes the GPU count from {n_job:,} to {n_pick:,}")
 c2.button(label, on_click=_use, args=(pick,), key="search_load")
-if st.session_state.get("_loaded_note"):
-    st.success(page.plain(st.session_state.pop("_loaded_note")))
 
 st.subheader("Time against cost: every fitting layout, the Pareto front in black")
 page.chart(charts.pareto(res["cloud"], res["pareto"], res["time_basis"]))
