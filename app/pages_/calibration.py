@@ -15,10 +15,17 @@ FAMILY_TITLES = {"gemm": "GEMMs", "gemm_fast_accum": "fp8 GEMMs with fast accumu
                  "host_op": "Eager framework op"}
 
 
-def _draw_fit(fit: dict) -> None:
+def _draw_fit(fit: dict, key: str | None = None) -> None:
+    """The fitted curves by family; with ``key``, one family at a time (a selectbox of that key)."""
     families: dict = {}
     for p in fit["points"]:
         families.setdefault(p["group"].split(".")[0], []).append(p)
+    if key is not None and families:
+        if st.session_state.get(key) not in families:
+            st.session_state[key] = next(iter(families))
+        fam = st.selectbox("Kernel family", list(families), key=key, format_func=lambda f: FAMILY_TITLES.get(f, f),
+                           help="one family at a time keeps the page quick to redraw")
+        families = {fam: families[fam]}
     for fam, pts in families.items():
         st.subheader(FAMILY_TITLES.get(fam, fam))
         page.chart(charts.fit_curve(pts, fam))
@@ -45,7 +52,7 @@ def fitted_curves() -> None:
     if fit is not None:
         if not fit["points"]:
             st.info(f"No published curve of trust medium or high for {hw}.")
-        _draw_fit(fit)
+        _draw_fit(fit, key="cal_family")
         if fit["left_out"]:
             with st.expander(f"{len(fit['left_out'])} records left out"):
                 st.write("\n".join(f"- {x}" for x in fit["left_out"]))

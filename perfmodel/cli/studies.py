@@ -27,6 +27,8 @@ def cmd_search(args) -> int:
     check_numbers(args)
     sc = load(args.scenario, args.set)
     counts = csv_list(args.gpus, int, "gpus")
+    if not counts and sc.studies.search_gpu_counts:     # the scenario's own extra counts (an app link's)
+        counts = sorted({sc.num_gpus, *sc.studies.search_gpu_counts})
     opts = search_options(args, top_k=args.top, **({"gpu_counts": tuple(counts)} if counts else {}))
     res = pm.search(sc, opts, profile=profile_choice(args), cost=cost_model(args, sc),
                     progress=progress_bar("search", args.progress))
@@ -146,7 +148,8 @@ def register(sub) -> None:
     p = sub.add_parser("search", help="find the best parallel layouts for a job")
     add_study_options(p)
     p.add_argument("--top", type=int, default=10)
-    p.add_argument("--gpus", help="comma-separated GPU counts to search too (default: the scenario's)")
+    p.add_argument("--gpus", help="comma-separated GPU counts to search (default: the scenario's num_gpus, with "
+                                   "its studies.search_gpu_counts)")
     p.set_defaults(func=cmd_search)
 
     p = sub.add_parser("scale", help="best layout, efficiency, time and cost across GPU counts")
