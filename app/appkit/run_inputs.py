@@ -192,7 +192,7 @@ def seeded(widget, label: str, key: str, store_key: str, default, scale: float =
     return widget(label, key=key, **kwargs)
 
 
-def submit_sync(pairs: dict) -> callable:
+def submit_sync(pairs: dict, then=None) -> callable:
     """on_click of a form's submit button: each widget key's value into its session key
     (``{widget_key: (store_key, scale, none_value)}``; a value equal to ``none_value`` stores None)."""
     import streamlit as st
@@ -210,4 +210,6 @@ def submit_sync(pairs: dict) -> callable:
                 stored = value
             st.session_state[store_key] = stored
             st.session_state[f"_seeded_{key}"] = value
+        if then is not None:
+            then()
     return sync

@@ -418,6 +418,11 @@ def _values() -> dict:
     return {k: v for k, v in st.session_state.items() if not k.startswith("_") or k in _NON_WIDGET}
 
 
+def set_values(values: dict) -> None:
+    """Set job values from a page's callback (the sidebar keeps them, drawn or not)."""
+    _apply(values)
+
+
 def open_group(name: str) -> None:
     """Show one of the sidebar's groups (from a callback, before the sidebar is drawn)."""
     st.session_state[GROUP_KEY] = name

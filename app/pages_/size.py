@@ -4,7 +4,7 @@ budget, at one price basis, how likely it is to meet them, and whether to buy or
 import pandas as pd
 import streamlit as st
 
-from appkit import cached, charts, page, run_inputs
+from appkit import cached, charts, page, run_inputs, sidebar
 from perfmodel.present import fmt
 from perfmodel.present.money import BASIS_WORDS
 from perfmodel.present.verdicts import batch_text
@@ -26,8 +26,9 @@ st.caption("For each hardware type: the cheapest GPU count (with its best layout
 ids = list_hardware_ids()
 with st.form("size_form", border=False):
     c1, c2, c3 = st.columns(3)
-    tokens_b = c1.number_input("Training tokens (billions)", min_value=1.0, step=100.0,
-                               value=float((sc.training_tokens or 1e12) / GIGA), key="size_tokens")
+    tokens_b = run_inputs.seeded(c1.number_input, "Training tokens (billions)", "size_tokens", "_size_tokens_none",
+                                 float((sc.training_tokens or 1e12) / GIGA), min_value=1.0, step=100.0,
+                                 help="the job's training tokens (the sidebar's): set here, they are the job's")
     deadline_d = run_inputs.seeded(c2.number_input, "Deadline (days, 0 = none)", "size_deadline",
                                    "purpose_deadline_days", 0.0, min_value=0.0, step=5.0)
     budget = run_inputs.seeded(c3.number_input, "Budget (USD, 0 = none)", "size_budget", "purpose_budget", 0.0,
@@ -48,11 +49,14 @@ with st.form("size_form", border=False):
                                      "would need more tokens")
     c3.caption(f"Price basis: **{BASIS_WORDS[run_inputs.cost_basis(j.cost_model)]}** for every row (sidebar, "
                "'Failures, start-up, input and cost').")
+    def _sync_tokens() -> None:      # the tokens are the job's: into the sidebar (and so the link)
+        sidebar.set_values({"training_tokens_b": float(st.session_state["size_tokens"])})
+
     submitted = st.form_submit_button("Size the cluster", type="primary", on_click=run_inputs.submit_sync({
         "size_deadline": ("purpose_deadline_days", 1.0, 0.0), "size_budget": ("purpose_budget", 1.0, 0.0),
         "size_hardware": ("study_size_hardware", 1.0, reference_hardware_ids()),
         "size_counts": ("study_size_counts", 1.0, DEFAULT_COUNTS), "size_grow": ("study_grow_batch", 1.0, True),
-        "size_limit": ("study_max_batch_mtokens", 1.0, MAX_BATCH_TOKENS_DEFAULT / MEGA)}))
+        "size_limit": ("study_max_batch_mtokens", 1.0, MAX_BATCH_TOKENS_DEFAULT / MEGA)}, then=_sync_tokens))
 if not hardware or not counts:
     st.info("Pick at least one hardware type and one GPU count.")
     st.stop()
