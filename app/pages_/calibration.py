@@ -4,7 +4,9 @@ and predicted against measured throughput for published training runs."""
 import pandas as pd
 import streamlit as st
 
-from appkit import cached, charts, page, state
+from appkit import cached_calibration as cached
+from appkit import charts_calibration as charts
+from appkit import page, state
 from calibration.published import PUBLISHED_HARDWARE
 from perfmodel.present import fmt
 from perfmodel.spec.hardware import list_hardware_ids
