@@ -81,7 +81,7 @@ if not tokens:
 unfit = sorted({r["hardware"] for r in rows if r.get("reason")})
 if unfit:
     st.warning("Not drawn (no fitting layout on the basis chosen, or no price on it): " + ", ".join(unfit)
-               + ". The table's first column says why.")
+               + ". The table's 'why not' column, and the list under it, say why.")
 classes = {r["listed_class"] for r in rows}
 if run_inputs.cost_basis(j.cost_model) == "listed" and len(classes) > 1:
     st.warning("The listed prices are of different kinds (" + ", ".join(sorted(classes)) + "): a neocloud's price "
@@ -121,6 +121,10 @@ table = pd.DataFrame([{
 } for r in rows])
 st.dataframe(table, hide_index=True, width="stretch",
              column_config={"why not": st.column_config.TextColumn(width="medium")})
+why = {(r["hardware"], r["layout"]): r["reason"] for r in rows if r.get("reason")}
+if why:
+    st.markdown("**Why not**, in full\n" + "\n".join(f"- {page.plain(h)} ({page.plain(lay)}): {page.plain(t)}"
+                                                      for (h, lay), t in why.items()))
 with st.expander("Where each price comes from"):
     seen = {}
     for r in rows:

@@ -111,13 +111,14 @@ st.dataframe(pd.DataFrame([{
     "time to train": fmt.seconds(r.get("time_to_train_s")),
     "cost": fmt.usd(r.get("cost_usd")), "per M tokens": fmt.usd_per_million_tokens(r.get("cost_usd"), tokens_b * GIGA),
     "$/GPU-h": fmt.usd_per_gpu_hour(r["price"]["usd_per_gpu_hour"]),
-    "P(on time and budget)": chance(r), "why": r["reason"],
+    "P(on time and budget)": chance(r),
     "time 80% band": fmt.band((r.get("band") or {}).get("time_to_train_s"), fmt.seconds),
     "cost 80% band": fmt.band((r.get("band") or {}).get("cost_usd"), fmt.usd),
     "layout": " ".join(f"{k}{r['layout'][k]}" for k in ("tp", "pp", "vpp", "cp", "dp")) if r.get("layout") else "",
     "MFU": fmt.percent(r.get("mfu")), "goodput": fmt.percent(r.get("goodput_frac")),
-} for r in rows]), hide_index=True, width="stretch",
-    column_config={"why": st.column_config.TextColumn(width="large")})
+} for r in rows]), hide_index=True, width="stretch")
+st.markdown("**Why, per hardware type**\n" + "\n".join(f"- **{page.plain(r['hardware'])}**: {page.plain(r['reason'])}"
+                                                          for r in rows))
 with st.expander("Where each price comes from"):
     st.write("\n".join(f"- {page.plain(r['hardware'])}: {page.plain(r['price']['text'])}" for r in rows))
 
