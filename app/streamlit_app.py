@@ -23,16 +23,20 @@ no_address_lookups()   # already done by app/serve.py (perfmodel app); here for 
 st.set_page_config(page_title="perfmodel", layout="wide")
 
 PAGES = [
-    st.Page("pages_/plan.py", title="Plan", url_path="plan", default=True),
+    st.Page("pages_/plan.py", title="Plan", url_path="home", default=True),
     st.Page("pages_/compare.py", title="Compare hardware and software", url_path="compare"),
     st.Page("pages_/scale.py", title="Scale", url_path="scale"),
     st.Page("pages_/search.py", title="Search", url_path="search"),
     st.Page("pages_/size.py", title="Size a cluster", url_path="size"),
+    st.Page("pages_/peers.py", title="Peers side by side", url_path="peers"),
     st.Page("pages_/diagnose.py", title="Diagnose a run", url_path="diagnose"),
     st.Page("pages_/calibration.py", title="Calibration and validation", url_path="calibration"),
+    # the default page is served at the root; /plan opens it too (a shared link names its page)
+    st.Page("pages_/plan.py", title="Plan", url_path="plan", visibility="hidden"),
 ]
 
 nav = st.navigation(PAGES)
+st.session_state["_run"] = st.session_state.get("_run", 0) + 1   # runs of this session (appkit.run_inputs.seeded)
 try:
     sidebar.init()
     st.session_state[page.JOB_KEY] = sidebar.job_editor()

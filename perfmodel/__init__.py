@@ -23,13 +23,14 @@ _EXPORTS = {
     "TIMELINE_PHASES": "perfmodel.api", "band": "perfmodel.api", "read_log": "perfmodel.api", "parse_log": "perfmodel.api",
     "load_runs": "perfmodel.api", "observed_run": "perfmodel.api", "diagnose": "perfmodel.api",
     "sensitivity": "perfmodel.api", "fit_anchor": "perfmodel.api", "predict_anchored": "perfmodel.api",
+    "price": "perfmodel.api", "fit_fixes": "perfmodel.api", "stage_memory": "perfmodel.api",
     # inputs
     "Scenario": "perfmodel.spec.scenario", "Parallelism": "perfmodel.spec.scenario",
     "SoftwareStack": "perfmodel.spec.software", "Overlap": "perfmodel.spec.software",
     "HardwareSpec": "perfmodel.spec.hardware", "ModelSpec": "perfmodel.spec.model",
     "CostModel": "perfmodel.spec.cost", "FailureModel": "perfmodel.spec.reliability",
     "Startup": "perfmodel.spec.startup", "InputPipeline": "perfmodel.spec.input_pipeline",
-    "Purpose": "perfmodel.spec.purpose",
+    "Purpose": "perfmodel.spec.purpose", "Studies": "perfmodel.spec.studies",
     "SearchOptions": "perfmodel.studies.search", "InputError": "perfmodel.spec.errors",
     # results
     "Prediction": "perfmodel.engine.prediction", "Description": "perfmodel.studies.describe",
@@ -39,7 +40,9 @@ _EXPORTS = {
     "MeasuredRun": "perfmodel.spec.measured",
     "ObservedRun": "perfmodel.spec.measured", "Diagnosis": "perfmodel.studies.diagnose",
     "Sensitivity": "perfmodel.studies.sensitivity", "Anchor": "perfmodel.studies.anchor",
-    "AnchoredPrediction": "perfmodel.studies.anchor",
+    "AnchoredPrediction": "perfmodel.studies.anchor", "PriceQuote": "perfmodel.formulas.cost",
+    "FitFixes": "perfmodel.studies.fixes", "Fix": "perfmodel.studies.fixes",
+    "StageMemory": "perfmodel.studies.stages", "Headline": "perfmodel.spec.headline",
 }
 __all__ = sorted(_EXPORTS)
 

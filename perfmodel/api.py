@@ -127,39 +127,74 @@ def search(scenario: ScenarioLike, options=None, *, profile: ProfileChoice = AUT
     return _search(sc, options, cost, progress, efficiency=efficiencies_for(hardware_of(sc), profile)[0])
 
 
-def scale(scenario: ScenarioLike, gpu_counts, *, mode: str = "strong", options=None,
+def scale(scenario: ScenarioLike, gpu_counts=None, *, mode: str | None = None, options=None,
           profile: ProfileChoice = AUTO, cost: CostModel | None = None, failures: FailureModel | None = None,
           efficiency_threshold: float | None = None, value_of_time_usd_per_day: float | None = None,
-          deadline_s: float | None = None, progress=None):
+          deadline_s: float | None = None, max_batch_tokens: float | None = None, progress=None):
     """The best layout at each GPU count, the knee, and a verdict: a count, or why none serves
     (``value_of_time_usd_per_day`` and ``deadline_s`` state the purpose; None: the scenario's
-    ``purpose`` section)."""
+    ``purpose`` section). ``gpu_counts``, ``mode`` (strong, weak, grow) and ``max_batch_tokens``
+    (the batch limit of grow) default to the scenario's ``studies`` section."""
     from perfmodel.studies.scaling import EFFICIENCY_THRESHOLD_DEFAULT, scale_sweep
     sc = _scenario(scenario)
     if value_of_time_usd_per_day is None:
         value_of_time_usd_per_day = sc.purpose.value_of_time_usd_per_day
     if deadline_s is None:
         deadline_s = sc.purpose.deadline_s
-    return scale_sweep(sc, gpu_counts, mode, options, cost, failures,
+    if gpu_counts is None:
+        gpu_counts = sc.studies.scale_gpu_counts
+        if gpu_counts is None:
+            raise InputError("gpus", "give the GPU counts (or the scenario's studies.scale_gpu_counts)")
+    return scale_sweep(sc, gpu_counts, mode or sc.studies.scale_mode, options, cost, failures,
                        efficiency_threshold=EFFICIENCY_THRESHOLD_DEFAULT if efficiency_threshold is None
                        else efficiency_threshold,
                        value_of_time_usd_per_day=value_of_time_usd_per_day, deadline_s=deadline_s,
-                       efficiency=efficiencies_for(hardware_of(sc), profile)[0], progress=progress)
+                       efficiency=efficiencies_for(hardware_of(sc), profile)[0],
+                       max_batch_tokens=sc.studies.max_batch_tokens if max_batch_tokens is None else max_batch_tokens,
+                       progress=progress)
 
 
-def size(scenario: ScenarioLike, tokens: float, *, deadline_s: float | None = None, budget_usd: float | None = None,
-         hardware_ids=None, gpu_counts=None, options=None, profile: ProfileChoice = AUTO,
-         cost: CostModel | None = None, failures: FailureModel | None = None, progress=None):
-    """Per hardware type, the cheapest GPU count and layout that trains ``tokens`` within the
-    deadline and the budget, or why none does; the probability that it meets them, and its cost
-    rented and owned with the break-even. ``deadline_s`` and ``budget_usd`` None: the scenario's
-    ``purpose`` section."""
+def size(scenario: ScenarioLike, tokens: float | None = None, *, deadline_s: float | None = None,
+         budget_usd: float | None = None, hardware_ids=None, gpu_counts=None, options=None,
+         profile: ProfileChoice = AUTO, cost: CostModel | None = None, failures: FailureModel | None = None,
+         grow_batch: bool | None = None, max_batch_tokens: float | None = None, progress=None):
+    """Per hardware type, the cheapest GPU count, layout and global batch that trains ``tokens``
+    within the deadline and the budget, or why none does; the probability that it meets them, and
+    its cost rented and owned with the break-even. The batch grows (doubling, up to
+    ``max_batch_tokens``) only where the scenario's batch misses a target, and the result says so
+    (``grow_batch=False``: the scenario's batch only). None: the scenario's ``purpose`` (deadline,
+    budget), ``studies`` (hardware, GPU counts, batch growth and limit) and ``training_tokens``."""
     from perfmodel.studies.sizing import size_cluster
     sc = _scenario(scenario)
     deadline_s = sc.purpose.deadline_s if deadline_s is None else deadline_s
     budget_usd = sc.purpose.budget_usd if budget_usd is None else budget_usd
-    return size_cluster(sc, tokens, deadline_s, budget_usd, hardware_ids, gpu_counts, cost,
-                        failures, options=options, efficiency_lookup=profile_lookup(profile), progress=progress)
+    tokens = sc.training_tokens if tokens is None else tokens
+    if tokens is None:
+        raise InputError("tokens", "give the training tokens (or the scenario's training_tokens)")
+    grow = sc.studies.grow_batch if grow_batch is None else grow_batch
+    limit = sc.studies.max_batch_tokens if max_batch_tokens is None else max_batch_tokens
+    return size_cluster(sc, tokens, deadline_s, budget_usd, hardware_ids or sc.studies.size_hardware,
+                        gpu_counts or sc.studies.size_gpu_counts, cost, failures, options=options,
+                        efficiency_lookup=profile_lookup(profile), max_batch_tokens=limit if grow else None,
+                        progress=progress)
+
+
+def fit_fixes(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO, cost: CostModel | None = None):
+    """Whether the scenario runs and fits and, when it does not, the smallest changes (recompute,
+    ZeRO stage, tp, pp, cp, micro-batch, more GPUs; one lever, else two, else three) that make it,
+    each with its step time, fastest first (``FitFixes``)."""
+    from perfmodel.studies.fixes import fit_fixes as _fit_fixes
+    sc = _scenario(scenario)
+    return _fit_fixes(sc, efficiencies_for(hardware_of(sc), profile)[0], cost)
+
+
+def price(scenario: ScenarioLike, *, cost: CostModel | None = None):
+    """What one GPU-hour of the scenario's hardware costs on the cost model's basis (your price,
+    the spec's listed, hyperscaler or neocloud price, or owning it), and the source of the number
+    (``PriceQuote``); InputError when the spec has no price on that basis."""
+    from perfmodel.formulas.cost import price_quote
+    sc = _scenario(scenario)
+    return price_quote(hardware_of(sc), cost or sc.cost)
 
 
 def validate(cases, *, profile: ProfileChoice = AUTO):
@@ -183,6 +218,13 @@ def timeline(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO, max_micro
     from perfmodel.studies.timeline import scenario_timeline
     cap = MAX_MICROBATCHES_DRAWN if max_microbatches is None else max_microbatches
     return scenario_timeline(resolve(scenario, profile=profile), cap)
+
+
+def stage_memory(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO):
+    """Memory per GPU of each pipeline stage, by component (``StageMemory``); its largest total
+    is ``predict``'s ``memory_per_gpu_bytes``."""
+    from perfmodel.studies.stages import stage_memory as _stage_memory
+    return _stage_memory(resolve(scenario, profile=profile))
 
 
 def bench(repeat: int = 5):

@@ -7,24 +7,58 @@ rerun with unchanged inputs costs a dictionary look-up. Invalid input raises
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
+import threading
+from collections import OrderedDict
 from pathlib import Path
 
 import streamlit as st
 
 import perfmodel as pm
 from perfmodel.api import BREAKDOWN_COMPONENTS
+from perfmodel.present.money import price_text
 from perfmodel.present.verdicts import knee_text, scale_verdict_text, sizing_reason_text
 from perfmodel.spec.cost import CostModel
 from perfmodel.spec.errors import InputError
 
-from .state import parse_text
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = dict(max_entries=256, show_spinner=False)
+MAX_CLOUD_POINTS = 2_000
+"""The Search page's cloud of layouts is an even sample of at most this many (Vega-Lite draws
+5,000 rows at most by default; the front is drawn from all of them)."""
 MAX_TIMELINE_BARS = 50_000
 """The pipeline schedule is drawn when it has at most this many bars (2 x pp x vpp x the
 micro-batches drawn, at least pp of them): pp 128 draws 32,768; pp 1,024 would draw 2 million."""
+
+
+MAX_STUDY_RESULTS = 64
+"""Study results (compare with search, search, scale, size) kept for every session of this server."""
+_RESULTS: OrderedDict = OrderedDict()
+_LOCK = threading.Lock()
+
+
+def remembered(fn):
+    """``st.cache_data`` for the studies that feed a progress bar: Streamlit's cache replays the
+    calls a cached function makes on elements, and a bar made outside it cannot be replayed, so
+    these results are kept here instead (keyed on the same frozen arguments, least recently used
+    dropped past ``MAX_STUDY_RESULTS``, a deep copy handed out)."""
+    @functools.wraps(fn)
+    def wrapper(*args, _progress=None):
+        k = (fn.__name__, args)
+        with _LOCK:
+            if k in _RESULTS:
+                _RESULTS.move_to_end(k)
+                return copy.deepcopy(_RESULTS[k])
+        out = fn(*args, _progress=_progress)
+        with _LOCK:
+            _RESULTS[k] = out
+            while len(_RESULTS) > MAX_STUDY_RESULTS:
+                _RESULTS.popitem(last=False)
+        return copy.deepcopy(out)
+    return wrapper
 
 
 def _unpack(key: str):
@@ -54,8 +88,10 @@ def plan_view(key: str) -> dict:
     tl = pm.timeline(sc, profile=profile, max_microbatches=drawn) if bars <= MAX_TIMELINE_BARS else None
     hw = pm.hardware(sc.hardware) if isinstance(sc.hardware, str) else sc.hardware
     gpu = hw.gpu
+    sm = pm.stage_memory(sc, profile=profile)
     return {
-        "prediction": p.to_dict(),
+        "prediction": p.to_dict(), "price": _price(sc, cost),
+        "stage_memory": {"rows": sm.rows(), "totals": list(sm.totals)},
         "model_name": r.job.model.name, "hardware_name": hw.name, "hardware_id": hw.id,
         "usable_hbm_bytes": gpu.hbm_usable_bytes, "hbm_capacity_bytes": gpu.hbm_bytes,
         "efficiency_note": eff_note,
@@ -67,9 +103,28 @@ def plan_view(key: str) -> dict:
     }
 
 
-# ---------------------------------------------------------------------------- compare
+def _price(sc, cost) -> dict:
+    """The $/GPU-hour of the scenario's hardware on the cost model's basis, with its source, or why
+    it has none."""
+    try:
+        q = pm.price(sc, cost=cost)
+    except InputError as exc:
+        return {"usd_per_gpu_hour": None, "basis": cost.cloud_class, "text": str(exc), "source": ""}
+    return {"usd_per_gpu_hour": q.usd_per_gpu_hour, "basis": q.basis, "text": price_text(q), "source": q.source}
+
+
 @st.cache_data(**CACHE)
-def compare_view(key: str, hardware_ids: tuple[str, ...], with_search: bool, objective: str) -> list[dict]:
+def fixes_view(key: str) -> dict:
+    """Whether the job runs and fits, and the smallest changes that make it (``perfmodel.fit_fixes``)."""
+    sc, cost, use_profile, _ = _unpack(key)
+    r = pm.fit_fixes(sc, profile=_profile(use_profile), cost=cost)
+    return {**r.to_dict(), "scenarios": [pm.scenario_to_dict(f.scenario) for f in r.fixes]}
+
+
+# ---------------------------------------------------------------------------- compare
+@remembered
+def compare_view(key: str, hardware_ids: tuple[str, ...], with_search: bool, objective: str,
+                 _progress=None) -> list[dict]:
     """The same job on each hardware: as given, and (optionally) with its best layout.
 
     Each row has ``hardware``, ``layout`` ('as given' | 'best'), the numbers, or ``reason``
@@ -80,13 +135,19 @@ def compare_view(key: str, hardware_ids: tuple[str, ...], with_search: bool, obj
     rows = []
     for hw_id in hardware_ids:
         s = sc.model_copy(update={"hardware": hw_id})
-        base = {"hardware": hw_id, "hardware_name": pm.hardware(hw_id).name}
+        price = _price(s, cost)
+        base = {"hardware": hw_id, "hardware_name": pm.hardware(hw_id).name, "price": price,
+                "listed_class": pm.hardware(hw_id).price.listed_class}
         try:
             p = pm.predict(s, profile=profile, cost=cost)
+            reason = "" if p.fits_in_memory else (f"does not fit: {p.memory_per_gpu_bytes / 2**30:,.0f} GiB per GPU "
+                                                  f"> {pm.hardware(hw_id).gpu.hbm_usable_gib:,.0f} GiB usable")
             rows.append({**base, "layout": "as given", "fits": p.fits_in_memory, **_numbers(p.to_dict()),
-                         "layout_text": _layout_text(s), "reason": "" if p.fits_in_memory else "does not fit in memory"})
+                         "layout_text": _layout_text(s), "reason": reason})
         except InputError as exc:
             rows.append({**base, "layout": "as given", "reason": str(exc)})
+        if _progress is not None:
+            _progress(len(rows), len(hardware_ids) * (1 + with_search))
         if with_search:
             try:
                 r = pm.search(s, pm.SearchOptions(objective=objective, top_k=1), profile=profile, cost=cost)
@@ -152,24 +213,58 @@ def _layout_text(s) -> str:
             + f" zero{p.zero_stage} mbs{s.micro_batch_size} {s.recompute}")
 
 
-# ----------------------------------------------------------------------------- search
+# ------------------------------------------------------------------------------ peers
 @st.cache_data(**CACHE)
-def search_view(key: str, options_json: str) -> dict:
-    """Top layouts, the time-cost Pareto front, every fitting layout (sampled) and the
-    reasons layouts were rejected."""
+def peers_view(keys: tuple[str, ...]) -> list[dict]:
+    """Each saved scenario predicted as it stands: its figures, breakdown and price, or why it
+    cannot run."""
+    out = []
+    for key in keys:
+        sc, cost, use_profile, _ = _unpack(key)
+        p_ = sc.parallelism
+        base = {"scenario": sc.name, "price": _price(sc, cost), "training_tokens": sc.training_tokens,
+                "job": f"{model_of_name(sc)} on {sc.num_gpus} x {hardware_name(sc)}, tp{p_.tp} pp{p_.pp} cp{p_.cp}, "
+                       f"batch {sc.global_batch_size} x {sc.seq_length}, {sc.precision}"}
+        try:
+            p = pm.predict(sc, profile=_profile(use_profile), cost=cost)
+        except InputError as exc:
+            out.append({**base, "reason": str(exc), "breakdown": []})
+            continue
+        d = p.to_dict()
+        out.append({**base, **_numbers(d), "goodput_frac": d["goodput_frac"], "layout": "as given",
+                    "reason": "" if p.fits_in_memory else "does not fit in memory",
+                    "breakdown": [{"scenario": sc.name, "component": k, "seconds": v}
+                                  for k, v in d["breakdown_s"].items() if v > 0]})
+    return out
+
+
+def model_of_name(sc) -> str:
+    return sc.model if isinstance(sc.model, str) else sc.model.name
+
+
+def hardware_name(sc) -> str:
+    return sc.hardware if isinstance(sc.hardware, str) else sc.hardware.id
+
+
+# ----------------------------------------------------------------------------- search
+@remembered
+def search_view(key: str, options_json: str, _progress=None) -> dict:
+    """Top layouts, the time-cost Pareto front, every fitting layout (an even sample of at most
+    ``MAX_CLOUD_POINTS``) and the reasons layouts were rejected."""
     from perfmodel.studies.search import parse_search_options
     sc, cost, use_profile, _ = _unpack(key)
     opts = parse_search_options(json.loads(options_json))
-    r = pm.search(sc, opts, profile=_profile(use_profile), cost=cost)
+    r = pm.search(sc, opts, profile=_profile(use_profile), cost=cost, progress=_progress)
     t = r.table   # an even sample of the layouts that fit, at most a few thousand
     time_col = t.time_basis_s
+    stride = max(1, -(-len(t) // MAX_CLOUD_POINTS))
     cloud = [{"time_s": float(time_col[i]), "cost_usd": float(t.cost_usd[i]), "mfu": float(t.mfu[i]),
-              "num_gpus": int(t.num_gpus[i]), "bottleneck": str(t.bottleneck[i])} for i in range(len(t))]
+              "num_gpus": int(t.num_gpus[i]), "bottleneck": str(t.bottleneck[i])} for i in range(0, len(t), stride)]
     return {
         "top": [c.to_dict() for c in r.candidates],
         "top_scenarios": [pm.scenario_to_dict(c.scenario) for c in r.candidates],
         "pareto": [c.to_dict() for c in r.pareto],
-        "cloud": cloud, "cloud_sampled": len(t) < r.num_fit, "num_fitting": r.num_fit,
+        "cloud": cloud, "cloud_sampled": len(cloud) < r.num_fit, "num_fitting": r.num_fit,
         "rejected": dict(r.rejected), "num_enumerated": r.num_enumerated, "num_valid": r.num_valid,
         "num_evaluated": r.num_evaluated, "elapsed_s": r.elapsed_s, "cost_basis": r.cost_basis,
         "time_basis": "time_to_train_s" if t.time_to_train_s is not None else "step_time_s",
@@ -177,16 +272,19 @@ def search_view(key: str, options_json: str) -> dict:
 
 
 # ------------------------------------------------------------------------------ scale
-@st.cache_data(**CACHE)
+@remembered
 def scale_view(key: str, gpu_counts: tuple[int, ...], mode: str, objective: str, efficiency_threshold: float,
-               value_of_time_usd_per_day: float | None, deadline_s: float | None) -> dict:
+               value_of_time_usd_per_day: float | None, deadline_s: float | None, max_batch_tokens: float,
+               _progress=None) -> dict:
     """The best layout at each GPU count (``perfmodel.scale``), as plain rows, with the knee and
-    the verdict in words."""
+    the verdict in words (the batch limit of ``mode="grow"`` is the scenario's ``studies``)."""
     sc, cost, use_profile, _ = _unpack(key)
     res = pm.scale(sc, gpu_counts, mode=mode, options=pm.SearchOptions(objective=objective, top_k=1),
                    profile=_profile(use_profile), cost=cost, efficiency_threshold=efficiency_threshold,
-                   value_of_time_usd_per_day=value_of_time_usd_per_day, deadline_s=deadline_s)
+                   value_of_time_usd_per_day=value_of_time_usd_per_day, deadline_s=deadline_s,
+                   max_batch_tokens=max_batch_tokens, progress=_progress)
     out = _plain(res)
+    out["price"] = _price(sc, cost)
     out["knee_num_gpus"], out["knee_reason"] = res.knee.num_gpus, knee_text(res.knee)
     out["verdict"]["reason"] = scale_verdict_text(res.verdict)
     for row, p in zip(out["points"], res.points):
@@ -196,18 +294,25 @@ def scale_view(key: str, gpu_counts: tuple[int, ...], mode: str, objective: str,
 
 
 # ------------------------------------------------------------------------------- size
-@st.cache_data(**CACHE)
+@remembered
 def size_view(key: str, tokens: float, deadline_s: float | None, budget_usd: float | None,
-              hardware_ids: tuple[str, ...], gpu_counts: tuple[int, ...]) -> dict:
-    """Per hardware type, the cheapest (GPU count, layout) meeting the deadline and budget
-    (``perfmodel.size``), and every count that runs (for the chart)."""
+              hardware_ids: tuple[str, ...], gpu_counts: tuple[int, ...], grow_batch: bool, max_batch_tokens: float,
+              _progress=None) -> dict:
+    """Per hardware type, the cheapest (GPU count, layout, batch) meeting the deadline and budget
+    (``perfmodel.size``; the batch growth and its limit are the scenario's ``studies``), every
+    option that runs (for the chart), and each type's $/GPU-hour with its source."""
     sc, cost, use_profile, _ = _unpack(key)
     rows = pm.size(sc, tokens, deadline_s=deadline_s, budget_usd=budget_usd, hardware_ids=hardware_ids,
-                   gpu_counts=gpu_counts, profile=_profile(use_profile), cost=cost).rows
+                   gpu_counts=gpu_counts, profile=_profile(use_profile), cost=cost, grow_batch=grow_batch,
+                   max_batch_tokens=max_batch_tokens, progress=_progress).rows
     options = [{"hardware": r.hardware_id, "num_gpus": o.num_gpus, "time_to_train_s": o.time_to_train_s,
-                "cost_usd": o.cost_usd, "chosen": r.choice is not None and o.num_gpus == r.choice.num_gpus}
+                "cost_usd": o.cost_usd, "batch_tokens": o.global_batch_size * sc.seq_length,
+                "chosen": r.choice is not None and o is r.choice}
                for r in rows for o in r.options]
-    return {"rows": [{**_plain(r.to_dict()), "reason": sizing_reason_text(r)} for r in rows], "options": options}
+    prices = {hw: _price(sc.model_copy(update={"hardware": hw}), cost) for hw in hardware_ids}
+    return {"rows": [{**_plain(r.to_dict()), "reason": sizing_reason_text(r), "price": prices[r.hardware_id],
+                      "listed_class": pm.hardware(r.hardware_id).price.listed_class} for r in rows],
+            "options": options, "seq_length": sc.seq_length}
 
 
 def _plain(obj):
@@ -231,99 +336,6 @@ def _plain(obj):
     if isinstance(obj, np.generic):
         return obj.item()
     return obj
-
-
-# ------------------------------------------------------------------------ calibration
-def published_runs_path() -> Path:
-    """The project's copy of the published runs, else the shared original."""
-    for p in (REPO / "perfmodel" / "data" / "published_runs.yaml", REPO.parent / "shared" / "data" / "published_runs.yaml"):
-        if p.exists():
-            return p
-    raise InputError("published runs", "perfmodel/data/published_runs.yaml not found")
-
-
-def microbenchmarks_path() -> Path:
-    for p in (REPO / "calibration" / "data" / "microbenchmarks.yaml", REPO.parent / "shared" / "data" / "microbenchmarks.yaml"):
-        if p.exists():
-            return p
-    raise InputError("microbenchmarks", "calibration/data/microbenchmarks.yaml not found")
-
-
-@st.cache_data(**CACHE)
-def validation_view(use_profile: bool) -> dict:
-    """Predicted against measured tokens/s per GPU for every runnable published case."""
-    path = published_runs_path()
-    report = pm.validate(path, profile=_profile(use_profile))
-    shown = path.relative_to(REPO) if REPO in path.parents else path.relative_to(REPO.parent)
-    return {"path": str(shown),
-            "results": [r.to_dict() for r in report.results],
-            "skipped": [s.__dict__ for s in report.skipped],
-            "mape": report.mape(), "by_hardware": report.by_hardware(), "by_gpu": report.by_gpu(),
-            "by_source": report.by_source(), "what_if": report.what_if()}
-
-
-@st.cache_data(**CACHE)
-def fit_view(hardware_id: str) -> dict:
-    """Fitted efficiency curves against the measured points of one GPU (published, and suite runs)."""
-    from calibration.published import fit_published
-    path = microbenchmarks_path()
-    fits = [f for f in fit_published(path, hardware_ids=(hardware_id,), out_dir=None) if f.hardware_id == hardware_id]
-    if not fits:
-        raise InputError("hardware", f"no published fit for {hardware_id}")
-    cal = fits[0].calibration
-    points = _fit_points(cal)
-    params = {g.group: g.params for g in cal.groups}
-    return {"points": points, "params": params, "left_out": list(fits[0].left_out), "path": path.name}
-
-
-MAX_UPLOAD_RECORDS = 5_000
-"""Records of one uploaded file that are fitted: a suite run writes about 400, an nccl-tests log
-two per size (out of place, in place). The 1 MiB upload limit bounds the file; this bounds the
-least-squares problems built from it."""
-
-
-def _fit_points(cal) -> list[dict]:
-    return [{"group": p.group, "label": p.label, "x": p.x, "measured": p.measured, "fitted": p.fitted,
-             "quantity": p.quantity, "source": p.source, "in_fit": p.in_fit, "rel_error": p.rel_error}
-            for g in cal.groups for p in g.points]
-
-
-@st.cache_data(**CACHE)
-def upload_fit_view(text: str, name: str, hardware_id: str) -> dict:
-    """An uploaded nccl-tests log or result file (its text: nothing is read from or written to
-    disk, and ``name`` is only a label) fitted on a catalogue spec: the fitted points, the
-    fitted parameters, and the profile's text for ``perfmodel predict --profile``."""
-    from calibration.fit import fit_efficiencies, quality_lines
-    from calibration.parsers import looks_like_nccl_tests, parse_nccl_tests, results_from_data
-    from calibration.profile import profile_text
-    from perfmodel.spec.hardware import list_hardware_ids, load_hardware
-
-    if hardware_id not in list_hardware_ids():
-        raise InputError("hardware", f"unknown hardware {hardware_id!r}")
-    label = name if len(name) <= 64 else name[:61] + "..."
-    if looks_like_nccl_tests(text):
-        results = parse_nccl_tests(text, origin=label)
-    else:
-        data = parse_text(text, "uploaded file", json_text=label.lower().endswith(".json"))
-        results = results_from_data(data, label, hardware_id)
-    if not results.records:
-        raise InputError("uploaded file", "no records to fit")
-    if len(results.records) > MAX_UPLOAD_RECORDS:
-        raise InputError("uploaded file", f"{len(results.records):,} records; the app fits at most "
-                                          f"{MAX_UPLOAD_RECORDS:,} (use perfmodel calibrate)")
-    spec = load_hardware(hardware_id)
-    cal = fit_efficiencies([results], spec)
-    return {"points": _fit_points(cal), "params": {g.group: g.params for g in cal.groups},
-            "sources": {k: v for k, v in cal.efficiencies.sources.items() if not v.startswith("spec default")},
-            "not_fitted": {k: v for k, v in cal.efficiencies.sources.items() if v.startswith("not fitted")},
-            "profile_yaml": profile_text(hardware_id, cal.efficiencies, quality=quality_lines(cal)),
-            "records": len(results.records)}
-
-
-@st.cache_data(**CACHE)
-def software_history_view(use_profile: bool) -> list[dict]:
-    """Each published software history with perfmodel's prediction for its layout."""
-    return pm.software_histories(profile=_profile(use_profile))
 
 
 def breakdown_rows(breakdown_s: dict) -> list[dict]:

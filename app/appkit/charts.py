@@ -18,22 +18,43 @@ PHASE_COLOURS = ("#4c78a8", "#f58518", "#e45756", "#9d9d9d", "#f2cf5b", "#72b7b2
 """One per ``perfmodel.api.TIMELINE_PHASES``: forward, backward, exposed comm, optimizer + DP
 sync, weight gradient (zero-bubble and DualPipe schedules), paired forward + backward (DualPipe)."""
 WIDTH = "container"
+PALETTE = "tableau20"
+"""Twenty distinct colours: enough for every hardware type or component on one chart."""
+USD_FORMAT = "$~s"
+"""Money on an axis as $2.5M, not 2,500,000 (d3-format's SI type with the currency symbol)."""
 
 
-def breakdown(rows: list[dict]) -> alt.Chart:
-    """Step time as one stacked bar: where the seconds go, by component."""
+def money_axis(**kw) -> alt.Axis:
+    return alt.Axis(format=USD_FORMAT, **kw)
+
+
+def breakdown(rows: list[dict]) -> alt.LayerChart:
+    """Step time as one stacked bar: where the seconds go, by component, each part labelled with its
+    seconds where it is wide enough (5% of the step or more) and the total at the bar's end."""
     df = pd.DataFrame(rows)
     df["step"] = "one optimizer step"
     df["lens"] = df["component"].map(LENS)
     df["order"] = df["component"].map({c: i for i, c in enumerate(COMPONENTS)})
-    return alt.Chart(df).mark_bar().encode(
-        x=alt.X("seconds:Q", stack="zero", title="time per optimizer step (s)"),
+    df = df.sort_values("order")
+    df["end"] = df["seconds"].cumsum()
+    df["mid"] = df["end"] - df["seconds"] / 2
+    df["label"] = [f"{x:.3g} s" if share >= 0.05 else "" for x, share in zip(df["seconds"], df["share"])]
+    total = float(df["seconds"].sum())
+    bars = alt.Chart(df).mark_bar().encode(
+        x=alt.X("seconds:Q", stack="zero", title="time per optimizer step (s)",
+                scale=alt.Scale(domainMax=total * 1.12)),
         y=alt.Y("step:N", title=None),
-        color=alt.Color("component:N", sort=list(COMPONENTS), title="component"),
+        color=alt.Color("component:N", sort=list(COMPONENTS), title="component", scale=alt.Scale(scheme=PALETTE)),
         order=alt.Order("order:Q"),
         tooltip=[alt.Tooltip("component:N"), alt.Tooltip("seconds:Q", format=".4g", title="seconds"),
                  alt.Tooltip("share:Q", format=".1%"), alt.Tooltip("lens:N")],
-    ).properties(height=140, width=WIDTH)
+    )
+    parts = alt.Chart(df).mark_text(color="white", fontSize=11).encode(
+        x=alt.X("mid:Q", title="time per optimizer step (s)"), y=alt.Y("step:N", title=None), text="label:N")
+    end = alt.Chart(pd.DataFrame({"x": [total], "step": ["one optimizer step"], "label": [f"{total:.3g} s"]})) \
+        .mark_text(align="left", dx=4, fontWeight="bold").encode(
+            x=alt.X("x:Q", title="time per optimizer step (s)"), y=alt.Y("step:N", title=None), text="label:N")
+    return alt.layer(bars, parts, end).properties(height=140, width=WIDTH)
 
 
 def memory(rows: dict, usable_bytes: float, capacity_bytes: float) -> alt.LayerChart:
@@ -56,6 +77,31 @@ def memory(rows: dict, usable_bytes: float, capacity_bytes: float) -> alt.LayerC
         tooltip=[alt.Tooltip("limit:N"), alt.Tooltip("GiB:Q", format=".1f", title="GiB")],
     )
     return alt.layer(bars, rule).properties(height=140, width=WIDTH)
+
+
+def stage_memory(rows: list[dict], usable_bytes: float) -> alt.LayerChart:
+    """Memory per GPU of each pipeline stage, by component, against the usable HBM (red rule)."""
+    df = pd.DataFrame(rows)
+    df["GiB"] = df["bytes"] / GIBI
+    df = df[df["GiB"] > 0]
+    totals = df.groupby("stage")["GiB"].sum()
+    top = max(float(totals.max()), usable_bytes / GIBI) * 1.08
+    bars = alt.Chart(df).mark_bar().encode(
+        x=alt.X("stage:O", title="pipeline stage (rank)"),
+        y=alt.Y("GiB:Q", stack="zero", title="memory per GPU (GiB)", scale=alt.Scale(domainMax=top)),
+        color=alt.Color("component:N", title="component", scale=alt.Scale(scheme=PALETTE)),
+        tooltip=[alt.Tooltip("stage:O"), alt.Tooltip("component:N"), alt.Tooltip("GiB:Q", format=".2f")],
+    )
+    t = pd.DataFrame({"stage": totals.index, "GiB": totals.values,
+                      "label": [f"{x:.3g}" for x in totals.values]})
+    text = alt.Chart(t).mark_text(dy=-6, fontSize=11).encode(
+        x=alt.X("stage:O", title="pipeline stage (rank)"), y=alt.Y("GiB:Q", title="memory per GPU (GiB)"),
+        text="label:N")
+    rule = alt.Chart(pd.DataFrame({"GiB": [usable_bytes / GIBI], "limit": ["usable HBM"]})).mark_rule(
+        color="#d62728", strokeDash=[6, 3], strokeWidth=2).encode(
+        y=alt.Y("GiB:Q", title="memory per GPU (GiB)"), tooltip=[alt.Tooltip("limit:N"),
+                                                               alt.Tooltip("GiB:Q", format=".1f")])
+    return alt.layer(bars, text, rule).properties(height=280, width=WIDTH)
 
 
 def roofline(points: list[dict], roofs: list[dict]) -> alt.LayerChart:
@@ -117,9 +163,10 @@ def _band_columns(df: pd.DataFrame, rows: list[dict], band_key: str | None, scal
 
 
 def hardware_bars(rows: list[dict], field: str, title: str, scale: float = 1.0, band_key: str | None = None,
-                  category: str = "hardware") -> alt.Chart | alt.LayerChart:
-    """One bar per hardware (or per ``category``: the software stack) and layout, for one metric;
-    with ``band_key``, the error band's p10-p90 as an error bar on each."""
+                  category: str = "hardware", money: bool = False) -> alt.LayerChart:
+    """One bar per hardware (or per ``category``: the software stack) and layout, for one metric,
+    its value written at the bar's end; with ``band_key``, the error band's p10-p90 as an error
+    bar on each; ``money``: the axis and labels in $ with SI prefixes."""
     rows = [r for r in rows if r.get(field) is not None and not r.get("reason")]
     df = pd.DataFrame(rows)
     if df.empty:
@@ -129,16 +176,21 @@ def hardware_bars(rows: list[dict], field: str, title: str, scale: float = 1.0, 
     tip = [alt.Tooltip(f"{category}:N"), alt.Tooltip("layout:N"), alt.Tooltip("value:Q", format=".4g", title=title)]
     if banded:
         tip += [alt.Tooltip("lo:Q", format=".4g", title="p10"), alt.Tooltip("hi:Q", format=".4g", title="p90")]
-    x = alt.X("value:Q", title=title, axis=alt.Axis(format="~s", tickCount=4))
+    fmt_ = USD_FORMAT if money else "~s"
+    top = float(max(df["hi"].max() if banded else 0.0, df["value"].max() if len(df) else 0.0) or 1.0)
+    x = alt.X("value:Q", title=title, axis=alt.Axis(format=fmt_, tickCount=4), scale=alt.Scale(domainMax=top * 1.25))
     y = alt.Y(f"{category}:N", title=None, sort="x")
     bars = alt.Chart(df).mark_bar().encode(
         x=x, y=y, color=alt.Color("layout:N", title="layout"), yOffset=alt.YOffset("layout:N"), tooltip=tip)
-    height = max(80, 30 * df[category].nunique())
-    if not banded:
-        return bars.properties(height=height, width=WIDTH)
-    whiskers = alt.Chart(df).mark_rule(color="black").encode(
-        x=alt.X("lo:Q", title=title), x2="hi:Q", y=y, yOffset=alt.YOffset("layout:N"), tooltip=tip)
-    return alt.layer(bars, whiskers).properties(height=height, width=WIDTH)
+    labels = alt.Chart(df).mark_text(align="left", dx=4, fontSize=11).encode(
+        x=alt.X("hi:Q" if banded else "value:Q", title=title), y=y, yOffset=alt.YOffset("layout:N"),
+        text=alt.Text("value:Q", format=".3~s" if not money else "$.3~s"))
+    height = max(80, 30 * df[category].nunique() * max(1, df["layout"].nunique() if "layout" in df else 1))
+    layers = [bars, labels]
+    if banded:
+        layers.insert(1, alt.Chart(df).mark_rule(color="black").encode(
+            x=alt.X("lo:Q", title=title), x2="hi:Q", y=y, yOffset=alt.YOffset("layout:N"), tooltip=tip))
+    return alt.layer(*layers).properties(height=height, width=WIDTH)
 
 
 def time_unit(time_basis: str) -> tuple[float, str]:
@@ -154,8 +206,8 @@ def pareto(cloud: list[dict], front: list[dict], time_basis: str) -> alt.LayerCh
     f["time"] = f[time_basis] / scale
     base = alt.Chart(c).mark_circle(size=14, opacity=0.35).encode(
         x=alt.X("time:Q", title=title, scale=alt.Scale(type="log")),
-        y=alt.Y("cost_usd:Q", title="cost (USD)", scale=alt.Scale(type="log")),
-        color=alt.Color("bottleneck:N", title="bottleneck"),
+        y=alt.Y("cost_usd:Q", title="cost (USD)", scale=alt.Scale(type="log"), axis=money_axis()),
+        color=alt.Color("bottleneck:N", title="bottleneck", scale=alt.Scale(scheme=PALETTE)),
         tooltip=[alt.Tooltip("time:Q", format=".4g", title=title), alt.Tooltip("cost_usd:Q", format=",.0f"),
                  alt.Tooltip("mfu:Q", format=".1%"), alt.Tooltip("num_gpus:Q"), alt.Tooltip("bottleneck:N")],
     )
@@ -232,115 +284,6 @@ def goodput_waterfall(rows: list[dict]) -> alt.Chart:
     ).properties(height=34 * len(rows), width=WIDTH)
 
 
-FIT_AXES = {
-    "gemm": ("GEMM work (FLOP per call)", "achieved (TFLOP/s)"),
-    "attention": ("sequence length (tokens)", "achieved (TFLOP/s)"),
-    "memory": ("STREAM kernel", "achieved bandwidth (GB/s)"),
-    "collective": ("message size (bytes)", "time per call (us)"),
-    "launch": ("item", "time (us)"),
-    "host_op": ("item", "time (us)"),
-    "grouped_gemm": ("work of one call, all experts (FLOP)", "achieved (TFLOP/s)"),
-}
-"""Group family -> (x title, y title) of its chart."""
-FIT_AXES["gemm_fast_accum"] = FIT_AXES["gemm"]   # the same GEMM sweep, timed with fast accumulation
-
-
-def _fit_frame(points: list[dict]) -> pd.DataFrame:
-    """Measured and fitted values of one group family in display units, long form."""
-    rows = []
-    for p in points:
-        q, x = p["quantity"], p["x"]
-        if q == "time_s" and "gemm" in p["group"]:     # time of x FLOPs -> rate
-            m, f, unit = x / p["measured"], x / p["fitted"], TERA
-        elif q == "time_s":
-            m, f, unit = p["measured"], p["fitted"], 1e-6
-        elif q == "flop_per_s":
-            m, f, unit = p["measured"], p["fitted"], TERA
-        else:
-            m, f, unit = p["measured"], p["fitted"], 1e9
-        for kind, val in (("measured", m), ("fitted", f)):
-            rows.append({"group": p["group"], "label": p["label"], "x": x, "kind": kind, "value": val / unit,
-                         "rel_error": p["rel_error"], "source": p["source"],
-                         "used": "used in the fit" if p["in_fit"] else "left out"})
-    return pd.DataFrame(rows)
-
-
-def fit_curve(points: list[dict], family: str) -> alt.Chart:
-    """Measured points (filled) against the fitted model at the same abscissa (open, joined)."""
-    x_title, y_title = FIT_AXES.get(family, ("x", "value"))
-    df = _fit_frame(points)
-    tip = [alt.Tooltip("group:N"), alt.Tooltip("label:N"), alt.Tooltip("kind:N"),
-           alt.Tooltip("value:Q", format=".4g", title=y_title), alt.Tooltip("rel_error:Q", format="+.1%", title="error"),
-           alt.Tooltip("used:N"), alt.Tooltip("source:N")]
-    y = alt.Y("value:Q", title=y_title, scale=alt.Scale(zero=False))
-    if family == "memory" or (df["x"] <= 0).all():   # STREAM kernels, or no abscissa: a bar pair per label
-        return alt.Chart(df).mark_bar().encode(
-            x=alt.X("label:N", title=x_title), xOffset=alt.XOffset("kind:N"), y=y.scale(zero=True),
-            color=alt.Color("kind:N", title="value"), tooltip=tip,
-        ).properties(height=260, width=WIDTH)
-    x = alt.X("x:Q", scale=alt.Scale(type="log"), title=x_title)
-    ylog = y.scale(type="log")
-    meas = alt.Chart(df[df["kind"] == "measured"]).mark_point(filled=True, size=70).encode(
-        x=x, y=ylog, color=alt.Color("group:N", title="group"), shape=alt.Shape("used:N", title="point"), tooltip=tip)
-    fit = alt.Chart(df[df["kind"] == "fitted"].sort_values("x")).mark_line(
-        strokeDash=[5, 3], point=alt.OverlayMarkDef(filled=False, size=50)).encode(
-        x=x, y=ylog, color=alt.Color("group:N"), detail="group:N", tooltip=tip)
-    return alt.layer(meas, fit).properties(height=300, width=WIDTH)
-
-
-BANDS = (0.10, 0.20)
-
-
-def predicted_vs_measured(rows: list[dict]) -> alt.LayerChart:
-    """Predicted against measured tokens/s per GPU on log axes, y = x with +-10% and +-20% bands."""
-    df = pd.DataFrame(rows)
-    df["measured"] = df["measured_tokens_per_s_per_gpu"]
-    df["predicted"] = df["predicted_tokens_per_s_per_gpu"]
-    lo, hi = float(min(df["measured"].min(), df["predicted"].min())) * 0.7, \
-        float(max(df["measured"].max(), df["predicted"].max())) * 1.4
-    xs = [lo * (hi / lo) ** (i / 40) for i in range(41)]
-    band_rows = [{"measured": x, "lo": x * (1 - b), "hi": x * (1 + b), "band": f"±{b:.0%}"}
-                 for b in BANDS for x in xs]
-    bands = pd.DataFrame(band_rows)
-    x = alt.X("measured:Q", scale=alt.Scale(type="log", domain=[lo, hi]),
-              title="measured (tokens/s per GPU)")
-    y_scale = alt.Scale(type="log", domain=[lo, hi])
-    area = alt.Chart(bands).mark_area(opacity=0.45).encode(
-        x=x, y=alt.Y("lo:Q", scale=y_scale, title="predicted (tokens/s per GPU)"), y2="hi:Q",
-        color=alt.Color("band:N", title="error band", scale=alt.Scale(domain=["±10%", "±20%"],
-                                                                     range=["#74c476", "#c7e9c0"])),
-    )
-    diag = alt.Chart(pd.DataFrame({"measured": [lo, hi], "predicted": [lo, hi]})).mark_line(color="black").encode(
-        x=x, y=alt.Y("predicted:Q", scale=y_scale))
-    pts = alt.Chart(df).mark_point(filled=True, size=45).encode(
-        x=x, y=alt.Y("predicted:Q", scale=y_scale),
-        shape=alt.Shape("hardware:N", title="hardware"),
-        color=alt.Color("hardware:N", title="hardware", scale=alt.Scale(scheme="tableau10")),
-        tooltip=[alt.Tooltip("id:N", title="case"), alt.Tooltip("hardware:N"), alt.Tooltip("basis:N"),
-                 alt.Tooltip("measured:Q", format=",.0f"), alt.Tooltip("predicted:Q", format=",.0f"),
-                 alt.Tooltip("error:Q", format="+.1%"), alt.Tooltip("bottleneck:N")],
-    )
-    return alt.layer(area, diag, pts).resolve_scale(color="independent").properties(height=440, width=WIDTH)
-
-
-def software_history(rows: list[dict], predicted_tflop_per_s: float) -> alt.LayerChart:
-    """Measured TFLOP/s per GPU after each software change, with perfmodel's prediction as a rule."""
-    df = pd.DataFrame(rows)
-    y = alt.Y("measured_tflop_per_s:Q", title="model FLOP/s per GPU (TFLOP/s)")
-    bars = alt.Chart(df).mark_bar().encode(
-        x=alt.X("step:O", title="software change, in order"), y=y,
-        color=alt.Color("dispatcher:N", title="EP dispatcher", scale=alt.Scale(scheme="tableau10")),
-        tooltip=[alt.Tooltip("step:O"), alt.Tooltip("change:N"), alt.Tooltip("dispatcher:N"),
-                 alt.Tooltip("measured_tflop_per_s:Q", title="measured TFLOP/s", format=",.0f"),
-                 alt.Tooltip("fraction_of_model:Q", title="of perfmodel", format=".0%")],
-    )
-    rule = alt.Chart(pd.DataFrame({"predicted": [predicted_tflop_per_s], "label": ["perfmodel"]})).mark_rule(
-        color="black", strokeDash=[6, 3]).encode(
-        y=alt.Y("predicted:Q", title="model FLOP/s per GPU (TFLOP/s)"),
-        tooltip=[alt.Tooltip("label:N", title=""), alt.Tooltip("predicted:Q", title="TFLOP/s", format=",.0f")])
-    return alt.layer(bars, rule).properties(height=320, width=WIDTH)
-
-
 def breakdown_by(rows: list[dict], by: str, title: str) -> alt.Chart:
     """Stacked step-time breakdown, one bar per value of ``by`` (e.g. GPU count)."""
     df = pd.DataFrame(rows)
@@ -348,7 +291,7 @@ def breakdown_by(rows: list[dict], by: str, title: str) -> alt.Chart:
     return alt.Chart(df).mark_bar().encode(
         x=alt.X(f"{by}:O", title=title),
         y=alt.Y("seconds:Q", stack="zero", title="time per optimizer step (s)"),
-        color=alt.Color("component:N", sort=list(COMPONENTS), title="component"),
+        color=alt.Color("component:N", sort=list(COMPONENTS), title="component", scale=alt.Scale(scheme=PALETTE)),
         order=alt.Order("order:Q"),
         tooltip=[alt.Tooltip(f"{by}:O", title=title), alt.Tooltip("component:N"),
                  alt.Tooltip("seconds:Q", format=".4g", title="seconds")],
@@ -356,18 +299,22 @@ def breakdown_by(rows: list[dict], by: str, title: str) -> alt.Chart:
 
 
 def sizing(options: list[dict], deadline_s: float | None, budget_usd: float | None) -> alt.LayerChart:
-    """Each (hardware, GPU count) that runs: time to train against cost, the choices ringed,
-    the deadline and budget as rules."""
+    """Each (hardware, GPU count, batch) that runs: time to train against cost, the choices ringed,
+    the deadline and budget as rules; one of twenty distinct colours per hardware type."""
     df = pd.DataFrame(options)
     if df.empty:
-        df = pd.DataFrame({"hardware": [], "num_gpus": [], "time_to_train_s": [], "cost_usd": [], "chosen": []})
+        df = pd.DataFrame({"hardware": [], "num_gpus": [], "time_to_train_s": [], "cost_usd": [], "chosen": [],
+                           "batch_tokens": []})
     df["days"] = df["time_to_train_s"] / SECONDS_PER_DAY
+    df["series"] = [f"{h}, {b / 1e6:.3g}M-token batch" for h, b in zip(df["hardware"], df["batch_tokens"])]
     x = alt.X("days:Q", scale=alt.Scale(type="log"), title="time to train (days)")
-    y = alt.Y("cost_usd:Q", scale=alt.Scale(type="log"), title="cost (USD)")
+    y = alt.Y("cost_usd:Q", scale=alt.Scale(type="log"), title="cost (USD)", axis=money_axis())
     tip = [alt.Tooltip("hardware:N"), alt.Tooltip("num_gpus:Q", title="GPUs"),
-           alt.Tooltip("days:Q", format=".3g", title="days"), alt.Tooltip("cost_usd:Q", format=",.0f", title="USD")]
-    lines = alt.Chart(df).mark_line(point=True, opacity=0.7).encode(
-        x=x, y=y, color=alt.Color("hardware:N", title="hardware"), order="num_gpus:Q", tooltip=tip)
+           alt.Tooltip("batch_tokens:Q", format=".3~s", title="batch (tokens)"),
+           alt.Tooltip("days:Q", format=".3g", title="days"), alt.Tooltip("cost_usd:Q", format="$.3~s", title="USD")]
+    lines = alt.Chart(df).mark_line(point=True, opacity=0.75).encode(
+        x=x, y=y, color=alt.Color("hardware:N", title="hardware", scale=alt.Scale(scheme=PALETTE)),
+        detail="series:N", order="num_gpus:Q", tooltip=tip)
     picks = alt.Chart(df[df["chosen"]]).mark_point(size=260, shape="circle", color="black", strokeWidth=2).encode(
         x=x, y=y, tooltip=tip)
     layers = [lines, picks]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import streamlit as st
@@ -38,6 +39,45 @@ def call(fn, *args, **kwargs):
     except InputError as exc:
         st.error(plain(exc))
         return None
+
+
+def progress(text: str):
+    """A progress bar and the ``progress(done, total)`` callback a study feeds it."""
+    bar = st.progress(0.0, text=text)
+
+    def update(done: int, total: int) -> None:
+        bar.progress(min(1.0, done / total) if total else 1.0, text=f"{text} ({100 * done / total:.0f}%)"
+                     if total else text)
+    return bar, update
+
+
+def run_study(name: str, args: tuple, submitted: bool, fn, text: str, button: str):
+    """A study that takes more than a second runs only when asked: ``fn(*args, _progress=...)``
+    when the form was just submitted, or when these very inputs ran before (then it is cached);
+    else a note to press ``button`` and None. Invalid input: its one line, and None."""
+    done = st.session_state.setdefault("_studies_run", {})
+    tag = json.dumps([name, list(args)], sort_keys=True, default=str)
+    if submitted:
+        done[tag] = True
+    elif tag not in done:
+        st.info(f"Press **{button}** to run it with these inputs (the job in the sidebar and the options above); "
+                "results stay cached for this session, on every page.")
+        return None
+    bar, update = progress(text)
+    try:
+        return call(fn, *args, _progress=update)
+    finally:
+        bar.empty()
+
+
+def job_caption(j: JobInputs) -> None:
+    """The question asked: the sidebar's job in one line, on every study page."""
+    sc = j.scenario
+    p = sc.parallelism
+    model = sc.model if isinstance(sc.model, str) else sc.model.name
+    hw = sc.hardware if isinstance(sc.hardware, str) else sc.hardware.id
+    st.caption(plain(f"Job: {model} on {sc.num_gpus} x {hw}, tp{p.tp} pp{p.pp} cp{p.cp}, global batch "
+                     f"{sc.global_batch_size} x {sc.seq_length} tokens, {sc.precision}"))
 
 
 def chart(c) -> None:

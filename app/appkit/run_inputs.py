@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from perfmodel.spec.units import GIGA
+from perfmodel.spec.errors import InputError
+from perfmodel.spec.units import GIGA, MEGA
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,8 @@ FIELDS = (
           scale=GIGA, step=0.05),
     Field("input_pipeline", "loader_tokens_per_s_per_gpu", "in_loader_tok_s", "Loader tokens/s per GPU (0 = no limit)",
           zero_is_none=True, step=1000.0, help="what the data-loader workers of one GPU prepare per second"),
-    Field("cost", "usd_per_gpu_hour", "usd_per_gpu_hour", "Cloud price (USD per GPU-hour, 0 = spec's)",
-          zero_is_none=True, step=0.25),
+    Field("cost", "usd_per_gpu_hour", "usd_per_gpu_hour", "Your price (USD per GPU-hour)",
+          zero_is_none=True, step=0.25, help="used with the basis 'own' (and beside TCO, for buy or rent)"),
     Field("cost", "purchase_usd_per_gpu", "cost_purchase", "Purchase price per GPU (USD, 0 = spec's)",
           zero_is_none=True, step=1000.0),
     Field("cost", "amortisation_years", "cost_years", "Amortisation (years)", step=0.5),
@@ -78,19 +79,39 @@ SECTIONS = ("reliability", "startup", "input_pipeline", "cost")
 PURPOSE = {"purpose_vot": "value_of_time_usd_per_day", "purpose_deadline_days": "deadline_days",
            "purpose_budget": "budget_usd"}
 """Session keys (not widgets, so they outlive a page switch) -> the scenario's ``purpose`` fields.
-The Scale and Size pages edit them through ``purpose_input``; 0 means none."""
-PURPOSE_WIDGETS = {"scale_vot": "purpose_vot", "scale_deadline": "purpose_deadline_days",
-                   "size_deadline": "purpose_deadline_days", "size_budget": "purpose_budget"}
-"""The page widgets that show a purpose key."""
+The Scale and Size pages edit them through ``seeded`` and ``submit_sync``; 0 means none."""
+COST_BASES = ("listed", "hyperscaler", "neocloud", "own", "tco")
+"""The price basis: the spec's listed rental price, one provider class's on-demand price for every
+hardware, your own price, or owning the hardware (``perfmodel.present.money.BASIS_WORDS``)."""
+STUDY = {"study_grow_batch": "grow_batch", "study_max_batch_mtokens": "max_batch_tokens",
+         "study_objective": "objective", "study_scale_counts": "scale_gpu_counts", "study_scale_mode": "scale_mode",
+         "study_size_hardware": "size_hardware", "study_size_counts": "size_gpu_counts",
+         "study_search_counts": "search_gpu_counts"}
+"""Session keys (not widgets, so they outlive a page switch) -> the scenario's ``studies`` fields:
+the pages' options, carried by the link and the YAML. None means the page's default."""
+STUDY_SCALE = {"study_max_batch_mtokens": MEGA}
+"""Study keys shown in another unit: field value = session value x scale (millions of tokens)."""
 SECTION_TITLES = {"reliability": "Failures and checkpoints", "startup": "Start-up", "input_pipeline": "Input pipeline",
                   "cost": "Cost"}
 
 
+def cost_basis(cost) -> str:
+    """The price basis of a cost model (``COST_BASES``)."""
+    if cost.mode == "tco":
+        return "tco"
+    return "own" if cost.usd_per_gpu_hour is not None else cost.cloud_class
+
+
 def widget_values(sc) -> dict:
-    """Every run widget's value for the scenario ``sc`` (and ``cost_mode``)."""
-    out = {"cost_mode": sc.cost.mode}
+    """Every run widget's value for the scenario ``sc`` (with ``cost_basis``, the purpose and
+    the study keys)."""
+    out = {"cost_basis": cost_basis(sc.cost)}
     for key, name in PURPOSE.items():
         out[key] = float(getattr(sc.purpose, name) or 0.0)
+    for key, name in STUDY.items():
+        value = getattr(sc.studies, name)
+        value = list(value) if isinstance(value, tuple) else value
+        out[key] = value / STUDY_SCALE[key] if key in STUDY_SCALE else value
     for f in FIELDS:
         value = getattr(getattr(sc, f.section), f.name)
         value = 0 if value is None else value
@@ -102,8 +123,13 @@ def sections_from_values(v: dict) -> dict:
     """The scenario's run sections from widget values: {section: {field: value}} (the scenario
     parser checks them)."""
     out: dict = {s: {} for s in SECTIONS}
-    out["cost"]["mode"] = v.get("cost_mode", "cloud")
+    basis = v.get("cost_basis", "listed")
+    out["cost"]["mode"] = "tco" if basis == "tco" else "cloud"
+    if basis in ("listed", "hyperscaler", "neocloud"):
+        out["cost"]["cloud_class"] = basis
     out["purpose"] = {name: float(v[key]) for key, name in PURPOSE.items() if v.get(key)}
+    out["studies"] = {name: (v[key] * STUDY_SCALE[key] if key in STUDY_SCALE else v[key])
+                      for key, name in STUDY.items() if v.get(key) is not None}
     for f in FIELDS:
         if f.key not in v:
             continue
@@ -113,6 +139,10 @@ def sections_from_values(v: dict) -> dict:
         else:
             value = int(x) if f.integer else float(x) * f.scale
         out[f.section][f.name] = value
+    if basis == "own" and not out["cost"].get("usd_per_gpu_hour"):
+        raise InputError("cost.usd_per_gpu_hour", "the price basis 'own' needs your price per GPU-hour (> 0)")
+    if basis in ("listed", "hyperscaler", "neocloud"):
+        out["cost"]["usd_per_gpu_hour"] = None      # the spec's price of the class; yours is kept for 'own'
     return out
 
 
@@ -125,28 +155,61 @@ def draw() -> None:
     for section in SECTIONS:
         st.markdown(f"**{SECTION_TITLES[section]}**")
         if section == "cost":
-            st.radio("Pricing", ("cloud", "tco"), key="cost_mode", horizontal=True,
-                     help="cloud: rent per GPU-hour; tco: own the hardware (capital + networking + energy)")
+            st.radio("Price basis", COST_BASES, key="cost_basis", horizontal=True,
+                     help="listed: each spec's own rental price (its provider class differs between specs); "
+                          "hyperscaler or neocloud: that class's on-demand price for every spec, so hardware "
+                          "compares on one basis; own: your price per GPU-hour; tco: own the hardware (capital "
+                          "+ networking + energy). Every cost shows its $/GPU-hour and source.")
         cols = st.columns(2)
         for i, f in enumerate(x for x in FIELDS if x.section == section):
             col = cols[i % 2]
+            off = f.key == "usd_per_gpu_hour" and st.session_state.get("cost_basis") not in ("own", "tco")
             if f.integer:
                 col.number_input(f.label, min_value=0, step=int(f.step), key=f.key, help=f.help or None)
             else:
-                col.number_input(f.label, min_value=0.0, step=f.step, format=f.fmt, key=f.key, help=f.help or None)
+                col.number_input(f.label, min_value=0.0, step=f.step, format=f.fmt, key=f.key, help=f.help or None,
+                                 disabled=off)
 
 
-def purpose_input(col, label: str, key: str, **kwargs) -> float:
-    """A page's number widget for one of the scenario's targets (``PURPOSE_WIDGETS``): it starts
-    from the scenario's value and writes back to it, so the link and the YAML carry it."""
+def seeded(widget, label: str, key: str, store_key: str, default, scale: float = 1.0, **kwargs):
+    """A widget inside a form, showing the session value ``store_key`` (a purpose or study key;
+    None: ``default``) divided by ``scale``; ``submit_sync`` writes it back when the form is
+    submitted (a form's widgets take no callbacks)."""
     import streamlit as st
 
-    purpose_key = PURPOSE_WIDGETS[key]
-    want = float(st.session_state.get(purpose_key) or 0.0)
-    if st.session_state.get(key) != want:      # a scenario loaded, or the other page changed it
+    stored = st.session_state.get(store_key)
+    want = default if stored is None else (list(stored) if isinstance(stored, (list, tuple)) else stored / scale
+                                           if isinstance(stored, (int, float)) and not isinstance(stored, bool)
+                                           else stored)
+    run = st.session_state.get("_run", 0)
+    drawn_last_run = st.session_state.get(f"_drawn_{key}") == run - 1
+    # the scenario changed it (a link, an upload, another page), or the widget was not drawn last
+    # run (Streamlit has forgotten its value): it starts from the scenario's
+    if st.session_state.get(f"_seeded_{key}") != want or not drawn_last_run:
         st.session_state[key] = want
+        st.session_state[f"_seeded_{key}"] = want
+    st.session_state[f"_drawn_{key}"] = run
+    return widget(label, key=key, **kwargs)
+
+
+def submit_sync(pairs: dict, then=None) -> callable:
+    """on_click of a form's submit button: each widget key's value into its session key
+    (``{widget_key: (store_key, scale, none_value)}``; a value equal to ``none_value`` stores None)."""
+    import streamlit as st
 
     def sync() -> None:
-        st.session_state[purpose_key] = st.session_state[key]
-
-    return col.number_input(label, min_value=0.0, key=key, on_change=sync, **kwargs)
+        for key, (store_key, scale, none_value) in pairs.items():
+            value = st.session_state.get(key)
+            if isinstance(value, tuple):
+                value = list(value)
+            if value == none_value:
+                stored = None
+            elif isinstance(value, (int, float)) and not isinstance(value, bool):
+                stored = value * scale
+            else:
+                stored = value
+            st.session_state[store_key] = stored
+            st.session_state[f"_seeded_{key}"] = value
+        if then is not None:
+            then()
+    return sync

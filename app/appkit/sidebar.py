@@ -44,9 +44,75 @@ LAYOUT_MAX_CHARS = 4096
 """A typed pipeline layout (one letter per layer even for a 128-layer model with 16 virtual stages)."""
 
 
+STORE = "_job_values"
+"""The sidebar's values, kept while their group is not drawn. Streamlit forgets the value of a
+widget that a run does not draw; only the chosen group's widgets are drawn (drawing all ~150 on
+every run cost ~200 ms in the browser), so the rest live here and go back into Session State
+before their widgets are drawn again."""
+GROUPS = ("Model", "Hardware", "Software stack", "Batch and precision", "Overlap and ZeRO-3",
+          "Failures, start-up, input and cost", "Scenario file and link")
+GROUP_KEY = "_sidebar_group"
+
+
+def _job_keys() -> frozenset:
+    """The Session State keys of the job's widgets (what the store keeps)."""
+    if "_job_keys" not in st.session_state:
+        plain = set(run_inputs.PURPOSE) | set(run_inputs.STUDY)    # not widgets: Streamlit keeps them itself
+        st.session_state["_job_keys"] = frozenset(k for k in state.widget_values(state.default_scenario())
+                                                  if k not in plain) | {"use_profile"}
+    return st.session_state["_job_keys"]
+
+
 def _apply(values: dict) -> None:
+    store = st.session_state.setdefault(STORE, {})
     for k, v in values.items():
         st.session_state[k] = v
+        if k in _job_keys():
+            store[k] = v
+
+
+CLUSTER_KEYS = frozenset(("num_gpus", "zero_stage", "sequence_parallel", *state.LAYOUT_FIELDS))
+STACK_KEYS = frozenset(("stack", "moe_router_fusion", "moe_permute_fusion", "moe_expert_capacity_factor",
+                        "moe_pad_expert_input_to_capacity", "moe_load_imbalance", "attention_dropout"))
+BATCH_KEYS = frozenset(("seq_length", "global_batch_size", "micro_batch_size", "training_tokens_b", "precision",
+                        "recompute", "grad_reduce_in_fp32", "attention_backend", "moe_dispatcher",
+                        "elementwise_kernels", "cross_entropy", "optimizer_kernels", "selective_recompute",
+                        "recompute_num_layers", "activation_offload_layers", "pipeline_layout"))
+
+
+def _group_keys(group: str | None) -> frozenset:
+    """The widget keys a group draws (besides the cluster's, always drawn)."""
+    keys = _job_keys()
+    if group == "Model":
+        return frozenset(k for k in keys if k.startswith("m_") or k in ("model_source", "model_preset"))
+    if group == "Hardware":
+        return frozenset(k for k in keys if k.startswith(("hw_", "hl_")) or k == "hardware_id")
+    if group == "Software stack":
+        return STACK_KEYS
+    if group == "Batch and precision":
+        return BATCH_KEYS
+    if group == "Overlap and ZeRO-3":
+        return frozenset(k for k in keys if k.startswith(("ov_", "fsdp_")))
+    if group == "Failures, start-up, input and cost":
+        return frozenset(k for k in keys if k not in CLUSTER_KEYS and k.startswith(
+            ("rel_", "su_", "in_", "cost_", "usd_", "use_")))
+    if group == "Scenario file and link":
+        return frozenset(("scenario_name",))
+    return frozenset()
+
+
+def _restore() -> None:
+    """Put the stored values of the widgets the last run did not draw back into Session State
+    (Streamlit has forgotten them, or holds a stale value); those it drew are as the user left them."""
+    store = st.session_state.setdefault(STORE, {})
+    fresh = CLUSTER_KEYS | _group_keys(st.session_state.get("_drawn_group"))
+    for k, v in store.items():
+        if k not in fresh or k not in st.session_state:
+            st.session_state[k] = v
+
+
+def _keep(values: dict) -> None:
+    st.session_state.setdefault(STORE, {}).update({k: v for k, v in values.items() if k in _job_keys()})
 
 
 def load_scenario(sc) -> None:
@@ -68,7 +134,7 @@ def init() -> None:
     if st.session_state.get("_initialised"):
         return
     st.session_state["_initialised"] = True
-    _apply({"cost_mode": "cloud", "usd_per_gpu_hour": 0.0, "use_profile": True})
+    _apply({"cost_basis": "listed", "usd_per_gpu_hour": 0.0, "use_profile": True})
     _apply(state.widget_values(state.default_scenario()))
     text = st.query_params.get(state.QUERY_KEY)
     if text:
@@ -92,6 +158,16 @@ def _on_stack() -> None:
 def _on_hw_source() -> None:
     if st.session_state["hw_source"] == "Edit YAML":
         st.session_state["hw_yaml_text"] = state.hardware_text(st.session_state["hardware_id"])
+    elif st.session_state["hw_source"] == "Headline numbers":
+        _apply(state.headline_fields(st.session_state["hardware_id"]))
+
+
+_HEADLINE_LABELS = (("peak_bf16_tflop_per_s", "Peak BF16, dense (TFLOP/s)", 50.0),
+                    ("hbm_capacity_gib", "HBM (GiB)", 8.0), ("hbm_bandwidth_gb_per_s", "HBM bandwidth (GB/s)", 100.0),
+                    ("scale_up_domain_size", "Scale-up domain (GPUs)", 8),
+                    ("scale_up_gb_per_s", "Scale-up per GPU, one way (GB/s)", 50.0),
+                    ("nic_gbit_per_s", "NICs per GPU, one way (Gb/s)", 100.0),
+                    ("usd_per_gpu_hour", "Price (USD per GPU-hour)", 0.25))
 
 
 def _read_upload(key: str, label: str) -> str | None:
@@ -195,8 +271,16 @@ def _hardware_widgets() -> None:
     st.radio("Hardware from", state.HW_SOURCES, key="hw_source", horizontal=True, on_change=_on_hw_source)
     src = st.session_state["hw_source"]
     st.selectbox("Hardware", list_hardware_ids(), key="hardware_id",
-                 help="Base spec; 'Edit YAML' starts from it.", disabled=src == "Upload YAML")
-    if src == "Edit YAML":
+                 help="Base spec; 'Headline numbers' and 'Edit YAML' start from it.", disabled=src == "Upload YAML")
+    if src == "Headline numbers":
+        st.text_input("Name", key="hl_name", max_chars=NAME_MAX_CHARS)
+        c = st.columns(2)
+        for i, (field, label, step) in enumerate(_HEADLINE_LABELS):
+            kw = dict(min_value=1, step=step) if isinstance(step, int) else dict(min_value=0.0, step=step)
+            c[i % 2].number_input(label, key=f"hl_{field}", **kw)
+        st.caption("The chosen spec with these numbers put in (an inline spec, carried by the link and the YAML); "
+                   "latencies, power and efficiencies stay the base's, FP8/FP4 peaks at its ratio to BF16.")
+    elif src == "Edit YAML":
         st.text_area("Hardware YAML (validated on every change)", key="hw_yaml_text", height=260)
     elif src == "Upload YAML":
         st.file_uploader(f"Hardware YAML (up to {state.MAX_UPLOAD_MIB} MiB)", type=["yaml", "yml"],
@@ -338,33 +422,42 @@ def _values() -> dict:
     return {k: v for k, v in st.session_state.items() if not k.startswith("_") or k in _NON_WIDGET}
 
 
+def set_values(values: dict) -> None:
+    """Set job values from a page's callback (the sidebar keeps them, drawn or not)."""
+    _apply(values)
+
+
+def open_group(name: str) -> None:
+    """Show one of the sidebar's groups (from a callback, before the sidebar is drawn)."""
+    st.session_state[GROUP_KEY] = name
+
+
 def job_editor() -> state.JobInputs:
-    """Draw the sidebar and return the job it describes (scenario None with an error)."""
+    """Draw the sidebar and return the job it describes (scenario None with an error). The
+    cluster and layout are always drawn; the other groups one at a time (``GROUPS``)."""
+    _restore()
     with st.sidebar:
         if st.session_state.get("_notice"):
             st.error(plain(st.session_state.pop("_notice")))
-        with st.expander("Cluster and layout", expanded=True):
-            _layout_widgets()
-        with st.expander("Model", expanded=False):
-            _model_widgets()
-        with st.expander("Hardware", expanded=False):
-            _hardware_widgets()
-        with st.expander("Software stack", expanded=False):
-            _stack_widgets()
-        with st.expander("Batch and precision", expanded=False):
-            _batch_widgets()
-        with st.expander("Overlap and ZeRO-3", expanded=False):
-            _overlap_widgets()
-        with st.expander("Failures, start-up, input and cost", expanded=False):
-            _cost_widgets()
+        st.markdown("**Cluster and layout**")
+        _layout_widgets()
+        group = st.selectbox("Edit", GROUPS, key=GROUP_KEY,
+                             help="The job's other settings, one group at a time; every group's values are kept")
+        drawn = {"Model": _model_widgets, "Hardware": _hardware_widgets, "Software stack": _stack_widgets,
+                 "Batch and precision": _batch_widgets, "Overlap and ZeRO-3": _overlap_widgets,
+                 "Failures, start-up, input and cost": _cost_widgets}.get(group)
+        if drawn is not None:
+            drawn()
+        st.session_state["_drawn_group"] = group
         v = _values()
+        _keep(v)
         try:
             sc = state.scenario_from_values(v)
             err = None
         except InputError as exc:
             sc, err = None, str(exc)
         cost = sc.cost if sc is not None else CostModel()
-        with st.expander("Scenario file and link", expanded=False):
+        if group == "Scenario file and link":
             st.text_input("Scenario name", key="scenario_name", max_chars=NAME_MAX_CHARS)
             if sc is not None:
                 st.download_button("Download scenario YAML", state.scenario_yaml(sc),
@@ -373,7 +466,8 @@ def job_editor() -> state.JobInputs:
                              key="scenario_upload", on_change=_on_scenario_upload,
                              max_upload_size=state.MAX_UPLOAD_MIB)
             _error_if("_scenario_upload_error")
-            st.caption("The page URL holds the current scenario: copy it to share this job.")
+            st.caption("The page URL holds the current scenario, with its prices and the pages' options: copy "
+                       "it to share this job.")
     if sc is not None:
         enc = state.encode_query(json.loads(json.dumps(state.scenario_to_dict(sc))))
         if st.query_params.get(state.QUERY_KEY) != enc:

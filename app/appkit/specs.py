@@ -25,14 +25,29 @@ def to_spec(c) -> dict:
     return {"spec": c.to_dict(validate=False), "height": h + AXES_PX if isinstance(h, int) else "content"}
 
 
+PLAN_CHARTS = ("breakdown", "memory", "waterfall", "roofline", "timeline", "stages")
+
+
 @st.cache_data(**cached.CACHE)
-def plan_specs(key: str) -> dict:
+def plan_spec(key: str, name: str) -> dict | None:
+    """One of the Plan page's charts (``PLAN_CHARTS``) for the job ``key``, built only when drawn."""
     v = cached.plan_view(key)
     p = v["prediction"]
-    return {
-        "breakdown": to_spec(charts.breakdown(cached.breakdown_rows(p["breakdown_s"]))),
-        "memory": to_spec(charts.memory(p["memory_breakdown_bytes"], v["usable_hbm_bytes"], v["hbm_capacity_bytes"])),
-        "roofline": to_spec(charts.roofline(v["roofline"]["points"], v["roofline"]["roofs"])),
-        "timeline": to_spec(charts.timeline(v["timeline"]["rows"])) if v["timeline"] else None,
-        "waterfall": to_spec(charts.goodput_waterfall(waterfall_rows(p["goodput_waterfall"]))),
-    }
+    if name == "breakdown":
+        return to_spec(charts.breakdown(cached.breakdown_rows(p["breakdown_s"])))
+    if name == "memory":
+        return to_spec(charts.memory(p["memory_breakdown_bytes"], v["usable_hbm_bytes"], v["hbm_capacity_bytes"]))
+    if name == "waterfall":
+        return to_spec(charts.goodput_waterfall(waterfall_rows(p["goodput_waterfall"])))
+    if name == "roofline":
+        return to_spec(charts.roofline(v["roofline"]["points"], v["roofline"]["roofs"]))
+    if name == "timeline":
+        return to_spec(charts.timeline(v["timeline"]["rows"])) if v["timeline"] else None
+    if name == "stages":
+        return to_spec(charts.stage_memory(v["stage_memory"]["rows"], v["usable_hbm_bytes"]))
+    raise ValueError(f"no Plan chart {name!r}")
+
+
+def plan_specs(key: str) -> dict:
+    """Every Plan chart (for the report and the tests)."""
+    return {name: plan_spec(key, name) for name in PLAN_CHARTS}

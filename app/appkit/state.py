@@ -17,8 +17,9 @@ from pathlib import Path
 import yaml
 
 from perfmodel.spec.cost import CostModel
-from perfmodel.spec.errors import InputError, parse_data_text
-from perfmodel.spec.hardware import HARDWARE_DIR, HardwareSpec, list_hardware_ids, parse_hardware
+from perfmodel.spec.errors import InputError, parse_data_text, validated
+from perfmodel.spec.hardware import HARDWARE_DIR, HardwareSpec, list_hardware_ids, load_hardware, parse_hardware
+from perfmodel.spec.headline import Headline, headline_of, headline_spec
 from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.presets import list_presets, load_model, parse_model
 from perfmodel.spec.scenario import PIPELINE_SCHEDULES, Scenario, load_scenario, parse_scenario, scenario_to_dict
@@ -51,7 +52,10 @@ MAX_WIDGET_INT = 2**53 - 1
 QUERY_KEY = "s"
 """URL query parameter that carries the scenario (zlib + URL-safe base64 of its JSON)."""
 MODEL_SOURCES = ("Preset", "Custom", "Uploaded")
-HW_SOURCES = ("Catalogue", "Edit YAML", "Upload YAML")
+HW_SOURCES = ("Catalogue", "Headline numbers", "Edit YAML", "Upload YAML")
+HEADLINE_FIELDS = ("peak_bf16_tflop_per_s", "hbm_capacity_gib", "hbm_bandwidth_gb_per_s", "scale_up_domain_size",
+                   "scale_up_gb_per_s", "nic_gbit_per_s", "usd_per_gpu_hour")
+"""Hardware from headline numbers (``perfmodel.spec.headline``): widget key ``hl_<field>``."""
 CUSTOM_INT_FIELDS = ("num_layers", "hidden_size", "num_attention_heads", "num_query_groups", "head_dim",
                      "ffn_hidden_size", "vocab_size", "num_experts", "top_k", "expert_ffn_hidden_size",
                      "num_shared_experts", "num_dense_layers", "interleave_step", "mtp_layers",
@@ -199,6 +203,20 @@ def hardware_text(hw_id: str) -> str:
     return (HARDWARE_DIR / f"{hw_id}.yaml").read_text() if hw_id in list_hardware_ids() else ""
 
 
+def headline_fields(hw_id: str) -> dict:
+    """The headline widgets' values for a catalogue spec (the form starts from it)."""
+    h = headline_of(load_hardware(hw_id))
+    return {"hl_name": f"custom {hw_id}",
+            **{f"hl_{k}": (int(h[k]) if k == "scale_up_domain_size" else float(h[k])) for k in HEADLINE_FIELDS}}
+
+
+def hardware_from_headline(v: dict) -> HardwareSpec:
+    """The headline widgets as an inline spec over the chosen catalogue spec, or InputError."""
+    data = {"base": v["hardware_id"], "name": v.get("hl_name") or "custom GPU",
+            **{k: v[f"hl_{k}"] for k in HEADLINE_FIELDS}}
+    return headline_spec(validated(Headline, data, "headline hardware"))
+
+
 def hardware_spec_yaml(hw: HardwareSpec) -> str:
     return yaml.safe_dump(hw.model_dump(mode="json", exclude_none=True), sort_keys=False)
 
@@ -280,9 +298,11 @@ def widget_values(sc: Scenario) -> dict:
             v.update(model_source="Uploaded", _uploaded_model=sc.model.model_dump(mode="json", exclude_none=True))
     v.update(run_inputs.widget_values(sc))
     if isinstance(sc.hardware, str):
-        v.update(hw_source="Catalogue", hardware_id=sc.hardware, hw_yaml_text=hardware_text(sc.hardware))
-    else:   # an inline spec (edited or uploaded): its YAML goes into the editor, never to a file
-        v.update(hw_source="Edit YAML", hw_yaml_text=hardware_spec_yaml(sc.hardware))
+        v.update(hw_source="Catalogue", hardware_id=sc.hardware, hw_yaml_text=hardware_text(sc.hardware),
+                 **headline_fields(sc.hardware))
+    else:   # an inline spec (edited, uploaded or from headline numbers): its YAML goes into the editor, never to a file
+        base = sc.hardware.reference_id if sc.hardware.reference_id in list_hardware_ids() else "h100-sxm"
+        v.update(hw_source="Edit YAML", hw_yaml_text=hardware_spec_yaml(sc.hardware), **headline_fields(base))
     return v
 
 
@@ -341,6 +361,8 @@ def scenario_from_values(v: dict) -> Scenario:
         hardware = v["hardware_id"]
     elif hw_src == "Edit YAML":
         hardware = hardware_from_text(v.get("hw_yaml_text") or "", "hardware YAML")
+    elif hw_src == "Headline numbers":
+        hardware = hardware_from_headline(v)
     else:
         if not v.get("_hw_uploaded_text"):
             raise InputError("hardware", "upload a hardware YAML file (or choose Catalogue)")
@@ -394,8 +416,11 @@ class JobInputs:
     use_profile: bool
 
     def key(self, **extra) -> str:
-        """A frozen, hashable cache key (JSON) for ``cached`` functions."""
-        return json.dumps({"scenario": scenario_to_dict(self.scenario),
+        """A frozen, hashable cache key (JSON) for ``cached`` functions: the scenario without its
+        ``purpose`` and ``studies`` (the pages' options, which the views take as arguments), so a
+        page option changed elsewhere leaves every other page's results cached."""
+        d = {k: v for k, v in scenario_to_dict(self.scenario).items() if k not in ("purpose", "studies")}
+        return json.dumps({"scenario": d,
                            "cost": self.cost_model.model_dump(mode="json"),
                            "use_profile": self.use_profile, **extra}, sort_keys=True)
 

@@ -4,14 +4,16 @@ defaults: time, cost, energy, and (for hardware) its best layout."""
 import pandas as pd
 import streamlit as st
 
-from appkit import cached, charts, page
+from appkit import cached, charts, page, run_inputs
 from perfmodel.present import fmt
+from perfmodel.present.money import BASIS_WORDS
 from perfmodel.spec.hardware import list_hardware_ids, reference_hardware_ids
 from perfmodel.spec.stacks import list_stacks
 from perfmodel.spec.units import KILO, SECONDS_PER_DAY
 
 j = page.job()
 st.title("Compare hardware and software")
+page.job_caption(j)
 vary = st.radio("Vary", ("hardware", "software stack"), key="cmp_vary", horizontal=True)
 if vary == "software stack":
     st.caption("The job from the sidebar under each software stack's documented defaults, its hardware and "
@@ -35,42 +37,63 @@ if vary == "software stack":
             page.chart(charts.hardware_bars(ok, "tokens_per_s_per_gpu", "throughput (tokens/s per GPU)",
                                             category="stack"))
     st.dataframe(pd.DataFrame([{
-        "stack": r["stack"], "framework": r["stack_label"],
+        "stack": r["stack"], "framework": r["stack_label"], "fits": "no" if r.get("reason") else "yes",
+        "why not": r.get("reason", ""),
         "step time": fmt.seconds(r["step_time_s"]) if r.get("step_time_s") else "-",
         "tokens/s per GPU": fmt.si(r["tokens_per_s_per_gpu"], "tok/s") if r.get("tokens_per_s_per_gpu") else "-",
         "MFU": fmt.percent(r.get("mfu")),
         "memory per GPU": fmt.bytes_binary(r["memory_per_gpu_bytes"]) if r.get("memory_per_gpu_bytes") else "-",
         "bottleneck": r.get("bottleneck") or "", "options unlike the sidebar's": r["differs"],
-        "why not": r.get("reason", ""),
-    } for r in rows]), hide_index=True)
+    } for r in rows]), hide_index=True, width="stretch")
     st.stop()
 
 st.caption("The job from the sidebar on each hardware type, with its layout as given and, optionally, the best "
-           "layout the search finds there (lens: co-design: what the same work costs on different silicon).")
+           "layout the search finds there (lens: co-design: what the same work costs on different silicon). Every "
+           "row is priced on one basis, the sidebar's, with its $/GPU-hour and source.")
 ids = list_hardware_ids()
-c1, c2, c3 = st.columns([3, 2, 1])
-chosen = c1.multiselect("Hardware", ids, default=reference_hardware_ids(), key="cmp_hardware")
-with_search = c2.checkbox("Also search the best layout on each", value=True, key="cmp_search")
-objective = c3.selectbox("Best by", ("time", "cost", "tokens_per_usd"), key="cmp_objective", disabled=not with_search)
+with st.form("cmp_form", border=False):
+    c1, c2, c3 = st.columns([3, 2, 1])
+    chosen = c1.multiselect("Hardware", ids, default=reference_hardware_ids(), key="cmp_hardware")
+    with_search = c2.checkbox("Also search the best layout on each", value=True, key="cmp_search")
+    objective = c3.selectbox("Best by", ("time", "cost", "tokens_per_usd"), key="cmp_objective")
+    c1, c2 = st.columns([3, 1])
+    c1.caption(f"Price basis: **{BASIS_WORDS[run_inputs.cost_basis(j.cost_model)]}** (sidebar, 'Failures, start-up, "
+               "input and cost'): listed prices are of different provider classes, hyperscaler or neocloud compare "
+               "on one.")
+    submitted = c2.form_submit_button("Compare", type="primary")
 if not chosen:
     st.info("Pick at least one hardware type.")
     st.stop()
-rows = page.call(cached.compare_view, j.key(), tuple(chosen), with_search, objective)
+args = (j.key(), tuple(chosen), with_search, objective)
+if with_search:
+    rows = page.run_study("compare", args, submitted, cached.compare_view,
+                          f"Comparing {len(chosen)} hardware types, searching each", "Compare")
+else:       # no search: quick, so drawn on every change
+    rows = page.call(cached.compare_view, *args)
 if rows is None:
     st.stop()
 
 ok = [r for r in rows if not r.get("reason")]
-if not j.scenario.training_tokens:
+tokens = j.scenario.training_tokens
+if not tokens:
     st.warning("Set training tokens (Batch and precision) to compare time to train, cost and energy; "
                "step time is compared meanwhile.")
+unfit = sorted({r["hardware"] for r in rows if r.get("reason")})
+if unfit:
+    st.warning("Not drawn (no fitting layout on the basis chosen, or no price on it): " + ", ".join(unfit)
+               + ". The table's 'why not' column, and the list under it, say why.")
+classes = {r["listed_class"] for r in rows}
+if run_inputs.cost_basis(j.cost_model) == "listed" and len(classes) > 1:
+    st.warning("The listed prices are of different kinds (" + ", ".join(sorted(classes)) + "): a neocloud's price "
+               "beside a hyperscaler's. Choose hyperscaler or neocloud as the price basis to compare on one.")
 if ok:
     c = st.columns(3)
-    if j.scenario.training_tokens:
+    if tokens:
         with c[0]:
             page.chart(charts.hardware_bars(ok, "time_to_train_s", "time to train (days)", SECONDS_PER_DAY,
                                             band_key="time_to_train_s"))
         with c[1]:
-            page.chart(charts.hardware_bars(ok, "cost_usd", "cost (USD)", band_key="cost_usd"))
+            page.chart(charts.hardware_bars(ok, "cost_usd", "cost (USD)", band_key="cost_usd", money=True))
         with c[2]:
             page.chart(charts.hardware_bars([{**r, "energy_wh": r["energy_kwh"] * KILO} for r in ok],
                                             "energy_wh", "energy (MWh)", 1e6))
@@ -84,13 +107,26 @@ if ok:
     st.caption("Black whiskers: the 80% error band of each prediction (docs/validation.md, 'Error band').")
 
 table = pd.DataFrame([{
-    "hardware": r["hardware"], "layout": r["layout"], "parallelism": r.get("layout_text", ""),
+    "hardware": r["hardware"], "layout": r["layout"], "fits": "no" if r.get("reason") else "yes",
+    "why not": r.get("reason", ""),
+    "time to train": fmt.seconds(r.get("time_to_train_s")), "cost": fmt.usd(r.get("cost_usd")),
+    "per M tokens": fmt.usd_per_million_tokens(r.get("cost_usd"), tokens),
+    "$/GPU-h": fmt.usd_per_gpu_hour(r["price"]["usd_per_gpu_hour"]),
     "step time": fmt.seconds(r["step_time_s"]) if r.get("step_time_s") else "-",
     "tokens/s per GPU": fmt.si(r["tokens_per_s_per_gpu"], "tok/s") if r.get("tokens_per_s_per_gpu") else "-",
     "MFU": fmt.percent(r.get("mfu")),
     "memory per GPU": fmt.bytes_binary(r["memory_per_gpu_bytes"]) if r.get("memory_per_gpu_bytes") else "-",
-    "time to train": fmt.seconds(r.get("time_to_train_s")), "cost": fmt.usd(r.get("cost_usd")),
     "energy": fmt.si(r["energy_kwh"] * KILO, "Wh") if r.get("energy_kwh") else "-",
-    "bottleneck": r.get("bottleneck") or "", "why not": r.get("reason", ""),
+    "bottleneck": r.get("bottleneck") or "", "parallelism": r.get("layout_text", ""),
 } for r in rows])
-st.dataframe(table, hide_index=True)
+st.dataframe(table, hide_index=True, width="stretch",
+             column_config={"why not": st.column_config.TextColumn(width="medium")})
+why = {(r["hardware"], r["layout"]): r["reason"] for r in rows if r.get("reason")}
+if why:
+    st.markdown("**Why not**, in full\n" + "\n".join(f"- {page.plain(h)} ({page.plain(lay)}): {page.plain(t)}"
+                                                      for (h, lay), t in why.items()))
+with st.expander("Where each price comes from"):
+    seen = {}
+    for r in rows:
+        seen.setdefault(r["hardware"], r["price"]["text"])
+    st.write("\n".join(f"- {page.plain(h)}: {page.plain(t)}" for h, t in seen.items()))

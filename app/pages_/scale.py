@@ -8,29 +8,47 @@ from perfmodel.present import fmt
 from perfmodel.spec.units import SECONDS_PER_DAY
 
 COUNTS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+DEFAULT_COUNTS = [16, 32, 64, 128, 256, 512, 1024, 2048]
+MODES = ("strong", "weak", "grow")
 
 j = page.job()
 st.title("Scale")
+page.job_caption(j)
 st.caption("The job at each GPU count, each with the best layout the search finds (lens: scale serves purpose: "
            "does each added GPU still buy throughput, and at what price per hour saved?).")
-c1, c2, c3 = st.columns([3, 1, 1])
-counts = c1.multiselect("GPU counts", COUNTS, default=[16, 32, 64, 128, 256, 512, 1024, 2048], key="scale_counts")
-mode = c2.radio("Scaling", ("strong", "weak"), key="scale_mode", horizontal=True,
-                help="strong: same global batch; weak: batch grows with the GPUs")
-objective = c3.selectbox("Best layout by", ("time", "cost", "tokens_per_usd"), key="scale_objective")
-c1, c2, c3 = st.columns(3)
-threshold = c1.slider("Efficiency threshold", 0.5, 1.0, 0.8, 0.05, key="scale_threshold",
-                      help="against the best goodput per GPU of the sweep: the knee is the first count past the best "
-                           "below this, and without a value of time or deadline the verdict is the largest count above")
-vot = run_inputs.purpose_input(c2, "Value of time (USD per day, 0 = none)", "scale_vot", step=10000.0,
-                               help="what finishing a day earlier is worth to you: the verdict never buys an hour for "
-                                    "more (saved with the scenario, in its purpose section)")
-deadline_d = run_inputs.purpose_input(c3, "Deadline (days, 0 = none)", "scale_deadline", step=10.0)
+with st.form("scale_form", border=False):
+    c1, c2, c3 = st.columns([3, 1, 1])
+    counts = run_inputs.seeded(c1.multiselect, "GPU counts", "scale_counts", "study_scale_counts", DEFAULT_COUNTS,
+                               options=COUNTS)
+    mode = run_inputs.seeded(c2.radio, "Scaling", "scale_mode", "study_scale_mode", "strong", options=MODES,
+                             horizontal=True,
+                             help="strong: the sidebar's global batch at every count; weak: the batch grows in "
+                                  "proportion to the GPUs; grow: it doubles as the GPUs double past the sidebar's "
+                                  "count, up to the batch limit (Size page; default Llama 3's 16M tokens)")
+    objective = run_inputs.seeded(c3.selectbox, "Best layout by", "scale_objective", "study_objective", "time",
+                                  options=("time", "cost", "tokens_per_usd"))
+    c1, c2, c3 = st.columns(3)
+    threshold = c1.slider("Efficiency threshold", 0.5, 1.0, 0.8, 0.05, key="scale_threshold",
+                          help="against the best goodput per GPU of the sweep: the knee is the first count past the "
+                               "best below this, and without a value of time or deadline the verdict is the largest "
+                               "count above")
+    vot = run_inputs.seeded(c2.number_input, "Value of time (USD per day, 0 = none)", "scale_vot", "purpose_vot",
+                            0.0, min_value=0.0, step=10000.0,
+                            help="what finishing a day earlier is worth to you: the verdict never buys an hour for "
+                                 "more (saved with the scenario, in its purpose section)")
+    deadline_d = run_inputs.seeded(c3.number_input, "Deadline (days, 0 = none)", "scale_deadline",
+                                   "purpose_deadline_days", 0.0, min_value=0.0, step=10.0)
+    submitted = st.form_submit_button("Run the sweep", type="primary", on_click=run_inputs.submit_sync({
+        "scale_counts": ("study_scale_counts", 1.0, DEFAULT_COUNTS), "scale_mode": ("study_scale_mode", 1.0, "strong"),
+        "scale_objective": ("study_objective", 1.0, "time"), "scale_vot": ("purpose_vot", 1.0, 0.0),
+        "scale_deadline": ("purpose_deadline_days", 1.0, 0.0)}))
 if not counts:
     st.info("Pick at least one GPU count.")
     st.stop()
-res = page.call(cached.scale_view, j.key(), tuple(sorted(counts)), mode, objective, threshold,
-                vot or None, deadline_d * SECONDS_PER_DAY or None)
+res = page.run_study("scale", (j.key(), tuple(sorted(counts)), mode, objective, threshold, vot or None,
+                               deadline_d * SECONDS_PER_DAY or None, j.scenario.studies.max_batch_tokens), submitted,
+                     cached.scale_view,
+                     f"Searching the best layout at {len(counts)} GPU counts", "Run the sweep")
 if res is None:
     st.stop()
 
@@ -61,12 +79,12 @@ with c[0]:
                               band_key="time_to_train_s",
                               rule=deadline_d * SECONDS_PER_DAY or None, rule_label="deadline"))
 with c[1]:
-    page.chart(charts.scaling(pts, "cost_usd", "cost (USD)", band_key="cost_usd"))
+    page.chart(charts.scaling(pts, "cost_usd", "cost (USD)", band_key="cost_usd", y_format=charts.USD_FORMAT))
 marginal = [p for p in pts if p["marginal_usd_per_hour_saved"] is not None]
 if marginal:
     st.subheader("What each hour saved costs (lens: scale serves purpose)")
     page.chart(charts.scaling(marginal, "marginal_usd_per_hour_saved", "marginal cost per hour saved (USD/h)",
-                              rule=per_day or None, rule_label="value of time"))
+                              rule=per_day or None, rule_label="value of time", y_format=charts.USD_FORMAT))
     st.caption("From the count before to this one: extra dollars over hours of wall time saved. Above the dashed value "
                "of time, the hours are not worth their price. Negative: the larger count is also cheaper.")
 bd = [{"num_gpus": p["num_gpus"], "component": k, "seconds": s}
@@ -82,7 +100,8 @@ def band_text(p, key, formatter):
 
 
 st.dataframe(pd.DataFrame([{
-    "GPUs": p["num_gpus"], "global batch": p["global_batch_size"],
+    "GPUs": p["num_gpus"], "runs": "no" if p["skipped_reason"] else "yes", "skipped because": p["skipped_reason"],
+    "global batch": f"{p['global_batch_size']:,} ({fmt.compact(p['global_batch_size'] * j.scenario.seq_length)} tokens)",
     "layout": (" ".join(f"{k}{p['layout'][k]}" for k in ("tp", "pp", "vpp", "cp", "dp")) if p["layout"] else ""),
     "tokens/s per GPU": fmt.si(p["tokens_per_s_per_gpu"], "tok/s") if not p["skipped_reason"] else "-",
     "goodput": fmt.percent(p["goodput_frac"]) if not p["skipped_reason"] else "-",
@@ -91,8 +110,10 @@ st.dataframe(pd.DataFrame([{
     "time to solution": fmt.seconds(p["time_to_solution_s"]),
     "time 80% band": band_text(p, "time_to_train_s", fmt.seconds),
     "cost": fmt.usd(p["cost_usd"]) if not p["skipped_reason"] else "-",
+    "per M tokens": fmt.usd_per_million_tokens(p["cost_usd"], j.scenario.training_tokens)
+    if not p["skipped_reason"] else "-",
     "cost 80% band": band_text(p, "cost_usd", fmt.usd),
     "useful tokens per $": fmt.si(p["useful_tokens_per_usd"]) if not p["skipped_reason"] else "-",
     "$ per hour saved": fmt.usd(p["marginal_usd_per_hour_saved"]), "bottleneck": p["bottleneck"] or "",
-    "skipped because": p["skipped_reason"],
-} for p in res["points"]]), hide_index=True)
+} for p in res["points"]]), hide_index=True, width="stretch")
+st.caption(page.plain(f"Price: {res['price']['text']}"))

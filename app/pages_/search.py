@@ -1,11 +1,12 @@
-"""Search: every layout of the job, ranked; the time-cost Pareto front; why layouts fail."""
+"""Search: every layout of the job at the sidebar's GPU count, ranked; the time-cost Pareto front; why
+layouts fail. Other GPU counts only when asked; loading a layout says what it changes."""
 
 import json
 
 import pandas as pd
 import streamlit as st
 
-from appkit import cached, charts, page, sidebar
+from appkit import cached, charts, page, run_inputs, sidebar
 from perfmodel.present import fmt
 
 MAX_EXTRA_COUNTS = 16
@@ -13,16 +14,41 @@ MAX_EXTRA_COUNTS = 16
 MAX_GPU_COUNT = 2**31 - 1
 
 j = page.job()
+n_job = j.scenario.num_gpus
 st.title("Search")
-st.caption("Every parallel layout, micro-batch size and recompute policy of the job, evaluated at once and "
-           "ranked. The sidebar's layout is ignored here; its model, hardware, GPUs and batch are kept.")
-c1, c2, c3, c4 = st.columns(4)
-objective = c1.selectbox("Rank by", ("time", "cost", "tokens_per_usd"), key="search_objective")
-top_k = c2.number_input("Show the top", min_value=1, max_value=50, value=10, key="search_top_k")
-max_mbs = c3.number_input("Largest micro-batch", min_value=1, max_value=32, value=8, key="search_mbs")
-counts_text = c4.text_input("Also try GPU counts (comma-separated)", value="32, 128", key="search_counts",
-                            max_chars=200, help="adds other cluster sizes, which makes the time-cost front "
-                                                f"non-trivial (up to {MAX_EXTRA_COUNTS})")
+page.job_caption(j)
+if st.session_state.get("_loaded_note"):
+    st.success(page.plain(st.session_state.pop("_loaded_note")))
+st.caption(f"Every parallel layout, micro-batch size and recompute policy of the job at the sidebar's "
+           f"{n_job:,} GPUs, evaluated at once and ranked. The sidebar's layout is ignored here; its model, hardware, "
+           f"GPU count and batch are kept. Other GPU counts are searched only when you add them.")
+with st.form("search_form", border=False):
+    c1, c2, c3, c4 = st.columns(4)
+    objective = run_inputs.seeded(c1.selectbox, "Rank by", "search_objective", "study_objective", "time",
+                                  options=("time", "cost", "tokens_per_usd"))
+    top_k = c2.number_input("Show the top", min_value=1, max_value=50, value=10, key="search_top_k")
+    max_mbs = c3.number_input("Largest micro-batch", min_value=1, max_value=32, value=8, key="search_mbs")
+    stored = st.session_state.get("study_search_counts")       # the scenario's list, shown as text
+    want = ", ".join(str(x) for x in stored or () if x != n_job)
+    run = st.session_state.get("_run", 0)
+    if st.session_state.get("_seeded_search_counts") != want or st.session_state.get("_drawn_search_counts") != run - 1:
+        st.session_state["search_counts"] = want
+        st.session_state["_seeded_search_counts"] = want
+    st.session_state["_drawn_search_counts"] = run
+    counts_text = c4.text_input("Also try GPU counts (optional, comma-separated)", key="search_counts",
+                                max_chars=200, help=f"other cluster sizes, which make the time-cost front non-trivial "
+                                                    f"(up to {MAX_EXTRA_COUNTS}); empty: only the sidebar's {n_job:,}")
+
+    def _sync() -> None:
+        run_inputs.submit_sync({"search_objective": ("study_objective", 1.0, "time")})()
+        text = st.session_state.get("search_counts", "")
+        words = [x for x in text.replace(" ", "").split(",") if x]
+        if all(x.isascii() and x.isdigit() and 1 <= int(x) <= MAX_GPU_COUNT for x in words) and \
+                len(words) <= MAX_EXTRA_COUNTS:
+            st.session_state["study_search_counts"] = [int(x) for x in words] or None
+            st.session_state["_seeded_search_counts"] = ", ".join(words)
+
+    submitted = st.form_submit_button("Search", type="primary", on_click=_sync)
 words = [x for x in counts_text.replace(" ", "").split(",") if x]
 if not all(x.isascii() and x.isdigit() and 1 <= int(x) <= MAX_GPU_COUNT for x in words):
     st.error(page.plain(f"GPU counts: {counts_text!r} is not a comma-separated list of whole numbers from 1 to "
@@ -34,8 +60,10 @@ if len(words) > MAX_EXTRA_COUNTS:
 extra = tuple(int(x) for x in words)
 options = {"objective": objective, "top_k": int(top_k), "max_micro_batch_size": int(max_mbs)}
 if extra:
-    options["gpu_counts"] = sorted({j.scenario.num_gpus, *extra})
-res = page.call(cached.search_view, j.key(), json.dumps(options, sort_keys=True))
+    options["gpu_counts"] = sorted({n_job, *extra})
+res = page.run_study("search", (j.key(), json.dumps(options, sort_keys=True)), submitted, cached.search_view,
+                     f"Searching the layouts at {', '.join(str(n) for n in options.get('gpu_counts', [n_job]))} GPUs",
+                     "Search")
 if res is None:
     st.stop()
 
@@ -43,7 +71,11 @@ st.caption(f"{res['num_enumerated']:,} combinations enumerated, {res['num_valid'
            f"{res['num_fitting']:,} fit in memory; {fmt.seconds(res['elapsed_s'])}.")
 if not res["top"]:
     first = next(iter(res["rejected"]), "no layout enumerated")
-    st.error(page.plain(f"No layout runs and fits: {first}"))
+    st.warning(page.plain(f"No layout runs and fits at {n_job:,} GPUs; the most common reason: {first}. "
+                          "Add larger GPU counts above, or see Size for the counts that do."))
+    if res["rejected"]:
+        st.subheader("Why layouts were rejected")
+        page.chart(charts.rejected(res["rejected"]))
     st.stop()
 
 cost_label = "cost of training" if res["cost_basis"] == "training_tokens" else "cost of one step"
@@ -55,21 +87,38 @@ top = pd.DataFrame([{
     cost_label: fmt.usd(c["cost_usd"]), "bottleneck": c["bottleneck"],
 } for i, c in enumerate(res["top"])])
 st.subheader(f"Top {len(res['top'])} by {objective}")
-st.dataframe(top, hide_index=True)
+others = sorted({c["num_gpus"] for c in res["top"]} - {n_job})
+if others:
+    st.info(f"The list holds layouts at {', '.join(f'{n:,}' for n in others)} GPUs besides the sidebar's {n_job:,}: "
+            "loading one changes the sidebar's GPU count, and the button says so.")
+st.dataframe(top, hide_index=True, width="stretch")
 
 
 def _use(i: int) -> None:
-    sidebar.load_scenario_data(res["top_scenarios"][i])
+    data = res["top_scenarios"][i]
+    sidebar.load_scenario_data(data)
+    if data.get("num_gpus") != n_job and "_notice" not in st.session_state:
+        st.session_state["_loaded_note"] = (f"Loaded layout {i + 1}: the GPU count changed from {n_job:,} to "
+                                            f"{data['num_gpus']:,}.")
 
 
-c1, c2 = st.columns([1, 3])
-pick = c1.selectbox("Layout to load", range(1, len(res["top"]) + 1), key="search_pick")
-c2.button("Load it into the sidebar (and the Plan page)", on_click=_use, args=(pick - 1,), key="search_load")
+def _label(i: int) -> str:
+    c = res["top"][i]
+    return f"{i + 1}: tp{c['tp']} pp{c['pp']} cp{c['cp']} dp{c['dp']} at {c['num_gpus']:,} GPUs"
+
+
+c1, c2 = st.columns([2, 3])
+pick = c1.selectbox("Layout to load", range(len(res["top"])), format_func=_label, key="search_pick")
+n_pick = res["top"][pick]["num_gpus"]
+label = ("Load it into the sidebar (and the Plan page)" if n_pick == n_job else
+         f"Load it into the sidebar: changes the GPU count from {n_job:,} to {n_pick:,}")
+c2.button(label, on_click=_use, args=(pick,), key="search_load")
 
 st.subheader("Time against cost: every fitting layout, the Pareto front in black")
 page.chart(charts.pareto(res["cloud"], res["pareto"], res["time_basis"]))
 if res["cloud_sampled"]:
-    st.caption("The cloud is a uniform sample of the fitting layouts, for drawing speed; the front uses all of them.")
+    st.caption(f"The cloud is an even sample of {len(res['cloud']):,} of the {res['num_fitting']:,} fitting layouts, "
+               "for drawing speed; the front uses all of them.")
 if res["rejected"]:
     st.subheader("Why layouts were rejected")
     page.chart(charts.rejected(res["rejected"]))

@@ -1,48 +1,82 @@
-"""Size a cluster: per hardware type, the cheapest GPU count and layout within a deadline and budget, how
-likely it is to meet them, and whether to buy or rent."""
+"""Size a cluster: per hardware type, the cheapest GPU count, layout and global batch within a deadline and
+budget, at one price basis, how likely it is to meet them, and whether to buy or rent."""
 
 import pandas as pd
 import streamlit as st
 
-from appkit import cached, charts, page, run_inputs
+from appkit import cached, charts, page, run_inputs, sidebar
 from perfmodel.present import fmt
+from perfmodel.present.money import BASIS_WORDS
+from perfmodel.present.verdicts import batch_text
 from perfmodel.spec.hardware import list_hardware_ids, reference_hardware_ids
-from perfmodel.spec.units import GIGA, SECONDS_PER_DAY
+from perfmodel.spec.studies import MAX_BATCH_TOKENS_DEFAULT
+from perfmodel.spec.units import GIGA, MEGA, SECONDS_PER_DAY
 
 COUNTS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+DEFAULT_COUNTS = [64, 128, 256, 512, 1024, 2048, 4096]
 
 j = page.job()
+sc = j.scenario
 st.title("Size a cluster")
+page.job_caption(j)
 st.caption("For each hardware type: the cheapest GPU count (with its best layout) that trains the tokens within "
            "the deadline and the budget, goodput (failures, checkpoints, restarts) included. The model, sequence, "
-           "batch and precision come from the sidebar.")
-c1, c2, c3 = st.columns(3)
-tokens_b = c1.number_input("Training tokens (billions)", min_value=1.0, step=100.0,
-                           value=float((j.scenario.training_tokens or 1e12) / GIGA), key="size_tokens")
-deadline_d = run_inputs.purpose_input(c2, "Deadline (days, 0 = none)", "size_deadline", step=5.0)
-budget = run_inputs.purpose_input(c3, "Budget (USD, 0 = none)", "size_budget", step=1.0e5)
+           "batch and precision come from the sidebar; where that batch cannot meet the targets, the batch doubles "
+           "(as real runs grow it with their GPUs) up to the limit below, and the table says so.")
 ids = list_hardware_ids()
-c1, c2 = st.columns(2)
-hardware = c1.multiselect("Hardware", ids, default=reference_hardware_ids(), key="size_hardware")
-counts = c2.multiselect("GPU counts to try", COUNTS, default=[64, 128, 256, 512, 1024, 2048], key="size_counts")
+with st.form("size_form", border=False):
+    c1, c2, c3 = st.columns(3)
+    tokens_b = run_inputs.seeded(c1.number_input, "Training tokens (billions)", "size_tokens", "_size_tokens_none",
+                                 float((sc.training_tokens or 1e12) / GIGA), min_value=1.0, step=100.0,
+                                 help="the job's training tokens (the sidebar's): set here, they are the job's")
+    deadline_d = run_inputs.seeded(c2.number_input, "Deadline (days, 0 = none)", "size_deadline",
+                                   "purpose_deadline_days", 0.0, min_value=0.0, step=5.0)
+    budget = run_inputs.seeded(c3.number_input, "Budget (USD, 0 = none)", "size_budget", "purpose_budget", 0.0,
+                               min_value=0.0, step=1.0e5, format="%.0f")
+    c1, c2 = st.columns(2)
+    hardware = run_inputs.seeded(c1.multiselect, "Hardware", "size_hardware", "study_size_hardware",
+                                 reference_hardware_ids(), options=ids)
+    counts = run_inputs.seeded(c2.multiselect, "GPU counts to try", "size_counts", "study_size_counts",
+                               DEFAULT_COUNTS, options=COUNTS)
+    c1, c2, c3 = st.columns([1, 1, 2])
+    grow = run_inputs.seeded(c1.checkbox, "Let the batch grow", "size_grow", "study_grow_batch", True,
+                             help="where the sidebar's global batch cannot meet the deadline or the budget, double "
+                                  "it up to the limit; off: the sidebar's batch at every count")
+    limit_m = run_inputs.seeded(c2.number_input, "Batch limit (M tokens)", "size_limit", "study_max_batch_mtokens",
+                                MAX_BATCH_TOKENS_DEFAULT / MEGA, min_value=0.001, step=4.0, format="%.3g",
+                                help="default 16.8M tokens: Llama 3 405B's final batch, 2,048 x 8,192 (Llama Team "
+                                     "2024, section 3.4.1); a batch past the critical batch (McCandlish et al. 2018) "
+                                     "would need more tokens")
+    c3.caption(f"Price basis: **{BASIS_WORDS[run_inputs.cost_basis(j.cost_model)]}** for every row (sidebar, "
+               "'Failures, start-up, input and cost').")
+    def _sync_tokens() -> None:      # the tokens are the job's: into the sidebar (and so the link)
+        sidebar.set_values({"training_tokens_b": float(st.session_state["size_tokens"])})
+
+    submitted = st.form_submit_button("Size the cluster", type="primary", on_click=run_inputs.submit_sync({
+        "size_deadline": ("purpose_deadline_days", 1.0, 0.0), "size_budget": ("purpose_budget", 1.0, 0.0),
+        "size_hardware": ("study_size_hardware", 1.0, reference_hardware_ids()),
+        "size_counts": ("study_size_counts", 1.0, DEFAULT_COUNTS), "size_grow": ("study_grow_batch", 1.0, True),
+        "size_limit": ("study_max_batch_mtokens", 1.0, MAX_BATCH_TOKENS_DEFAULT / MEGA)}, then=_sync_tokens))
 if not hardware or not counts:
     st.info("Pick at least one hardware type and one GPU count.")
     st.stop()
 deadline_s = deadline_d * SECONDS_PER_DAY or None
-res = page.call(cached.size_view, j.key(), tokens_b * GIGA, deadline_s, budget or None, tuple(hardware),
-                tuple(sorted(counts)))
+res = page.run_study("size", (j.key(), tokens_b * GIGA, deadline_s, budget or None, tuple(hardware),
+                              tuple(sorted(counts)), bool(grow), float(limit_m) * MEGA), submitted, cached.size_view,
+                     f"Sizing {len(hardware)} hardware types x {len(counts)} GPU counts", "Size the cluster")
 if res is None:
     st.stop()
 
-fits = [r for r in res["rows"] if r["num_gpus"]]
+rows, seq = res["rows"], res["seq_length"]
+fits = [r for r in rows if r["num_gpus"]]
 if fits:
     best = min(fits, key=lambda r: r["cost_usd"])
     chance = ""
     if best.get("probability_met") is not None:
         chance = (f" Chance it meets the deadline and the budget under the 80% error band's distribution: "
                   f"**{fmt.probability(best['probability_met'])}**.")
-    st.success(f"**Cheapest: {best['num_gpus']} x {page.plain(best['hardware'])}**: {page.plain(best['reason'])}."
-               + chance)
+    st.success(f"**Cheapest: {best['num_gpus']} x {page.plain(best['hardware'])}** at "
+               f"{fmt.usd_per_gpu_hour(best['price']['usd_per_gpu_hour'])}: {page.plain(best['reason'])}." + chance)
     risky = [r for r in fits if r.get("probability_met") is not None and r["probability_met"] < 0.5]
     if risky:
         st.warning("Less likely than not to meet the deadline and the budget, once the model's error is counted: "
@@ -51,9 +85,20 @@ if fits:
                    + ". Leave room, or choose a larger count.")
 else:
     st.warning("No hardware type meets both the deadline and the budget; the table says why for each.")
+grown = [r for r in rows if r.get("batch_grown")]
+if grown:
+    st.info("**The batch, not the hardware, was what limited** " + ", ".join(page.plain(r["hardware"]) for r in grown)
+            + f": at the sidebar's batch of {page.plain(batch_text(sc.global_batch_size, seq))} no count met both "
+              "targets, so the batch grew (see 'batch'). Set the batch limit, or switch growth off, above.")
+mixed = {r["listed_class"] for r in rows} if j.cost_model.mode == "cloud" and j.cost_model.cloud_class == "listed" \
+    and j.cost_model.usd_per_gpu_hour is None else set()
+if len(mixed) > 1:
+    st.warning("The listed prices are of different kinds (" + ", ".join(sorted(mixed)) + "), so costs do not "
+               "compare on one basis: choose hyperscaler or neocloud, your own price or TCO in the sidebar.")
 page.chart(charts.sizing(res["options"], deadline_s, budget or None))
-st.caption("Lines join the GPU counts of one hardware type (more GPUs: faster, usually dearer); black rings mark "
-           "each type's choice; dashed red rules are the deadline and the budget (lens: scale serves purpose).")
+st.caption("Lines join the GPU counts of one hardware type (more GPUs: faster, usually dearer; a larger batch "
+           "draws its own point); black rings mark each type's choice; dashed red rules are the deadline and the "
+           "budget (lens: scale serves purpose).")
 
 
 def chance(r):
@@ -61,17 +106,24 @@ def chance(r):
 
 
 st.dataframe(pd.DataFrame([{
-    "hardware": r["hardware"], "GPUs": r["num_gpus"] or "-",
-    "layout": " ".join(f"{k}{r['layout'][k]}" for k in ("tp", "pp", "vpp", "cp", "dp")) if r.get("layout") else "",
+    "hardware": r["hardware"], "meets both": "yes" if r["num_gpus"] else "no", "GPUs": f"{r['num_gpus']:,}" if r["num_gpus"] else "-",
+    "batch": f"{fmt.compact(r['global_batch_size'] * seq)} tokens" + (" (grown)" if r.get("batch_grown") else ""),
     "time to train": fmt.seconds(r.get("time_to_train_s")),
-    "time 80% band": fmt.band((r.get("band") or {}).get("time_to_train_s"), fmt.seconds),
-    "cost": fmt.usd(r.get("cost_usd")), "cost 80% band": fmt.band((r.get("band") or {}).get("cost_usd"), fmt.usd),
+    "cost": fmt.usd(r.get("cost_usd")), "per M tokens": fmt.usd_per_million_tokens(r.get("cost_usd"), tokens_b * GIGA),
+    "$/GPU-h": fmt.usd_per_gpu_hour(r["price"]["usd_per_gpu_hour"]),
     "P(on time and budget)": chance(r),
-    "MFU": fmt.percent(r.get("mfu")), "goodput": fmt.percent(r.get("goodput_frac")), "why": r["reason"],
-} for r in res["rows"]]), hide_index=True)
+    "time 80% band": fmt.band((r.get("band") or {}).get("time_to_train_s"), fmt.seconds),
+    "cost 80% band": fmt.band((r.get("band") or {}).get("cost_usd"), fmt.usd),
+    "layout": " ".join(f"{k}{r['layout'][k]}" for k in ("tp", "pp", "vpp", "cp", "dp")) if r.get("layout") else "",
+    "MFU": fmt.percent(r.get("mfu")), "goodput": fmt.percent(r.get("goodput_frac")),
+} for r in rows]), hide_index=True, width="stretch")
+st.markdown("**Why, per hardware type**\n" + "\n".join(f"- **{page.plain(r['hardware'])}**: {page.plain(r['reason'])}"
+                                                          for r in rows))
+with st.expander("Where each price comes from"):
+    st.write("\n".join(f"- {page.plain(r['hardware'])}: {page.plain(r['price']['text'])}" for r in rows))
 
 st.subheader("Buy or rent")
-money = [r for r in res["rows"] if r.get("buy_vs_rent")]
+money = [r for r in rows if r.get("buy_vs_rent")]
 if money:
     st.dataframe(pd.DataFrame([{
         "hardware": r["hardware"], "GPUs": r["buy_vs_rent"]["num_gpus"],

@@ -136,7 +136,7 @@ ARG_BOUNDS = {
     "price": (0, limits.MAX_USD), "purchase": (0, limits.MAX_USD), "pue": (0, limits.MAX_RATIO),
     "usd_per_kwh": (None, limits.MAX_USD), "amortisation_years": (0, limits.MAX_YEARS), "utilisation": (0, 1.0),
     "efficiency_threshold": (0, 1.0), "value_of_time": (0, limits.MAX_USD), "budget_usd": (0, limits.MAX_USD),
-    "tokens": (0, limits.MAX_TRAINING_TOKENS), "deadline_days": (0, limits.MAX_SECONDS / SECONDS_PER_DAY),
+    "tokens": (0, limits.MAX_TRAINING_TOKENS), "max_batch_tokens": (0, limits.MAX_TRAINING_TOKENS), "deadline_days": (0, limits.MAX_SECONDS / SECONDS_PER_DAY),
 }
 """Numeric options: (lower, upper) with the value > lower (>= 0 where lower is None) and <= upper,
 and finite (``--tokens inf`` and ``--price nan`` parse as floats). ``--top`` and
@@ -189,6 +189,8 @@ def cost_model(args, scenario):
     d = scenario.cost.model_dump(exclude_defaults=True)
     if args.tco:
         d["mode"] = "tco"
+    if getattr(args, "price_basis", None):
+        d["cloud_class"] = args.price_basis
     for key, attr in (("usd_per_gpu_hour", "price"), ("purchase_usd_per_gpu", "purchase"), ("pue", "pue"),
                       ("usd_per_kwh", "usd_per_kwh"), ("amortisation_years", "amortisation_years"),
                       ("utilisation_frac", "utilisation")):
@@ -250,6 +252,9 @@ def add_cost_options(p) -> None:
     g = p.add_argument_group("cost")
     g.add_argument("--price", type=float, help="cloud price, USD per GPU-hour (default: the scenario's cost "
                                                "section, else the hardware's)")
+    g.add_argument("--price-basis", choices=["listed", "hyperscaler", "neocloud"],
+                   help="which rental price of each hardware spec: its listed one (default; the provider class "
+                        "differs between specs) or the on-demand price of one provider class for every spec")
     g.add_argument("--tco", action="store_true", help="own the hardware: capex + networking + energy")
     g.add_argument("--purchase", type=float, help="purchase price per GPU, USD (TCO)")
     g.add_argument("--pue", type=float)

@@ -16,6 +16,7 @@ from perfmodel.cli.common import (
 )
 from perfmodel.present import fmt
 from perfmodel.present.goodput import waterfall_rows
+from perfmodel.present.money import price_text
 
 DEFAULT_BAND_OUT = "project"
 """``--fit-bands`` with no path: the project's band table."""
@@ -53,9 +54,12 @@ def cmd_predict(args) -> int:
         rows += [["time to train", fmt.seconds(p.time_to_train_s), fmt.band(b.get("time_to_train_s"), fmt.seconds)],
                  ["GPU-hours", fmt.si(p.gpu_hours), ""],
                  ["cost", fmt.usd(p.cost_usd), fmt.band(b.get("cost_usd"), fmt.usd)],
+                 ["per million tokens", fmt.usd_per_million_tokens(p.cost_usd, sc.training_tokens), ""],
                  ["energy", fmt.energy_kwh(p.energy_kwh), ""]]
     band_note = (f"80% band ({p.band_stratum} published runs)" if p.band else "")
     print(fmt.table(rows, header=["", "predicted", band_note]))
+    if p.cost_usd is not None:
+        print(f"price: {price_text(pm.price(sc, cost=cost_model(args, sc)))}")
     print()
     total = p.step_time_s
     print(fmt.table([[k, fmt.seconds(v), fmt.percent(v / total)] for k, v in p.breakdown_s.items() if v > 0],

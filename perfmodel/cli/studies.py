@@ -18,6 +18,7 @@ from perfmodel.cli.common import (
     write_csv,
 )
 from perfmodel.present import fmt
+from perfmodel.present.money import price_text
 from perfmodel.present.verdicts import knee_text, scale_verdict_text, sizing_reason_text
 from perfmodel.spec.units import SECONDS_PER_DAY
 
@@ -26,6 +27,8 @@ def cmd_search(args) -> int:
     check_numbers(args)
     sc = load(args.scenario, args.set)
     counts = csv_list(args.gpus, int, "gpus")
+    if not counts and sc.studies.search_gpu_counts:     # the scenario's own extra counts (an app link's)
+        counts = sorted({sc.num_gpus, *sc.studies.search_gpu_counts})
     opts = search_options(args, top_k=args.top, **({"gpu_counts": tuple(counts)} if counts else {}))
     res = pm.search(sc, opts, profile=profile_choice(args), cost=cost_model(args, sc),
                     progress=progress_bar("search", args.progress))
@@ -67,7 +70,8 @@ def cmd_scale(args) -> int:
     res = pm.scale(sc, csv_list(args.gpus, int, "gpus"), mode=args.mode, options=search_options(args, top_k=1),
                    profile=profile_choice(args), cost=cost_model(args, sc), failures=failure_model(args, sc),
                    efficiency_threshold=args.efficiency_threshold, value_of_time_usd_per_day=args.value_of_time,
-                   deadline_s=deadline, progress=progress_bar("scale", args.progress))
+                   deadline_s=deadline, max_batch_tokens=args.max_batch_tokens,
+                   progress=progress_bar("scale", args.progress))
     if args.format == "json":
         emit_json(res.to_dict())
         return 0
@@ -102,7 +106,8 @@ def cmd_size(args) -> int:
     res = pm.size(sc, args.tokens, deadline_s=deadline, budget_usd=args.budget_usd,
                   hardware_ids=csv_list(args.hardware, str, "hardware"), gpu_counts=csv_list(args.gpus, int, "gpus"),
                   options=search_options(args), profile=profile_choice(args), cost=cost_model(args, sc),
-                  failures=failure_model(args, sc), progress=progress_bar("size", args.progress))
+                  failures=failure_model(args, sc), grow_batch=False if args.fixed_batch else None,
+                  max_batch_tokens=args.max_batch_tokens, progress=progress_bar("size", args.progress))
     if args.format == "json":
         emit_json(res.to_dict())
         return 0
@@ -114,17 +119,22 @@ def cmd_size(args) -> int:
         c, shown = r.choice, r.choice or r.binding
         p_met = fmt.probability(shown.probability_met) if shown else "-"
         if c is None:
-            table.append([r.hardware_id, "-", "-", "-", "-", "-", p_met, sizing_reason_text(r)])
+            table.append([r.hardware_id, "-", "-", "-", "-", "-", "-", "-", p_met, sizing_reason_text(r)])
         else:
-            table.append([r.hardware_id, str(c.num_gpus), layout_text(c.candidate), fmt.seconds(c.time_to_train_s),
-                          fmt.usd(c.cost_usd), fmt.percent(c.goodput_frac), p_met, sizing_reason_text(r)])
+            table.append([r.hardware_id, str(c.num_gpus), layout_text(c.candidate),
+                          fmt.compact(c.global_batch_size * r.seq_length), fmt.seconds(c.time_to_train_s),
+                          fmt.usd(c.cost_usd), fmt.usd_per_million_tokens(c.cost_usd, res.tokens),
+                          fmt.percent(c.goodput_frac), p_met, sizing_reason_text(r)])
         bvr = r.buy_vs_rent
         if bvr is not None:
             money.append([r.hardware_id, str(bvr.num_gpus), fmt.usd(bvr.rent_usd), fmt.usd(bvr.tco_usd),
                           fmt.si(bvr.break_even_gpu_hours, "h"), fmt.percent(bvr.break_even_utilisation_frac),
                           f"{bvr.break_even_months:.1f}"])
-    print(fmt.table(table, header=["hardware", "GPUs", "layout", "time to train", "cost", "goodput", "P(on time, budget)",
-                                   "why"]))
+    print(fmt.table(table, header=["hardware", "GPUs", "layout", "batch (tokens)", "time to train", "cost",
+                                   "per M tokens", "goodput", "P(on time, budget)", "why"]))
+    for r in res.rows:
+        if r.rule != "no_price":
+            print(f"{r.hardware_id} price: {price_text(pm.price(sc.model_copy(update={'hardware': r.hardware_id}), cost=cost_model(args, sc)))}")
     if money:
         print()
         print(fmt.table(money, header=["buy or rent", "GPUs", "rent", "own (TCO)", "break-even per GPU",
@@ -138,13 +148,20 @@ def register(sub) -> None:
     p = sub.add_parser("search", help="find the best parallel layouts for a job")
     add_study_options(p)
     p.add_argument("--top", type=int, default=10)
-    p.add_argument("--gpus", help="comma-separated GPU counts to search too (default: the scenario's)")
+    p.add_argument("--gpus", help="comma-separated GPU counts to search (default: the scenario's num_gpus, with "
+                                   "its studies.search_gpu_counts)")
     p.set_defaults(func=cmd_search)
 
     p = sub.add_parser("scale", help="best layout, efficiency, time and cost across GPU counts")
     add_study_options(p)
-    p.add_argument("--gpus", required=True, help="comma-separated GPU counts, e.g. 64,128,256")
-    p.add_argument("--mode", choices=["strong", "weak"], default="strong")
+    p.add_argument("--gpus", help="comma-separated GPU counts, e.g. 64,128,256 (default: the scenario's "
+                                   "studies.scale_gpu_counts)")
+    p.add_argument("--mode", choices=["strong", "weak", "grow"],
+                   help="strong: the scenario's batch at every count; weak: the batch in proportion to the GPUs; "
+                        "grow: doubled as the GPUs double, up to --max-batch-tokens (default: the scenario's "
+                        "studies.scale_mode, else strong)")
+    p.add_argument("--max-batch-tokens", type=float, help="the batch limit of --mode grow, in tokens (default: the "
+                                                          "scenario's studies.max_batch_tokens, else Llama 3's 16M)")
     p.add_argument("--efficiency-threshold", type=float, default=0.8)
     p.add_argument("--value-of-time", type=float, metavar="USD_PER_DAY",
                    help="what a day saved is worth (default: the scenario's purpose.value_of_time_usd_per_day)")
@@ -155,10 +172,15 @@ def register(sub) -> None:
 
     p = sub.add_parser("size", help="cheapest GPU count per hardware type for a deadline and budget")
     add_study_options(p, objective=False)
-    p.add_argument("--tokens", type=float, required=True)
+    p.add_argument("--tokens", type=float, help="training tokens (default: the scenario's)")
     p.add_argument("--deadline-days", type=float, help="default: the scenario's purpose.deadline_days")
     p.add_argument("--budget-usd", type=float, help="default: the scenario's purpose.budget_usd")
     p.add_argument("--hardware", help="comma-separated hardware ids (default: all)")
     p.add_argument("--gpus", help="comma-separated GPU counts (default: 8 to 16384, powers of two)")
+    p.add_argument("--max-batch-tokens", type=float,
+                   help="the largest global batch, in tokens, sizing may grow to where the scenario's batch misses "
+                        "the deadline or the budget (default: the scenario's studies.max_batch_tokens, else Llama "
+                        "3's 16M, 2,048 x 8,192)")
+    p.add_argument("--fixed-batch", action="store_true", help="keep the scenario's global batch at every count")
     p.add_argument("--no-failures", action="store_true", help="goodput 1: no failures or checkpoints")
     p.set_defaults(func=cmd_size)

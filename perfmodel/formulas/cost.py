@@ -99,10 +99,49 @@ def _check(field: str, values, *, positive: bool) -> np.ndarray:
 
 
 def rental_usd_per_gpu_hour(hw: HardwareSpec, cost_model: CostModel) -> float:
-    """The cloud price p: the override, else the hardware spec's cloud price."""
+    """The cloud price p: your own price, else the hardware spec's price of the cost model's
+    ``cloud_class`` (its listed price, or its hyperscaler or neocloud on-demand price); InputError
+    when the spec has no sourced price of that class."""
     if cost_model.usd_per_gpu_hour is not None:
         return cost_model.usd_per_gpu_hour
-    return hw.price.cloud_usd_per_gpu_hour
+    if cost_model.cloud_class == "listed":
+        return hw.price.cloud_usd_per_gpu_hour
+    p = hw.price.class_usd_per_gpu_hour(cost_model.cloud_class)
+    if p is None:
+        raise InputError("cost.cloud_class", f"no {cost_model.cloud_class} on-demand price is sourced for "
+                                             f"{hw.id}; price it on another basis (listed, your own price, tco)")
+    return p
+
+
+@dataclass(frozen=True)
+class PriceQuote:
+    """What one GPU-hour costs on the cost model's basis, and where the number comes from."""
+
+    usd_per_gpu_hour: float
+    basis: str
+    """``own`` (your price), ``listed``, ``hyperscaler``, ``neocloud`` (a rental price of the
+    spec) or ``tco`` (owning: capital, networking and energy)."""
+    source: str
+    """The citation of the price (the hardware spec's ``sources`` entry), or what it is made of."""
+    purchase_usd_per_gpu: float | None = None
+    """With ``tco``: the purchase price per GPU the capital share is paid off from."""
+
+
+def price_quote(hw: HardwareSpec, cost_model: CostModel) -> PriceQuote:
+    """The price of one GPU-hour (``effective_usd_per_gpu_hour``) with its basis and source."""
+    total = effective_usd_per_gpu_hour(hw, cost_model)
+    if cost_model.mode == "tco":
+        own = cost_model.purchase_usd_per_gpu is not None
+        C = cost_model.purchase_usd_per_gpu if own else hw.price.purchase_usd_per_gpu
+        src = "your purchase price" if own else hw.sources.get("price.purchase_usd_per_gpu", "the hardware spec")
+        return PriceQuote(total, "tco", src, C)
+    if cost_model.usd_per_gpu_hour is not None:
+        return PriceQuote(total, "own", "your price")
+    if cost_model.cloud_class == "listed":
+        key = "price.cloud_usd_per_gpu_hour"
+        return PriceQuote(total, "listed", hw.sources.get(key) or f"{hw.price.cloud_provider}, {hw.price.cloud_date}")
+    key = f"price.{cost_model.cloud_class}_usd_per_gpu_hour"
+    return PriceQuote(total, cost_model.cloud_class, hw.sources.get(key, "the hardware spec"))
 
 
 def energy_usd_per_gpu_hour(hw: HardwareSpec, cost_model: CostModel) -> float:

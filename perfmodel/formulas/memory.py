@@ -368,6 +368,23 @@ def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision:
     return peak
 
 
+def memory_per_stage(model: ModelSpec, seq_length: int, recompute: str, precision: str, layouts: Layouts,
+                     sw: SoftwareStack, *, dropout: bool = False) -> list[MemoryBreakdown]:
+    """Memory per GPU of every pipeline rank, 0 to pp - 1, of the first layout of ``layouts``
+    (``memory_per_gpu`` is their largest): the same ``_stage`` per rank, under the even split or
+    the explicit ``sw.pipeline_layout``."""
+    one = layouts.take(np.array([0]))
+    pp = int(one.pp[0])
+    leading = model.moe.num_dense_layers if model.moe is not None else 0
+    load = rank_load(sw.pipeline_stages, pp, leading) if sw.pipeline_stages is not None else None
+    out = []
+    for r in range(pp):
+        held = None if load is None else RankLayers(*(np.full(1, float(x[r]))
+                                                      for x in (load.decoder, load.leading, load.mtp)))
+        out.append(_stage(model, seq_length, recompute, precision, one, np.full(1, r), sw, dropout, held))
+    return out
+
+
 def fits_in_memory(mem: MemoryBreakdown, hw: HardwareSpec) -> np.ndarray:
     """True where the peak fits in what a training process can allocate."""
     return mem.total <= hw.gpu.hbm_usable_bytes

@@ -42,6 +42,28 @@ def si(x: float, unit: str = "") -> str:
     return f"{x:.3g} {unit}".rstrip()
 
 
+def compact(x: float) -> str:
+    """A count with its SI prefix and no space: '16.8M', '2.1k' (for tokens, GPUs, layouts)."""
+    if x is None or not math.isfinite(x):
+        return "-"
+    for scale, prefix in _SI:
+        if abs(x) >= scale:
+            return f"{x / scale:.3g}{prefix}"
+    return f"{x:.3g}"
+
+
+def usd_per_gpu_hour(x: float | None) -> str:
+    """A price of one GPU-hour: '$4.54/GPU-h'."""
+    return "-" if x is None else f"${x:.2f}/GPU-h"
+
+
+def usd_per_million_tokens(cost_usd: float | None, tokens: float | None) -> str:
+    """What a million trained tokens cost: '$0.46/M tokens'."""
+    if cost_usd is None or not tokens:
+        return "-"
+    return f"${cost_usd / tokens * 1e6:.3g}/M tokens"
+
+
 def energy_kwh(x: float) -> str:
     """Energy given in kWh, printed with an SI prefix on Wh ("293 MWh")."""
     return "-" if x is None else si(x * 1e3, "Wh")

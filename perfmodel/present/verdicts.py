@@ -67,19 +67,51 @@ def scale_verdict_text(v) -> str:
     return why
 
 
-def sizing_reason_text(row) -> str:
-    """Why a hardware type's sizing chose what it chose, or why nothing qualifies."""
-    c, b = row.choice, row.binding
-    if row.rule == "cheapest":
-        why = f"cheapest count: {fmt.seconds(c.time_to_train_s)} for {fmt.usd(c.cost_usd)}"
-        return why + (f" (deadline {fmt.seconds(row.deadline_s)})" if row.deadline_s is not None else "")
-    if row.rule == "deadline_missed":
+def batch_text(sequences: int, seq_length: int) -> str:
+    """A global batch in tokens and sequences: '16.8M tokens (2,048 x 8,192)'."""
+    return f"{fmt.compact(sequences * seq_length)} tokens ({sequences:,} x {seq_length:,})"
+
+
+def _sizing_rule_text(rule, b, row) -> str:
+    if rule == "deadline_missed":
         return (f"fastest found: {fmt.seconds(b.time_to_train_s)} on {b.num_gpus} GPUs "
                 f"> deadline {fmt.seconds(row.deadline_s)}")
-    if row.rule == "over_budget":
+    if rule == "over_budget":
         return f"cheapest found: {fmt.usd(b.cost_usd)} on {b.num_gpus} GPUs > budget {fmt.usd(row.budget_usd)}"
-    if row.rule == "deadline_costs_more":
+    if rule == "deadline_costs_more":
         return (f"meeting the {fmt.seconds(row.deadline_s)} deadline costs at least {fmt.usd(b.cost_usd)} "
                 f"({b.num_gpus} GPUs) > budget {fmt.usd(row.budget_usd)}")
+    if rule == "cheapest":
+        return f"{b.num_gpus} GPUs meet both: {fmt.seconds(b.time_to_train_s)} for {fmt.usd(b.cost_usd)}"
     counts = row.gpu_counts
     return f"no layout runs and fits at {counts[0]}-{counts[-1]} GPUs (e.g. {row.none_reason})"
+
+
+def sizing_reason_text(row) -> str:
+    """Why a hardware type's sizing chose what it chose, or why nothing qualifies; when the batch
+    grew, from what to what and what the scenario's batch alone gave; when the batch, not the
+    hardware, limits the deadline, that."""
+    c, b = row.choice, row.binding
+    if row.rule == "no_price":
+        return row.price_reason
+    own = batch_text(row.global_batch_size, row.seq_length) if row.seq_length else ""
+    if row.rule == "cheapest":
+        why = f"cheapest count: {fmt.seconds(c.time_to_train_s)} for {fmt.usd(c.cost_usd)}"
+        why += f" (deadline {fmt.seconds(row.deadline_s)})" if row.deadline_s is not None else ""
+        if row.batch_grown:
+            why += (f"; the global batch grown to {batch_text(c.global_batch_size, row.seq_length)} from {own}: "
+                    f"the batch, not the hardware, limited it (at {own}, "
+                    f"{_sizing_rule_text(row.fixed_rule, row.fixed_binding, row)})")
+        return why
+    why = _sizing_rule_text(row.rule, b, row)
+    if b is not None and b.global_batch_size > row.global_batch_size:
+        why += f" (batch grown to {batch_text(b.global_batch_size, row.seq_length)})"
+    if row.limited_by == "batch":
+        limit = (f"the batch limit of {fmt.compact(row.max_batch_tokens)} tokens" if row.max_batch_tokens
+                 else f"the batch of {own}")
+        why += (f"; {limit}, not the hardware, limits the deadline: more GPUs than {b.num_gpus} are no faster "
+                f"or cannot split the batch" + ("" if row.max_batch_tokens else "; let the batch grow"))
+    elif row.limited_by == "gpu_counts":
+        why += f"; {b.num_gpus} GPUs is the largest count tried: try more" + (
+            "" if row.max_batch_tokens else " GPUs, or let the global batch grow")
+    return why

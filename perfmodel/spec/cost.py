@@ -48,8 +48,13 @@ class CostModel(BaseModel):
 
     mode: Literal["cloud", "tco"] = "cloud"
     """``cloud``: rent at ``usd_per_gpu_hour``; ``tco``: own the hardware (capex + energy)."""
+    cloud_class: Literal["listed", "hyperscaler", "neocloud"] = "listed"
+    """Which rental price of the hardware spec: ``listed``, the spec's own price (its provider
+    class differs between specs); ``hyperscaler`` or ``neocloud``, the on-demand price of that
+    provider class for every spec, so that hardware compares on one basis (a spec without a
+    sourced price of the class cannot be priced on it, and says so)."""
     usd_per_gpu_hour: real_field(MAX_USD) | None = None
-    """Rental price override; None uses the hardware spec's cloud price."""
+    """Your own rental price, for every hardware; None uses the spec's price of ``cloud_class``."""
     purchase_usd_per_gpu: real_field(MAX_USD) | None = None
     """Purchase price override (server price / GPUs); None uses the hardware spec's."""
     amortisation_years: real_field(MAX_YEARS, MIN_YEARS, exclusive_minimum=False) = AMORTISATION_YEARS_DEFAULT

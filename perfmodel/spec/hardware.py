@@ -20,6 +20,7 @@ import os
 import re
 import reprlib
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, StrictBool, model_validator
 
@@ -217,12 +218,30 @@ class PowerSpec(_Frozen):
         return self.node_power_w / self.gpus_per_node
 
 
+PRICE_CLASSES = ("hyperscaler", "neocloud")
+"""Provider classes a price basis can hold across hardware: hyperscaler (AWS, Google Cloud, Azure,
+Oracle) and neocloud (GPU specialists: Lambda, CoreWeave, Spheron, TensorWave, ...), each on
+demand, per GPU-hour."""
+
+
 class PriceSpec(_Frozen):
     cloud_usd_per_gpu_hour: real_field(MAX_USD)
+    """The spec's listed rental price, of whatever provider class ``cloud_provider`` names."""
     cloud_provider: Name
     cloud_date: Name
+    listed_class: Literal["hyperscaler", "neocloud", "reserved", "median", "placeholder"] = "placeholder"
+    """What kind of price the listed one is: a hyperscaler's or a neocloud's on demand, a reserved
+    (capacity-block) rate, a median across providers, or a placeholder (borrowed or assumed)."""
     purchase_usd_per_gpu: real_field(MAX_USD)
     """System purchase price divided by its GPUs (node, networking share excluded)."""
+    hyperscaler_usd_per_gpu_hour: real_field(MAX_USD) | None = None
+    """On-demand price at a hyperscaler, where a source gives one (None: none sourced)."""
+    neocloud_usd_per_gpu_hour: real_field(MAX_USD) | None = None
+    """On-demand price at a GPU-specialist cloud, where a source gives one (None: none sourced)."""
+
+    def class_usd_per_gpu_hour(self, price_class: str) -> float | None:
+        """The on-demand price of ``price_class`` (``PRICE_CLASSES``), None when none is sourced."""
+        return getattr(self, f"{price_class}_usd_per_gpu_hour")
 
 
 class HardwareSpec(_Frozen):

@@ -34,6 +34,7 @@ from perfmodel.spec.purpose import Purpose
 from perfmodel.spec.reliability import FailureModel
 from perfmodel.spec.software import SOFTWARE_FIELDS, SoftwareStack, software_to_dict
 from perfmodel.spec.startup import Startup
+from perfmodel.spec.studies import Studies
 
 Recompute = Literal["none", "selective", "full"]
 Precision = Literal["bf16", "fp16", "fp8", "fp4"]
@@ -141,6 +142,9 @@ class Scenario(_Frozen):
     purpose: Purpose = Field(default_factory=Purpose)
     """The run's targets, a value of time, a deadline, a budget (``perfmodel.spec.purpose``): the
     defaults of ``scale`` and ``size``."""
+    studies: Studies = Field(default_factory=Studies)
+    """How the studies look at the job: the batch limit sizing may grow to, and the options of
+    ``search``, ``scale`` and ``size`` (``perfmodel.spec.studies``), so a link carries them."""
 
     @model_validator(mode="before")
     @classmethod
@@ -253,7 +257,7 @@ def load_scenario(path: str | Path) -> Scenario:
     return parse_scenario(data)
 
 
-RUN_SECTIONS = ("reliability", "startup", "input_pipeline", "cost", "purpose")
+RUN_SECTIONS = ("reliability", "startup", "input_pipeline", "cost", "purpose", "studies")
 """Scenario sections about the run rather than the step; written with only the keys that differ
 from their defaults, and left out when none does."""
 

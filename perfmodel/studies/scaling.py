@@ -18,7 +18,9 @@ V           the user's value of time, dollars per hour of wall time saved
 ==========  ===========================================================================
 
 Strong scaling keeps the global batch (counts where it does not split are skipped, with the
-reason); weak scaling grows it in proportion to N (global_batch x N / scenario.num_gpus).
+reason); weak scaling grows it in proportion to N (global_batch x N / scenario.num_gpus); grow
+doubles it each time N doubles past the scenario's count, never below the scenario's batch and
+never past ``max_batch_tokens`` (``perfmodel.studies.batch.grown_batch``), as real runs grow it.
 
 The knee is the first count past the best useful tokens per dollar where U_i falls below the
 threshold times the best, where a count is no faster than the one before, or where M_i exceeds V.
@@ -48,9 +50,10 @@ from perfmodel.spec.errors import InputError
 from perfmodel.spec.limits import MAX_NUM_GPUS, MAX_SWEEP_POINTS
 from perfmodel.spec.reliability import FailureModel
 from perfmodel.spec.units import SECONDS_PER_DAY, SECONDS_PER_HOUR
+from perfmodel.studies.batch import batch_rungs, grown_batch
 from perfmodel.studies.search import Candidate, SearchOptions, search
 
-Mode = Literal["strong", "weak"]
+Mode = Literal["strong", "weak", "grow"]
 EFFICIENCY_THRESHOLD_DEFAULT = 0.8
 """A common rule of thumb for "scales well" (no single source; pass your own)."""
 
@@ -191,10 +194,12 @@ class ScalingResult:
                 "knee": self.knee.to_dict(), "verdict": self.verdict.to_dict()}
 
 
-def _batch_for(scenario, n: int, mode: str) -> tuple[int | None, str]:
+def _batch_for(scenario, n: int, mode: str, max_batch_tokens: float | None) -> tuple[int | None, str]:
     gbs = scenario.global_batch_size
     if mode == "strong":
         return gbs, ""
+    if mode == "grow":
+        return grown_batch(scenario, n, max_batch_tokens), ""
     grown = gbs * n
     if grown % scenario.num_gpus:
         return None, (f"weak scaling: global_batch_size({gbs}) * {n} / num_gpus({scenario.num_gpus}) "
@@ -206,11 +211,16 @@ def scale_sweep(scenario, gpu_counts, mode: Mode = "strong", options: SearchOpti
                 cost_model: CostModel | None = None, failure_model: FailureModel | None = None, *,
                 efficiency_threshold: float = EFFICIENCY_THRESHOLD_DEFAULT,
                 value_of_time_usd_per_day: float | None = None, deadline_s: float | None = None,
-                efficiency: Efficiencies | None = None,
+                efficiency: Efficiencies | None = None, max_batch_tokens: float | None = None,
                 progress=None) -> ScalingResult:
-    """Best layout, throughput, efficiency, time to solution and cost at each GPU count."""
-    if mode not in ("strong", "weak"):
-        raise InputError("mode", f"must be 'strong' or 'weak', got {mode!r}")
+    """Best layout, throughput, efficiency, time to solution and cost at each GPU count
+    (``max_batch_tokens``: the batch limit of ``mode="grow"``)."""
+    if mode not in ("strong", "weak", "grow"):
+        raise InputError("mode", f"must be 'strong', 'weak' or 'grow', got {mode!r}")
+    if mode == "grow" and max_batch_tokens is None:
+        raise InputError("max_batch_tokens", "mode 'grow' needs a batch limit in tokens")
+    if mode == "grow":
+        batch_rungs(scenario, max_batch_tokens)     # the limit's bound, checked before any search
     counts = sorted(set(int(n) for n in gpu_counts))
     if not counts or counts[0] < 1 or counts[-1] > MAX_NUM_GPUS:
         raise InputError("gpus", f"give one or more GPU counts from 1 to {MAX_NUM_GPUS:,}")
@@ -230,7 +240,7 @@ def scale_sweep(scenario, gpu_counts, mode: Mode = "strong", options: SearchOpti
 
     raw = []
     for k, n in enumerate(counts):
-        gbs, why = _batch_for(scenario, n, mode)
+        gbs, why = _batch_for(scenario, n, mode, max_batch_tokens)
         if gbs is None:
             raw.append(ScalingPoint(n, scenario.global_batch_size, None, why))
             continue

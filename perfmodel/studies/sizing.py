@@ -7,7 +7,15 @@ x price), so the fastest layout is also the cheapest; the search ranks by time. 
 time to solution W = (tokens / throughput) / goodput + start-up (``predict``: failures,
 checkpoints, restarts and start-up, ``goodput.py``) and cost = N W price (``cost.job_cost``).
 Among the counts with W <= deadline and cost <= budget the cheapest wins (ties: the faster).
-The global batch is the scenario's at every count (strong scaling).
+
+The global batch is the scenario's at every count first. With a batch limit (``max_batch_tokens``,
+``perfmodel.studies.batch``), a hardware type on which no count meets both the deadline and the
+budget at that batch is tried again at every count with the batch doubled, then doubled again, up
+to the limit, and the cheapest option of any batch wins (ties: the smaller batch): the batch grows
+where it, not the hardware, is what misses the targets, as real runs grow it with their GPUs.
+Each option states its batch; the row states what the scenario's own batch alone gave
+(``fixed_rule``), and, when nothing qualifies, whether the batch or the GPU counts tried are what
+limits the deadline (``limited_by``).
 
 The probability that an option meets the deadline and the budget comes from the prediction's
 error band (``perfmodel.engine.band``): time and cost both scale with the same e^r, so
@@ -37,8 +45,11 @@ from perfmodel.spec.cost import CostModel
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import list_hardware_ids, load_hardware
+from perfmodel.spec.limits import MAX_NUM_GPUS, MAX_SWEEP_POINTS
 from perfmodel.spec.reliability import FailureModel
 from perfmodel.spec.scenario import Scenario, hardware_of, model_of
+from perfmodel.spec.studies import MAX_STUDY_HARDWARE
+from perfmodel.studies.batch import batch_rungs
 from perfmodel.studies.search import Candidate, SearchOptions, search
 
 GPU_COUNTS_DEFAULT = tuple(2 ** k for k in range(3, 15))
@@ -66,8 +77,13 @@ class SizingOption:
     """P(time <= deadline and cost <= budget) under the error band, held in [0.05, 0.95]; None
     without a deadline or a budget."""
 
+    @property
+    def global_batch_size(self) -> int:
+        """Sequences per step of this option: the scenario's, or grown (``size_cluster``)."""
+        return self.candidate.scenario.global_batch_size
 
-SizingRule = Literal["cheapest", "deadline_missed", "over_budget", "deadline_costs_more", "none_runs"]
+
+SizingRule = Literal["cheapest", "deadline_missed", "over_budget", "deadline_costs_more", "none_runs", "no_price"]
 
 
 @dataclass(frozen=True)
@@ -101,6 +117,14 @@ def buy_vs_rent(option: SizingOption, hw, cost_model: CostModel) -> BuyVsRent:
                      buy_vs_rent_break_even_months(hw, cost_model))
 
 
+def _buy_vs_rent_or_none(option: SizingOption, hw, cost_model: CostModel) -> BuyVsRent | None:
+    """``buy_vs_rent``, or None when the hardware has no rental price on the cost model's basis."""
+    try:
+        return buy_vs_rent(option, hw, cost_model)
+    except InputError:
+        return None
+
+
 @dataclass(frozen=True)
 class SizingRow:
     hardware_id: str
@@ -111,7 +135,8 @@ class SizingRow:
     """cheapest: ``choice`` is the cheapest count meeting both; deadline_missed: even the fastest
     (``binding``) misses the deadline; over_budget: even the cheapest (``binding``) is over
     budget; deadline_costs_more: the cheapest count on time (``binding``) is over budget;
-    none_runs: no count has a layout that runs and fits (``none_reason`` says why, mostly)."""
+    none_runs: no count has a layout that runs and fits (``none_reason`` says why, mostly);
+    no_price: the hardware has no price on the cost model's basis (``price_reason``)."""
     binding: SizingOption | None
     """The option that shows why nothing qualifies (see ``rule``)."""
     deadline_s: float | None
@@ -120,15 +145,43 @@ class SizingRow:
     none_reason: str
     """With ``none_runs``: the most common reason a count had no layout."""
     options: tuple[SizingOption, ...]
-    """Every count with a runnable layout (for charts)."""
+    """Every count with a runnable layout (for charts): at the scenario's batch, and grown where
+    that batch missed a target (so a count can appear twice, with two batches)."""
     buy_vs_rent: BuyVsRent | None = None
     """The choice (else the binding option) rented and owned; None when no count runs."""
+    global_batch_size: int = 0
+    """The scenario's global batch (sequences)."""
+    seq_length: int = 0
+    max_batch_tokens: float | None = None
+    """The batch limit the sizing could grow to (None: the scenario's batch only)."""
+    fixed_rule: SizingRule | None = None
+    """What the scenario's batch alone gives (``rule``'s meanings); None without a batch limit."""
+    fixed_binding: SizingOption | None = None
+    """The option behind ``fixed_rule``: its choice, or the one that shows why nothing qualifies."""
+    limited_by: Literal["batch", "gpu_counts"] | None = None
+    """When no count meets the deadline: ``batch`` when the fastest option is below the largest
+    count tried (more GPUs are no faster, or cannot split the batch, at the largest batch
+    allowed), ``gpu_counts`` when it is the largest count tried (more GPUs may meet it)."""
+    price_reason: str = ""
+    """Why the hardware could not be priced on the cost model's basis ('' when it could)."""
+
+    @property
+    def batch_grown(self) -> bool:
+        """The choice uses a larger batch than the scenario's."""
+        return self.choice is not None and self.choice.global_batch_size > self.global_batch_size
 
     def to_dict(self) -> dict:
         c, b = self.choice, self.binding
         out = {"hardware": self.hardware_id, "hardware_name": self.hardware_name, "rule": self.rule,
                "num_gpus": c.num_gpus if c else None,
-               "binding_num_gpus": b.num_gpus if b else None}
+               "binding_num_gpus": b.num_gpus if b else None,
+               "global_batch_size": (c or b).global_batch_size if (c or b) else self.global_batch_size,
+               "scenario_global_batch_size": self.global_batch_size, "batch_grown": self.batch_grown,
+               "max_batch_tokens": self.max_batch_tokens, "fixed_rule": self.fixed_rule,
+               "fixed_num_gpus": self.fixed_binding.num_gpus if self.fixed_binding else None,
+               "limited_by": self.limited_by}
+        if self.price_reason:
+            out["price_reason"] = self.price_reason
         if self.none_reason:
             out["none_reason"] = self.none_reason
         if c:
@@ -153,32 +206,60 @@ def probability_met(band: ErrorBand | None, time_s: float, cost_usd: float, dead
     return band.cdf(min(margins))
 
 
-def _options_for(scenario: Scenario, counts, search_options, cost_model, efficiency, deadline_s, budget_usd):
+def _option(sc: Scenario, n: int, gbs: int, search_options, cost_model, efficiency, band, deadline_s,
+            budget_usd) -> tuple[SizingOption | None, str]:
+    """The best layout at ``n`` GPUs and batch ``gbs`` as an option, or (None, why none runs)."""
+    res = search(sc.model_copy(update={"num_gpus": n, "global_batch_size": gbs}), search_options, cost_model,
+                 efficiency=efficiency, best_only=True)
+    if res.best is None:
+        return None, res.top_reason() or "no layout enumerated"
+    p = _predict(res.best.scenario, efficiency, cost_model)
+    return SizingOption(n, res.best, p.time_to_train_s, p.goodput_frac, p.cost_usd, p.gpu_hours, p.energy_kwh,
+                        training_time_frac=p.training_time_frac, band=p.band,
+                        probability_met=probability_met(band, p.time_to_train_s, p.cost_usd, deadline_s,
+                                                        budget_usd)), ""
+
+
+def _meets(o: SizingOption, deadline_s, budget_usd) -> bool:
+    return ((deadline_s is None or o.time_to_train_s <= deadline_s)
+            and (budget_usd is None or o.cost_usd <= budget_usd))
+
+
+def _options_for(scenario: Scenario, counts, rungs, search_options, cost_model, efficiency, deadline_s, budget_usd,
+                 step=None):
+    """Every count at the scenario's batch; when no count meets both targets at that batch, every
+    count again at each larger rung. Returns (every option, the options at the scenario's batch,
+    why a count had none at any batch)."""
     band = band_for(hardware_of(scenario), model_of(scenario))
+    todo = len(counts) * len(rungs)
     out, reasons = [], {}
-    for n in counts:
-        res = search(scenario.model_copy(update={"num_gpus": n}), search_options, cost_model,
-                     efficiency=efficiency, best_only=True)
-        if res.best is None:
-            reasons[n] = res.top_reason() or "no layout enumerated"
-            continue
-        p = _predict(res.best.scenario, efficiency, cost_model)
-        out.append(SizingOption(n, res.best, p.time_to_train_s, p.goodput_frac, p.cost_usd, p.gpu_hours, p.energy_kwh,
-                                training_time_frac=p.training_time_frac, band=p.band,
-                                probability_met=probability_met(band, p.time_to_train_s, p.cost_usd, deadline_s,
-                                                                budget_usd)))
-    return out, reasons
+    for k, gbs in enumerate(rungs):
+        if k == 1 and _choose(out, deadline_s, budget_usd)[1] == "cheapest":
+            break           # the scenario's batch meets both: it is kept
+        for i, n in enumerate(counts):
+            if step is not None:
+                step(k * len(counts) + i, todo)
+            o, why = _option(scenario, n, gbs, search_options, cost_model, efficiency, band, deadline_s, budget_usd)
+            if o is None:
+                reasons.setdefault(n, why)
+            else:
+                out.append(o)
+    ran = {o.num_gpus for o in out}
+    fixed = [o for o in out if o.global_batch_size == rungs[0]]
+    return out, fixed, {n: why for n, why in reasons.items() if n not in ran}
 
 
 def _choose(opts, deadline_s, budget_usd) -> tuple[SizingOption | None, SizingRule, SizingOption | None]:
-    """(choice, rule, the option that binds): see ``SizingRow.rule``."""
+    """(choice, rule, the option that binds): see ``SizingRow.rule``; ties go to the smaller batch."""
+    if not opts:
+        return None, "none_runs", None
     on_time = [o for o in opts if deadline_s is None or o.time_to_train_s <= deadline_s]
     affordable = [o for o in opts if budget_usd is None or o.cost_usd <= budget_usd]
     both = [o for o in on_time if o in affordable]
     if both:
-        return min(both, key=lambda o: (o.cost_usd, o.time_to_train_s)), "cheapest", None
+        return min(both, key=lambda o: (o.cost_usd, o.time_to_train_s, o.global_batch_size)), "cheapest", None
     if not on_time:
-        return None, "deadline_missed", min(opts, key=lambda o: o.time_to_train_s)
+        return None, "deadline_missed", min(opts, key=lambda o: (o.time_to_train_s, o.global_batch_size))
     if not affordable:
         return None, "over_budget", min(opts, key=lambda o: o.cost_usd)
     return None, "deadline_costs_more", min(on_time, key=lambda o: o.cost_usd)
@@ -201,42 +282,72 @@ def size_cluster(scenario_like: Scenario, tokens: float, deadline_s: float | Non
                  cost_model: CostModel | None = None, failure_model: FailureModel | None = None, *,
                  options: SearchOptions | None = None,
                  efficiency_lookup: Callable[[str], Efficiencies | None] | None = None,
-                 progress=None) -> SizingResult:
-    """One row per hardware type: the cheapest (GPU count, layout) that trains ``tokens``
+                 max_batch_tokens: float | None = None, progress=None) -> SizingResult:
+    """One row per hardware type: the cheapest (GPU count, layout, batch) that trains ``tokens``
     within ``deadline_s`` and ``budget_usd``, or why none does.
 
     ``scenario_like`` supplies the model, sequence length, global batch and precision; its
-    hardware, GPU count and layout are replaced. ``efficiency_lookup(hardware_id)`` may return
-    a calibrated ``Efficiencies`` for a type (None: the spec's defaults), as ``predict`` uses.
+    hardware, GPU count and layout are replaced. ``max_batch_tokens`` (None: the scenario's batch
+    only) lets a count that misses a target at the scenario's batch double it up to that many
+    tokens. ``efficiency_lookup(hardware_id)`` may return a calibrated ``Efficiencies`` for a
+    type (None: the spec's defaults), as ``predict`` uses. ``progress(done, total)`` counts
+    (hardware, GPU count) pairs.
     """
     if not tokens or tokens <= 0:
         raise InputError("tokens", f"must be > 0, got {tokens}")
     for name, v in (("deadline", deadline_s), ("budget_usd", budget_usd)):
         if v is not None and not v > 0:
             raise InputError(name, f"must be > 0, got {v}")
-    ids = list(hardware_ids) if hardware_ids else list_hardware_ids()
+    ids = list(dict.fromkeys(hardware_ids)) if hardware_ids else list_hardware_ids()
     counts = sorted(set(int(n) for n in (gpu_counts or GPU_COUNTS_DEFAULT)))
-    if not counts or counts[0] < 1:
-        raise InputError("gpu_counts", "give one or more positive GPU counts")
+    if not counts or counts[0] < 1 or counts[-1] > MAX_NUM_GPUS:
+        raise InputError("gpu_counts", f"give one or more GPU counts from 1 to {MAX_NUM_GPUS:,}")
+    if len(counts) > MAX_SWEEP_POINTS:
+        raise InputError("gpu_counts", f"{len(counts)} GPU counts; at most {MAX_SWEEP_POINTS}")
+    if len(ids) > MAX_STUDY_HARDWARE:
+        raise InputError("hardware", f"{len(ids)} hardware types; at most {MAX_STUDY_HARDWARE}")
+    rungs = batch_rungs(scenario_like, max_batch_tokens)
     options = (options or SearchOptions()).model_copy(update={"objective": "time", "top_k": 1, "gpu_counts": None})
     if failure_model is not None:
         scenario_like = scenario_like.model_copy(update={"reliability": failure_model})
     cost_model = cost_model or scenario_like.cost
     rows = []
+    total = len(ids) * len(counts)
     for k, hw_id in enumerate(ids):
         hw = load_hardware(hw_id)
+        common = dict(deadline_s=deadline_s, budget_usd=budget_usd, gpu_counts=tuple(counts),
+                      global_batch_size=scenario_like.global_batch_size, seq_length=scenario_like.seq_length,
+                      max_batch_tokens=max_batch_tokens if len(rungs) > 1 else None)
+        try:
+            job_cost(1, 0.0, hw, cost_model)      # can it be priced on this basis at all?
+        except InputError as exc:
+            rows.append(SizingRow(hw.id, hw.name, None, "no_price", None, none_reason="", options=(),
+                                  price_reason=str(exc), **common))
+            if progress is not None:
+                progress((k + 1) * len(counts), total)
+            continue
         sc = scenario_like.model_copy(update={"hardware": hw_id, "training_tokens": float(tokens)})
         eff = efficiency_lookup(hw_id) if efficiency_lookup else None
-        opts, reasons = _options_for(sc, counts, options, cost_model, eff, deadline_s, budget_usd)
-        if opts:
-            choice, rule, binding = _choose(opts, deadline_s, budget_usd)
-            common = ""
-        else:
-            choice, rule, binding = None, "none_runs", None
-            common = max(set(reasons.values()), key=list(reasons.values()).count)
+
+        def step(i: int, todo: int, _k=k) -> None:
+            if progress is not None:     # this hardware's share of the bar, as far as its rungs go
+                progress(_k * len(counts) + int(len(counts) * i / todo), total)
+
+        opts, fixed, reasons = _options_for(sc, counts, rungs, options, cost_model, eff, deadline_s, budget_usd,
+                                            step)
+        choice, rule, binding = _choose(opts, deadline_s, budget_usd)
+        reason = "" if opts else max(set(reasons.values()), key=list(reasons.values()).count)
+        fixed_rule, fixed_binding = None, None
+        if len(rungs) > 1:
+            fc, fixed_rule, fb = _choose(fixed, deadline_s, budget_usd)
+            fixed_binding = fc or fb
+        limited_by = None
+        if rule == "deadline_missed":
+            limited_by = "batch" if binding.num_gpus < counts[-1] else "gpu_counts"
         shown = choice or binding
-        rows.append(SizingRow(hw.id, hw.name, choice, rule, binding, deadline_s, budget_usd, tuple(counts), common,
-                              tuple(opts), None if shown is None else buy_vs_rent(shown, hw, cost_model)))
+        rows.append(SizingRow(hw.id, hw.name, choice, rule, binding, none_reason=reason, options=tuple(opts),
+                              buy_vs_rent=None if shown is None else _buy_vs_rent_or_none(shown, hw, cost_model),
+                              fixed_rule=fixed_rule, fixed_binding=fixed_binding, limited_by=limited_by, **common))
         if progress is not None:
-            progress(k + 1, len(ids))
+            progress((k + 1) * len(counts), total)
     return SizingResult(float(tokens), tuple(rows))

@@ -22,11 +22,29 @@ PAGES = ("pages_/plan.py", "pages_/compare.py", "pages_/scale.py", "pages_/searc
          "pages_/diagnose.py", "pages_/calibration.py")
 
 
-def _app(page: str | None = None) -> AppTest:
+STUDY_BUTTONS = {"pages_/compare.py": "Compare", "pages_/scale.py": "Run the sweep", "pages_/search.py": "Search",
+                 "pages_/size.py": "Size the cluster"}
+"""The pages whose studies run only when asked, and the button that asks."""
+
+
+def _app(page: str | None = None, run: bool = True) -> AppTest:
+    """The app on ``page``; a study page with its study run (``run``)."""
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT_S).run()
     if page:
         at.switch_page(page).run()
+        if run and page in STUDY_BUTTONS:
+            _submit(at, STUDY_BUTTONS[page])
     return at
+
+
+def _submit(at: AppTest, label: str) -> AppTest:
+    """Click the button (a form's submit button) labelled ``label``."""
+    return next(b for b in at.button if b.label == label).click().run()
+
+
+def _open(at: AppTest, group: str) -> AppTest:
+    """Show one of the sidebar's groups (only the chosen one is drawn)."""
+    return at.selectbox(key="_sidebar_group").set_value(group).run()
 
 
 def _charts(at: AppTest) -> list[str]:
@@ -109,7 +127,11 @@ def test_plan_defaults_show_llama3_70b_on_64_h100():
     assert "Llama 3 70B" in _shown(at.title[0].value) and "64 x h100-sxm" in _shown(at.title[0].value)
     assert _metric(at, "Step time").endswith("s")
     assert any("Bottleneck" in i.value and "Lens" in i.value for i in at.info)
-    assert len(_charts(at)) == 5   # breakdown, memory, goodput waterfall, roofline, timeline
+    assert len(_charts(at)) == 3   # breakdown, memory, and the detail chosen: the goodput waterfall
+    for detail in ("Memory per pipeline stage", "Roofline", "Pipeline schedule"):
+        at.radio(key="plan_detail").set_value(detail).run()
+        _assert_clean(at)
+        assert len(_charts(at)) == 3
     assert _metric(at, "Goodput").endswith("%")
     captions = [c.value for c in at.caption]
     assert any(c.startswith("80%: ") and c.endswith(" d") for c in captions)        # time to train's band
@@ -119,6 +141,8 @@ def test_plan_defaults_show_llama3_70b_on_64_h100():
 @pytest.mark.parametrize("key,value", [("tp", 8), ("num_gpus", 128), ("pp", 8), ("ov_tp", 1.0)])
 def test_plan_widget_changes_the_figures(key, value):
     at = _app()
+    if key.startswith("ov_"):
+        _open(at, "Overlap and ZeRO-3")
     step, charts = _metric(at, "Step time"), _charts(at)
     at.number_input(key=key).set_value(value).run()
     _assert_clean(at)
@@ -133,7 +157,7 @@ def test_plan_layout_that_does_not_divide_shows_error():
 
 
 def test_plan_bad_hardware_yaml_shows_error():
-    at = _app()
+    at = _open(_app(), "Hardware")
     at.sidebar.radio(key="hw_source").set_value("Edit YAML").run()
     _assert_clean(at)
     assert "peak_dense_tflop_per_s" in at.text_area(key="hw_yaml_text").value
@@ -144,7 +168,7 @@ def test_plan_bad_hardware_yaml_shows_error():
 
 
 def test_plan_edited_hardware_yaml_changes_the_figures():
-    at = _app()
+    at = _open(_app(), "Hardware")
     step = _metric(at, "Step time")
     at.sidebar.radio(key="hw_source").set_value("Edit YAML").run()
     text = at.text_area(key="hw_yaml_text").value
@@ -156,7 +180,7 @@ def test_plan_edited_hardware_yaml_changes_the_figures():
 
 
 def test_plan_custom_model_and_moe_fields():
-    at = _app()
+    at = _open(_app(), "Model")
     at.sidebar.radio(key="model_source").set_value("Custom").run()
     _assert_clean(at)
     assert at.number_input(key="m_num_layers").value == 80   # copied from the preset
@@ -176,7 +200,7 @@ def test_plan_custom_model_and_moe_fields():
 def test_plan_custom_sliding_window_fields():
     """A windowed preset keeps its window in the custom form; the window changes the step, and
     a full-attention period without a window is a one-line error."""
-    at = _app()
+    at = _open(_app(), "Model")
     at.sidebar.selectbox(key="model_preset").set_value("gpt-oss-120b").run()
     step = _metric(at, "Step time")
     at.sidebar.radio(key="model_source").set_value("Custom").run()
@@ -192,13 +216,13 @@ def test_plan_custom_sliding_window_fields():
 
 
 def test_plan_precision_the_gpu_lacks_shows_error():
-    at = _app()
+    at = _open(_app(), "Batch and precision")
     at.sidebar.selectbox(key="precision").set_value("fp4").run()
     _assert_one_line_error(at, "precision")
 
 
 def test_plan_hf_config_upload(tmp_path):
-    at = _app()
+    at = _open(_app(), "Model")
     at.sidebar.radio(key="model_source").set_value("Uploaded").run()
     _assert_one_line_error(at, "upload a Hugging Face config.json")
     cfg = (Path(__file__).resolve().parents[1] / "data" / "hf" / "llama3-8b.json").read_bytes()
@@ -209,7 +233,7 @@ def test_plan_hf_config_upload(tmp_path):
 
 
 def test_upload_over_the_size_limit_is_refused():
-    at = _app()
+    at = _open(_app(), "Hardware")
     at.sidebar.radio(key="hw_source").set_value("Upload YAML").run()
     at.file_uploader(key="hw_upload").upload("big.yaml", b"# " + b"x" * (1024 * 1024), "application/x-yaml").run()
     assert not at.exception
@@ -218,7 +242,7 @@ def test_upload_over_the_size_limit_is_refused():
 
 # ------------------------------------------------------------ scenario file and link
 def test_scenario_download_and_upload_round_trip():
-    at = _app()
+    at = _open(_app(), "Scenario file and link")
     at.number_input(key="tp").set_value(8).run()
     dl = at.get("download_button")
     assert dl, "a download button for the scenario"
@@ -226,7 +250,7 @@ def test_scenario_download_and_upload_round_trip():
     data = yaml.safe_load(text)
     data["parallelism"]["tp"] = 2
     data["num_gpus"] = 128
-    fresh = _app()
+    fresh = _open(_app(), "Scenario file and link")
     fresh.file_uploader(key="scenario_upload").upload("s.yaml", yaml.safe_dump(data).encode(), "application/x-yaml").run()
     _assert_clean(fresh)
     assert fresh.number_input(key="tp").value == 2
@@ -235,7 +259,7 @@ def test_scenario_download_and_upload_round_trip():
 
 
 def test_bad_scenario_upload_shows_error():
-    at = _app()
+    at = _open(_app(), "Scenario file and link")
     at.file_uploader(key="scenario_upload").upload("s.yaml", b"hardware: h100-sxm\nnum_gpus: -1\n", "application/x-yaml").run()
     assert not at.exception
     assert any("scenario" in e for e in _errors(at))
@@ -274,11 +298,14 @@ def test_compare_widget_changes_the_figures():
     charts = _charts(at)
     default = set(at.multiselect(key="cmp_hardware").value)
     assert "h100-sxm" in default and "h100-sxm-hbm2e-500w" not in default   # variants only on request
-    at.multiselect(key="cmp_hardware").set_value(["h100-sxm", "b200"]).run()
+    at.multiselect(key="cmp_hardware").set_value(["h100-sxm", "b200"])
+    _submit(at, "Compare")
     _assert_clean(at)
     assert _charts(at) != charts
     table = at.dataframe[0].value
     assert set(table["hardware"]) == {"h100-sxm", "b200"}
+    assert list(table.columns[:4]) == ["hardware", "layout", "fits", "why not"]    # never off-screen
+    assert all(p.endswith("/GPU-h") for p in table["$/GPU-h"])
 
 
 @pytest.mark.parametrize("page, yaml_text, message", [
@@ -286,7 +313,7 @@ def test_compare_widget_changes_the_figures():
     ("pages_/size.py", "- a list\n", "must be a YAML mapping"),
 ])
 def test_invalid_hardware_yaml_in_the_sidebar_shows_error(page, yaml_text, message):
-    at = _app(page)
+    at = _open(_app(page), "Hardware")
     at.sidebar.radio(key="hw_source").set_value("Edit YAML").run()
     at.text_area(key="hw_yaml_text").input(yaml_text).run()
     _assert_one_line_error(at, message)
@@ -296,15 +323,17 @@ def test_invalid_hardware_yaml_in_the_sidebar_shows_error(page, yaml_text, messa
 def test_scale_widget_changes_the_figures():
     at = _app("pages_/scale.py")
     charts = _charts(at)
-    at.multiselect(key="scale_counts").set_value([32, 64, 128]).run()
+    at.multiselect(key="scale_counts").set_value([32, 64, 128])
+    _submit(at, "Run the sweep")
     _assert_clean(at)
     assert _charts(at) != charts
     assert list(at.dataframe[0].value["GPUs"]) == [32, 64, 128]
 
 
 def test_scale_without_training_tokens_shows_error():
-    at = _app("pages_/scale.py")
+    at = _open(_app("pages_/scale.py"), "Batch and precision")
     at.number_input(key="training_tokens_b").set_value(0.0).run()
+    _submit(at, "Run the sweep")
     _assert_one_line_error(at, "training_tokens")
 
 
@@ -312,10 +341,13 @@ def test_scale_without_training_tokens_shows_error():
 def test_search_widget_changes_the_figures():
     at = _app("pages_/search.py")
     charts, table = _charts(at), at.dataframe[0].value
-    at.text_input(key="search_counts").input("").run()
+    assert set(table["GPUs"]) == {64}              # the sidebar's count only, unless asked
+    at.text_input(key="search_counts").input("32, 128")
+    _submit(at, "Search")
     _assert_clean(at)
     assert _charts(at) != charts
-    at.selectbox(key="search_objective").set_value("cost").run()
+    at.selectbox(key="search_objective").set_value("cost")
+    _submit(at, "Search")
     _assert_clean(at)
     assert "cost" in at.subheader[0].value
     assert table is not None
@@ -332,7 +364,8 @@ def test_search_load_layout_into_sidebar():
 
 def test_search_bad_gpu_counts_show_error():
     at = _app("pages_/search.py")
-    at.text_input(key="search_counts").input("32, many").run()
+    at.text_input(key="search_counts").input("32, many")
+    _submit(at, "Search")
     _assert_one_line_error(at, "GPU counts")
 
 
@@ -340,7 +373,8 @@ def test_search_bad_gpu_counts_show_error():
 def test_size_widget_changes_the_figures():
     at = _app("pages_/size.py")
     charts = _charts(at)
-    at.number_input(key="size_deadline").set_value(20.0).run()
+    at.number_input(key="size_deadline").set_value(20.0)
+    _submit(at, "Size the cluster")
     _assert_clean(at)
     assert _charts(at) != charts
 
@@ -388,6 +422,7 @@ def test_calibration_widget_changes_the_figures():
     at.selectbox(key="cal_hardware").set_value("a100-sxm-80gb").run()
     _assert_clean(at)
     assert _charts(at) != charts
+    at.radio(key="cal_section").set_value("Predicted against measured").run()
     assert any(m.label == "Within ±10%" for m in at.metric)
     tables = [df.value for df in at.dataframe]
     by_hw = next(t for t in tables if "GPU" in t.columns and "cases" in t.columns)
@@ -401,10 +436,11 @@ def test_calibration_widget_changes_the_figures():
 
 def test_calibration_shows_the_software_history_against_the_model():
     at = _app("pages_/calibration.py")
+    at.radio(key="cal_section").set_value("Maturing software").run()
     _assert_clean(at)
     spec = next(s for s in _specs(at) if "measured_tflop_per_s" in json.dumps(s))
     _check_chart(spec)
-    assert any("Same GPUs, maturing software" in h.value for h in at.subheader)
+    assert any("Same GPUs, maturing software" in h.value for h in at.header)
     assert any("494 to 970 TFLOP/s" in c.value for c in at.caption)
 
 
@@ -420,6 +456,7 @@ def test_calibration_fits_an_uploaded_nccl_tests_log():
     the profile downloads for ``perfmodel predict --profile``."""
     from support.nccl_logs import synthetic_log
     at = _app("pages_/calibration.py")
+    at.radio(key="cal_section").set_value("Fit your own measurements").run()
     charts = len(_charts(at))
     at.selectbox(key="cal_upload_hardware").set_value("h100-sxm").run()
     log = synthetic_log("all_reduce", 16, 2, 50e-6, 300e9).encode()
@@ -465,13 +502,15 @@ def test_overlap_and_zero3_fields_survive_widgets_url_and_yaml():
     assert state.decode_query(state.encode_query(json.loads(json.dumps(scenario_to_dict(sc))))) == sc
     assert parse_scenario(yaml.safe_load(state.scenario_yaml(sc))) == sc
 
-    at = _app()
+    at = _open(_app(), "Scenario file and link")
     at.file_uploader(key="scenario_upload").upload("s.yaml", state.scenario_yaml(sc).encode(), "application/x-yaml").run()
     _assert_clean(at)
+    _open(at, "Overlap and ZeRO-3")
     assert at.number_input(key="fsdp_collectives_per_layer").value == 12
     assert at.checkbox(key="fsdp_list_api").value and at.checkbox(key="ov_tp_ideal").value
-    assert at.number_input(key="ov_fsdp").value == 0.25
-    assert at.selectbox(key="moe_dispatcher").value == "flex" and at.number_input(key="ov_ep").value == 1.0
+    assert at.number_input(key="ov_fsdp").value == 0.25 and at.number_input(key="ov_ep").value == 1.0
+    _open(at, "Batch and precision")
+    assert at.selectbox(key="moe_dispatcher").value == "flex"
     assert at.selectbox(key="elementwise_kernels").value == "eager"
     assert at.multiselect(key="selective_recompute").value == ["op_sac"]
     assert at.selectbox(key="cross_entropy").value == "eager_fp32"
@@ -521,10 +560,11 @@ def test_a_stack_and_its_overrides_survive_widgets_url_and_yaml():
 
 
 def test_choosing_a_stack_sets_its_options_and_changes_the_figures():
-    at = _app()
+    at = _open(_app(), "Software stack")
     step = _metric(at, "Step time")
     at.selectbox(key="stack").set_value("pytorch-fsdp-accelerate").run()
     _assert_clean(at)
+    _open(at, "Batch and precision")       # the stack set the options of the other groups
     assert at.selectbox(key="elementwise_kernels").value == "eager"
     assert at.selectbox(key="cross_entropy").value == "eager_fp32"
     assert at.selectbox(key="optimizer_kernels").value == "foreach"
@@ -532,6 +572,7 @@ def test_choosing_a_stack_sets_its_options_and_changes_the_figures():
     assert _metric(at, "Step time") != step
     at.selectbox(key="cross_entropy").set_value("fused").run()     # an override beside the stack
     _assert_clean(at)
+    _open(at, "Software stack")
     assert at.selectbox(key="stack").value == "pytorch-fsdp-accelerate"
 
 

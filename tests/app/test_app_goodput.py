@@ -34,6 +34,18 @@ def _app(page: str | None = None, query: str | None = None) -> AppTest:
     return at
 
 
+STUDY_BUTTONS = {"pages_/compare.py": "Compare", "pages_/scale.py": "Run the sweep", "pages_/size.py": "Size the cluster"}
+COST_GROUP = "Failures, start-up, input and cost"
+
+
+def _submit(at: AppTest, label: str) -> AppTest:
+    return next(b for b in at.button if b.label == label).click().run()
+
+
+def _open(at: AppTest, group: str) -> AppTest:
+    return at.selectbox(key="_sidebar_group").set_value(group).run()
+
+
 def _clean(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]
@@ -80,13 +92,13 @@ def test_run_sections_round_trip_through_widgets_link_and_yaml():
 
 def test_a_link_with_run_sections_fills_the_sidebar_and_the_link_it_writes():
     sc = _scenario()
-    at = _app(query=state.encode_query(json.loads(json.dumps(scenario_to_dict(sc)))))
+    at = _open(_app(query=state.encode_query(json.loads(json.dumps(scenario_to_dict(sc))))), COST_GROUP)
     _clean(at)
     assert at.number_input(key="rel_restart_s").value == 900.0
     assert at.number_input(key="rel_write_gb_s").value == 500.0
     assert at.number_input(key="su_compile_s").value == 1800.0 and at.number_input(key="su_warmup_steps").value == 50
     assert at.number_input(key="in_loader_tok_s").value == 2.5e4
-    assert at.radio(key="cost_mode").value == "tco" and at.number_input(key="cost_pue").value == 1.1
+    assert at.radio(key="cost_basis").value == "tco" and at.number_input(key="cost_pue").value == 1.1
     at.switch_page("pages_/scale.py").run()
     assert at.number_input(key="scale_vot").value == 24000.0 and at.number_input(key="scale_deadline").value == 45.0
     at.switch_page("pages_/size.py").run()
@@ -98,9 +110,9 @@ def test_a_link_with_run_sections_fills_the_sidebar_and_the_link_it_writes():
 @pytest.mark.parametrize("key,value", [("rel_restart_s", 7200.0), ("rel_gpu_rate", 1e-3), ("su_compile_s", 86400.0),
                                        ("cost_years", 2.0)])
 def test_run_widgets_change_the_plan(key, value):
-    at = _app()
+    at = _open(_app(), COST_GROUP)
     if key == "cost_years":          # the amortisation life prices owned hardware
-        at.radio(key="cost_mode").set_value("tco").run()
+        at.radio(key="cost_basis").set_value("tco").run()
     before = (_metric(at, "Time to train"), _metric(at, "Cost"))
     at.number_input(key=key).set_value(value).run()
     _clean(at)
@@ -110,7 +122,7 @@ def test_run_widgets_change_the_plan(key, value):
 def test_a_loader_that_cannot_keep_up_binds_the_step():
     """100 tokens/s per GPU cannot feed 8,192 x 128 / 64 = 16,384 tokens per GPU per step in the
     ~15 s the GPUs take: the input pipeline becomes the bottleneck."""
-    at = _app()
+    at = _open(_app(), COST_GROUP)
     at.number_input(key="in_loader_tok_s").set_value(100.0).run()
     _clean(at)
     assert any("data_wait" in i.value for i in at.info)
@@ -120,14 +132,18 @@ def test_a_target_set_on_a_page_travels_in_the_link():
     """The Scale page's deadline is the scenario's purpose: the link carries it, and the Size page
     shows it."""
     at = _app("pages_/scale.py")
-    at.multiselect(key="scale_counts").set_value([32, 64]).run()
-    at.number_input(key="scale_deadline").set_value(30.0).run()
+    at.multiselect(key="scale_counts").set_value([32, 64])
+    at.number_input(key="scale_deadline").set_value(30.0)
+    _submit(at, "Run the sweep")
     _clean(at)
     encoded = at.query_params[state.QUERY_KEY]
     sc = state.decode_query(encoded[0] if isinstance(encoded, list) else encoded)
     assert sc.purpose.deadline_days == 30.0 and sc.purpose.value_of_time_usd_per_day is None
+    assert sc.studies.scale_gpu_counts == (32, 64)          # the page's option travels too
     at.switch_page("pages_/size.py").run()
     assert at.number_input(key="size_deadline").value == 30.0
+    at.switch_page("pages_/scale.py").run()
+    assert at.multiselect(key="scale_counts").value == [32, 64]
 
 
 def test_plan_waterfall_goes_from_peak_to_useful():
@@ -139,11 +155,12 @@ def test_plan_waterfall_goes_from_peak_to_useful():
 
 
 def test_compare_and_scale_draw_error_bars():
-    at = _app("pages_/compare.py")
+    at = _submit(_app("pages_/compare.py"), "Compare")
     _clean(at)
     assert any("rule" in _marks(s) and "p90" in json.dumps(s) for s in _specs(at))
     at = _app("pages_/scale.py")
-    at.multiselect(key="scale_counts").set_value([32, 64, 128]).run()
+    at.multiselect(key="scale_counts").set_value([32, 64, 128])
+    _submit(at, "Run the sweep")
     _clean(at)
     assert any("errorbar" in _marks(s) for s in _specs(at))
     assert any(s.value.startswith("**Verdict: ") for s in at.success)
@@ -151,16 +168,18 @@ def test_compare_and_scale_draw_error_bars():
 
 def test_scale_says_when_no_count_serves():
     at = _app("pages_/scale.py")
-    at.multiselect(key="scale_counts").set_value([32, 64]).run()
-    at.number_input(key="scale_deadline").set_value(1.0).run()
+    at.multiselect(key="scale_counts").set_value([32, 64])
+    at.number_input(key="scale_deadline").set_value(1.0)
+    _submit(at, "Run the sweep")
     _clean(at)
     assert any("no count serves" in re.sub(r"\\(.)", r"\1", w.value) for w in at.warning)
 
 
 def test_size_shows_the_chance_of_meeting_the_targets_and_buy_or_rent():
     at = _app("pages_/size.py")
-    at.multiselect(key="size_hardware").set_value(["h100-sxm", "b200"]).run()
-    at.multiselect(key="size_counts").set_value([64, 128]).run()
+    at.multiselect(key="size_hardware").set_value(["h100-sxm", "b200"])
+    at.multiselect(key="size_counts").set_value([64, 128])
+    _submit(at, "Size the cluster")
     _clean(at)
     table = at.dataframe[0].value
     assert "P(on time and budget)" in table.columns

@@ -133,6 +133,11 @@ def _errors(at: AppTest) -> list[str]:
     return [_shown(e.value) for e in at.error]
 
 
+def _group(at: AppTest, group: str) -> AppTest:
+    """Show one of the sidebar's groups (only the chosen one is drawn)."""
+    return at.selectbox(key="_sidebar_group").set_value(group).run()
+
+
 def _open_link(value: str) -> AppTest:
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT_S)
     at.query_params["s"] = value
@@ -263,7 +268,7 @@ def test_link_with_inline_hardware_loads_without_a_file(guard):
     from perfmodel.spec.hardware import load_hardware
     hw = load_hardware("h100-sxm").model_dump(mode="json", exclude_none=True)
     hw.update(id="../../x", name="edited H100")
-    at = _open_link(_link(_with(hardware=hw)))
+    at = _group(_open_link(_link(_with(hardware=hw))), "Hardware")
     assert not at.exception and not _errors(at), _errors(at)
     assert at.sidebar.radio(key="hw_source").value == "Edit YAML"
     assert yaml.safe_load(at.text_area(key="hw_yaml_text").value)["id"] == "../../x"
@@ -275,9 +280,11 @@ def test_link_with_inline_hardware_loads_without_a_file(guard):
 def _upload(key: str, name: str, data: bytes) -> AppTest:
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT_S).run()
     if key == "hw_upload":
-        at.sidebar.radio(key="hw_source").set_value("Upload YAML").run()
+        _group(at, "Hardware").sidebar.radio(key="hw_source").set_value("Upload YAML").run()
     elif key == "model_upload":
-        at.sidebar.radio(key="model_source").set_value("Uploaded").run()
+        _group(at, "Model").sidebar.radio(key="model_source").set_value("Uploaded").run()
+    else:
+        _group(at, "Scenario file and link")
     return at.file_uploader(key=key).upload(name, data, "application/octet-stream").run()
 
 
@@ -400,6 +407,7 @@ def test_crafted_calibration_upload_is_refused_in_one_line(name, guard):
     guard.watched.update({"/etc/hosts.log", str((Path.cwd() / file_name).resolve())})
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT_S).run()
     at.switch_page("pages_/calibration.py").run()
+    at.radio(key="cal_section").set_value("Fit your own measurements").run()
     at.file_uploader(key="cal_upload").upload(file_name, data, "application/octet-stream").run()
     _assert_refused(at, fragment)
     assert guard.log == []
@@ -416,6 +424,7 @@ def test_a_log_with_more_sizes_than_a_curve_holds_is_not_fitted_for_minutes(guar
     assert len(log) < 2**20
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT_S).run()
     at.switch_page("pages_/calibration.py").run()
+    at.radio(key="cal_section").set_value("Fit your own measurements").run()
     t0 = time.monotonic()
     at.file_uploader(key="cal_upload").upload("all_reduce_perf.txt", log, "text/plain").run()
     assert time.monotonic() - t0 < 60
@@ -434,10 +443,13 @@ def test_uploaders_state_the_limit_the_server_enforces():
     assert state.MAX_UPLOAD_BYTES == state.MAX_UPLOAD_MIB * 2**20
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT_S).run()
     seen = {}
-    for radio, value in (("hw_source", "Upload YAML"), ("model_source", "Uploaded")):
-        at.sidebar.radio(key=radio).set_value(value).run()
-    for f in at.get("file_uploader"):
-        seen[f.proto.label] = f.proto.max_upload_size_mb
+    for group, radio, value in (("Hardware", "hw_source", "Upload YAML"), ("Model", "model_source", "Uploaded"),
+                                ("Scenario file and link", None, None)):
+        _group(at, group)
+        if radio:
+            at.sidebar.radio(key=radio).set_value(value).run()
+        for f in at.get("file_uploader"):
+            seen[f.proto.label] = f.proto.max_upload_size_mb
     assert len(seen) == 3, seen
     for label, mib in seen.items():
         assert f"up to {state.MAX_UPLOAD_MIB} MiB" in label and mib == state.MAX_UPLOAD_MIB, (label, mib)
@@ -481,7 +493,7 @@ def test_hardware_yaml_with_a_path_as_id_writes_nothing(how, sandbox, downloads,
     before = _files(*watched)
     text = (ROOT / "hardware" / "h100-sxm.yaml").read_text().replace("id: h100-sxm", "id: ../../x", 1)
     assert "id: ../../x" in text
-    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT_S).run()
+    at = _group(AppTest.from_file(str(APP), default_timeout=TIMEOUT_S).run(), "Hardware")
     if how == "edited":
         at.sidebar.radio(key="hw_source").set_value("Edit YAML").run()
         at.text_area(key="hw_yaml_text").input(text).run()
@@ -489,6 +501,8 @@ def test_hardware_yaml_with_a_path_as_id_writes_nothing(how, sandbox, downloads,
         at.sidebar.radio(key="hw_source").set_value("Upload YAML").run()
         at.file_uploader(key="hw_upload").upload("x.yaml", text.encode(), "application/x-yaml").run()
     assert not at.exception and not _errors(at), _errors(at)
+    assert "64 x ../../x" in _shown(at.title[0].value)
+    _group(at, "Scenario file and link")        # where the download is
     assert "64 x ../../x" in _shown(at.title[0].value)
     assert _files(*watched) == before
     assert guard.log == []
@@ -510,7 +524,7 @@ def test_download_file_name_is_a_plain_name():
 
 
 def test_edited_hardware_yaml_over_the_limit_is_refused(guard):
-    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT_S).run()
+    at = _group(AppTest.from_file(str(APP), default_timeout=TIMEOUT_S).run(), "Hardware")
     at.sidebar.radio(key="hw_source").set_value("Edit YAML").run()
     at.text_area(key="hw_yaml_text").input("# " + "x" * 2**20).run()
     _assert_refused(at, "hardware YAML", "the limit is 1 MiB")
@@ -542,7 +556,8 @@ def test_names_and_messages_cannot_inject_markdown():
 def test_search_gpu_counts_are_bounded(counts, fragment):
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT_S).run()
     at.switch_page("pages_/search.py").run()
-    at.text_input(key="search_counts").input(counts).run()
+    at.text_input(key="search_counts").input(counts)
+    next(b for b in at.button if b.label == "Search").click().run()
     _assert_refused(at, "GPU counts", fragment)
 
 
@@ -555,10 +570,11 @@ def test_a_long_pipeline_is_not_drawn_bar_by_bar():
                  seq_length=1024)
     t0 = time.monotonic()
     at = _open_link(_link(data))
+    at.radio(key="plan_detail").set_value("Pipeline schedule").run()
     assert time.monotonic() - t0 < 60
     assert not at.exception and not _errors(at), _errors(at)
     assert any(c.value.startswith("Not drawn: 131,072 bars (256 stages)") for c in at.caption)
-    assert len(at.get("vega_lite_chart")) == 4   # breakdown, memory, goodput waterfall, roofline
+    assert len(at.get("vega_lite_chart")) == 2   # breakdown and memory; the schedule is not drawn
 
 
 def _finishes(code: str, seconds: float) -> bool:

@@ -1,0 +1,80 @@
+"""A downloadable report of the Plan page's job: the figures with their bands and price source,
+every Plan chart (Vega-Lite, drawn by vega-embed when the file is opened) and the scenario YAML.
+
+Built only when the user clicks the download (Streamlit's deferred ``data``), from the same
+cached views and chart specs the page draws."""
+
+from __future__ import annotations
+
+import html
+import json
+
+import streamlit as st
+
+from perfmodel.present import fmt
+
+from . import cached, specs, state
+from .state import JobInputs
+
+VEGA_SCRIPTS = ("https://cdn.jsdelivr.net/npm/vega@6", "https://cdn.jsdelivr.net/npm/vega-lite@6",
+                "https://cdn.jsdelivr.net/npm/vega-embed@7")
+"""What the report's charts need when it is opened (the tables need nothing)."""
+CHART_TITLES = {"breakdown": "Where the step time goes", "memory": "Memory per GPU against usable HBM",
+                "waterfall": "Goodput: from the cluster's peak to useful work",
+                "stages": "Memory per GPU of each pipeline stage", "roofline": "Roofline",
+                "timeline": "Pipeline schedule"}
+
+
+def _row(label: str, value: str, band: str = "") -> str:
+    return f"<tr><th>{html.escape(label)}</th><td>{html.escape(value)}</td><td>{html.escape(band)}</td></tr>"
+
+
+def report_html(key: str, scenario_yaml: str) -> str:
+    """The report as one HTML page (text escaped; the charts' specs as JSON)."""
+    v = cached.plan_view(key)
+    p, price = v["prediction"], v["price"]
+    b = p.get("band") or {}
+    tokens = json.loads(key)["scenario"].get("training_tokens")
+    rows = [
+        _row("goodput", fmt.percent(p["goodput_frac"]), f"{fmt.percent(p['training_time_frac'])} of wall time trains"),
+        _row("time to train", fmt.seconds(p.get("time_to_train_s")), fmt.band(b.get("time_to_train_s"), fmt.seconds)),
+        _row("cost", fmt.usd(p.get("cost_usd")), fmt.band(b.get("cost_usd"), fmt.usd)),
+        _row("per million tokens", fmt.usd_per_million_tokens(p.get("cost_usd"), tokens)),
+        _row("price", fmt.usd_per_gpu_hour(price["usd_per_gpu_hour"]), price["text"]),
+        _row("tokens/s per GPU", fmt.si(p["tokens_per_s_per_gpu"], "tok/s"),
+             fmt.band(b.get("tokens_per_s_per_gpu"), lambda x: fmt.si(x, "tok/s"))),
+        _row("step time", fmt.seconds(p["step_time_s"]), fmt.band(b.get("step_time_s"), fmt.seconds)),
+        _row("MFU", fmt.percent(p["mfu"])),
+        _row("memory per GPU", fmt.bytes_binary(p["memory_per_gpu_bytes"]),
+             "fits" if p["fits_in_memory"] else "DOES NOT FIT"),
+        _row("bottleneck", f"{p['bottleneck']} ({p['bottleneck_lens']})"),
+    ]
+    breakdown = "".join(_row(k, fmt.seconds(s), fmt.percent(s / p["step_time_s"]))
+                        for k, s in p["breakdown_s"].items() if s > 0)
+    charts, calls = [], []
+    for name in specs.PLAN_CHARTS:
+        spec = specs.plan_spec(key, name)
+        if spec is None:
+            continue
+        charts.append(f"<h3>{html.escape(CHART_TITLES[name])}</h3><div id='chart-{name}'></div>")
+        body = {**spec["spec"], "width": 900} if spec["spec"].get("width") == "container" else spec["spec"]
+        calls.append(f"vegaEmbed('#chart-{name}', {json.dumps(body)}, {{actions: false}});")
+    title = f"{v['model_name']} on {json.loads(key)['scenario']['num_gpus']} x {v['hardware_id']}"
+    scripts = "".join(f"<script src='{u}'></script>" for u in VEGA_SCRIPTS)
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>perfmodel: {html.escape(title)}</title>"
+            f"{scripts}<style>body{{font-family:sans-serif;max-width:1000px;margin:2em auto}}"
+            f"th{{text-align:left;padding-right:1em}}td{{padding-right:1em}}</style></head><body>"
+            f"<h1>perfmodel: {html.escape(title)}</h1><p>{html.escape(v['hardware_name'])}. Efficiencies: "
+            f"{html.escape(v['efficiency_note'])}. Ranges are the 80% error band (docs/validation.md).</p>"
+            f"<h2>Figures</h2><table>{''.join(rows)}</table><h2>Step time by component</h2><table>{breakdown}</table>"
+            f"<h2>Charts</h2><p>Drawn by Vega when this file is opened (from cdn.jsdelivr.net); the tables above "
+            f"carry every number.</p>{''.join(charts)}<h2>Scenario</h2><pre>{html.escape(scenario_yaml)}</pre>"
+            f"<script>{''.join(calls)}</script></body></html>")
+
+
+def download_button(j: JobInputs, key: str) -> None:
+    """The report's download, built when clicked."""
+    yaml_text = state.scenario_yaml(j.scenario)
+    st.download_button("Download a report (HTML: figures, price source, charts, scenario YAML)",
+                       data=lambda: report_html(key, yaml_text), file_name=state.download_name(j.scenario.name)
+                       .replace(".yaml", "-report.html"), mime="text/html", key="plan_report", on_click="ignore")
