@@ -71,7 +71,8 @@ def _apply(values: dict) -> None:
             store[k] = v
 
 
-CLUSTER_KEYS = frozenset(("num_gpus", "zero_stage", "sequence_parallel", *state.LAYOUT_FIELDS))
+CLUSTER_KEYS = frozenset(("num_gpus", "zero_stage", "sequence_parallel", "pipeline_schedule",
+                          *state.LAYOUT_FIELDS))
 STACK_KEYS = frozenset(("stack", "moe_router_fusion", "moe_permute_fusion", "moe_expert_capacity_factor",
                         "moe_pad_expert_input_to_capacity", "moe_load_imbalance", "attention_dropout"))
 BATCH_KEYS = frozenset(("seq_length", "global_batch_size", "micro_batch_size", "training_tokens_b", "precision",

@@ -37,6 +37,7 @@ def test_plan_page_draws_the_chosen_schedule():
     at = AppTest.from_file(str(APP), default_timeout=120).run()
     at.number_input(key="vpp").set_value(1).run()
     at.selectbox(key="pipeline_schedule").set_value("zb-h1").run()
+    at.radio(key="plan_detail").set_value("Pipeline schedule").run()   # one detail chart at a time
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]
     captions = [re.sub(r"\\(.)", r"\1", c.value) for c in at.caption]
