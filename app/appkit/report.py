@@ -1,5 +1,6 @@
 """A downloadable report of the Plan page's job: the figures with their bands and price source,
-every Plan chart (Vega-Lite, drawn by vega-embed when the file is opened) and the scenario YAML.
+every Plan chart as an SVG drawn here (vl-convert, the Vega project's renderer: the file needs
+no script and no network when it is opened) and the scenario YAML.
 
 Built only when the user clicks the download (Streamlit's deferred ``data``), from the same
 cached views and chart specs the page draws."""
@@ -16,9 +17,8 @@ from perfmodel.present import fmt
 from . import cached, specs, state
 from .state import JobInputs
 
-VEGA_SCRIPTS = ("https://cdn.jsdelivr.net/npm/vega@6", "https://cdn.jsdelivr.net/npm/vega-lite@6",
-                "https://cdn.jsdelivr.net/npm/vega-embed@7")
-"""What the report's charts need when it is opened (the tables need nothing)."""
+REPORT_CHART_WIDTH_PX = 900
+"""Width of a chart the page draws at the container's width (the report's body is 1000 px)."""
 CHART_TITLES = {"breakdown": "Where the step time goes", "memory": "Memory per GPU against usable HBM",
                 "waterfall": "Goodput: from the cluster's peak to useful work",
                 "stages": "Memory per GPU of each pipeline stage", "roofline": "Roofline",
@@ -51,25 +51,26 @@ def report_html(key: str, scenario_yaml: str) -> str:
     ]
     breakdown = "".join(_row(k, fmt.seconds(s), fmt.percent(s / p["step_time_s"]))
                         for k, s in p["breakdown_s"].items() if s > 0)
-    charts, calls = [], []
+    import vl_convert   # the app's dependency; imported here, when a report is asked for
+
+    charts = []
     for name in specs.PLAN_CHARTS:
         spec = specs.plan_spec(key, name)
         if spec is None:
             continue
-        charts.append(f"<h3>{html.escape(CHART_TITLES[name])}</h3><div id='chart-{name}'></div>")
-        body = {**spec["spec"], "width": 900} if spec["spec"].get("width") == "container" else spec["spec"]
-        calls.append(f"vegaEmbed('#chart-{name}', {json.dumps(body)}, {{actions: false}});")
+        body = ({**spec["spec"], "width": REPORT_CHART_WIDTH_PX} if spec["spec"].get("width") == "container"
+                else spec["spec"])
+        svg = vl_convert.vegalite_to_svg(vl_spec=body)   # text in it is XML-escaped by the renderer
+        charts.append(f"<h3>{html.escape(CHART_TITLES[name])}</h3><figure class='chart'>{svg}</figure>")
     title = f"{v['model_name']} on {json.loads(key)['scenario']['num_gpus']} x {v['hardware_id']}"
-    scripts = "".join(f"<script src='{u}'></script>" for u in VEGA_SCRIPTS)
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>perfmodel: {html.escape(title)}</title>"
-            f"{scripts}<style>body{{font-family:sans-serif;max-width:1000px;margin:2em auto}}"
+            f"<style>body{{font-family:sans-serif;max-width:1000px;margin:2em auto}}"
             f"th{{text-align:left;padding-right:1em}}td{{padding-right:1em}}</style></head><body>"
             f"<h1>perfmodel: {html.escape(title)}</h1><p>{html.escape(v['hardware_name'])}. Efficiencies: "
             f"{html.escape(v['efficiency_note'])}. Ranges are the 80% error band (docs/validation.md).</p>"
             f"<h2>Figures</h2><table>{''.join(rows)}</table><h2>Step time by component</h2><table>{breakdown}</table>"
-            f"<h2>Charts</h2><p>Drawn by Vega when this file is opened (from cdn.jsdelivr.net); the tables above "
-            f"carry every number.</p>{''.join(charts)}<h2>Scenario</h2><pre>{html.escape(scenario_yaml)}</pre>"
-            f"<script>{''.join(calls)}</script></body></html>")
+            f"<h2>Charts</h2><p>Drawn when the report was made; the tables above carry every number.</p>"
+            f"{''.join(charts)}<h2>Scenario</h2><pre>{html.escape(scenario_yaml)}</pre></body></html>")
 
 
 def download_button(j: JobInputs, key: str) -> None:

@@ -126,7 +126,8 @@ def test_the_report_holds_the_figures_charts_and_scenario():
     sc = state.default_scenario()
     j = state.JobInputs(sc, None, sc.cost, True)
     html = report.report_html(j.key(), state.scenario_yaml(sc))
-    assert html.count("vegaEmbed(") == 6 and "$6.88/GPU-h" in html and "num_gpus: 64" in html
+    assert html.count("<figure class='chart'><svg") == 6 and "$6.88/GPU-h" in html and "num_gpus: 64" in html
+    assert "<script" not in html and "http://" not in html.replace("http://www.w3.org/", "") and "https://" not in html
     assert "<script>alert" not in report.report_html(
         state.JobInputs(sc.model_copy(update={"name": "<script>alert(1)</script>"}), None, sc.cost, True).key(),
         "name: <script>alert(1)</script>")

@@ -233,7 +233,7 @@ def test_plan_that_does_not_fit_offers_the_smallest_changes(page, server):  # no
     with page.expect_download() as dl:
         page.get_by_role("button", name="Download a report (HTML: figures, price source, charts, scenario YAML)").click()
     html = Path(dl.value.path()).read_text()
-    assert "<html" in html and "vegaEmbed" in html and "num_gpus: 512" in html
+    assert "<html" in html and "<figure class='chart'><svg" in html and "num_gpus: 512" in html
 
 
 # ---------------------------------------------------------------- 8 peers; every page by its URL path
