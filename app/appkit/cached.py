@@ -23,7 +23,6 @@ from perfmodel.present.verdicts import knee_text, scale_verdict_text, sizing_rea
 from perfmodel.spec.cost import CostModel
 from perfmodel.spec.errors import InputError
 
-
 REPO = Path(__file__).resolve().parents[2]
 CACHE = dict(max_entries=256, show_spinner=False)
 MAX_CLOUD_POINTS = 2_000

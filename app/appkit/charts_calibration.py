@@ -10,7 +10,6 @@ from perfmodel.spec.units import TERA
 
 from .charts import WIDTH
 
-
 FIT_AXES = {
     "gemm": ("GEMM work (FLOP per call)", "achieved (TFLOP/s)"),
     "attention": ("sequence length (tokens)", "achieved (TFLOP/s)"),

@@ -51,7 +51,7 @@ def report_html(key: str, scenario_yaml: str) -> str:
     ]
     breakdown = "".join(_row(k, fmt.seconds(s), fmt.percent(s / p["step_time_s"]))
                         for k, s in p["breakdown_s"].items() if s > 0)
-    import vl_convert   # the app's dependency; imported here, when a report is asked for
+    import vl_convert  # the app's dependency; imported here, when a report is asked for
 
     charts = []
     for name in specs.PLAN_CHARTS:

@@ -77,7 +77,6 @@ def layout_stages(stages_text: tuple[str, ...], L: Layouts, per_layer: dict, hea
         return tc * layer_s + mc * mtp_s + lc * head_s
 
     slowest = parts(coef["t"][0], coef["m"][0], coef["L"][0])
-    t_max = tot(coef["t"][0], coef["m"][0], coef["L"][0])
     st = pipeline.StageTimes(first_s=tot(coef["t"][1], coef["m"][1], coef["L"][1]),
                              middle_s=tot(mid["t"], mid["m"], mid["L"]),
                              last_s=tot(coef["t"][2], coef["m"][2], coef["L"][2]))

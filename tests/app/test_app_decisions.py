@@ -135,6 +135,7 @@ def test_the_report_holds_the_figures_charts_and_scenario():
 
 def test_charts_read_at_a_glance():
     import altair as alt
+
     from appkit import charts
     bd = charts.breakdown([{"component": "compute", "seconds": 9.0, "share": 0.9},
                            {"component": "pipeline_bubble", "seconds": 1.0, "share": 0.1}]).to_dict()

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from browser.test_browser import CHROMIUM, CHROMIUM_ARGS, SHOTS, server  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.browser

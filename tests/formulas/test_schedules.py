@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from perfmodel.formulas import pipeline as pl
-from perfmodel.formulas.compute import block_time, gemm_time_s, gemm_shape, gemm_precision
+from perfmodel.formulas.compute import block_time, gemm_precision, gemm_shape, gemm_time_s
 from perfmodel.formulas.layouts import layouts_from_arrays
 from perfmodel.formulas.schedule_orders import Placement, rank_orders
 from perfmodel.formulas.timeline import pipeline_timeline
