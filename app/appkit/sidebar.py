@@ -29,6 +29,10 @@ from perfmodel.spec.stacks import list_stacks, stack_info
 
 from . import run_inputs, state
 from .page import plain
+from .widget_store import GROUP_KEY, GROUPS
+from .widget_store import apply as _apply
+from .widget_store import keep as _keep
+from .widget_store import restore as _restore
 
 _NON_WIDGET = ("_uploaded_model", "_hw_uploaded_text")
 STACK_CHOICES = ("", *list_stacks())
@@ -42,78 +46,6 @@ NAME_MAX_CHARS = 128
 """Scenario and custom-model names typed in the sidebar (the longest catalogue name has 90)."""
 LAYOUT_MAX_CHARS = 4096
 """A typed pipeline layout (one letter per layer even for a 128-layer model with 16 virtual stages)."""
-
-
-STORE = "_job_values"
-"""The sidebar's values, kept while their group is not drawn. Streamlit forgets the value of a
-widget that a run does not draw; only the chosen group's widgets are drawn (drawing all ~150 on
-every run cost ~200 ms in the browser), so the rest live here and go back into Session State
-before their widgets are drawn again."""
-GROUPS = ("Model", "Hardware", "Software stack", "Batch and precision", "Overlap and ZeRO-3",
-          "Failures, start-up, input and cost", "Scenario file and link")
-GROUP_KEY = "_sidebar_group"
-
-
-def _job_keys() -> frozenset:
-    """The Session State keys of the job's widgets (what the store keeps)."""
-    if "_job_keys" not in st.session_state:
-        plain = set(run_inputs.PURPOSE) | set(run_inputs.STUDY)    # not widgets: Streamlit keeps them itself
-        st.session_state["_job_keys"] = frozenset(k for k in state.widget_values(state.default_scenario())
-                                                  if k not in plain) | {"use_profile"}
-    return st.session_state["_job_keys"]
-
-
-def _apply(values: dict) -> None:
-    store = st.session_state.setdefault(STORE, {})
-    for k, v in values.items():
-        st.session_state[k] = v
-        if k in _job_keys():
-            store[k] = v
-
-
-CLUSTER_KEYS = frozenset(("num_gpus", "zero_stage", "sequence_parallel", "pipeline_schedule",
-                          *state.LAYOUT_FIELDS))
-STACK_KEYS = frozenset(("stack", "moe_router_fusion", "moe_permute_fusion", "moe_expert_capacity_factor",
-                        "moe_pad_expert_input_to_capacity", "moe_load_imbalance", "attention_dropout"))
-BATCH_KEYS = frozenset(("seq_length", "global_batch_size", "micro_batch_size", "training_tokens_b", "precision",
-                        "recompute", "grad_reduce_in_fp32", "attention_backend", "moe_dispatcher",
-                        "elementwise_kernels", "cross_entropy", "optimizer_kernels", "selective_recompute",
-                        "recompute_num_layers", "activation_offload_layers", "pipeline_layout"))
-
-
-def _group_keys(group: str | None) -> frozenset:
-    """The widget keys a group draws (besides the cluster's, always drawn)."""
-    keys = _job_keys()
-    if group == "Model":
-        return frozenset(k for k in keys if k.startswith("m_") or k in ("model_source", "model_preset"))
-    if group == "Hardware":
-        return frozenset(k for k in keys if k.startswith(("hw_", "hl_")) or k == "hardware_id")
-    if group == "Software stack":
-        return STACK_KEYS
-    if group == "Batch and precision":
-        return BATCH_KEYS
-    if group == "Overlap and ZeRO-3":
-        return frozenset(k for k in keys if k.startswith(("ov_", "fsdp_")))
-    if group == "Failures, start-up, input and cost":
-        return frozenset(k for k in keys if k not in CLUSTER_KEYS and k.startswith(
-            ("rel_", "su_", "in_", "cost_", "usd_", "use_")))
-    if group == "Scenario file and link":
-        return frozenset(("scenario_name",))
-    return frozenset()
-
-
-def _restore() -> None:
-    """Put the stored values of the widgets the last run did not draw back into Session State
-    (Streamlit has forgotten them, or holds a stale value); those it drew are as the user left them."""
-    store = st.session_state.setdefault(STORE, {})
-    fresh = CLUSTER_KEYS | _group_keys(st.session_state.get("_drawn_group"))
-    for k, v in store.items():
-        if k not in fresh or k not in st.session_state:
-            st.session_state[k] = v
-
-
-def _keep(values: dict) -> None:
-    st.session_state.setdefault(STORE, {}).update({k: v for k, v in values.items() if k in _job_keys()})
 
 
 def load_scenario(sc) -> None:
