@@ -5,7 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from appkit import cached, charts, page, run_inputs
-from perfmodel.present import fmt
+from perfmodel.present import fmt, money
 from perfmodel.present.money import BASIS_WORDS
 from perfmodel.spec.hardware import list_hardware_ids, reference_hardware_ids
 from perfmodel.spec.stacks import list_stacks
@@ -82,10 +82,10 @@ unfit = sorted({r["hardware"] for r in rows if r.get("reason")})
 if unfit:
     st.warning("Not drawn (no fitting layout on the basis chosen, or no price on it): " + ", ".join(unfit)
                + ". The table's 'why not' column, and the list under it, say why.")
-classes = {r["listed_class"] for r in rows}
-if run_inputs.cost_basis(j.cost_model) == "listed" and len(classes) > 1:
-    st.warning("The listed prices are of different kinds (" + ", ".join(sorted(classes)) + "): a neocloud's price "
-               "beside a hyperscaler's. Choose hyperscaler or neocloud as the price basis to compare on one.")
+mixed = money.mixed_classes_text({r["hardware"]: r["listed_class"] for r in rows}) \
+    if run_inputs.cost_basis(j.cost_model) == "listed" else ""
+if mixed:
+    st.warning(page.plain(mixed))
 if ok:
     c = st.columns(3)
     if tokens:

@@ -5,7 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from appkit import cached, charts, page, run_inputs, sidebar
-from perfmodel.present import fmt
+from perfmodel.present import fmt, money
 from perfmodel.present.money import BASIS_WORDS
 from perfmodel.present.verdicts import batch_text
 from perfmodel.spec.hardware import list_hardware_ids, reference_hardware_ids
@@ -90,11 +90,10 @@ if grown:
     st.info("**The batch, not the hardware, was what limited** " + ", ".join(page.plain(r["hardware"]) for r in grown)
             + f": at the sidebar's batch of {page.plain(batch_text(sc.global_batch_size, seq))} no count met both "
               "targets, so the batch grew (see 'batch'). Set the batch limit, or switch growth off, above.")
-mixed = {r["listed_class"] for r in rows} if j.cost_model.mode == "cloud" and j.cost_model.cloud_class == "listed" \
-    and j.cost_model.usd_per_gpu_hour is None else set()
-if len(mixed) > 1:
-    st.warning("The listed prices are of different kinds (" + ", ".join(sorted(mixed)) + "), so costs do not "
-               "compare on one basis: choose hyperscaler or neocloud, your own price or TCO in the sidebar.")
+mixed = money.mixed_classes_text({r["hardware"]: r["listed_class"] for r in rows}) \
+    if run_inputs.cost_basis(j.cost_model) == "listed" else ""
+if mixed:
+    st.warning(page.plain(mixed) + " (in the sidebar)")
 page.chart(charts.sizing(res["options"], deadline_s, budget or None))
 st.caption("Lines join the GPU counts of one hardware type (more GPUs: faster, usually dearer; a larger batch "
            "draws its own point); black rings mark each type's choice; dashed red rules are the deadline and the "
@@ -106,7 +105,8 @@ def chance(r):
 
 
 st.dataframe(pd.DataFrame([{
-    "hardware": r["hardware"], "meets both": "yes" if r["num_gpus"] else "no", "GPUs": f"{r['num_gpus']:,}" if r["num_gpus"] else "-",
+    "hardware": r["hardware"], "meets both": "yes" if r["num_gpus"] else "no",
+    "GPUs": f"{r['num_gpus']:,}" if r["num_gpus"] else "-",
     "batch": f"{fmt.compact(r['global_batch_size'] * seq)} tokens" + (" (grown)" if r.get("batch_grown") else ""),
     "time to train": fmt.seconds(r.get("time_to_train_s")),
     "cost": fmt.usd(r.get("cost_usd")), "per M tokens": fmt.usd_per_million_tokens(r.get("cost_usd"), tokens_b * GIGA),

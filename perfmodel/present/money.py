@@ -25,20 +25,14 @@ def price_text(quote) -> str:
     return f"{fmt.usd_per_gpu_hour(quote.usd_per_gpu_hour)}, {basis} ({quote.source})"
 
 
-def mixed_listed_classes(hardware) -> dict[str, list[str]]:
-    """The listed price's kind -> the hardware ids that have it, for specs priced at their listed
-    price: more than one key means the comparison mixes provider classes."""
-    out: dict[str, list[str]] = {}
-    for hw in hardware:
-        out.setdefault(hw.price.listed_class, []).append(hw.id)
-    return out
-
-
-def mixed_classes_text(hardware) -> str:
-    """A warning when listed prices mix provider classes ('' when they do not)."""
-    kinds = mixed_listed_classes(hardware)
+def mixed_classes_text(listed_class_by_hardware: dict[str, str]) -> str:
+    """A warning when hardware priced at their listed prices mix provider classes (hardware id ->
+    ``PriceSpec.listed_class``); '' when the prices are of one kind."""
+    kinds: dict[str, list[str]] = {}
+    for hw_id, kind in listed_class_by_hardware.items():
+        kinds.setdefault(kind, []).append(hw_id)
     if len(kinds) < 2:
         return ""
-    parts = "; ".join(f"{LISTED_CLASS_WORDS.get(k, k)} for {', '.join(ids)}" for k, ids in kinds.items())
+    parts = "; ".join(f"{LISTED_CLASS_WORDS.get(k, k)} for {', '.join(ids)}" for k, ids in sorted(kinds.items()))
     return (f"The listed prices are of different kinds ({parts}), so costs do not compare on one basis: "
             f"choose a provider class (hyperscaler or neocloud), your own price or TCO.")

@@ -220,11 +220,6 @@ def _option(sc: Scenario, n: int, gbs: int, search_options, cost_model, efficien
                                                         budget_usd)), ""
 
 
-def _meets(o: SizingOption, deadline_s, budget_usd) -> bool:
-    return ((deadline_s is None or o.time_to_train_s <= deadline_s)
-            and (budget_usd is None or o.cost_usd <= budget_usd))
-
-
 def _options_for(scenario: Scenario, counts, rungs, search_options, cost_model, efficiency, deadline_s, budget_usd,
                  step=None):
     """Every count at the scenario's batch; when no count meets both targets at that batch, every

@@ -68,6 +68,19 @@ def test_price_basis_goes_into_the_link_and_the_yaml_and_back():
         "cost.usd_per_gpu_hour: the price basis 'own' needs your price per GPU-hour (> 0)"]
 
 
+def test_compare_warns_when_listed_prices_mix_provider_classes_and_not_on_one_class():
+    at = _app()
+    at.switch_page("pages_/compare.py").run()
+    _submit(at, "Compare")
+    _clean(at)
+    warned = [_shown(w.value) for w in at.warning if "listed prices are of different kinds" in _shown(w.value)]
+    assert warned and "a neocloud's for b300, gb200-nvl72" in warned[0] and "a hyperscaler's for" in warned[0]
+    _open(at, "Failures, start-up, input and cost").radio(key="cost_basis").set_value("hyperscaler").run()
+    _submit(at, "Compare")
+    _clean(at)
+    assert not [w for w in at.warning if "different kinds" in _shown(w.value)]
+
+
 def test_size_options_travel_in_the_link_and_come_back():
     at = _app()
     at.switch_page("pages_/size.py").run()

@@ -179,3 +179,11 @@ def test_bad_job_inputs(h100, num_gpus, wall_time_s, field):
 def test_break_even_months_rejects_bad_utilisation(h100):
     with pytest.raises(InputError, match="utilisation_frac"):
         buy_vs_rent_break_even_months(h100, CostModel(), 1.2)
+
+
+def test_mixed_listed_classes_are_named_with_their_hardware():
+    from perfmodel.present.money import mixed_classes_text
+    assert mixed_classes_text({"b200": "hyperscaler", "h100-sxm": "hyperscaler"}) == ""
+    text = mixed_classes_text({"gb200-nvl72": "neocloud", "b200": "hyperscaler", "h100-sxm": "hyperscaler"})
+    assert text.startswith("The listed prices are of different kinds (a hyperscaler's for b200, h100-sxm; "
+                           "a neocloud's for gb200-nvl72)")
