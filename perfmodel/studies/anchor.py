@@ -31,7 +31,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from perfmodel.engine.evaluate import evaluate
 from perfmodel.engine.prediction import Prediction
@@ -110,6 +109,7 @@ def fit_anchor(runs: list[tuple[str, Resolved, float]]) -> Anchor:
     moves compute, one bound by exposed communication moves communication."""
     if not 0 < len(runs) <= limits.MAX_OBSERVED_RUNS:
         raise InputError("anchor", f"{len(runs):,} measured runs; anchor on 1 to {limits.MAX_OBSERVED_RUNS}")
+    from scipy.optimize import least_squares   # here, not at import: scipy.optimize costs a predict 0.1-0.3 s
 
     def resid(log_f):
         fs = dict(zip(FACTORS, np.exp(log_f)))

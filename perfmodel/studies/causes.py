@@ -25,7 +25,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import brentq, minimize_scalar
 
 from perfmodel.engine.evaluate import COMPONENTS
 from perfmodel.spec.measured import MeasuredRun
@@ -166,6 +165,8 @@ def _score(runs: list[RunData], lever: str, log_x: float) -> float:
 def _step_roots(runs: list[RunData], lever: str, lo: float, hi: float) -> list[float]:
     """For each run, the log speed of ``lever`` at which its predicted step equals the measured
     one, where one lies in [lo, hi]: the fit's valley sits near these, however narrow it is."""
+    from scipy.optimize import brentq   # here, not at import: scipy.optimize costs a predict ~0.1-0.3 s
+
     out = []
     for run in runs:
         def gap(g, run=run):
@@ -180,6 +181,8 @@ def fit_lever(runs: list[RunData], lever: str) -> tuple[float, float] | None:
     """(fitted speed factor, score) of ``lever``, or None when no speed in its range changes any
     step (the lever is off the critical path however fast or slow it runs). The score is taken on
     a log-spaced grid and at each run's exact fit of its own step, then refined around the best."""
+    from scipy.optimize import minimize_scalar   # here, not at import (see _step_roots)
+
     lo, hi = (math.log(v) for v in FACTOR_RANGE.get(lever, CALIBRATED_RANGE))
     ends = [tuple(run.model.step_s(Speeds().times(lever, math.exp(g))) for run in runs) for g in (lo, hi)]
     if ends[0] == ends[1]:

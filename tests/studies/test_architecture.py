@@ -132,3 +132,18 @@ def test_no_module_over_400_lines(path):
 
 def test_the_cycle_detector_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_predict_does_not_load_the_optimizers(fmt):
+    """``predict`` needs no optimiser: scipy.optimize (0.1-0.3 s of start-up on a 2-core
+    machine) loads only for the commands that fit (diagnose, --anchor)."""
+    import subprocess
+    import sys
+    code = ("import sys, io, contextlib\nfrom perfmodel.cli import main\n"
+            f"sys.argv = ['perfmodel', 'predict', '--format', '{fmt}']\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n    rc = main()\n"
+            "print(rc, sorted(m for m in sys.modules if m.startswith('scipy.optimize'))[:1])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=PACKAGE.parent).stdout.split()
+    assert out == ["0", "[]"]
