@@ -230,8 +230,17 @@ def search_options(args, **extra):
     if schedules:
         from perfmodel.spec.scenario import PIPELINE_SCHEDULES
         d["schedules"] = PIPELINE_SCHEDULES if schedules == ["all"] else tuple(schedules)
+    sp = csv_list(getattr(args, "sequence_parallel", None), str, "sequence-parallel")
+    if sp:
+        bad = [v for v in sp if v not in SP_WORDS]
+        if bad:
+            raise InputError("--sequence-parallel", f"{bad[0]!r} is not one of on, off")
+        d["sequence_parallel"] = tuple(dict.fromkeys(SP_WORDS[v] for v in sp))
     d.update(extra)
     return parse_search_options(d)
+
+
+SP_WORDS = {"on": True, "off": False}
 
 
 def layout_text(c) -> str:
@@ -280,6 +289,8 @@ def add_study_options(p, objective: bool = True) -> None:
     p.add_argument("--schedules", help="pipeline schedules to try on every layout with pp > 1: a comma-separated "
                                        "subset of 1f1b,interleaved,zb-h1,zb-h2,zb-v,dualpipe,dualpipe-v, or all "
                                        "(default: the scenario's)")
+    p.add_argument("--sequence-parallel", help="sequence parallelism to try on every layout with tp > 1: on, off, "
+                                                "or on,off (default: on wherever tp > 1)")
     p.add_argument("--max-micro-batch-size", type=int, default=8)
     add_profile_option(p)
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,

@@ -32,7 +32,7 @@ def cmd_bench(args) -> int:
          f"{res.raw_evaluations_per_s:,.0f}"],
         ["best layout", f"tp{lay['tp']} pp{lay['pp']} vpp{lay['vpp']} {lay['pipeline_schedule']} dp{lay['dp']} "
                         f"mb{lay['micro_batch_size']} {lay['recompute']} ({fmt.seconds(res.best_step_time_s)} per step)"],
-        ["widened search (bf16 + fp8, every overlap switch, every pipeline schedule)",
+        ["widened search (bf16, fp16, fp8; SP on and off; every overlap switch and pipeline schedule)",
          f"{res.wide_candidates:,} candidates, {res.wide_evaluated:,} timed, {fmt.seconds(res.wide_search_wall_s)}, "
          f"{res.wide_evaluations_per_s:,.0f} evaluations/s"],
     ]

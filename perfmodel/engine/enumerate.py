@@ -13,7 +13,8 @@ cp              divisors of num_gpus (up to ``max_cp``)
 ep, etp         MoE only: ep divides num_experts and num_gpus; etp divides num_gpus, <= max tp
 zero_stage      the given stages (0-3)
 mbs             1..``max_micro_batch_size`` where the per-rank batch splits
-sp              on whenever tp > 1 (Korthikanti et al. 2022 recommend it with TP)
+sp              on whenever tp > 1 (Korthikanti et al. 2022 recommend it with TP), or each
+                value the search names where tp > 1 (off alone where tp = 1: nothing to split)
 ==============  ===========================================================================
 
 A pinned dimension takes only the value given for it. Whether each layout can run is for the
@@ -48,6 +49,8 @@ class Bounds:
     schedules: tuple[int, ...] | None = None
     """Pipeline schedule codes to try (``perfmodel.formulas.pipeline.SCHEDULES``); None = each
     layout's default."""
+    sequence_parallel: tuple[bool, ...] | None = None
+    """Sequence parallelism settings to try where tp > 1; None = on wherever tp > 1."""
 
 
 def _divisors(n: int, upto: int) -> np.ndarray:
@@ -89,6 +92,7 @@ def _prefix(model: ModelSpec, hw: HardwareSpec, num_gpus: int, seq_length: int, 
     c = _cross(c, "vpp", values("vpp", _divisors(layers, bounds.max_vpp or layers)))
     c = prune(c, (c["vpp"] == 1) | ((c["pp"] > 1) & (layers % (c["pp"] * c["vpp"]) == 0)), "vpp")
     c = _with_schedules(c, bounds)
+    c = _with_sequence_parallel(c, bounds)
     if model.moe is None:
         c["ep"] = np.full_like(c["tp"], pin.get("ep", 1))
         c["etp"] = np.full_like(c["tp"], pin.get("etp", 1))
@@ -121,6 +125,20 @@ def _with_schedules(c: dict, bounds: Bounds) -> dict:
     return keep(out, (out["pp"] == 1) | pipeline.runs_on_chunks(out["schedule"], out["vpp"]))
 
 
+def _with_sequence_parallel(c: dict, bounds: Bounds) -> dict:
+    """Each row with every sequence-parallel setting of ``bounds.sequence_parallel`` where
+    tp > 1, and off where tp = 1; unchanged (``_expand`` sets it) when none is named or it is
+    pinned."""
+    if "sp" in bounds.pinned or bounds.sequence_parallel is None:
+        return c
+    values = np.array(sorted(set(bounds.sequence_parallel), reverse=True), dtype=bool)   # on first
+    per_row = np.where(c["tp"] > 1, values.size, 1)
+    out = {k: np.repeat(v, per_row) for k, v in c.items()}
+    nth = np.arange(int(per_row.sum())) - np.repeat(np.cumsum(per_row) - per_row, per_row)
+    out["sp"] = (out["tp"] > 1) & values[np.minimum(nth, values.size - 1)]
+    return out
+
+
 def _expand(c: dict, num_gpus: int, global_batch_size: int, bounds: Bounds) -> dict:
     """Prefix rows crossed with the zero stages and micro-batch sizes, and sequence parallelism."""
     N, pin = num_gpus, bounds.pinned
@@ -132,7 +150,10 @@ def _expand(c: dict, num_gpus: int, global_batch_size: int, bounds: Bounds) -> d
     # keep mbs = 1 where the batch does not split at all, so the rule reports why
     if "mbs" not in pin:
         c = keep(c, (c["mbs"] == 1) | (global_batch_size % (c["mbs"] * dp) == 0))
-    c["sp"] = np.full(len(c["tp"]), bool(pin["sp"])) if "sp" in pin else c["tp"] > 1
+    if "sp" in pin:
+        c["sp"] = np.full(len(c["tp"]), bool(pin["sp"]))
+    elif "sp" not in c:   # else set per row by _with_sequence_parallel
+        c["sp"] = c["tp"] > 1
     return c
 
 

@@ -33,9 +33,12 @@ BENCH_SCENARIO = dict(
 )
 """GPT-3 175B with the batch and sequence of Narayanan et al. 2021 (table 1: 1,536 x 2,048 on
 1,024 GPUs) and GPT-3's 300B training tokens (Brown et al. 2020, sec. 2.2)."""
-WIDE_OPTIONS = dict(precisions=("bf16", "fp8"), overlap=OVERLAP_KINDS, schedules=PIPELINE_SCHEDULES)
-"""The widened search: both precisions an H100 trains in, every overlap switch and every pipeline
-schedule."""
+WIDE_OPTIONS = dict(precisions=("bf16", "fp16", "fp8"), sequence_parallel=(True, False), overlap=OVERLAP_KINDS,
+                    schedules=PIPELINE_SCHEDULES)
+"""The widened search: every precision the H100 has a dense tensor-core peak for (Megatron's
+``--bf16``, ``--fp16``, ``--fp8-format``; fp16 keeps its gradients in fp16 and its main
+gradients among the optimizer states), sequence parallelism on and off where tp > 1, every
+overlap switch and every pipeline schedule."""
 LARGE_SCENARIO = dict(
     name="bench-deepseek-v3-2048xgb200", hardware="gb200-nvl72", num_gpus=2048, model="deepseek-v3",
     seq_length=4096, global_batch_size=15360, training_tokens=14.8e12,

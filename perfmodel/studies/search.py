@@ -24,7 +24,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Annotated, Callable, Literal, get_args
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from perfmodel.engine.enumerate import Bounds, enumeration, keep
 from perfmodel.engine.evaluate import evaluate, job_memory
@@ -116,6 +116,9 @@ class SearchOptions(BaseModel):
     """Pipeline schedules to try on every layout with pp > 1 (``perfmodel.formulas.pipeline``); the
     rules reject those a layout cannot run (vpp, pp, micro-batches). None = the scenario's own
     (``parallelism.pipeline_schedule``, or 1f1b / interleaved by vpp where it names none)."""
+    sequence_parallel: Annotated[tuple[StrictBool, ...], Field(min_length=1, max_length=2)] | None = None
+    """Sequence-parallel settings to try on every layout with tp > 1 ((true, false): both, on and
+    off; Megatron's ``--sequence-parallel``). None = on wherever tp > 1 (Korthikanti et al. 2022)."""
     pin: Annotated[tuple[Pinnable, ...], Field(max_length=len(PINNABLE))] = ()
     """Dimensions held at the scenario's own values instead of searched (``PINNABLE``): pin them
     all to evaluate exactly the scenario's job, as ``predict`` does."""
@@ -220,7 +223,7 @@ def bounds_for(scenario: Scenario, options: SearchOptions) -> Bounds:
     schedules = tuple(dict.fromkeys(pipeline.schedule_code(x) for x in options.schedules)) if searched else named
     return Bounds(zero_stages=tuple(options.zero_stages), max_micro_batch_size=options.max_micro_batch_size,
                   max_tp=options.max_tp, max_cp=options.max_cp, max_vpp=options.max_vpp, pinned=pinned,
-                  schedules=schedules)
+                  schedules=schedules, sequence_parallel=options.sequence_parallel)
 
 
 def _memory_rows(mem: MemoryBreakdown, rows) -> MemoryBreakdown:

@@ -177,7 +177,7 @@ def test_widened_search_pairs_each_schedule_only_with_the_chunks_it_runs():
     """Every schedule is tried on every pipelined layout whose vpp it can run (one chunk per
     rank, two in a V, several interleaved); a pair it cannot run is no candidate, so no search
     reports it as rejected, and every schedule still leads somewhere."""
-    res = search(parse_scenario(BENCH_SCENARIO), SearchOptions(**WIDE_OPTIONS, top_k=200))
+    res = search(parse_scenario(BENCH_SCENARIO), SearchOptions(schedules=WIDE_OPTIONS["schedules"], top_k=200))
     assert set(WIDE_OPTIONS["schedules"]) == set(PIPELINE_SCHEDULES)
     assert not [r for r in res.rejected if "model chunk" in r or "needs vpp" in r]
     seen = {res.table.scenario(i).parallelism.schedule for i in range(len(res.table))}
