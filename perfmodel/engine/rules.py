@@ -183,6 +183,10 @@ def layout_violations(model: ModelSpec, hw: HardwareSpec, seq_length: int, globa
         experts = model.moe.num_experts
         rule("parallelism.ep", ~_divides(ep, experts),
              lambda ep: f"ep({ep}) does not divide moe.num_experts({experts})", ep=ep)
+        # Megatron-Core ModelParallelConfig.__post_init__ (megatron/core/model_parallel_config.py):
+        # "When using expert parallelism and tensor parallelism, sequence parallelism must be used"
+        rule("parallelism.sequence_parallel", (ep > 1) & (tp > 1) & ~sp,
+             lambda ep, tp: f"ep({ep}) with tp({tp}) needs sequence parallelism (Megatron-Core)", ep=ep, tp=tp)
         rule("parallelism.ep", ~_divides(ep * etp, dp * cp * tp),
              lambda ep, etp, dp, cp, tp: (f"ep({ep}) * etp({etp}) = {ep * etp} does not divide "
                                           f"dp({dp}) * cp({cp}) * tp({tp}) = {dp * cp * tp}"),

@@ -116,3 +116,18 @@ def test_search_option_is_checked(bad):
     from perfmodel.studies.search import parse_search_options
     with pytest.raises(InputError, match="sequence_parallel"):
         parse_search_options({"sequence_parallel": bad})
+
+
+def test_moe_with_ep_and_tp_needs_sequence_parallelism():
+    """Megatron-Core refuses ep > 1 with tp > 1 without SP (ModelParallelConfig.__post_init__), so
+    predict names the field and the SP-off search offers no such layout."""
+    from perfmodel.spec.errors import InputError
+    moe = dict(TINY, name="tiny-moe", moe=dict(num_experts=4, top_k=2, expert_ffn_hidden_size=512))
+    bad = scen(model=moe, parallelism=dict(tp=2, ep=2, sequence_parallel=False))
+    with pytest.raises(InputError, match=r"parallelism.sequence_parallel.*ep\(2\) with tp\(2\) needs sequence"):
+        predict(bad)
+    predict(scen(model=moe, parallelism=dict(tp=2, ep=2)))          # SP on (null: on with tp > 1)
+    predict(scen(model=moe, parallelism=dict(tp=2, ep=1, sequence_parallel=False)))
+    res = search(scen(model=moe), SearchOptions(top_k=1000, sequence_parallel=(False,)))
+    assert all(not (c.scenario.parallelism.tp > 1 and c.scenario.parallelism.ep > 1) for c in res.candidates)
+    assert any("needs sequence parallelism" in r for r in res.rejected)
