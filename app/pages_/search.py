@@ -2,12 +2,23 @@
 layouts fail. Other GPU counts only when asked; loading a layout says what it changes."""
 
 import json
+from typing import get_args
 
 import pandas as pd
 import streamlit as st
 
 from appkit import cached, charts, page, run_inputs, sidebar
 from perfmodel.present import fmt
+from perfmodel.spec.scenario import PIPELINE_SCHEDULES, Precision, hardware_of
+from perfmodel.studies.job_variants import OVERLAP_KINDS
+
+WIDEN = {
+    "precision": "every precision the GPU has a tensor-core peak for (changes the numerics)",
+    "overlap": "each communication overlap switched off and on (tp, cp, ep, pp, dp, fsdp)",
+    "pipeline schedule": "every pipeline schedule on layouts with pp > 1 (1f1b, interleaved, zero-bubble, DualPipe)",
+    "sequence parallelism off": "tp > 1 layouts with and without sequence parallelism",
+}
+"""Dimensions the search leaves at the scenario's settings unless asked (``SearchOptions``)."""
 
 MAX_EXTRA_COUNTS = 16
 """GPU counts typed beside the job's own: each is a whole search."""
@@ -48,6 +59,9 @@ with st.form("search_form", border=False):
             st.session_state["study_search_counts"] = [int(x) for x in words] or None
             st.session_state["_seeded_search_counts"] = ", ".join(words)
 
+    widen = st.multiselect("Also search", list(WIDEN), key="search_widen",
+                           help="; ".join(f"{k}: {v}" for k, v in WIDEN.items()) + ". Each multiplies the layouts "
+                                "tried; unchecked, the sidebar's setting is kept.")
     submitted = st.form_submit_button("Search", type="primary", on_click=_sync)
 words = [x for x in counts_text.replace(" ", "").split(",") if x]
 if not all(x.isascii() and x.isdigit() and 1 <= int(x) <= MAX_GPU_COUNT for x in words):
@@ -61,6 +75,15 @@ extra = tuple(int(x) for x in words)
 options = {"objective": objective, "top_k": int(top_k), "max_micro_batch_size": int(max_mbs)}
 if extra:
     options["gpu_counts"] = sorted({n_job, *extra})
+if "precision" in widen:
+    gpu = hardware_of(j.scenario).gpu
+    options["precisions"] = [p for p in get_args(Precision) if gpu.supports(p)]
+if "overlap" in widen:
+    options["overlap"] = list(OVERLAP_KINDS)
+if "pipeline schedule" in widen:
+    options["schedules"] = list(PIPELINE_SCHEDULES)
+if "sequence parallelism off" in widen:
+    options["sequence_parallel"] = [True, False]
 res = page.run_study("search", (j.key(), json.dumps(options, sort_keys=True)), submitted, cached.search_view,
                      f"Searching the layouts at {', '.join(str(n) for n in options.get('gpu_counts', [n_job]))} GPUs",
                      "Search")
@@ -82,6 +105,8 @@ cost_label = "cost of training" if res["cost_basis"] == "training_tokens" else "
 top = pd.DataFrame([{
     "rank": i + 1, "GPUs": c["num_gpus"], "tp": c["tp"], "pp": c["pp"], "vpp": c["vpp"], "cp": c["cp"],
     "ep": c["ep"], "dp": c["dp"], "ZeRO": c["zero_stage"], "mbs": c["micro_batch_size"], "recompute": c["recompute"],
+    "schedule": c["pipeline_schedule"] if c["pp"] > 1 else "-", "SP": "on" if c["sequence_parallel"] else "off",
+    "precision": c["precision"], "overlapped": ", ".join(c["overlapped"]) or "none",
     "step time": fmt.seconds(c["step_time_s"]), "tokens/s per GPU": fmt.si(c["tokens_per_s_per_gpu"], "tok/s"),
     "MFU": fmt.percent(c["mfu"]), "memory": fmt.bytes_binary(c["memory_per_gpu_bytes"]),
     cost_label: fmt.usd(c["cost_usd"]), "bottleneck": c["bottleneck"],

@@ -28,8 +28,9 @@ from perfmodel.engine.prediction import Evaluation
 from perfmodel.engine.rules import with_recompute
 from perfmodel.formulas.layouts import Layouts, layouts_from_arrays
 from perfmodel.formulas.pipeline import SCHEDULES
-from perfmodel.spec.scenario import Parallelism, Scenario, default_schedule
+from perfmodel.spec.scenario import Parallelism, Scenario, default_schedule, model_of
 from perfmodel.spec.software import Overlap
+from perfmodel.studies.job_variants import OVERLAP_KINDS, has_traffic
 
 SAMPLE_ROWS = 4000
 """Most layouts kept for the app's chart of the layouts that fit (it draws them all)."""
@@ -66,7 +67,17 @@ class Candidate:
                 "zero_stage": p.zero_stage,
                 "micro_batch_size": s.micro_batch_size, "num_microbatches": self.num_microbatches,
                 "recompute": s.recompute, "precision": s.precision,
-                "overlap": s.software.overlap.model_dump(mode="json")}
+                "overlap": s.software.overlap.model_dump(mode="json"), "overlapped": self.overlapped()}
+
+    def overlapped(self) -> list[str]:
+        """The kinds of communication this layout sends (``job_variants.has_traffic``) whose
+        overlap with compute is on (a fraction above 0, or TP's ideal chunked overlap)."""
+        s, p = self.scenario, self.scenario.parallelism
+        cols = {"tp": [p.tp], "pp": [p.pp], "cp": [p.cp], "ep": [p.ep], "etp": [p.etp], "zero_stage": [p.zero_stage],
+                "schedule": [SCHEDULES.index(p.schedule)]}
+        ov = s.software.overlap
+        return [k for k in OVERLAP_KINDS if has_traffic(k, cols, model_of(s), s.num_gpus)[0]
+                and (getattr(ov, k) is None or getattr(ov, k) > 0)]
 
     def to_dict(self) -> dict:
         out = self.layout()

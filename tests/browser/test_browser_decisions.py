@@ -131,6 +131,34 @@ def test_search_renders_for_the_presets_that_crashed_at_the_sidebars_count(page,
     _no_errors(page)
 
 
+
+def _enumerated(pg) -> int:
+    import re
+    return int(re.search(r"([\d,]+) combinations enumerated", _text(pg)).group(1).replace(",", ""))
+
+
+def test_search_also_searches_what_the_user_picks(page, server):  # noqa: F811
+    page.goto(_link(server, "search", num_gpus=16))
+    page.get_by_role("heading", name="Search").wait_for()
+    _idle(page)
+    _press(page, "Search")
+    page.get_by_text("combinations enumerated").wait_for()
+    _idle(page)
+    plain = _enumerated(page)
+    box = page.locator('[data-testid="stMultiSelect"]').filter(has_text="Also search")
+    for choice in ("pipeline schedule", "sequence parallelism off"):
+        box.locator("input").click()
+        page.get_by_role("option", name=choice, exact=True).click()
+    page.keyboard.press("Escape")
+    _press(page, "Search")
+    page.wait_for_function(f"() => !document.body.innerText.includes('{plain:,} combinations enumerated')")
+    _idle(page)
+    _no_errors(page)
+    assert _enumerated(page) > plain
+    headers, _ = _grid(page)
+    assert {"schedule", "SP", "precision", "overlapped"} <= set(headers)
+    _shot(page, "search-widened")
+
 # --------------------------------------------------------------------- 2 fast pages, progress bars
 def test_plan_redraws_quickly_after_a_sidebar_change(page, server):  # noqa: F811
     page.goto(server)

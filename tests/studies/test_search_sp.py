@@ -5,6 +5,7 @@ CLI's ``--sequence-parallel``."""
 from __future__ import annotations
 
 import json
+from typing import get_args
 
 import numpy as np
 import pytest
@@ -14,8 +15,6 @@ from perfmodel.cli import main
 from perfmodel.engine.enumerate import enumerate_layouts, enumeration
 from perfmodel.engine.prediction import predict
 from perfmodel.spec.hardware import load_hardware
-from typing import get_args
-
 from perfmodel.spec.scenario import Precision, Scenario, hardware_of, model_of, parse_scenario
 from perfmodel.studies.bench import BENCH_SCENARIO, WIDE_OPTIONS
 from perfmodel.studies.search import SearchOptions, bounds_for, search
@@ -131,3 +130,16 @@ def test_moe_with_ep_and_tp_needs_sequence_parallelism():
     res = search(scen(model=moe), SearchOptions(top_k=1000, sequence_parallel=(False,)))
     assert all(not (c.scenario.parallelism.tp > 1 and c.scenario.parallelism.ep > 1) for c in res.candidates)
     assert any("needs sequence parallelism" in r for r in res.rejected)
+
+
+@pytest.mark.parametrize("par, overlap, expected", [
+    (dict(tp=2, pp=1, cp=1, zero_stage=1), dict(tp=0.0, dp=1.0, cp=1.0), ["dp"]),     # no cp traffic at cp = 1
+    (dict(tp=2, pp=2, cp=2, zero_stage=3), dict(tp=None, dp=0.0, pp=1.0, cp=1.0, fsdp=1.0),
+     ["tp", "cp", "pp", "fsdp"]),
+    (dict(tp=1, pp=1, cp=1, zero_stage=0), dict(tp=None, dp=0.0), []),                # tp = 1: nothing to hide
+])
+def test_a_candidate_names_the_traffic_it_overlaps(par, overlap, expected):
+    from perfmodel.studies.search import PINNABLE
+    s = scen(parallelism=par, software=dict(overlap=overlap))
+    best = search(s, SearchOptions(top_k=1, pin=PINNABLE)).best
+    assert best.overlapped() == expected and best.to_dict()["overlapped"] == expected
