@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel.engine.enumerate import Bounds, enumeration, keep
 from perfmodel.engine.evaluate import evaluate, job_memory
-from perfmodel.engine.floor import step_time_floor_s
+from perfmodel.engine.floor import compute_floor_s, step_time_floor_s
 from perfmodel.engine.job import bind
 from perfmodel.engine.prediction import Evaluation, measure
 from perfmodel.engine.rules import (
@@ -270,6 +270,10 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
     prune = best_only and options.objective == "time"
     jobs: dict = {}
 
+    def bound() -> float:
+        """The k-th best step so far (inf while fewer are kept): no better layout is skipped."""
+        return float(kept.best.step_time_s[-1]) if len(kept.best) == options.top_k else np.inf
+
     def run(ni: int, pi: int, parts: list) -> None:
         """Fit and time a chunk of valid layouts of one GPU count and precision."""
         nonlocal kept, eval_s, num_fit, num_timed
@@ -282,17 +286,31 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
                                     ep=cols["ep"], etp=cols["etp"], sp=cols["sp"],
                                     zero_stage=cols["zero_stage"], mbs=cols["mbs"], dp=dp,
                                     num_mb=gbs // (cols["mbs"] * dp), schedule=cols["schedule"])
-        floor = None
+        compute = None
         for ri, rc in enumerate(recompute_options):
             job = jobs.get((ni, pi, ri))
             if job is None:   # one per search group, so that work kept per job serves every chunk
                 job = jobs[ni, pi, ri] = bind(with_recompute(scenario, rc), m, hw, eff, num_gpus=N, precision=prec)
+            job_vs = []
+            for vi, variant in enumerate(job_variants):
+                job_v = jobs.get((ni, pi, ri, vi))
+                if job_v is None:
+                    job_v = jobs[ni, pi, ri, vi] = job if not variant.changed else replace(
+                        job, software=job.software.model_copy(update={"overlap": variant.overlap}))
+                job_vs.append(job_v)
             checked = np.arange(len(L_all))
-            if prune and len(kept.best) == options.top_k:
-                # A layout whose step cannot beat the k-th best is not even checked for memory.
-                if floor is None:   # compute alone: the same for every recompute and overlap setting
-                    floor = step_time_floor_s(job, L_all)
-                checked = np.flatnonzero(floor <= kept.best.step_time_s[-1])
+            floors = {}
+            if prune and np.isfinite(bound()):
+                # A layout whose step cannot beat the k-th best is not even checked for memory:
+                # first by its compute alone (the same under every recompute and overlap
+                # setting), then, with one overlap setting, by its step's floor.
+                if compute is None:
+                    compute = compute_floor_s(jobs[ni, pi, 0], L_all)
+                checked = np.flatnonzero(compute <= bound())
+                if checked.size and len(job_vs) == 1:
+                    floors[0] = np.full(len(L_all), np.inf)
+                    floors[0][checked] = step_time_floor_s(job_vs[0], L_all.take(checked))
+                    checked = checked[floors[0][checked] <= bound()]
                 if not checked.size:
                     continue
             L_checked = L_all.take(checked)
@@ -302,17 +320,15 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
             for vi, variant in enumerate(job_variants):
                 rows = np.flatnonzero(fit & wanted[vi, checked])
                 num_fit += rows.size
-                if prune and rows.size and len(kept.best) == options.top_k:
-                    if floor is None:   # the top k filled up within this chunk
-                        floor = step_time_floor_s(job, L_all)
-                    rows = rows[floor[checked[rows]] <= kept.best.step_time_s[-1]]
+                job_v = job_vs[vi]
+                if prune and rows.size and np.isfinite(bound()):
+                    if vi not in floors:
+                        floors[vi] = np.full(len(L_all), np.inf)
+                        floors[vi][checked[rows]] = step_time_floor_s(job_v, L_checked.take(rows))
+                    rows = rows[floors[vi][checked[rows]] <= bound()]
                 if not rows.size:
                     continue
                 num_timed += rows.size
-                job_v = jobs.get((ni, pi, ri, vi))
-                if job_v is None:
-                    job_v = jobs[ni, pi, ri, vi] = job if not variant.changed else replace(
-                        job, software=job.software.model_copy(update={"overlap": variant.overlap}))
                 L = L_checked.take(rows)
                 t1 = time.perf_counter()
                 arrays = evaluate(job_v, L, _memory_rows(mem, rows))
