@@ -133,3 +133,23 @@ def step_time_floor_s(c: Job, L: Layouts) -> np.ndarray:
     linear = pipeline.is_in(L.schedule, (pipeline.ONE_F_ONE_B, pipeline.INTERLEAVED))
     bubble = np.where(linear, (pp - 1.0) * stage / L.vpp.astype(float), 0.0)
     return (1.0 - FLOOR_MARGIN) * (num_mb * (stage + last) + bubble)
+
+
+FIRST_BATCH = 256
+"""Layouts timed first, lowest floors first (``by_floor``): enough for the best so far to be
+near the best, so that the floor skips most of the rest; each next batch is 4 times larger."""
+
+
+def by_floor(floor_s: np.ndarray, bound):
+    """Batches of the indices of ``floor_s``, lowest floors first (each batch in index order),
+    while their floors are at most ``bound()``, asked again before each batch (the search's
+    k-th best, which the batches before may have lowered)."""
+    order = np.argsort(floor_s, kind="stable")
+    ranked = floor_s[order]
+    start, size = 0, FIRST_BATCH
+    while start < len(order):
+        stop = min(int(np.searchsorted(ranked, bound(), side="right")), start + size)
+        if stop <= start:
+            return
+        yield np.sort(order[start:stop])
+        start, size = stop, 4 * size
