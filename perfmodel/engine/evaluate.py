@@ -160,6 +160,12 @@ def _layer_totals(kind: LayerKind, c: Job, L: Layouts) -> LayerTime:
     return replace(lt, block=replace(lt.block, ops=()))
 
 
+def layer_parts(kind: LayerKind, c: Job, L: Layouts) -> dict:
+    """The step components of one layer of ``kind`` per micro-batch (``_layer_parts``) without its
+    ZeRO-3 traffic (which depends on the whole layout): the numbers ``evaluate`` sums."""
+    return _layer_parts(_layer_totals(kind, c, L))
+
+
 def _layer_time_per_shape(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerTime:
     """``_layer_time``, the same to the last bit, with its per-shape part worked out once per
     distinct layer shape."""

@@ -186,6 +186,8 @@ class _Memo:
     order: np.ndarray
     rows: object
     """The function's value over the rows kept."""
+    limit: int = MEMO_ROWS
+    """Rows kept at most."""
 
     @property
     def num(self) -> int:
@@ -223,7 +225,7 @@ def _from_memo(memo: _Memo, fn, args, at: int, L: Layouts):
         return None
     missing = np.flatnonzero(~known)
     if missing.size:
-        if memo.num + missing.size > MEMO_ROWS:
+        if memo.num + missing.size > memo.limit:
             return None
         part = list(args)
         part[at] = _recording(L, first[missing])
@@ -242,7 +244,7 @@ def _store(memo: _Memo, keys: np.ndarray, rows) -> None:
     memo.keys, memo.hashes, memo.order, memo.rows = keys, h[order], order, rows
 
 
-def _new_memo(signature, args, L: Layouts, first: np.ndarray, read, out) -> None:
+def _new_memo(signature, args, L: Layouts, first: np.ndarray, read, out, limit: int) -> None:
     columns = tuple(c for c in _COLUMNS if c in read)
     keys = _key_values(L, columns, first) if columns else None
     if keys is None or len(np.unique(_hashes(keys))) < len(first):
@@ -250,7 +252,7 @@ def _new_memo(signature, args, L: Layouts, first: np.ndarray, read, out) -> None
     if len(_memos) >= MEMOS:
         _memos.popitem(last=False)
     held = tuple(a for a in args if not isinstance(a, (Layouts, np.ndarray)))
-    memo = _Memo(held, columns, keys, np.zeros(0, np.uint64), np.zeros(0, np.int64), out)
+    memo = _Memo(held, columns, keys, np.zeros(0, np.uint64), np.zeros(0, np.int64), out, limit)
     _store(memo, keys, out)
     _memos[signature] = memo
 
@@ -262,14 +264,16 @@ first guess (a stale one costs a run, never a wrong row)."""
 MAX_LEARNED = 4096
 
 
-def once_per_shape(fn, *args, guess: tuple[str, ...] = SHAPE_COLUMNS, memo: bool = False):
+def once_per_shape(fn, *args, guess: tuple[str, ...] = SHAPE_COLUMNS, memo: bool = False,
+                   memo_rows: int = MEMO_ROWS):
     """``fn(*args)``, where one argument is the batch (a ``Layouts``) and any array argument as
     long as the batch holds one value per layout: computed once per distinct combination of the
     columns ``fn`` reads and of those arrays, and scattered back to every layout. ``guess``: the
     columns to try first, unless ``fn`` read others last time with the same other arguments (a
     wrong guess costs a run on the distinct rows, never a wrong row). ``memo``: keep the rows
     for the next call with the same function and other arguments (for functions of the batch
-    alone, no other per-layout array)."""
+    alone, no other per-layout array); ``memo_rows``: the most rows it keeps (a function of few
+    numbers a row may keep more)."""
     at = next(i for i, a in enumerate(args) if isinstance(a, Layouts))
     L = args[at]
     n = len(L)
@@ -304,8 +308,8 @@ def once_per_shape(fn, *args, guess: tuple[str, ...] = SHAPE_COLUMNS, memo: bool
             _learned[signature] = frozenset(read)
             if isinstance(L, _Recording):      # the caller's result depends on what fn read
                 object.__getattribute__(L, "read").update(read)
-            if memo and len(first) <= MEMO_ROWS:
-                _new_memo(signature, args, L, first, read, out)
+            if memo and len(first) <= memo_rows:
+                _new_memo(signature, args, L, first, read, out, memo_rows)
             return scatter(out, group, len(first))
         key |= read
     return fn(*args)

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from perfmodel.engine.enumerate import Bounds, enumeration, keep
 from perfmodel.engine.evaluate import evaluate, job_memory
-from perfmodel.engine.floor import step_time_floor_s
+from perfmodel.engine.floor import by_floor, compute_floor_s, step_time_floor_s
 from perfmodel.engine.job import bind
 from perfmodel.engine.prediction import Evaluation, measure
 from perfmodel.engine.rules import (
@@ -81,6 +81,9 @@ ms), small enough that the temporaries of one call stay near 1 KB per layout. Me
 DeepSeek-V3 on 2,048 GB200s, bf16 + fp8 (2.8M candidates), peak resident memory and CPU time
 of the search: 105 MB and 3.5 s at 8,192 layouts a call, 132 MB and 3.0 s at 16,384, 194 MB
 and 2.8 s at 32,768."""
+PRUNED_CHUNK = 4 * CHUNK
+"""Layouts per chunk of a search that prunes by the floor: most are skipped before their memory
+is checked, so a larger chunk costs little memory and saves per-call work (floors, memory, timing)."""
 DOES_NOT_FIT = "does not fit in memory"
 Progress = Callable[[int, int], None]
 """progress(done, total): how much of the enumeration has been gone through (its blocks of
@@ -237,9 +240,11 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
     ``efficiency``: the efficiencies in force (None: the hardware spec's own). ``best_only``:
     only the top-k is wanted (``scale``, ``size``): no Pareto front and no sample, and with the
     time objective a layout whose step cannot be shorter than the k-th best so far
-    (``perfmodel.engine.floor.step_time_floor_s``) is neither checked for memory nor timed;
-    the top-k and the counts of broken rules are the same (``num_fit`` and the count of layouts
-    that do not fit cover the layouts checked)."""
+    (``perfmodel.engine.floor.step_time_floor_s``) is neither checked for memory nor timed, and
+    the layouts that fit are timed lowest floor first (``perfmodel.engine.floor.by_floor``), in
+    chunks of ``PRUNED_CHUNK``; the top-k and the counts of broken rules are the same (the
+    ranking does not depend on the order; ``num_fit`` and the count of layouts that do not fit
+    cover the layouts checked)."""
     t0 = time.perf_counter()
     options = options or SearchOptions()
     cost_model = cost_model or scenario.cost
@@ -271,11 +276,26 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
     num_enumerated = num_valid = num_fit = num_timed = 0
     eval_s = 0.0
     prune = best_only and options.objective == "time"
+    chunk = PRUNED_CHUNK if prune else CHUNK
     jobs: dict = {}
+
+    def bound() -> float:
+        """The k-th best step so far (inf while fewer are kept): no better layout is skipped."""
+        return float(kept.best.step_time_s[-1]) if len(kept.best) == options.top_k else np.inf
+
+    def time_rows(group: int, job, variant, L, mem, rows, position) -> None:
+        """Time layouts ``rows`` of ``L`` (whose memory is ``mem``), at ``position`` in the enumeration."""
+        nonlocal kept, eval_s, num_timed
+        num_timed += rows.size
+        L, t1 = L.take(rows), time.perf_counter()
+        arrays = evaluate(job, L, _memory_rows(mem, rows))
+        eval_s += time.perf_counter() - t1
+        kept = kept_with(kept, measure(job, L, arrays, cost_model), group, position[rows], variant,
+                         options.objective, options.top_k, best_only)
 
     def run(ni: int, pi: int, parts: list) -> None:
         """Fit and time a chunk of valid layouts of one GPU count and precision."""
-        nonlocal kept, eval_s, num_fit, num_timed
+        nonlocal num_fit
         N, prec = counts[ni], precisions[pi]
         cols = {k: np.concatenate([p[0][k] for p in parts]) for k in parts[0][0]}
         position = np.concatenate([p[1] for p in parts])
@@ -285,17 +305,29 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
                                     ep=cols["ep"], etp=cols["etp"], sp=cols["sp"],
                                     zero_stage=cols["zero_stage"], mbs=cols["mbs"], dp=dp,
                                     num_mb=gbs // (cols["mbs"] * dp), schedule=cols["schedule"])
-        floor = None
+        compute = None
         for ri, rc in enumerate(recompute_options):
             job = jobs.get((ni, pi, ri))
             if job is None:   # one per search group, so that work kept per job serves every chunk
                 job = jobs[ni, pi, ri] = bind(with_recompute(scenario, rc), m, hw, eff, num_gpus=N, precision=prec)
-            checked = np.arange(len(L_all))
-            if prune and len(kept.best) == options.top_k:
-                # A layout whose step cannot beat the k-th best is not even checked for memory.
-                if floor is None:   # compute alone: the same for every recompute and overlap setting
-                    floor = step_time_floor_s(job, L_all)
-                checked = np.flatnonzero(floor <= kept.best.step_time_s[-1])
+            job_vs = []
+            for vi, variant in enumerate(job_variants):
+                job_v = jobs.get((ni, pi, ri, vi))
+                if job_v is None:
+                    job_v = jobs[ni, pi, ri, vi] = job if not variant.changed else replace(
+                        job, software=job.software.model_copy(update={"overlap": variant.overlap}))
+                job_vs.append(job_v)
+            checked, floor = np.arange(len(L_all)), None
+            if prune and np.isfinite(bound()):
+                # A layout whose step cannot beat the k-th best is not even checked for memory:
+                # first by its compute alone (the same under every recompute and overlap
+                # setting), then, with one overlap setting, by its step's floor.
+                if compute is None:
+                    compute = compute_floor_s(jobs[ni, pi, 0], L_all)
+                checked = np.flatnonzero(compute <= bound())
+                if checked.size and len(job_vs) == 1:
+                    floor = step_time_floor_s(job, L_all.take(checked))
+                    checked, floor = checked[floor <= bound()], floor[floor <= bound()]
                 if not checked.size:
                     continue
             L_checked = L_all.take(checked)
@@ -305,24 +337,15 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
             for vi, variant in enumerate(job_variants):
                 rows = np.flatnonzero(fit & wanted[vi, checked])
                 num_fit += rows.size
-                if prune and rows.size and len(kept.best) == options.top_k:
-                    if floor is None:   # the top k filled up within this chunk
-                        floor = step_time_floor_s(job, L_all)
-                    rows = rows[floor[checked[rows]] <= kept.best.step_time_s[-1]]
-                if not rows.size:
-                    continue
-                num_timed += rows.size
-                job_v = jobs.get((ni, pi, ri, vi))
-                if job_v is None:
-                    job_v = jobs[ni, pi, ri, vi] = job if not variant.changed else replace(
-                        job, software=job.software.model_copy(update={"overlap": variant.overlap}))
-                L = L_checked.take(rows)
-                t1 = time.perf_counter()
-                arrays = evaluate(job_v, L, _memory_rows(mem, rows))
-                eval_s += time.perf_counter() - t1
                 group = ((ni * len(precisions) + pi) * nrc + ri) * len(job_variants) + vi
-                kept = kept_with(kept, measure(job_v, L, arrays, cost_model), group, position[checked[rows]],
-                                 variant, options.objective, options.top_k, best_only)
+                if not (prune and rows.size):
+                    if rows.size:
+                        time_rows(group, job_vs[vi], variant, L_checked, mem, rows, position[checked])
+                    continue
+                # Lowest floors first, so that the best so far soon skips the rest.
+                floor_v = floor[rows] if floor is not None else step_time_floor_s(job_vs[vi], L_checked.take(rows))
+                for batch in by_floor(floor_v, bound):
+                    time_rows(group, job_vs[vi], variant, L_checked, mem, rows[batch], position[checked])
 
     for ni, (N, enum) in enumerate(zip(counts, enumerations)):
         pending = {pi: [] for pi in range(len(precisions))}   # valid layouts not yet evaluated
@@ -348,7 +371,7 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
                 num_valid += valid * nrc
                 if ok.any():
                     pending[pi].append((keep(cols, ok), offset + np.flatnonzero(ok), wanted[:, ok]))
-                    if sum(len(p[1]) for p in pending[pi]) >= CHUNK:
+                    if sum(len(p[1]) for p in pending[pi]) >= chunk:
                         run(ni, pi, pending[pi])
                         pending[pi] = []
             offset += n

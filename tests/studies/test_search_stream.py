@@ -17,7 +17,7 @@ import perfmodel.studies.search as search_module
 from perfmodel.cli import main
 from perfmodel.engine.enumerate import enumerate_layouts, enumeration
 from perfmodel.engine.evaluate import evaluate, job_memory
-from perfmodel.engine.floor import step_time_floor_s
+from perfmodel.engine.floor import compute_floor_s
 from perfmodel.engine.job import bind
 from perfmodel.engine.prediction import predict
 from perfmodel.engine.rules import layout_rule_fields, layout_violation, with_recompute
@@ -198,7 +198,7 @@ def test_compute_floor_never_exceeds_the_step(model, kw, recompute):
     L = _valid_layouts(s)                             # with a pipeline_layout: pp * vpp = its 24 stages
     m, hw = model_of(s), hardware_of(s)
     job = bind(with_recompute(s, recompute), m, hw, hw.efficiency)
-    floor, step = step_time_floor_s(job, L), evaluate(job, L).step_time_s
+    floor, step = compute_floor_s(job, L), evaluate(job, L).step_time_s
     assert len(L) and (floor <= step).all() and (floor > 0.2 * step).any()
     kinds = layer_kinds(m)
     compute = sum((b.fwd_s + b.bwd_s) * sum(k is kind for k in kinds) / len(kinds)
