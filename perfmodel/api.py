@@ -157,7 +157,7 @@ def scale(scenario: ScenarioLike, gpu_counts=None, *, mode: str | None = None, o
 def size(scenario: ScenarioLike, tokens: float | None = None, *, deadline_s: float | None = None,
          budget_usd: float | None = None, hardware_ids=None, gpu_counts=None, options=None,
          profile: ProfileChoice = AUTO, cost: CostModel | None = None, failures: FailureModel | None = None,
-         grow_batch: bool | None = None, max_batch_tokens: float | None = None, progress=None):
+         grow_batch: bool | None = None, max_batch_tokens: float | None = None, progress=None, workers: int = 1):
     """Per hardware type, the cheapest GPU count, layout and global batch that trains ``tokens``
     within the deadline and the budget, or why none does; the probability that it meets them, and
     its cost rented and owned with the break-even. The batch grows (doubling, up to
@@ -176,7 +176,7 @@ def size(scenario: ScenarioLike, tokens: float | None = None, *, deadline_s: flo
     return size_cluster(sc, tokens, deadline_s, budget_usd, hardware_ids or sc.studies.size_hardware,
                         gpu_counts or sc.studies.size_gpu_counts, cost, failures, options=options,
                         efficiency_lookup=profile_lookup(profile), max_batch_tokens=limit if grow else None,
-                        progress=progress)
+                        progress=progress, workers=workers)
 
 
 def fit_fixes(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO, cost: CostModel | None = None):

@@ -155,6 +155,12 @@ def check_numbers(args) -> None:
             raise InputError("--" + name.replace("_", "-"), f"must be a finite number in {interval}, got {value}")
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the platform says, else all)."""
+    import os
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def progress_bar(label: str, enabled: bool | None):
     """A text bar on stderr (when stderr is a terminal, or when asked for)."""
     if enabled is False or (enabled is None and not sys.stderr.isatty()):

@@ -15,6 +15,7 @@ from perfmodel.cli.common import (
     profile_choice,
     progress_bar,
     search_options,
+    usable_cores,
     write_csv,
 )
 from perfmodel.present import fmt
@@ -107,7 +108,8 @@ def cmd_size(args) -> int:
                   hardware_ids=csv_list(args.hardware, str, "hardware"), gpu_counts=csv_list(args.gpus, int, "gpus"),
                   options=search_options(args), profile=profile_choice(args), cost=cost_model(args, sc),
                   failures=failure_model(args, sc), grow_batch=False if args.fixed_batch else None,
-                  max_batch_tokens=args.max_batch_tokens, progress=progress_bar("size", args.progress))
+                  max_batch_tokens=args.max_batch_tokens, progress=progress_bar("size", args.progress),
+                  workers=usable_cores() if args.jobs is None else args.jobs)
     if args.format == "json":
         emit_json(res.to_dict())
         return 0
@@ -182,5 +184,7 @@ def register(sub) -> None:
                         "the deadline or the budget (default: the scenario's studies.max_batch_tokens, else Llama "
                         "3's 16M, 2,048 x 8,192)")
     p.add_argument("--fixed-batch", action="store_true", help="keep the scenario's global batch at every count")
+    p.add_argument("--jobs", type=int, help="hardware types sized at a time, each in a process of its own "
+                                            "(default: the cores this process may use; 1: one process)")
     p.add_argument("--no-failures", action="store_true", help="goodput 1: no failures or checkpoints")
     p.set_defaults(func=cmd_size)

@@ -272,12 +272,65 @@ class SizingResult:
         return {"tokens": self.tokens, "rows": [r.to_dict() for r in self.rows]}
 
 
+def _row(hw_id: str, eff: Efficiencies | None, scenario_like: Scenario, tokens: float, deadline_s, budget_usd,
+         counts: tuple[int, ...], rungs, options: SearchOptions, cost_model: CostModel, common: dict,
+         step=None) -> SizingRow:
+    """One hardware type's row of ``size_cluster``."""
+    hw = load_hardware(hw_id)
+    try:
+        job_cost(1, 0.0, hw, cost_model)      # can it be priced on this basis at all?
+    except InputError as exc:
+        return SizingRow(hw.id, hw.name, None, "no_price", None, none_reason="", options=(), price_reason=str(exc),
+                         **common)
+    sc = scenario_like.model_copy(update={"hardware": hw_id, "training_tokens": tokens})
+    opts, fixed, reasons = _options_for(sc, counts, rungs, options, cost_model, eff, deadline_s, budget_usd, step)
+    choice, rule, binding = _choose(opts, deadline_s, budget_usd)
+    reason = "" if opts else max(set(reasons.values()), key=list(reasons.values()).count)
+    fixed_rule, fixed_binding = None, None
+    if len(rungs) > 1:
+        fc, fixed_rule, fb = _choose(fixed, deadline_s, budget_usd)
+        fixed_binding = fc or fb
+    limited_by = None
+    if rule == "deadline_missed":
+        limited_by = "batch" if binding.num_gpus < counts[-1] else "gpu_counts"
+    shown = choice or binding
+    return SizingRow(hw.id, hw.name, choice, rule, binding, none_reason=reason, options=tuple(opts),
+                     buy_vs_rent=None if shown is None else _buy_vs_rent_or_none(shown, hw, cost_model),
+                     fixed_rule=fixed_rule, fixed_binding=fixed_binding, limited_by=limited_by, **common)
+
+
+def _row_task(task) -> SizingRow:
+    (hw_id, eff), shared = task
+    return _row(hw_id, eff, *shared)
+
+
+def _rows_in_processes(tasks, shared, workers: int, progress, per_row: int, total: int) -> tuple[SizingRow, ...]:
+    """``_row`` of every task in ``workers`` processes, in the order of ``tasks`` (the rows are the
+    same as one process gives: each is a pure function of its task). Forked from a process that
+    runs one thread (the CLI: the parent's imports and data come along), else started afresh
+    (forking a process with other threads may copy a lock one of them holds)."""
+    import multiprocessing
+    import threading
+    from concurrent.futures import ProcessPoolExecutor
+
+    methods = multiprocessing.get_all_start_methods()
+    method = "fork" if "fork" in methods and threading.active_count() == 1 else (
+        "forkserver" if "forkserver" in methods else "spawn")
+    rows = []
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as pool:
+        for k, row in enumerate(pool.map(_row_task, [(t, shared) for t in tasks])):
+            rows.append(row)
+            if progress is not None:
+                progress((k + 1) * per_row, total)
+    return tuple(rows)
+
+
 def size_cluster(scenario_like: Scenario, tokens: float, deadline_s: float | None = None,
                  budget_usd: float | None = None, hardware_ids=None, gpu_counts=None,
                  cost_model: CostModel | None = None, failure_model: FailureModel | None = None, *,
                  options: SearchOptions | None = None,
                  efficiency_lookup: Callable[[str], Efficiencies | None] | None = None,
-                 max_batch_tokens: float | None = None, progress=None) -> SizingResult:
+                 max_batch_tokens: float | None = None, progress=None, workers: int = 1) -> SizingResult:
     """One row per hardware type: the cheapest (GPU count, layout, batch) that trains ``tokens``
     within ``deadline_s`` and ``budget_usd``, or why none does.
 
@@ -286,7 +339,8 @@ def size_cluster(scenario_like: Scenario, tokens: float, deadline_s: float | Non
     only) lets a count that misses a target at the scenario's batch double it up to that many
     tokens. ``efficiency_lookup(hardware_id)`` may return a calibrated ``Efficiencies`` for a
     type (None: the spec's defaults), as ``predict`` uses. ``progress(done, total)`` counts
-    (hardware, GPU count) pairs.
+    (hardware, GPU count) pairs. ``workers`` > 1 sizes that many hardware types at a time, each
+    in a process of its own (the same rows; the progress then moves a hardware type at a time).
     """
     if not tokens or tokens <= 0:
         raise InputError("tokens", f"must be > 0, got {tokens}")
@@ -301,48 +355,29 @@ def size_cluster(scenario_like: Scenario, tokens: float, deadline_s: float | Non
         raise InputError("gpu_counts", f"{len(counts)} GPU counts; at most {MAX_SWEEP_POINTS}")
     if len(ids) > MAX_STUDY_HARDWARE:
         raise InputError("hardware", f"{len(ids)} hardware types; at most {MAX_STUDY_HARDWARE}")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise InputError("workers", f"must be a whole number of processes >= 1, got {workers!r}")
     rungs = batch_rungs(scenario_like, max_batch_tokens)
     options = (options or SearchOptions()).model_copy(update={"objective": "time", "top_k": 1, "gpu_counts": None})
     if failure_model is not None:
         scenario_like = scenario_like.model_copy(update={"reliability": failure_model})
     cost_model = cost_model or scenario_like.cost
-    rows = []
+    common = dict(deadline_s=deadline_s, budget_usd=budget_usd, gpu_counts=tuple(counts),
+                  global_batch_size=scenario_like.global_batch_size, seq_length=scenario_like.seq_length,
+                  max_batch_tokens=max_batch_tokens if len(rungs) > 1 else None)
+    tasks = [(hw_id, efficiency_lookup(hw_id) if efficiency_lookup else None) for hw_id in ids]
+    shared = (scenario_like, float(tokens), deadline_s, budget_usd, tuple(counts), rungs, options, cost_model, common)
     total = len(ids) * len(counts)
-    for k, hw_id in enumerate(ids):
-        hw = load_hardware(hw_id)
-        common = dict(deadline_s=deadline_s, budget_usd=budget_usd, gpu_counts=tuple(counts),
-                      global_batch_size=scenario_like.global_batch_size, seq_length=scenario_like.seq_length,
-                      max_batch_tokens=max_batch_tokens if len(rungs) > 1 else None)
-        try:
-            job_cost(1, 0.0, hw, cost_model)      # can it be priced on this basis at all?
-        except InputError as exc:
-            rows.append(SizingRow(hw.id, hw.name, None, "no_price", None, none_reason="", options=(),
-                                  price_reason=str(exc), **common))
-            if progress is not None:
-                progress((k + 1) * len(counts), total)
-            continue
-        sc = scenario_like.model_copy(update={"hardware": hw_id, "training_tokens": float(tokens)})
-        eff = efficiency_lookup(hw_id) if efficiency_lookup else None
-
+    workers = min(int(workers), len(tasks))
+    if workers > 1:
+        return SizingResult(float(tokens), _rows_in_processes(tasks, shared, workers, progress, len(counts), total))
+    rows = []
+    for k, (hw_id, eff) in enumerate(tasks):
         def step(i: int, todo: int, _k=k) -> None:
             if progress is not None:     # this hardware's share of the bar, as far as its rungs go
                 progress(_k * len(counts) + int(len(counts) * i / todo), total)
 
-        opts, fixed, reasons = _options_for(sc, counts, rungs, options, cost_model, eff, deadline_s, budget_usd,
-                                            step)
-        choice, rule, binding = _choose(opts, deadline_s, budget_usd)
-        reason = "" if opts else max(set(reasons.values()), key=list(reasons.values()).count)
-        fixed_rule, fixed_binding = None, None
-        if len(rungs) > 1:
-            fc, fixed_rule, fb = _choose(fixed, deadline_s, budget_usd)
-            fixed_binding = fc or fb
-        limited_by = None
-        if rule == "deadline_missed":
-            limited_by = "batch" if binding.num_gpus < counts[-1] else "gpu_counts"
-        shown = choice or binding
-        rows.append(SizingRow(hw.id, hw.name, choice, rule, binding, none_reason=reason, options=tuple(opts),
-                              buy_vs_rent=None if shown is None else _buy_vs_rent_or_none(shown, hw, cost_model),
-                              fixed_rule=fixed_rule, fixed_binding=fixed_binding, limited_by=limited_by, **common))
+        rows.append(_row(hw_id, eff, *shared, step=step))
         if progress is not None:
             progress((k + 1) * len(counts), total)
     return SizingResult(float(tokens), tuple(rows))

@@ -192,3 +192,42 @@ def test_the_dense_100t_preset_gets_an_answer_or_a_reason_in_seconds(tmp_path, c
     flop_bound_s = 6 * 99.693e12 * 2e15 / (1_048_576 * 17_361e12)
     assert flop_bound_s == pytest.approx(6.57e7, rel=1e-3)
     assert row.binding.time_to_train_s > flop_bound_s > 365 * 86400
+
+
+def test_processes_give_the_rows_of_one_process():
+    """``workers`` sizes hardware types in processes of their own: the same rows in the same
+    order, progress counted per hardware type; a worker count below 1 is an error."""
+    hw = ["h100-sxm", "b200", "mi300x"]
+    seen = []
+    one = size_cluster(scen(), TOKENS, options=OPTS, hardware_ids=hw, gpu_counts=COUNTS, deadline_s=30 * 86400)
+    two = size_cluster(scen(), TOKENS, options=OPTS, hardware_ids=hw, gpu_counts=COUNTS, deadline_s=30 * 86400,
+                       workers=2, progress=lambda done, total: seen.append((done, total)))
+    assert json.dumps(one.to_dict()) == json.dumps(two.to_dict())
+    assert seen == [(4, 12), (8, 12), (12, 12)]
+    # with another thread running (the app's server), the processes start afresh instead of forking
+    import threading
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        fresh = size_cluster(scen(), TOKENS, options=OPTS, hardware_ids=hw, gpu_counts=COUNTS, deadline_s=30 * 86400,
+                             workers=2)
+    finally:
+        stop.set()
+        other.join()
+    assert json.dumps(fresh.to_dict()) == json.dumps(one.to_dict())
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(InputError, match="workers"):
+            size_cluster(scen(), TOKENS, options=OPTS, hardware_ids=hw, gpu_counts=COUNTS, workers=bad)
+
+
+def test_cli_jobs_option(tmp_path, capsys):
+    path = tmp_path / "s.yaml"
+    path.write_text(json.dumps(scen().model_dump(mode="json", exclude_none=True)))
+    args = ["size", str(path), "--hardware", "h100-sxm,b200", "--gpus", "8,16", "--tokens", "1e11", "--format", "json"]
+    assert main(args + ["--jobs", "1"]) == 0
+    one = capsys.readouterr().out
+    assert main(args + ["--jobs", "2"]) == 0
+    assert capsys.readouterr().out == one
+    assert main(args + ["--jobs", "0"]) == 2
+    assert "workers: must be a whole number of processes >= 1, got 0" in capsys.readouterr().err
