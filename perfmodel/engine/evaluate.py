@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from perfmodel.engine.job import Job
+from perfmodel.engine.job import Job, shape_job
 from perfmodel.engine.stages import add, even_stages, layout_stages, scaled, total
 from perfmodel.formulas import comm, offload, overheads, pipeline, traffic
 from perfmodel.formulas.activations import activation_bytes_per_layer
@@ -35,7 +35,9 @@ from perfmodel.formulas.compute import BACKWARD_HOST_OPS_OVER_FORWARD, BlockTime
 from perfmodel.formulas.counts import training_flop_per_token
 from perfmodel.formulas.distinct import once_per_shape
 from perfmodel.formulas.layouts import Layouts
+from perfmodel.formulas.memory import COMPONENTS as MEMORY_COMPONENTS
 from perfmodel.formulas.memory import MemoryBreakdown, fits_in_memory, memory_per_gpu
+from perfmodel.formulas.model_states import first_rank_state_bytes
 from perfmodel.formulas.overlap import exposed_s, tp_phi, window_used_s
 from perfmodel.formulas.recompute import recomputed_layer_fraction, selective_recompute_s
 from perfmodel.formulas.sharding import stage_params
@@ -61,6 +63,31 @@ def job_memory(c: Job, L: Layouts) -> MemoryBreakdown:
     """Peak memory per GPU of the job over its layouts: the one place a job's fields become
     ``memory_per_gpu`` arguments (step, search and ``describe`` all call this)."""
     return memory_per_gpu(c.model, c.seq_length, c.recompute, c.precision, L, c.software)
+
+
+def job_state_floor_bytes(c: Job, L: Layouts) -> np.ndarray:
+    """A lower bound of ``job_memory(c, L).total`` from the model states of pipeline rank 0 alone
+    (``model_states.first_rank_state_bytes``), for the search to skip the rest of the memory of
+    layouts that cannot fit."""
+    return first_rank_state_bytes(c.model, c.precision, L, c.software)
+
+
+def memory_and_fit(job: Job, L: Layouts) -> tuple[MemoryBreakdown, np.ndarray]:
+    """Each layout's peak memory and whether it fits (the search's check): the memory is worked out
+    only where the model states of pipeline rank 0 alone fit (``job_state_floor_bytes``), and is
+    zeros elsewhere, where no layout fits."""
+    could = np.flatnonzero(job_state_floor_bytes(job, L) <= job.hardware.gpu.hbm_usable_bytes)
+    if could.size == len(L):
+        mem = job_memory(job, L)
+        return mem, fits_in_memory(mem, job.hardware)
+    fit = np.zeros(len(L), dtype=bool)
+    parts = {name: np.zeros(len(L)) for name in MEMORY_COMPONENTS}
+    if could.size:
+        some = job_memory(job, L.take(could))
+        fit[could] = fits_in_memory(some, job.hardware)
+        for name, values in parts.items():
+            values[could] = getattr(some, name)
+    return MemoryBreakdown(**parts), fit
 
 
 @dataclass(frozen=True)
@@ -92,10 +119,12 @@ class LayerTime:
         return self.block.fwd_s + self.tp_fwd_s + self.cp_fwd_s + self.ep_fwd_s
 
 
-def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerTime:
+def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s, blk: BlockTime | None = None) -> LayerTime:
+    """One layer of ``kind`` per micro-batch; ``blk``: its compute, where already worked out."""
     m, hw, eff, sw, seq = c.model, c.hardware, c.efficiency, c.software, c.seq_length
     ov = sw.overlap
-    blk = block_time(layer_ops(m, kind, sw), m, L, seq, c.precision, hw, eff, sw)
+    if blk is None:
+        blk = block_time(layer_ops(m, kind, sw), m, L, seq, c.precision, hw, eff, sw)
     phi_tp = tp_phi(ov, L.tp)
     slowdown = eff.overlap_compute_slowdown   # SMs held by hidden collectives (perfmodel.formulas.overlap)
     tp_raw = traffic.tp_layer_s(kind, m, L, seq, hw, eff, c.precision, sw)
@@ -156,8 +185,13 @@ def _layer_totals(kind: LayerKind, c: Job, L: Layouts) -> LayerTime:
     """``_layer_time`` before the layer's ZeRO-3 traffic (which depends on the whole layout) and
     without the rows of each operation (``evaluate`` reads only the block's totals): a function
     of the layer's shape, worked out once per distinct one (``perfmodel.formulas.distinct``)."""
-    lt = _layer_time(kind, c, L, 0.0)
-    return replace(lt, block=replace(lt.block, ops=()))
+    if c.recompute == "selective":    # what it redoes is read from the rows of each operation
+        lt = _layer_time(kind, c, L, 0.0)
+        return replace(lt, block=replace(lt.block, ops=()))
+    # the compute alone is the same at every GPU count: worked out once for all of them (``shape_job``)
+    blk = once_per_shape(block_totals, layer_ops(c.model, kind, c.software), shape_job(c, recompute=False), L,
+                         memo=True)
+    return _layer_time(kind, c, L, 0.0, blk)
 
 
 def layer_parts(kind: LayerKind, c: Job, L: Layouts) -> dict:

@@ -1,6 +1,6 @@
 """How many parameters each GPU holds for compute (before ZeRO sharding of model states).
 
-The split of one layer over tp and ep * etp is ``memory.layer_params_per_gpu``; this module
+The split of one layer over tp and ep * etp is ``model_states.layer_params_per_gpu``; this module
 spreads layers over pipeline stages for the communication and optimizer terms. Layers are spread evenly
 over pp stages (l / pp each; recipes with uneven first/last stages balance the embedding and
 the output layer). The embedding sits on the first stage and the output layer (plus MTP
@@ -17,7 +17,7 @@ import numpy as np
 
 from perfmodel.formulas.counts import embedding_params, output_params
 from perfmodel.formulas.layouts import Layouts
-from perfmodel.formulas.memory import layer_params_per_gpu
+from perfmodel.formulas.model_states import layer_params_per_gpu
 from perfmodel.formulas.pipeline import DUALPIPE, V_SHAPED, is_in, only_defaults, parameter_copies
 from perfmodel.formulas.workload import LayerKind, layer_kinds, mtp_extra_ops, mtp_layer_kind
 from perfmodel.spec.model import ModelSpec

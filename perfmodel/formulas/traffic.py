@@ -32,7 +32,7 @@ import numpy as np
 from perfmodel.formulas.comm import Collective, group_domains, group_time_s, p2p_time_s
 from perfmodel.formulas.compute import memory_time_s, moe_tokens, tokens_per_microbatch
 from perfmodel.formulas.layouts import Layouts
-from perfmodel.formulas.memory import GRAD_16BIT_BYTES, GRAD_FP32_BYTES
+from perfmodel.formulas.model_states import GRAD_16BIT_BYTES, GRAD_FP32_BYTES
 from perfmodel.formulas.workload import ACT_BYTES, LayerKind, routed_load
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.hardware import HardwareSpec

@@ -27,7 +27,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from perfmodel.engine.enumerate import Bounds, enumeration, keep
-from perfmodel.engine.evaluate import evaluate, job_memory
+from perfmodel.engine.evaluate import evaluate, memory_and_fit
 from perfmodel.engine.floor import by_floor, compute_floor_s, step_time_floor_s
 from perfmodel.engine.job import bind
 from perfmodel.engine.prediction import Evaluation, measure
@@ -40,7 +40,7 @@ from perfmodel.engine.rules import (
 )
 from perfmodel.formulas import pipeline
 from perfmodel.formulas.layouts import layouts_from_arrays
-from perfmodel.formulas.memory import MemoryBreakdown, fits_in_memory
+from perfmodel.formulas.memory import MemoryBreakdown
 from perfmodel.spec import limits
 from perfmodel.spec.cost import CostModel
 from perfmodel.spec.efficiency import Efficiencies
@@ -331,8 +331,7 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
                 if not checked.size:
                     continue
             L_checked = L_all.take(checked)
-            mem = job_memory(job, L_checked)        # the same under every overlap setting
-            fit = fits_in_memory(mem, hw)
+            mem, fit = memory_and_fit(job, L_checked)        # the same under every overlap setting
             rejected[DOES_NOT_FIT] += int(wanted[:, checked][:, ~fit].sum())
             for vi, variant in enumerate(job_variants):
                 rows = np.flatnonzero(fit & wanted[vi, checked])

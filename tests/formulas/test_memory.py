@@ -17,13 +17,8 @@ from perfmodel.engine.rules import check_layout, resolve
 from perfmodel.formulas.activations import activation_bytes_per_layer, korthikanti_activation_bytes_per_layer
 from perfmodel.formulas.counts import param_count
 from perfmodel.formulas.layouts import layouts_from_arrays
-from perfmodel.formulas.memory import (
-    STATE_BYTES_PER_PARAM,
-    MemoryBreakdown,
-    fits_in_memory,
-    memory_per_gpu,
-    model_state_bytes,
-)
+from perfmodel.formulas.memory import MemoryBreakdown, fits_in_memory, memory_per_gpu
+from perfmodel.formulas.model_states import STATE_BYTES_PER_PARAM, model_state_bytes
 from perfmodel.formulas.workload import LayerKind
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import list_hardware_ids, load_hardware
@@ -415,7 +410,7 @@ def test_more_tp_never_increases_memory_per_gpu(scen):
     (1, 2, 3, 4, 1, 1),
 ])
 def test_dense_layers_on_rank_by_hand(lead, step, rank, pp, vpp, expected):
-    from perfmodel.formulas.memory import _dense_layers_on_rank
+    from perfmodel.formulas.model_states import dense_layers_on_rank as _dense_layers_on_rank
     m = ModelSpec(num_layers=8, hidden_size=64, num_attention_heads=4, ffn_hidden_size=128, vocab_size=100,
                   moe=dict(num_experts=4, top_k=1, expert_ffn_hidden_size=32, num_dense_layers=lead,
                            interleave_step=step))
@@ -429,7 +424,7 @@ def test_dense_layers_on_rank_by_hand(lead, step, rank, pp, vpp, expected):
 def test_dense_layers_per_rank_equal_a_walk_over_the_rank_chunks(preset, lead):
     """Rank r holds model chunks j = k p + r (k < v) of c layers each; its dense-MLP layers are
     counted here by walking those chunks layer by layer, against the closed form."""
-    from perfmodel.formulas.memory import _dense_layers_on_rank
+    from perfmodel.formulas.model_states import dense_layers_on_rank as _dense_layers_on_rank
     from perfmodel.formulas.workload import LayerKind, layer_kinds
     from perfmodel.spec.presets import load_model
     m = load_model(preset)

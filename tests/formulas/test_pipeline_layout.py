@@ -13,7 +13,7 @@ from perfmodel.engine.prediction import predict
 from perfmodel.engine.rules import resolve
 from perfmodel.formulas.counts import layer_params
 from perfmodel.formulas.layouts import Layouts
-from perfmodel.formulas.memory import state_bytes_per_param
+from perfmodel.formulas.model_states import state_bytes_per_param
 from perfmodel.formulas.workload import LayerKind
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.model import ModelSpec, MoeSpec

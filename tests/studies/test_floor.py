@@ -11,7 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import with_software
 
+import perfmodel.engine.evaluate as evaluate_module
 import perfmodel.engine.floor as floor_module
+import perfmodel.engine.job as job_module
 from perfmodel.engine.enumerate import enumerate_layouts, keep
 from perfmodel.engine.evaluate import evaluate
 from perfmodel.engine.floor import compute_floor_s, step_time_floor_s
@@ -112,17 +114,82 @@ def test_the_floor_never_exceeds_the_step_on_random_jobs(model, hardware, log_gp
 
 @pytest.mark.parametrize("hardware", ["h100-sxm", "gb200-nvl72"])
 def test_what_one_gpu_count_keeps_is_what_the_next_computes(hardware, monkeypatch):
-    """The floors' parts are kept per hardware as placed, not per GPU count: the floor of a
-    count computed after another's is the floor computed alone from its own job, bit for bit."""
+    """The floors' parts and the layers' compute are kept per hardware as placed, not per GPU
+    count (``job.shape_job``): the floors and the step of a count computed after another's are
+    those computed alone from its own job, bit for bit."""
     shared = {}
     for n in (128, 256, 512):
         s = scen("deepseek-v3", hardware=hardware, num_gpus=n, seq_length=4096, global_batch_size=2 * n)
         job = bind(s, model_of(s), hardware_of(s), hardware_of(s).efficiency)
         L = valid_layouts(s)
-        shared[n] = (job, L, compute_floor_s(job, L), step_time_floor_s(job, L))
-    assert floor_module._shared_jobs
+        shared[n] = (job, L, compute_floor_s(job, L), step_time_floor_s(job, L), evaluate(job, L).step_time_s)
+    assert job_module._shared_jobs
     monkeypatch.setattr(distinct, "MIN_ROWS", 10**9)   # nothing kept, nothing shared
-    monkeypatch.setattr(floor_module, "_shared", lambda c, recompute: c)
-    for job, L, lo, fl in shared.values():
+    for module in (floor_module, evaluate_module):
+        monkeypatch.setattr(module, "shape_job", lambda c, recompute: c)
+    for job, L, lo, fl, step in shared.values():
         assert np.array_equal(lo, compute_floor_s(job, L))
         assert np.array_equal(fl, step_time_floor_s(job, L))
+        assert np.array_equal(step, evaluate(job, L).step_time_s)
+
+
+# --------------------------------------------------------------------- the memory floor
+@pytest.mark.parametrize("model, kw, schedules", CASES, ids=[c[0] if isinstance(c[0], str) else "tiny-moe"
+                                                            for c in CASES])
+def test_rank_zero_states_never_exceed_the_peak_memory(model, kw, schedules):
+    """``job_state_floor_bytes`` (rank 0's weights, gradients and optimizer states) is at most
+    ``job_memory``'s peak on every valid layout, in every precision's state bytes, and the
+    search's check (``memory_and_fit``) gives the peak and the fit of ``job_memory`` wherever
+    a layout fits."""
+    from perfmodel.engine.evaluate import job_memory, job_state_floor_bytes, memory_and_fit
+    from perfmodel.formulas.memory import fits_in_memory
+    s = scen(model, **kw)
+    L = valid_layouts(s, schedules)
+    m, hw = model_of(s), hardware_of(s)
+    for precision in ("bf16", "fp16", "fp8"):
+        job = bind(with_recompute(s, "none"), m, hw, hw.efficiency, precision=precision)
+        peak = job_memory(job, L)
+        states = job_state_floor_bytes(job, L)
+        assert (states <= peak.total).all()
+        if job.software.pipeline_stages is None:
+            assert (states > 0).all()
+        mem, fit = memory_and_fit(job, L)
+        assert np.array_equal(fit, fits_in_memory(peak, hw))
+        assert np.array_equal(mem.total[fit], peak.total[fit])
+
+
+def test_the_memory_floor_skips_layouts_where_the_states_alone_overflow():
+    """DeepSeek-V3 on 64 H100: rank 0's states overflow 80 GB on most layouts (671B parameters
+    x at least 16 bytes over 64 GPUs is 168 GB a GPU on average), so most go unchecked; the
+    counts of the search are those of checking every layout."""
+    from perfmodel.engine.evaluate import job_state_floor_bytes
+    s = scen("deepseek-v3", num_gpus=64, seq_length=4096, global_batch_size=128)
+    L = valid_layouts(s)
+    job = bind(s, model_of(s), hardware_of(s), hardware_of(s).efficiency)
+    over = job_state_floor_bytes(job, L) > hardware_of(s).gpu.hbm_usable_bytes
+    assert over.mean() > 0.9
+
+
+@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
+@pytest.mark.parametrize("model, kw", [("deepseek-v3", dict(hardware="gb200-nvl72", num_gpus=256, seq_length=4096,
+                                                             global_batch_size=512)),
+                                       ("gpt3-175b", dict(num_gpus=256, seq_length=2048, global_batch_size=512))])
+def test_a_layer_with_its_compute_shared_is_the_layer_worked_out_whole(model, kw, recompute):
+    """``evaluate._layer_totals`` (the compute taken from the memo every GPU count shares) gives
+    each layer's times as ``_layer_time`` works them out from the rows of every operation, in
+    every recompute mode (selective recompute reads which operations it redoes)."""
+    from dataclasses import fields as dc_fields
+
+    from perfmodel.formulas.workload import layer_kinds
+    s = scen(model, **kw)
+    L = valid_layouts(s)
+    job = bind(with_recompute(s, recompute), model_of(s), hardware_of(s), hardware_of(s).efficiency)
+    for kind in set(layer_kinds(model_of(s))):
+        whole, shared = evaluate_module._layer_time(kind, job, L, 0.0), evaluate_module._layer_totals(kind, job, L)
+        for f in dc_fields(whole):
+            if f.name == "block":
+                for g in dc_fields(whole.block):
+                    if g.name != "ops":
+                        assert np.array_equal(getattr(whole.block, g.name), getattr(shared.block, g.name)), g.name
+            else:
+                assert np.array_equal(getattr(whole, f.name), getattr(shared, f.name)), (kind, f.name)
