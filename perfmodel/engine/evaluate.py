@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from perfmodel.engine.job import Job, shape_job
+from perfmodel.engine.job import Job
 from perfmodel.engine.stages import add, even_stages, layout_stages, scaled, total
 from perfmodel.formulas import comm, offload, overheads, pipeline, traffic
 from perfmodel.formulas.activations import activation_bytes_per_layer
@@ -119,12 +119,10 @@ class LayerTime:
         return self.block.fwd_s + self.tp_fwd_s + self.cp_fwd_s + self.ep_fwd_s
 
 
-def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s, blk: BlockTime | None = None) -> LayerTime:
-    """One layer of ``kind`` per micro-batch; ``blk``: its compute, where already worked out."""
+def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerTime:
     m, hw, eff, sw, seq = c.model, c.hardware, c.efficiency, c.software, c.seq_length
     ov = sw.overlap
-    if blk is None:
-        blk = block_time(layer_ops(m, kind, sw), m, L, seq, c.precision, hw, eff, sw)
+    blk = block_time(layer_ops(m, kind, sw), m, L, seq, c.precision, hw, eff, sw)
     phi_tp = tp_phi(ov, L.tp)
     slowdown = eff.overlap_compute_slowdown   # SMs held by hidden collectives (perfmodel.formulas.overlap)
     tp_raw = traffic.tp_layer_s(kind, m, L, seq, hw, eff, c.precision, sw)
@@ -185,13 +183,8 @@ def _layer_totals(kind: LayerKind, c: Job, L: Layouts) -> LayerTime:
     """``_layer_time`` before the layer's ZeRO-3 traffic (which depends on the whole layout) and
     without the rows of each operation (``evaluate`` reads only the block's totals): a function
     of the layer's shape, worked out once per distinct one (``perfmodel.formulas.distinct``)."""
-    if c.recompute == "selective":    # what it redoes is read from the rows of each operation
-        lt = _layer_time(kind, c, L, 0.0)
-        return replace(lt, block=replace(lt.block, ops=()))
-    # the compute alone is the same at every GPU count: worked out once for all of them (``shape_job``)
-    blk = once_per_shape(block_totals, layer_ops(c.model, kind, c.software), shape_job(c, recompute=False), L,
-                         memo=True)
-    return _layer_time(kind, c, L, 0.0, blk)
+    lt = _layer_time(kind, c, L, 0.0)
+    return replace(lt, block=replace(lt.block, ops=()))
 
 
 def layer_parts(kind: LayerKind, c: Job, L: Layouts) -> dict:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from dataclasses import replace
+
 import numpy as np
+from pydantic import BaseModel
 
 from perfmodel.engine.evaluate import block_totals, layer_parts
-from perfmodel.engine.job import Job, shape_job
+from perfmodel.engine.job import Job
 from perfmodel.engine.stages import total
 from perfmodel.formulas import pipeline
 from perfmodel.formulas.distinct import once_per_shape
@@ -17,7 +21,46 @@ FLOOR_MARGIN = 1e-9
 (a few units in the 16th digit) never lifts a floor above the step."""
 FLOOR_MEMO_ROWS = 1 << 18
 """Layer shapes whose floor parts are kept per job (two numbers and a key of a few columns a
-row, 20 MB at most): every GPU count of a hardware type shares them (``shape_job``)."""
+row, 20 MB at most): every GPU count of a hardware type shares them (``_shared``)."""
+SHARED_JOBS = 64
+"""Jobs kept by ``_shared`` (the least recently used go first)."""
+_shared_jobs: OrderedDict = OrderedDict()
+
+
+def _identity(x):
+    """What tells ``x`` apart for ``_shared``: a model's fields, each by value where it is
+    hashable and by identity where not (a copy that changes one field shares the others)."""
+    if isinstance(x, BaseModel):
+        return type(x), tuple((k, _identity(v)) for k, v in x.__dict__.items())
+    try:
+        hash(x)
+    except TypeError:
+        return "id", id(x)
+    return x
+
+
+def _shared(c: Job, *, recompute: bool) -> Job:
+    """One ``Job`` for every job that the floors' per-shape parts cannot tell apart: the same
+    model, software, efficiencies, sequence length and precision (and recompute, where
+    ``recompute``) on the same hardware as placed, whatever the GPU count, batch, tokens,
+    failures, start-up and input pipeline. Those fields are None in it, so that a part that
+    read one would fail rather than be shared wrongly; their memos (keyed by the job's
+    identity) then serve every GPU count of the hardware that places it alike. Held, so that
+    the identities in the key stay theirs."""
+    key = (id(c.model), _identity(c.hardware), id(c.efficiency), id(c.software), c.seq_length, c.precision,
+           c.recompute if recompute else None)
+    job = _shared_jobs.get(key)
+    if job is None:
+        if len(_shared_jobs) >= SHARED_JOBS:
+            _shared_jobs.popitem(last=False)
+        job = _shared_jobs[key] = replace(c, num_gpus=None, global_batch_size=None, training_tokens=None,
+                                          reliability=None, startup=None, input_pipeline=None,
+                                          recompute=c.recompute if recompute else None)
+    else:
+        _shared_jobs.move_to_end(key)
+    return job
+
+
 def _kind_shares(c: Job):
     """(layer kind, its share of the decoder layers) for each kind the model has."""
     kinds = layer_kinds(c.model)
@@ -31,7 +74,7 @@ def _layer_compute_s(c: Job, L: Layouts):
     """One decoder layer's compute per micro-batch, fwd + bwd, layers weighted by kind."""
     out = 0.0
     for kind, share in _kind_shares(c):
-        blk = once_per_shape(block_totals, layer_ops(c.model, kind, c.software), c, L, memo=True)   # evaluate's too
+        blk = block_totals(layer_ops(c.model, kind, c.software), c, L)
         out = out + (blk.fwd_s + blk.bwd_s) * share
     return out
 
@@ -44,7 +87,7 @@ def compute_floor_s(c: Job, L: Layouts) -> np.ndarray:
         micro-batches x (l / pp) x the compute of one layer (fwd + bwd, layers weighted by kind)
 
     (``step_time_floor_s`` without the recompute, the traffic, the output layer and the bubble)."""
-    compute = once_per_shape(_layer_compute_s, shape_job(c, recompute=False), L, memo=True, memo_rows=FLOOR_MEMO_ROWS)
+    compute = once_per_shape(_layer_compute_s, _shared(c, recompute=False), L, memo=True, memo_rows=FLOOR_MEMO_ROWS)
     return (1.0 - FLOOR_MARGIN) * L.num_mb * (len(layer_kinds(c.model)) / L.pp.astype(float)) * compute
 
 
@@ -80,7 +123,7 @@ def step_time_floor_s(c: Job, L: Layouts) -> np.ndarray:
     ranks - slowest) / v, is then at least (p - 1) t / v (0 at p = 1; the other schedules' is
     taken as 0). An explicit layout's slowest rank is at least the mean of the ranks, which
     share the l layers. Worked out once per distinct layer shape (``once_per_shape``)."""
-    per_layer, last = once_per_shape(_floor_parts, shape_job(c, recompute=True), L, memo=True,
+    per_layer, last = once_per_shape(_floor_parts, _shared(c, recompute=True), L, memo=True,
                                      memo_rows=FLOOR_MEMO_ROWS)
     pp = L.pp.astype(float)
     stage = (len(layer_kinds(c.model)) / pp) * per_layer

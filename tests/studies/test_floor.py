@@ -13,7 +13,6 @@ from support import with_software
 
 import perfmodel.engine.evaluate as evaluate_module
 import perfmodel.engine.floor as floor_module
-import perfmodel.engine.job as job_module
 from perfmodel.engine.enumerate import enumerate_layouts, keep
 from perfmodel.engine.evaluate import evaluate
 from perfmodel.engine.floor import compute_floor_s, step_time_floor_s
@@ -114,19 +113,18 @@ def test_the_floor_never_exceeds_the_step_on_random_jobs(model, hardware, log_gp
 
 @pytest.mark.parametrize("hardware", ["h100-sxm", "gb200-nvl72"])
 def test_what_one_gpu_count_keeps_is_what_the_next_computes(hardware, monkeypatch):
-    """The floors' parts and the layers' compute are kept per hardware as placed, not per GPU
-    count (``job.shape_job``): the floors and the step of a count computed after another's are
-    those computed alone from its own job, bit for bit."""
+    """The floors' parts are kept per hardware as placed, not per GPU count: the floors and the
+    step of a count computed after another's are those computed alone from its own job, bit for
+    bit."""
     shared = {}
     for n in (128, 256, 512):
         s = scen("deepseek-v3", hardware=hardware, num_gpus=n, seq_length=4096, global_batch_size=2 * n)
         job = bind(s, model_of(s), hardware_of(s), hardware_of(s).efficiency)
         L = valid_layouts(s)
         shared[n] = (job, L, compute_floor_s(job, L), step_time_floor_s(job, L), evaluate(job, L).step_time_s)
-    assert job_module._shared_jobs
+    assert floor_module._shared_jobs
     monkeypatch.setattr(distinct, "MIN_ROWS", 10**9)   # nothing kept, nothing shared
-    for module in (floor_module, evaluate_module):
-        monkeypatch.setattr(module, "shape_job", lambda c, recompute: c)
+    monkeypatch.setattr(floor_module, "_shared", lambda c, recompute: c)
     for job, L, lo, fl, step in shared.values():
         assert np.array_equal(lo, compute_floor_s(job, L))
         assert np.array_equal(fl, step_time_floor_s(job, L))
@@ -175,9 +173,9 @@ def test_the_memory_floor_skips_layouts_where_the_states_alone_overflow():
                                                              global_batch_size=512)),
                                        ("gpt3-175b", dict(num_gpus=256, seq_length=2048, global_batch_size=512))])
 def test_a_layer_with_its_compute_shared_is_the_layer_worked_out_whole(model, kw, recompute):
-    """``evaluate._layer_totals`` (the compute taken from the memo every GPU count shares) gives
-    each layer's times as ``_layer_time`` works them out from the rows of every operation, in
-    every recompute mode (selective recompute reads which operations it redoes)."""
+    """``evaluate._layer_totals`` (what the per-shape memo keeps) gives each layer's times as
+    ``_layer_time`` works them out from the rows of every operation, in every recompute mode
+    (selective recompute reads which operations it redoes)."""
     from dataclasses import fields as dc_fields
 
     from perfmodel.formulas.workload import layer_kinds
