@@ -236,7 +236,7 @@ def search_options(args, **extra):
     if schedules:
         from perfmodel.spec.scenario import PIPELINE_SCHEDULES
         d["schedules"] = PIPELINE_SCHEDULES if schedules == ["all"] else tuple(schedules)
-    sp = csv_list(getattr(args, "sequence_parallel", None), str, "sequence-parallel")
+    sp = csv_list(getattr(args, "sequence_parallel", None), str, "--sequence-parallel")
     if sp:
         bad = [v for v in sp if v not in SP_WORDS]
         if bad:

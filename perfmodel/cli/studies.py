@@ -21,6 +21,7 @@ from perfmodel.cli.common import (
 from perfmodel.present import fmt
 from perfmodel.present.money import price_text
 from perfmodel.present.verdicts import knee_text, scale_verdict_text, sizing_reason_text
+from perfmodel.spec.errors import InputError
 from perfmodel.spec.units import SECONDS_PER_DAY
 
 
@@ -102,6 +103,8 @@ def cmd_scale(args) -> int:
 
 def cmd_size(args) -> int:
     check_numbers(args)
+    if args.jobs is not None and args.jobs < 1:
+        raise InputError("--jobs", f"must be a whole number of processes >= 1, got {args.jobs}")
     sc = load(args.scenario, args.set)
     deadline = None if args.deadline_days is None else args.deadline_days * SECONDS_PER_DAY
     res = pm.size(sc, args.tokens, deadline_s=deadline, budget_usd=args.budget_usd,

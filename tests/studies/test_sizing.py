@@ -230,4 +230,4 @@ def test_cli_jobs_option(tmp_path, capsys):
     assert main(args + ["--jobs", "2"]) == 0
     assert capsys.readouterr().out == one
     assert main(args + ["--jobs", "0"]) == 2
-    assert "workers: must be a whole number of processes >= 1, got 0" in capsys.readouterr().err
+    assert capsys.readouterr().err.strip() == "perfmodel: error: --jobs: must be a whole number of processes >= 1, got 0"
