@@ -64,6 +64,21 @@ def _press(pg, label: str) -> None:
     pg.locator('[data-testid^="stBaseButton-"][data-testid$="FormSubmit"]').filter(has_text=label).first.click()
 
 
+def _enter(pg, label: str, text: str) -> None:
+    """Type into the field labelled ``label`` and press Enter, as a user commits a value."""
+    box = pg.get_by_label(label, exact=True)
+    box.fill(text)
+    box.press("Enter")
+    _idle(pg)
+
+
+def _edit(pg, group: str) -> None:
+    """Open one of the sidebar's groups (the "Edit" choice)."""
+    pg.get_by_label("Edit", exact=True).click()
+    pg.get_by_role("option", name=group, exact=True).click()
+    _idle(pg)
+
+
 def _shot(pg, name: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     pg.screenshot(path=str(SHOTS / f"{name}-1440.png"), full_page=True)
@@ -227,18 +242,11 @@ def test_a_link_and_the_yaml_keep_prices_page_options_and_edited_hardware(page, 
     _idle(page)
     assert page.get_by_role("radio", name="grow").is_checked()
     # the price basis and headline hardware, into the YAML download
-    page.get_by_label("Edit", exact=True).click()
-    page.get_by_role("option", name="Hardware", exact=True).click()
-    _idle(page)
+    _edit(page, "Hardware")
     page.get_by_text("Headline numbers", exact=True).click()
     _idle(page)
-    price = page.get_by_label("Price (USD per GPU-hour)", exact=True)
-    price.fill("3.21")
-    price.press("Enter")
-    _idle(page)
-    page.get_by_label("Edit", exact=True).click()
-    page.get_by_role("option", name="Scenario file and link").click()
-    _idle(page)
+    _enter(page, "Price (USD per GPU-hour)", "3.21")
+    _edit(page, "Scenario file and link")
     with page.expect_download() as dl:
         page.get_by_role("button", name="Download scenario YAML").click()
     data = yaml.safe_load(Path(dl.value.path()).read_text())
@@ -270,17 +278,9 @@ def test_peers_side_by_side_and_every_page_by_its_path(page, server):  # noqa: F
     _idle(page)
     page.get_by_role("button", name="Save the sidebar's job as 'llama3-70b-64xh100'").click()
     _idle(page)
-    box = page.get_by_label("tp", exact=True)
-    box.fill("8")
-    box.press("Enter")
-    _idle(page)
-    page.get_by_label("Edit", exact=True).click()
-    page.get_by_role("option", name="Scenario file and link").click()
-    _idle(page)
-    name = page.get_by_label("Scenario name", exact=True)
-    name.fill("tp8")
-    name.press("Enter")
-    _idle(page)
+    _enter(page, "tp", "8")
+    _edit(page, "Scenario file and link")
+    _enter(page, "Scenario name", "tp8")
     page.get_by_role("button", name="Save the sidebar's job as 'tp8'").click()
     page.locator('[data-testid="stVegaLiteChart"]').nth(5).wait_for()
     _idle(page)
