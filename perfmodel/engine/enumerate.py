@@ -66,6 +66,17 @@ def _cross(cols: dict, name: str, values) -> dict:
     return out
 
 
+def _cross_where(cols: dict, name: str, values, where) -> dict:
+    """Each row where ``where`` holds combined with every value (in order), the others with the
+    first value only; ``where`` is a function of the columns."""
+    values = np.asarray(values)
+    per_row = np.where(where(cols), values.size, 1)
+    out = {k: np.repeat(v, per_row) for k, v in cols.items()}
+    nth = np.arange(int(per_row.sum())) - np.repeat(np.cumsum(per_row) - per_row, per_row)
+    out[name] = values[np.minimum(nth, values.size - 1)]
+    return out
+
+
 def keep(cols: dict, mask) -> dict:
     return {k: v[mask] for k, v in cols.items()}
 
@@ -112,12 +123,8 @@ def _with_schedules(c: dict, bounds: Bounds) -> dict:
         return {**c, "schedule": np.full_like(c["pp"], bounds.pinned["schedule"])}
     if bounds.schedules is None:
         return {**c, "schedule": pipeline.default_schedule_code(c["vpp"]).astype(np.int64)}
-    codes = np.asarray(bounds.schedules, dtype=np.int64)
-    per_row = np.where(c["pp"] > 1, codes.size, 1)
-    out = {k: np.repeat(v, per_row) for k, v in c.items()}
-    starts = np.repeat(np.cumsum(per_row) - per_row, per_row)
-    nth = np.arange(int(per_row.sum())) - starts
-    out["schedule"] = np.where(out["pp"] > 1, codes[np.minimum(nth, codes.size - 1)], pipeline.ONE_F_ONE_B)
+    out = _cross_where(c, "schedule", np.asarray(bounds.schedules, dtype=np.int64), lambda c: c["pp"] > 1)
+    out["schedule"] = np.where(out["pp"] > 1, out["schedule"], pipeline.ONE_F_ONE_B)
     # a schedule that cannot run the row's model chunks per rank is no candidate (as a tp that
     # does not divide the GPU count is none), unless vpp is pinned: then the rules say why
     if "vpp" in bounds.pinned:
@@ -132,10 +139,8 @@ def _with_sequence_parallel(c: dict, bounds: Bounds) -> dict:
     if "sp" in bounds.pinned or bounds.sequence_parallel is None:
         return c
     values = np.array(sorted(set(bounds.sequence_parallel), reverse=True), dtype=bool)   # on first
-    per_row = np.where(c["tp"] > 1, values.size, 1)
-    out = {k: np.repeat(v, per_row) for k, v in c.items()}
-    nth = np.arange(int(per_row.sum())) - np.repeat(np.cumsum(per_row) - per_row, per_row)
-    out["sp"] = (out["tp"] > 1) & values[np.minimum(nth, values.size - 1)]
+    out = _cross_where(c, "sp", values, lambda c: c["tp"] > 1)
+    out["sp"] = (out["tp"] > 1) & out["sp"]
     return out
 
 
