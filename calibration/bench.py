@@ -48,6 +48,8 @@ from .results import Metadata, Record, Results, write_results
 from .timing import MAX_INNER, Plan, cpu_name, host_time_calls, slug, timed_record, today  # noqa: F401  (re-exported)
 
 FLOP_PER_MAC = 2
+GROUPS = ("gemm", "grouped", "attention", "memory", "launch", "h2d", "collective")
+"""The suite's groups, in the order they run (``bench-hw --only`` picks some)."""
 
 INLINE_MODELS = {
     # Used when perfmodel/data/models.yaml lacks the preset.
@@ -163,17 +165,21 @@ def attention_flop(batch: int, heads: int, seq: int, head_dim: int, causal: bool
 
 
 # ------------------------------------------------------------------------------- the suite
-def run_suite(backend, plan: Plan, log=print) -> Results:
+def run_suite(backend, plan: Plan, log=print, groups: tuple[str, ...] = GROUPS) -> Results:
+    """Every group of ``groups`` (default: the whole suite), in the suite's order."""
+    unknown = sorted(set(groups) - set(GROUPS))
+    if unknown:
+        raise InputError("--only", f"unknown group {unknown[0]!r}; use {', '.join(GROUPS)}")
+    runners = {"gemm": _gemm, "grouped": _grouped, "attention": _attention, "memory": _memory,
+               "launch": _launch, "h2d": _h2d, "collective": lambda b, p: b.collectives(p)}
     records: list[Record] = []
-    for group in (_gemm, _grouped, _attention, _memory, _launch, _h2d):
+    for name in GROUPS:
+        if name not in groups:
+            continue
         t0 = time.perf_counter()
-        new = group(backend, plan)
+        new = runners[name](backend, plan)
         records += new
-        log(f"  {group.__name__[1:]:<10} {len(new):4d} points  {time.perf_counter() - t0:6.1f} s")
-    t0 = time.perf_counter()
-    coll = backend.collectives(plan)
-    records += coll
-    log(f"  {'collective':<10} {len(coll):4d} points  {time.perf_counter() - t0:6.1f} s")
+        log(f"  {name:<10} {len(new):4d} points  {time.perf_counter() - t0:6.1f} s")
     return Results(metadata=backend.metadata(), records=tuple(records))
 
 
@@ -357,9 +363,9 @@ def select_backend(name: str, quick: bool, gloo_ranks: int = 0):
     raise InputError("backend", f"unknown backend {name!r}; use auto, numpy or torch")
 
 
-def run_and_write(backend, plan: Plan, out_dir, log=print) -> Path | None:
-    """Run the suite and write ``<out_dir>/<device>-<date>/results.yaml``."""
-    results = run_suite(backend, plan, log=log)
+def run_and_write(backend, plan: Plan, out_dir, log=print, groups: tuple[str, ...] = GROUPS) -> Path | None:
+    """Run the suite (or ``groups`` of it) and write ``<out_dir>/<device>-<date>/results.yaml``."""
+    results = run_suite(backend, plan, log=log, groups=groups)
     md = results.metadata
     if os.environ.get("RANK", "0") != "0":      # under torchrun only rank 0 writes
         return None
@@ -368,3 +374,14 @@ def run_and_write(backend, plan: Plan, out_dir, log=print) -> Path | None:
 
 def with_repeats(plan: Plan, repeats: int | None) -> Plan:
     return plan if repeats is None else replace(plan, repeats=repeats)
+
+
+def with_overrides(plan: Plan, repeats: int | None = None, warmup: int | None = None,
+                   attention_seqs: tuple[int, ...] | None = None) -> Plan:
+    """The plan with the values a command line set (None keeps the plan's own)."""
+    plan = with_repeats(plan, repeats)
+    if warmup is not None:
+        plan = replace(plan, warmup=warmup)
+    if attention_seqs is not None:
+        plan = replace(plan, attention_seqs=tuple(attention_seqs))
+    return plan

@@ -17,7 +17,7 @@ from perfmodel.spec.hardware import list_hardware_ids, load_hardware, load_hardw
 from perfmodel.spec.limits import MAX_BENCH_REPEATS, MAX_MESSAGE_BYTES, MAX_TFLOP_PER_S
 from perfmodel.spec.units import TERA
 
-from .bench import plan_for, run_and_write, select_backend, with_repeats
+from .bench import GROUPS, plan_for, run_and_write, select_backend, with_overrides
 from .fit import SKIPPABLE, fit_efficiencies, quality_lines, require_records
 from .parsers import load_any
 from .profile import write_profile
@@ -27,6 +27,43 @@ from .report import quality_text, write_plot
 EXIT_INPUT = 2
 MAX_GLOO_RANKS = 64
 """CPU processes of a gloo test of the collective sweep (it tests the code path, not a machine)."""
+MAX_ATTENTION_SEQ = 2**20
+"""Longest sequence ``--attention-seqs`` takes: 1M tokens, the longest published training
+sequences (perfmodel.spec.limits.MAX_SEQ_LENGTH); one head set of Q, K, V and their gradients at
+32 x 128 in bf16 is then about 48 GiB."""
+MAX_ATTENTION_POINTS = 16
+"""Sequence lengths one ``--attention-seqs`` may list."""
+
+
+def _int_list(text: str, field: str, low: int, high: int, most: int) -> tuple[int, ...]:
+    """'a,b,c' as integers, each in [low, high], at most ``most`` of them."""
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise InputError(field, "expected a comma-separated list of integers, got nothing")
+    if len(items) > most:
+        raise InputError(field, f"at most {most} values, got {len(items)}")
+    out = []
+    for item in items:
+        try:
+            value = int(item)
+        except ValueError:
+            raise InputError(field, f"expected an integer, got {item!r}") from None
+        if not low <= value <= high:
+            raise InputError(field, f"each value must be {low} to {high}, got {value}")
+        out.append(value)
+    return tuple(out)
+
+
+def _groups(text: str | None) -> tuple[str, ...]:
+    if text is None:
+        return GROUPS
+    names = tuple(t.strip() for t in text.split(",") if t.strip())
+    if not names:
+        raise InputError("--only", f"expected one or more of {', '.join(GROUPS)}, got nothing")
+    for name in names:
+        if name not in GROUPS:
+            raise InputError("--only", f"unknown group {name!r}; use {', '.join(GROUPS)}")
+    return names
 
 
 class _Parser(argparse.ArgumentParser):
@@ -49,6 +86,12 @@ def _run(fn, argv, raise_errors: bool = False) -> int:
         if raise_errors:
             raise
         print(f"error: {one_line(exc)}", file=sys.stderr)
+    except MemoryError:       # a plan too large for this machine (numpy's full attention scores)
+        err = InputError("memory", "this run needs more memory than the machine has; measure fewer or "
+                                   "shorter points (--only, --attention-seqs)")
+        if raise_errors:
+            raise err from None
+        print(f"error: {err}", file=sys.stderr)
     return EXIT_INPUT
 
 
@@ -88,18 +131,29 @@ def _bench_hw(argv) -> int:
     p.add_argument("--quick", action="store_true", help="small sizes and few repeats (CI)")
     p.add_argument("--out", default="calibration/results", help="folder for <device>-<date>/results.yaml")
     p.add_argument("--repeats", type=int, default=None, help="timed repeats per point")
+    p.add_argument("--warmup", type=int, default=None, help="untimed calls per point before timing")
+    p.add_argument("--only", default=None, metavar="GROUP,...",
+                   help=f"run these groups alone ({', '.join(GROUPS)}); default all")
+    p.add_argument("--attention-seqs", default=None, metavar="N,...",
+                   help="sequence lengths of the attention group, in place of the plan's")
     p.add_argument("--gloo-ranks", type=int, default=0,
                    help="CPU only: run the collective sweep over N gloo processes (tests the code path)")
     args = p.parse_args(argv)
     if args.repeats is not None and not 1 <= args.repeats <= MAX_BENCH_REPEATS:
         raise InputError("--repeats", f"must be 1 to {MAX_BENCH_REPEATS}, got {args.repeats}")
+    if args.warmup is not None and not 0 <= args.warmup <= MAX_BENCH_REPEATS:
+        raise InputError("--warmup", f"must be 0 to {MAX_BENCH_REPEATS}, got {args.warmup}")
     if not 0 <= args.gloo_ranks <= MAX_GLOO_RANKS:
         raise InputError("--gloo-ranks", f"must be 0 to {MAX_GLOO_RANKS}, got {args.gloo_ranks}")
+    groups = _groups(args.only)
+    seqs = (None if args.attention_seqs is None else
+            _int_list(args.attention_seqs, "--attention-seqs", 1, MAX_ATTENTION_SEQ, MAX_ATTENTION_POINTS))
     out = _output_folder(args.out, "--out")
     backend = select_backend(args.backend, args.quick, args.gloo_ranks)
-    plan = with_repeats(plan_for(backend.device_kind, args.quick), args.repeats)
-    print(f"bench-hw: backend {backend.name}, {'quick' if args.quick else 'full'} plan")
-    path = run_and_write(backend, plan, out)
+    plan = with_overrides(plan_for(backend.device_kind, args.quick), args.repeats, args.warmup, seqs)
+    which = "" if groups == GROUPS else f" ({', '.join(groups)})"
+    print(f"bench-hw: backend {backend.name}, {'quick' if args.quick else 'full'} plan{which}")
+    path = run_and_write(backend, plan, out, groups=groups)
     if path is not None:
         print(f"wrote {path}")
     return 0

@@ -46,19 +46,23 @@ def _model(preset: str, layers: int):
     return load_model(preset).model_copy(update={"num_layers": layers})
 
 
-def scenario_dict(preset: str, layers: int, seq: int, mbs: int, gbs: int, hardware: str) -> dict:
-    """The perfmodel scenario of the timed run (one GPU, no parallelism, no recompute)."""
+def scenario_dict(preset: str, layers: int, seq: int, mbs: int, gbs: int, hardware: str,
+                  compiled: bool = False) -> dict:
+    """The perfmodel scenario of the timed run (one GPU, no parallelism, no recompute).
+    ``compiled``: the loss function ran under ``torch.compile``, whose generated kernels fuse
+    the norms, rotary embedding, activation and loss (the ``fused`` software options)."""
     spec = _model(preset, layers)
     model = spec.model_dump(exclude_none=True, exclude_defaults=True)
     model.update(name=f"{spec.name} ({layers} layers)", num_layers=layers)
     data = {
-        "name": f"step_check_{slug(preset)}_{layers}l_s{seq}",
+        "name": f"step_check_{slug(preset)}_{layers}l_s{seq}" + ("_compiled" if compiled else ""),
         "hardware": hardware, "num_gpus": 1, "model": model,
         "seq_length": seq, "micro_batch_size": mbs, "global_batch_size": gbs,
         "parallelism": {"tp": 1, "pp": 1, "vpp": 1, "cp": 1, "ep": 1, "etp": 1, "sequence_parallel": False,
                         "zero_stage": 0},
         "recompute": "none", "precision": "bf16",
-        "software": {"elementwise_kernels": "eager", "cross_entropy": "eager_fp32"},
+        "software": ({"elementwise_kernels": "fused", "cross_entropy": "fused"} if compiled else
+                     {"elementwise_kernels": "eager", "cross_entropy": "eager_fp32"}),
     }
     pm.resolve(pm.parse_scenario(data), profile=None)   # a clear error here (fields and layout), not after a GPU run
     return data
@@ -112,12 +116,15 @@ def _build(spec, seq: int):
     return master, params, loss_of
 
 
-def run(preset: str, layers: int, seq: int, mbs: int, gbs: int, steps: int, warmup: int) -> dict:
+def run(preset: str, layers: int, seq: int, mbs: int, gbs: int, steps: int, warmup: int,
+        compiled: bool = False) -> dict:
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     spec = _model(preset, layers)
     master, params, loss_of = _build(spec, seq)
+    if compiled:        # compiled during the warm-up steps, which are not timed
+        loss_of = torch.compile(loss_of)
     grads = {k: torch.zeros_like(v) for k, v in master.items()}
     names = list(master)
     opt = torch.optim.AdamW([master[k] for k in names], lr=1e-5, fused=True)
@@ -188,6 +195,7 @@ def main(argv=None, parser_class=argparse.ArgumentParser) -> int:
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--hardware", default="h100-sxm", help="perfmodel hardware id for the scenario")
+    p.add_argument("--compile", action="store_true", help="run the loss function under torch.compile")
     p.add_argument("--out", default="calibration/results")
     args = p.parse_args(argv)
     if not 1 <= args.steps <= MAX_BENCH_REPEATS:
@@ -196,10 +204,12 @@ def main(argv=None, parser_class=argparse.ArgumentParser) -> int:
         raise InputError("--warmup", f"must be 0 to {MAX_BENCH_REPEATS}, got {args.warmup}")
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise InputError("--out", f"{args.out} is a file, not a folder")
-    scenario = scenario_dict(args.preset, args.layers, args.seq, args.mbs, args.gbs, args.hardware)
+    if args.compile and args.warmup < 1:
+        raise InputError("--warmup", "--compile needs at least 1 warm-up step (the compilation runs in it)")
+    scenario = scenario_dict(args.preset, args.layers, args.seq, args.mbs, args.gbs, args.hardware, args.compile)
     torch = _require_cuda()
 
-    measured = run(args.preset, args.layers, args.seq, args.mbs, args.gbs, args.steps, args.warmup)
+    measured = run(args.preset, args.layers, args.seq, args.mbs, args.gbs, args.steps, args.warmup, args.compile)
     measured.update(device=torch.cuda.get_device_name(), torch_version=str(torch.__version__),
                     cuda_version=str(torch.version.cuda), cudnn_version=int(torch.backends.cudnn.version()),
                     date=today())

@@ -690,3 +690,43 @@ def test_bench_hw_quick_runs_with_its_options_first(tmp_path, capsys):
     assert main(["bench-hw", "--quick", "--backend", "numpy", "--repeats", "1", "--out", str(tmp_path)]) == 0
     (path,) = tmp_path.glob("*/results.yaml")
     assert load_results(path).records
+
+
+def test_bench_hw_runs_only_the_groups_asked_for_at_the_lengths_asked_for(tmp_path, capsys):
+    """--only, --attention-seqs and --warmup: the attention group alone, at the two lengths
+    given, one record per length (numpy times the forward of non-causal attention alone)."""
+    assert bench_hw_main(["--backend", "numpy", "--quick", "--only", "attention", "--attention-seqs", "48,96",
+                          "--warmup", "0", "--repeats", "2", "--out", str(tmp_path)]) == 0
+    (path,) = tmp_path.glob("*/results.yaml")
+    records = load_results(path).records
+    assert {r.kind for r in records} == {"attention"}
+    assert sorted(r.shape[2] for r in records) == [48, 96]
+    assert all(len(r.times_s) == 2 for r in records)
+    assert "(attention)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv,fragment", [
+    (["--only", "gemm,nope"], "unknown group 'nope'"),
+    (["--only", ","], "--only"),
+    (["--attention-seqs", "0"], "1 to 1048576"),
+    (["--attention-seqs", "2097152"], "1 to 1048576"),
+    (["--attention-seqs", "1k"], "expected an integer"),
+    (["--attention-seqs", ",".join(["64"] * 17)], "at most 16"),
+    (["--warmup", "-1"], "--warmup"),
+])
+def test_bench_hw_option_errors_are_one_line(argv, fragment, capsys):
+    assert bench_hw_main(["--backend", "numpy", "--quick", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and fragment in err and "Traceback" not in err
+
+
+def test_bench_hw_says_so_when_the_machine_runs_out_of_memory(tmp_path, capsys, monkeypatch):
+    from calibration import cli
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError
+    monkeypatch.setattr(cli, "run_and_write", no_memory)
+    assert bench_hw_main(["--backend", "numpy", "--quick", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "more memory" in err and "Traceback" not in err
+

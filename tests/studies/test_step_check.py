@@ -27,8 +27,9 @@ def test_committed_scenario_is_what_step_check_writes(path):
     measured = yaml.safe_load((path.parent / "measured.yaml").read_text())
     layers = data["model"]["num_layers"]
     preset = data["name"].removeprefix("step_check_").rsplit(f"_{layers}l_", 1)[0]
+    compiled = data["name"].endswith("_compiled")
     again = scenario_dict(preset, layers, data["seq_length"], data["micro_batch_size"],
-                          data["global_batch_size"], data["hardware"])
+                          data["global_batch_size"], data["hardware"], compiled)
     assert again == data
     # The run holds exactly the model the scenario describes: same parameter count.
     result = predict(parse_scenario(data))
@@ -41,6 +42,26 @@ def test_step_check_scenario_has_no_parallelism_and_fewer_layers():
     assert all(data["parallelism"][k] == 1 for k in ("tp", "pp", "cp", "ep"))
 
 
+def test_a_compiled_run_is_described_by_the_fused_software_options():
+    eager = scenario_dict("llama3-8b", 2, 1024, 1, 4, "h100-sxm")
+    compiled = scenario_dict("llama3-8b", 2, 1024, 1, 4, "h100-sxm", compiled=True)
+    assert eager["software"] == {"elementwise_kernels": "eager", "cross_entropy": "eager_fp32"}
+    assert compiled["software"] == {"elementwise_kernels": "fused", "cross_entropy": "fused"}
+    assert compiled["name"] == eager["name"] + "_compiled"
+    assert {k: v for k, v in compiled.items() if k not in ("software", "name")} == \
+        {k: v for k, v in eager.items() if k not in ("software", "name")}
+
+
+def test_the_committed_step_checks_agree_with_predict_within_ten_percent():
+    """The measured steps of the committed runs (one lent H100 per date; eager and compiled,
+    4k to 16k tokens) against predict with the project's profiles: a stated tolerance, not a
+    fit (nothing in the model is fitted to these steps)."""
+    for path in COMMITTED:
+        measured = yaml.safe_load((path.parent / "measured.yaml").read_text())["median_step_s"]
+        predicted = predict(parse_scenario(yaml.safe_load(path.read_text()))).step_time_s
+        assert abs(predicted / measured - 1) < 0.10, path.parent.name
+
+
 def test_bad_arguments_fail_before_the_gpu_run():
     with pytest.raises(InputError) as err:
         scenario_dict("llama3-8b", 4, 4096, 3, 8, "h100-sxm")     # 8 is not a multiple of 3
@@ -48,7 +69,8 @@ def test_bad_arguments_fail_before_the_gpu_run():
 
 
 @pytest.mark.parametrize("argv,field", [(["--steps", "0"], "--steps"), (["--warmup", "-1"], "--warmup"),
-                                        (["--mbs", "3"], "global_batch_size"), (["--preset", "nope"], "model")])
+                                        (["--mbs", "3"], "global_batch_size"), (["--preset", "nope"], "model"),
+                                        (["--compile", "--warmup", "0"], "--warmup")])
 def test_cli_errors_are_one_line_exit_2(argv, field, capsys):
     from calibration.cli import main
     assert main(["step-check", *argv]) == 2
