@@ -182,10 +182,11 @@ def check_grouped_gemm(records, spec: HardwareSpec, eff: Efficiencies):
 
 def fit_fast_accum(fast, precise):
     """``fp8_fast_accum_speedup``: the median, over shapes timed both ways and of at least one
-    GFLOP (all shared shapes where none is), of precise time / fast-accumulation time. None
-    (and no group) where no shape was timed both ways."""
-    by_shape = {r.shape: r for r in precise if r.shape and r.median_s}
-    pairs = [(r, by_shape[r.shape]) for r in fast if r.shape in by_shape and r.median_s]
+    GFLOP (all shared shapes where none is), of precise time / fast-accumulation time, each
+    pair from one source (one run of the suite). None (and no group) where no shape was timed
+    both ways."""
+    by_shape = {(r.source, r.shape): r for r in precise if r.shape and r.median_s}
+    pairs = [(r, by_shape[(r.source, r.shape)]) for r in fast if (r.source, r.shape) in by_shape and r.median_s]
     if not pairs:
         return None, None
     large = [(f, p) for f, p in pairs if (f.flop or 0) >= ONE_GFLOP] or pairs

@@ -7,7 +7,7 @@ are sanity bounds only), fits them with ``fit``, and writes
 ``calibration/profiles/<hardware-id>.yaml``. Groups without published data keep the hardware
 spec's defaults, and the profile's ``sources`` say so.
 
-Where the suite has run on the GPU itself (``MEASURED_RUNS``: a folder of
+Where the suite has run on the GPU itself (``MEASURED_RUNS``: result files of
 ``calibration/results/``), its records are fitted together with the published ones, with the
 kernel choices and skipped groups the run's entry states and explains.
 """
@@ -45,8 +45,9 @@ RESULTS_DIR = REPO_ROOT / "calibration" / "results"
 class MeasuredRun:
     """A suite run on the hardware, fitted into its profile, and the fit's choices."""
 
-    folder: str
-    """Folder of ``calibration/results`` that holds its ``results.yaml``."""
+    files: tuple[str, ...]
+    """Result files under ``calibration/results``: every run of the suite on this kind of
+    machine, fitted together (two lent machines of one kind differ by a median 2% per point)."""
     attention_impl: str
     grouped_impl: str
     skip: tuple[str, ...]
@@ -70,9 +71,12 @@ _GROUPED_WHY = (
     "rates; they are checked against the dense curve (group grouped_gemm), not fitted: the step model "
     "gives expert GEMMs the dense curve of their per-expert shape")
 MEASURED_RUNS = {
-    "h100-sxm": MeasuredRun("nvidia-h100-80gb-hbm3-2026-11-22", "sdpa-flash", "torch.mm per expert",
+    "h100-sxm": MeasuredRun(("nvidia-h100-80gb-hbm3-2026-11-22/results.yaml",
+                             "nvidia-h100-80gb-hbm3-2026-11-27/results.yaml",
+                             "nvidia-h100-80gb-hbm3-2026-11-27/long_attention.yaml"),
+                            "sdpa-flash", "torch.mm per expert",
                             ("launch",), f"{_ATTENTION_WHY}; {_GROUPED_WHY}; {_LAUNCH_WHY}"),
-    "h200-sxm": MeasuredRun("nvidia-h200-2026-11-22", "sdpa-flash", "torch.mm per expert",
+    "h200-sxm": MeasuredRun(("nvidia-h200-2026-11-22/results.yaml",), "sdpa-flash", "torch.mm per expert",
                             ("launch",), f"{_ATTENTION_WHY}; {_GROUPED_WHY}; {_LAUNCH_WHY}"),
 }
 
@@ -137,15 +141,17 @@ def fit_published(data_path: Path, hardware_ids=PUBLISHED_HARDWARE, out_dir: Pat
         run = measured.get(hw_id)
         inputs, options, extra = [pub.results], {}, {}
         if run is not None:
-            res = load_results(Path(results_dir) / run.folder / "results.yaml")
-            cite = f"calibration/results/{run.folder}/results.yaml"
-            inputs.append(res.model_copy(update={"records": tuple(r.model_copy(update={"source": r.source or cite})
-                                                                  for r in res.records)}))
+            described = []
+            for file in run.files:
+                res = load_results(Path(results_dir) / file)
+                cite = f"calibration/results/{file}"
+                inputs.append(res.model_copy(update={"records": tuple(r.model_copy(update={"source": r.source or cite})
+                                                                      for r in res.records)}))
+                md = res.metadata
+                described.append(f"{cite}: {md.device}, driver {md.driver_version}, CUDA {md.cuda_version}, "
+                                 f"torch {md.torch_version}, {md.notes}, {md.date}")
             options = {"attention_impl": run.attention_impl, "grouped_impl": run.grouped_impl, "skip": run.skip}
-            md = res.metadata
-            extra["measured_run"] = (f"calibration/results/{run.folder}/results.yaml: {md.device}, driver "
-                                     f"{md.driver_version}, CUDA {md.cuda_version}, torch {md.torch_version}, "
-                                     f"{md.notes}, {md.date}. {run.why}")
+            extra["measured_run"] = f"{'; '.join(described)}. {run.why}"
         cal = fit_efficiencies(inputs, spec, **options,
                                missing_reason=f"no published data of trust >= {min_trust} for {hw_id} in {name}")
         own = {g.group.split(".", 1)[1] for g in cal.groups if g.group.startswith("gemm.")}

@@ -346,9 +346,10 @@ def test_fast_accumulation_speedup_is_the_median_ratio_of_the_same_shapes():
     group = next(g for g in cal.groups if g.group == "gemm_fast_accum.fp8")
     assert sum(p.in_fit for p in group.points) == 4 and "median over shapes" in cal.efficiencies.sources[
         "fp8_fast_accum_speedup"]
-    # without fast-accumulation records the model's default stays, and says so
+    # without fast-accumulation records the spec's value stays, with the spec's source
     alone = fit_efficiencies([Results(metadata=res.metadata, records=tuple(precise))], spec).efficiencies
-    assert alone.fp8_fast_accum_speedup == 1.0 and "not measured" in alone.sources["fp8_fast_accum_speedup"].lower()
+    assert alone.fp8_fast_accum_speedup == spec.efficiency.fp8_fast_accum_speedup
+    assert alone.sources["fp8_fast_accum_speedup"].startswith("spec default (h100-sxm)")
 
 
 def _attention_records(e_f, e_b, half_f, half_b, fwd_lengths, bwd_lengths, peak=989e12):
@@ -435,7 +436,8 @@ def test_fit_published_accuracy(tmp_path, capsys):
                 print(f"{hw_id:14} {c.name:26} {c.num_within}/{c.num_points} within {c.tolerance:.0%}, "
                       f"worst {c.worst.rel_error:+.1%} ({c.worst.label})")
     checks = {(h, c.name): c for h, f in fits.items() for c in accuracy_checks(f.calibration)}
-    for hw_id, points in (("h100-sxm", 4), ("h200-sxm", 4), ("a100-sxm-80gb", 1)):   # 3 suite copies on H100/H200
+    # 3 suite copies per run: two runs on the H100, one on the H200
+    for hw_id, points in (("h100-sxm", 7), ("h200-sxm", 4), ("a100-sxm-80gb", 1)):
         hbm = checks[(hw_id, "HBM copies")]
         assert hbm.num_within == hbm.num_points == points
     for hw_id in ("h200-sxm", "a100-sxm-80gb", "gb200-nvl72"):
@@ -446,20 +448,26 @@ def test_fit_published_accuracy(tmp_path, capsys):
 
 @needs_shared
 def test_measured_runs_enter_their_profiles_with_their_choices(tmp_path):
-    """The committed H100 run: the flash attention kernel is fitted, the expert GEMMs are checked,
-    and --published-only gives the published fit alone."""
+    """The committed H100 runs (2026-11-22; 2026-11-27 with the attention to 128k tokens): the
+    flash attention kernel is fitted, the expert GEMMs are checked, fast accumulation is fitted
+    from the run that timed it, and --published-only gives the published fit alone."""
     both = fit_published(MICROBENCHMARKS, hardware_ids=("h100-sxm",), out_dir=tmp_path)[0].calibration
     alone = fit_published(MICROBENCHMARKS, hardware_ids=("h100-sxm",), out_dir=None, measured={})[0].calibration
     spec = load_hardware("h100-sxm")
     def bf16_points(cal):
         return sum(len(g.points) for g in cal.groups if g.group == "gemm.bf16")
 
-    assert bf16_points(both) == bf16_points(alone) + 131       # the run's 131 bf16 shapes
+    assert bf16_points(both) == bf16_points(alone) + 2 * 131       # each run's 131 bf16 shapes
     grouped = next(g for g in both.groups if g.group == "grouped_gemm")
-    assert grouped.params == {} and len(grouped.points) == 24    # checked, not fitted
+    assert grouped.params == {} and len(grouped.points) == 2 * 24    # checked, not fitted
     assert spec.efficiency.gemm["bf16"] is not None
     att = next(g for g in both.groups if g.group == "attention")
-    assert all("sdpa" in p.label for p in att.points) and len(att.points) == 12    # causal fwd + bwd, 6 lengths
+    # causal fwd + bwd: 6 lengths in each suite run, 3 more (32k-128k) in the long-attention file
+    assert all("sdpa" in p.label for p in att.points) and len(att.points) == 2 * 6 * 2 + 3 * 2
+    fast = next(g for g in both.groups if g.group == "gemm_fast_accum.fp8")
+    assert {p.source for p in fast.points} == {"calibration/results/nvidia-h100-80gb-hbm3-2026-11-27/results.yaml"}
+    assert both.efficiencies.fp8_fast_accum_speedup == pytest.approx(
+        load_profile(PROFILES / "h100-sxm.yaml").efficiency.fp8_fast_accum_speedup, rel=1e-4)
     assert "sdpa-flash" not in str(alone.efficiencies.sources.get("attention", ""))
     committed = load_profile(PROFILES / "h100-sxm.yaml").efficiency
     assert committed.gemm["bf16"].efficiency_max == pytest.approx(both.efficiencies.gemm["bf16"].efficiency_max,
@@ -730,3 +738,18 @@ def test_bench_hw_says_so_when_the_machine_runs_out_of_memory(tmp_path, capsys, 
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "more memory" in err and "Traceback" not in err
 
+
+def test_fast_accumulation_pairs_shapes_within_one_run():
+    """Two runs of the suite fitted together: each fast record is set against the precise one of
+    its own run (by hand: run a 1.10x, run b 1.02x; the median of the two pairs is 1.06x)."""
+    from calibration.fit import fit_fast_accum
+    from calibration.results import Record
+
+    def rec(source, t, impl):
+        return Record(kind="gemm", op="matmul", precision="fp8", shape=(8192, 8192, 8192), flop=2 * 8192**3,
+                      impl=impl, timing="cuda-graph", times_s=(t,), median_s=t, p10_s=t, p90_s=t, source=source)
+    precise = [rec("a", 1.10, "torch._scaled_mm"), rec("b", 1.02, "torch._scaled_mm")]
+    fast = [rec("a", 1.0, "torch._scaled_mm fast_accum"), rec("b", 1.0, "torch._scaled_mm fast_accum")]
+    speedup, group = fit_fast_accum(fast, precise)
+    assert speedup == pytest.approx(1.06)
+    assert len(group.points) == 2
