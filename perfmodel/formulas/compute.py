@@ -110,11 +110,14 @@ def memory_time_s(bytes_moved, hw: HardwareSpec, eff: Efficiencies, kernels: int
 
 
 def attention_efficiency(seq, eff: Efficiencies, backward: bool = False):
-    """Flash attention's efficiency at ``seq`` keys, forward or backward kernel."""
+    """Flash attention's efficiency at ``seq`` keys in a training step, forward or backward
+    kernel: the benchmarked curve at the clock a step runs at (``Efficiencies.attention_clock_ratio``)."""
     a = eff.attention
     if backward:
-        return saturating_attention_efficiency(seq, a.bwd_efficiency_max, a.backward_half_seq)
-    return saturating_attention_efficiency(seq, a.fwd_efficiency_max, a.half_seq)
+        curve = saturating_attention_efficiency(seq, a.bwd_efficiency_max, a.backward_half_seq)
+    else:
+        curve = saturating_attention_efficiency(seq, a.fwd_efficiency_max, a.half_seq)
+    return eff.attention_clock_ratio * curve
 
 
 @dataclass(frozen=True)

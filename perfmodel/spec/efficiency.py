@@ -143,6 +143,13 @@ class Efficiencies(_Frozen):
     pytorch/ao issue #2377, which reports 1.1-1.2x). Default 1: not measured, the fp8 entry applies
     to every pass. On Blackwell cuBLASLt has no such mode (Transformer Engine PR #2748 review), so a
     measurement there should give 1."""
+    attention_clock_ratio: real_field(MAX_RATIO) = 1.0
+    """SM clock of a training step over the SM clock at which the attention efficiencies were
+    measured: the rate of the attention kernels in a step is their benchmarked rate times this.
+    An attention kernel benchmarked alone draws far less than the power limit and runs at the
+    boost clock, while in a step the GEMMs hold the GPU at its power limit and the clock the
+    limit leaves is lower; the GEMM sweeps run at that limit themselves, so their efficiencies
+    carry it. Default 1: not measured (the benchmarked rate applies in a step)."""
     kernel_overhead_s: Seconds
     """GPU time every kernel costs beyond its roofline time (ramp-up, prologue/epilogue, tail
     wave): the intercept of time against work in a GEMM sweep of back-to-back kernels."""

@@ -29,11 +29,7 @@ DGXC_H100 = [k for k in CASES if k.startswith("dgxc_1b9bb6b_h100") and "maxtext"
 # fails and the mark must go. None now: GPT-3 175B FP8 on 2,048 GPUs (+17% while hidden DP
 # traffic was free) came within tolerance when overlapped collectives began to slow the compute
 # beside them (perfmodel.formulas.overlap, docs/model.md section 5).
-KNOWN_MISSES = {"dgxc_1b9bb6b_h100_gpt3_175b_fp8_2048gpu"}
-# GPT-3 175B fp8 on 2,048 H100 (dgxc 1b9bb6b): the model is fastest on the largest run of the
-# GPT-3 fp8 sweep (+7.4% at 128 GPUs to +12.8% at 2,048). The H100 profile of 2026-11-27 (both
-# suite runs, fp8 fast accumulation measured at 1.038 for the forward GEMM) moves the sweep 2.4-2.5
-# points further: +15.3% at 2,048 (docs/calibration.md, 'A second H100').
+KNOWN_MISSES: set[str] = set()
 # Narayanan et al. 2021 Table 1's 18.4B row (TP 8, DP 32, no pipeline) is the slowest of its table
 # against the model: -13% while the Megatron-LM 2021 stack overlapped the data-parallel
 # all-reduce, -17% since that stack runs it after the backward as Megatron-LM v2's train_step

@@ -466,6 +466,8 @@ def test_measured_runs_enter_their_profiles_with_their_choices(tmp_path):
     assert all("sdpa" in p.label for p in att.points) and len(att.points) == 2 * 6 * 2 + 3 * 2
     fast = next(g for g in both.groups if g.group == "gemm_fast_accum.fp8")
     assert {p.source for p in fast.points} == {"calibration/results/nvidia-h100-80gb-hbm3-2026-11-27/results.yaml"}
+    # the in-step clock ratio is no fit of the suite's records: the profile keeps the spec's measured value
+    assert both.efficiencies.attention_clock_ratio == spec.efficiency.attention_clock_ratio
     assert both.efficiencies.fp8_fast_accum_speedup == pytest.approx(
         load_profile(PROFILES / "h100-sxm.yaml").efficiency.fp8_fast_accum_speedup, rel=1e-4)
     assert "sdpa-flash" not in str(alone.efficiencies.sources.get("attention", ""))
