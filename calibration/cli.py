@@ -247,8 +247,13 @@ def step_check_main(argv=None) -> int:
     return _run(lambda a: step_check.main(a, parser_class=_Parser), argv)
 
 
+def clocks_main(argv=None) -> int:
+    from . import clocks
+    return _run(lambda a: clocks.main(a, parser_class=_Parser), argv)
+
+
 COMMANDS = {"bench-hw": bench_hw_main, "calibrate": calibrate_main, "fit-published": fit_published_main,
-            "step-check": step_check_main}
+            "step-check": step_check_main, "clocks": clocks_main}
 
 
 def main(argv=None) -> int:

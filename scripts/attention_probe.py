@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 from pathlib import Path
 
 import yaml
@@ -89,7 +90,14 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
-    import torch
+    try:
+        import torch
+    except ImportError:
+        print("error: attention_probe needs torch and a CUDA GPU (pip install 'perfmodel[bench]')", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("error: attention_probe needs a CUDA GPU; torch sees none", file=sys.stderr)
+        return 2
     rows = []
     for seq in args.seq:
         for variant in ("suite", "batch1", "step_layout", "after_gemm", "suite"):

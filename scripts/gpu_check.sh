@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The checks a lent GPU runs, as one prepared script (docs/calibration.md, "Measured on H100
 # and H200"): the device's settings and library versions, the whole microbenchmark suite, the
-# attention kernels past the suite's 16k tokens, and three end-to-end step checks. Everything
-# lands in one archive, $OUT/gpu_check.tar.gz, to unpack under calibration/results/.
+# attention kernels past the suite's 16k tokens, four end-to-end step checks and the attention
+# probe, with the SM clock logged beside them all. Everything lands in one archive,
+# $OUT/gpu_check.tar.gz, to unpack under calibration/results/.
 #
 #     OUT=/tmp/gpu bash scripts/gpu_check.sh        (needs torch and a CUDA GPU)
 #
@@ -19,11 +20,24 @@ mkdir -p "$suite" "$long"
 
 nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm,clocks.max.memory,memory.total \
     --format=csv > "$suite/nvidia-smi.csv"
+# the SM clock, power and clock-event reasons every 100 ms beside everything below, with a mark at
+# each phase's start and end (python -m calibration clocks LOG MARKS; Efficiencies.attention_clock_ratio)
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+    --format=csv -lms 100 > "$suite/clocks.csv" 2>&1 &
+logger=$!
+mark() { echo "$1 $(date '+%Y/%m/%d %H:%M:%S.%N')" >> "$suite/clocks_marks.txt"; }
 "$python" -m pip list 2>/dev/null | grep -i -E '^(torch|triton|numpy|scipy|pydantic|nvidia-cudnn|nvidia-nccl|nvidia-cublas)' \
     > "$suite/versions.txt"
 
-# the suite as it ships
+# the suite as it ships, then its GEMM and attention groups again under their own marks
+mark suite_start
 "$python" -m calibration bench-hw --out "$suite" 2>&1 | tee "$suite/bench.log"
+mark suite_end
+for group in gemm attention; do
+    mark "${group}_start"
+    "$python" -m calibration bench-hw --only "$group" --out "$work/clocked_$group" 2>&1 | tail -1
+    mark "${group}_end"
+done
 
 # attention at 32k-128k tokens in one sequence, where the long-context runs' kernels run
 # (the suite stops at 16k); few warm-ups and repeats, since one call lasts up to seconds
@@ -31,12 +45,22 @@ nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm,clocks.max.
     --warmup 2 --repeats 5 --out "$long" 2>&1 | tee "$long/bench.log"
 
 # whole training steps of 4 Llama 3 8B layers: eager at three sequence lengths, and compiled
+# (at 16k the eager step needs the caching allocator's expandable segments to fit in 80 GB; that
+# changes how memory is reserved, not the kernels)
 for args in "--seq 8192 --mbs 1 --gbs 8" "--seq 4096 --mbs 2 --gbs 16" "--seq 16384 --mbs 1 --gbs 4" \
-            "--seq 8192 --mbs 1 --gbs 8 --compile"; do
+            "--seq 8192 --mbs 1 --gbs 8 --compile" "--seq 16384 --mbs 1 --gbs 4 --compile"; do
+    name=$(echo "$args" | tr -d ' -')
+    alloc=""
+    case "$args" in *16384*) alloc="expandable_segments:True" ;; esac
+    mark "step_${name}_start"
     # shellcheck disable=SC2086
-    "$python" -m calibration step-check --layers 4 $args --out "$suite/steps" 2>&1 | tail -3
+    PYTORCH_CUDA_ALLOC_CONF=$alloc "$python" -m calibration step-check --layers 4 $args --out "$suite/steps" 2>&1 | tail -3
+    mark "step_${name}_end"
 done
+"$python" scripts/attention_probe.py --seq 4096 8192 16384 --out "$suite/attention_probe.yaml" 2>&1 | tail -16
+kill "$logger" 2>/dev/null
 
 mkdir -p "$OUT"
-tar czf "$OUT/gpu_check.tar.gz" -C "$work" suite long_attention
+mkdir -p "$work/clocked_gemm" "$work/clocked_attention"
+tar czf "$OUT/gpu_check.tar.gz" -C "$work" suite long_attention clocked_gemm clocked_attention
 ls -l "$OUT"

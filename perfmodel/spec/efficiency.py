@@ -146,8 +146,8 @@ class Efficiencies(_Frozen):
     attention_clock_ratio: real_field(MAX_RATIO) = 1.0
     """SM clock of a training step over the SM clock at which the attention efficiencies were
     measured: the rate of the attention kernels in a step is their benchmarked rate times this.
-    An attention kernel benchmarked alone draws far less than the power limit and runs at the
-    boost clock, while in a step the GEMMs hold the GPU at its power limit and the clock the
+    An attention kernel benchmarked alone stays below the power limit and runs near the boost
+    clock, while in a step the GEMMs hold the GPU at its power limit and the clock the
     limit leaves is lower; the GEMM sweeps run at that limit themselves, so their efficiencies
     carry it. Default 1: not measured (the benchmarked rate applies in a step)."""
     kernel_overhead_s: Seconds
