@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import itertools
 import re
 import statistics
 from dataclasses import dataclass
@@ -122,7 +123,7 @@ def clock_ratio(step: Phase, attention: Phase) -> float:
 
 def _consecutive(marks: dict[str, str]) -> list[tuple[str, str]]:
     names = sorted(marks, key=marks.get)
-    return list(zip(names, names[1:]))
+    return list(itertools.pairwise(names))
 
 
 def main(argv=None, parser_class=argparse.ArgumentParser) -> int:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from calibration.clocks import clock_ratio, committed_ratio, phase, read_marks, read_samples
 from calibration.cli import main
+from calibration.clocks import clock_ratio, committed_ratio, phase, read_marks, read_samples
 from perfmodel.spec.hardware import load_hardware
 
 RESULTS = Path(__file__).resolve().parents[2] / "calibration" / "results"
