@@ -73,10 +73,15 @@ _GROUPED_WHY = (
 MEASURED_RUNS = {
     "h100-sxm": MeasuredRun(("nvidia-h100-80gb-hbm3-2026-11-22/results.yaml",
                              "nvidia-h100-80gb-hbm3-2026-11-27/results.yaml",
-                             "nvidia-h100-80gb-hbm3-2026-11-27/long_attention.yaml"),
+                             "nvidia-h100-80gb-hbm3-2026-11-27/long_attention.yaml",
+                             "nvidia-h100-80gb-hbm3-2026-11-27/clocked_gemm.yaml",
+                             "nvidia-h100-80gb-hbm3-2026-11-27/clocked_attention.yaml"),
                             "sdpa-flash", "torch.mm per expert",
                             ("launch",), f"{_ATTENTION_WHY}; {_GROUPED_WHY}; {_LAUNCH_WHY}"),
-    "h200-sxm": MeasuredRun(("nvidia-h200-2026-11-22/results.yaml",), "sdpa-flash", "torch.mm per expert",
+    "h200-sxm": MeasuredRun(("nvidia-h200-2026-11-22/results.yaml",
+                             "nvidia-h200-2026-11-27/clocked_gemm.yaml",
+                             "nvidia-h200-2026-11-27/clocked_attention.yaml"),
+                            "sdpa-flash", "torch.mm per expert",
                             ("launch",), f"{_ATTENTION_WHY}; {_GROUPED_WHY}; {_LAUNCH_WHY}"),
 }
 

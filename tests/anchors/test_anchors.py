@@ -29,7 +29,10 @@ DGXC_H100 = [k for k in CASES if k.startswith("dgxc_1b9bb6b_h100") and "maxtext"
 # fails and the mark must go. None now: GPT-3 175B FP8 on 2,048 GPUs (+17% while hidden DP
 # traffic was free) came within tolerance when overlapped collectives began to slow the compute
 # beside them (perfmodel.formulas.overlap, docs/model.md section 5).
-KNOWN_MISSES: set[str] = set()
+KNOWN_MISSES = {"dgxc_1b9bb6b_h100_gpt3_175b_fp8_2048gpu"}
+# GPT-3 175B fp8 on 2,048 H100 (dgxc 1b9bb6b), the largest run of a GPT-3 fp8 sweep the model
+# predicts fast throughout (+7% at 128 GPUs): +15.1% since the H100 profile takes fp8 fast
+# accumulation as measured on two lent H100s (1.043; docs/calibration.md, 'A second H100').
 # Narayanan et al. 2021 Table 1's 18.4B row (TP 8, DP 32, no pipeline) is the slowest of its table
 # against the model: -13% while the Megatron-LM 2021 stack overlapped the data-parallel
 # all-reduce, -17% since that stack runs it after the backward as Megatron-LM v2's train_step

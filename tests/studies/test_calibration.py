@@ -448,24 +448,26 @@ def test_fit_published_accuracy(tmp_path, capsys):
 
 @needs_shared
 def test_measured_runs_enter_their_profiles_with_their_choices(tmp_path):
-    """The committed H100 runs (2026-11-22; 2026-11-27 with the attention to 128k tokens): the
-    flash attention kernel is fitted, the expert GEMMs are checked, fast accumulation is fitted
-    from the run that timed it, and --published-only gives the published fit alone."""
+    """The committed H100 runs (2026-11-22; 2026-11-27 with the attention to 128k tokens, and the
+    GEMM and attention groups again on another machine): the flash attention kernel is fitted,
+    the expert GEMMs are checked, fast accumulation is fitted from the runs that timed it, and
+    --published-only gives the published fit alone."""
     both = fit_published(MICROBENCHMARKS, hardware_ids=("h100-sxm",), out_dir=tmp_path)[0].calibration
     alone = fit_published(MICROBENCHMARKS, hardware_ids=("h100-sxm",), out_dir=None, measured={})[0].calibration
     spec = load_hardware("h100-sxm")
     def bf16_points(cal):
         return sum(len(g.points) for g in cal.groups if g.group == "gemm.bf16")
 
-    assert bf16_points(both) == bf16_points(alone) + 2 * 131       # each run's 131 bf16 shapes
+    assert bf16_points(both) == bf16_points(alone) + 3 * 131       # each run's 131 bf16 shapes
     grouped = next(g for g in both.groups if g.group == "grouped_gemm")
     assert grouped.params == {} and len(grouped.points) == 2 * 24    # checked, not fitted
     assert spec.efficiency.gemm["bf16"] is not None
     att = next(g for g in both.groups if g.group == "attention")
-    # causal fwd + bwd: 6 lengths in each suite run, 3 more (32k-128k) in the long-attention file
-    assert all("sdpa" in p.label for p in att.points) and len(att.points) == 2 * 6 * 2 + 3 * 2
+    # causal fwd + bwd: 6 lengths in each of three runs, 3 more (32k-128k) in the long-attention file
+    assert all("sdpa" in p.label for p in att.points) and len(att.points) == 3 * 6 * 2 + 3 * 2
     fast = next(g for g in both.groups if g.group == "gemm_fast_accum.fp8")
-    assert {p.source for p in fast.points} == {"calibration/results/nvidia-h100-80gb-hbm3-2026-11-27/results.yaml"}
+    assert {p.source for p in fast.points} == {"calibration/results/nvidia-h100-80gb-hbm3-2026-11-27/results.yaml",
+                                               "calibration/results/nvidia-h100-80gb-hbm3-2026-11-27/clocked_gemm.yaml"}
     # the in-step clock ratio is no fit of the suite's records: the profile keeps the spec's measured value
     assert both.efficiencies.attention_clock_ratio == spec.efficiency.attention_clock_ratio
     assert both.efficiencies.fp8_fast_accum_speedup == pytest.approx(
