@@ -9,6 +9,7 @@ import streamlit as st
 
 from perfmodel.spec.errors import InputError
 
+from . import charts
 from .specs import to_spec
 from .state import JobInputs
 
@@ -83,6 +84,15 @@ def job_caption(j: JobInputs) -> None:
 def chart(c) -> None:
     """Draw an Altair chart across the column."""
     draw(to_spec(c))
+
+
+def bar_row(bars, columns: int | None = None, **common) -> None:
+    """``charts.hardware_bars`` side by side, one per column: ``bars`` holds ``(rows, field,
+    title, options)``, ``common`` the options they share; ``columns`` (default one per bar) keeps
+    a row's widths when it has fewer bars than its neighbours."""
+    for column, (rows, field, title, options) in zip(st.columns(columns or len(bars)), bars):
+        with column:
+            chart(charts.hardware_bars(rows, field, title, **{**common, **options}))
 
 
 def draw(spec: dict) -> None:

@@ -4,7 +4,7 @@ defaults: time, cost, energy, and (for hardware) its best layout."""
 import pandas as pd
 import streamlit as st
 
-from appkit import cached, charts, page, run_inputs
+from appkit import cached, page, run_inputs
 from perfmodel.present import fmt, money
 from perfmodel.present.money import BASIS_WORDS
 from perfmodel.spec.hardware import list_hardware_ids, reference_hardware_ids
@@ -30,12 +30,8 @@ if vary == "software stack":
         st.stop()
     ok = [r for r in rows if not r.get("reason")]
     if ok:
-        c = st.columns(2)
-        with c[0]:
-            page.chart(charts.hardware_bars(ok, "step_time_s", "step time (s)", category="stack"))
-        with c[1]:
-            page.chart(charts.hardware_bars(ok, "tokens_per_s_per_gpu", "throughput (tokens/s per GPU)",
-                                            category="stack"))
+        page.bar_row([(ok, "step_time_s", "step time (s)", {}),
+                      (ok, "tokens_per_s_per_gpu", "throughput (tokens/s per GPU)", {})], category="stack")
     st.dataframe(pd.DataFrame([{
         "stack": r["stack"], "framework": r["stack_label"], "fits": "no" if r.get("reason") else "yes",
         "why not": r.get("reason", ""),
@@ -87,22 +83,16 @@ mixed = money.mixed_classes_text({r["hardware"]: r["listed_class"] for r in rows
 if mixed:
     st.warning(page.plain(mixed))
 if ok:
-    c = st.columns(3)
     if tokens:
-        with c[0]:
-            page.chart(charts.hardware_bars(ok, "time_to_train_s", "time to train (days)", SECONDS_PER_DAY,
-                                            band_key="time_to_train_s"))
-        with c[1]:
-            page.chart(charts.hardware_bars(ok, "cost_usd", "cost (USD)", band_key="cost_usd", money=True))
-        with c[2]:
-            page.chart(charts.hardware_bars([{**r, "energy_wh": r["energy_kwh"] * KILO} for r in ok],
-                                            "energy_wh", "energy (MWh)", 1e6))
+        page.bar_row([(ok, "time_to_train_s", "time to train (days)",
+                       {"scale": SECONDS_PER_DAY, "band_key": "time_to_train_s"}),
+                      (ok, "cost_usd", "cost (USD)", {"band_key": "cost_usd", "money": True}),
+                      ([{**r, "energy_wh": r["energy_kwh"] * KILO} for r in ok], "energy_wh", "energy (MWh)",
+                       {"scale": 1e6})])
     else:
-        with c[0]:
-            page.chart(charts.hardware_bars(ok, "step_time_s", "step time (s)", band_key="step_time_s"))
-        with c[1]:
-            page.chart(charts.hardware_bars(ok, "tokens_per_s_per_gpu", "throughput (tokens/s per GPU)",
-                                            band_key="tokens_per_s_per_gpu"))
+        page.bar_row([(ok, "step_time_s", "step time (s)", {"band_key": "step_time_s"}),
+                      (ok, "tokens_per_s_per_gpu", "throughput (tokens/s per GPU)",
+                       {"band_key": "tokens_per_s_per_gpu"})], columns=3)
 
     st.caption("Black whiskers: the 80% error band of each prediction (docs/validation.md, 'Error band').")
 

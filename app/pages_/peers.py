@@ -70,22 +70,13 @@ if rows is None:
     st.stop()
 ok = [r for r in rows if not r["reason"]]
 if ok:
-    c = st.columns(3)
-    with c[0]:
-        page.chart(charts.hardware_bars(ok, "step_time_s", "step time (s)", category="scenario"))
-    with c[1]:
-        page.chart(charts.hardware_bars(ok, "tokens_per_s_per_gpu", "throughput (tokens/s per GPU)",
-                                        category="scenario"))
-    with c[2]:
-        page.chart(charts.hardware_bars(ok, "mfu", "MFU (fraction)", category="scenario"))
+    page.bar_row([(ok, "step_time_s", "step time (s)", {}),
+                  (ok, "tokens_per_s_per_gpu", "throughput (tokens/s per GPU)", {}),
+                  (ok, "mfu", "MFU (fraction)", {})], category="scenario")
     timed = [r for r in ok if r.get("time_to_train_s")]
     if timed:
-        c = st.columns(2)
-        with c[0]:
-            page.chart(charts.hardware_bars(timed, "time_to_train_s", "time to train (days)", SECONDS_PER_DAY,
-                                            category="scenario"))
-        with c[1]:
-            page.chart(charts.hardware_bars(timed, "cost_usd", "cost (USD)", category="scenario", money=True))
+        page.bar_row([(timed, "time_to_train_s", "time to train (days)", {"scale": SECONDS_PER_DAY}),
+                      (timed, "cost_usd", "cost (USD)", {"money": True})], category="scenario")
     st.subheader("Where the step time goes, scenario by scenario")
     page.chart(charts.breakdown_by([b for r in ok for b in r["breakdown"]], "scenario", "scenario (name)"))
 st.dataframe(pd.DataFrame([{
