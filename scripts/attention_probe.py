@@ -28,6 +28,12 @@ from pathlib import Path
 
 import yaml
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from calibration.cli import MAX_ATTENTION_POINTS, MAX_ATTENTION_SEQ  # noqa: E402
+from perfmodel.spec.limits import MAX_BENCH_REPEATS  # noqa: E402
+
 HEADS, GROUPS, HEAD_DIM, HIDDEN, FFN = 32, 8, 128, 4096, 14336
 """Llama 3 8B (Dubey et al. 2024, Table 3)."""
 
@@ -90,6 +96,12 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
+    if not 1 <= len(args.seq) <= MAX_ATTENTION_POINTS or not all(128 <= s <= MAX_ATTENTION_SEQ for s in args.seq):
+        print(f"error: --seq: 1 to {MAX_ATTENTION_POINTS} lengths, each 128 to {MAX_ATTENTION_SEQ}", file=sys.stderr)
+        return 2
+    if not 1 <= args.repeats <= MAX_BENCH_REPEATS:
+        print(f"error: --repeats: must be 1 to {MAX_BENCH_REPEATS}, got {args.repeats}", file=sys.stderr)
+        return 2
     try:
         import torch
     except ImportError:

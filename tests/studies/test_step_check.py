@@ -76,3 +76,23 @@ def test_cli_errors_are_one_line_exit_2(argv, field, capsys):
     assert main(["step-check", *argv]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and field in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv,fragment", [(["--seq", "0"], "--seq"), (["--seq", "4096", "2097152"], "--seq"),
+                                           (["--repeats", "0"], "--repeats"), ([], "torch")])
+def test_the_attention_probe_refuses_bad_arguments_and_a_missing_gpu_on_one_line(argv, fragment):
+    """scripts/attention_probe.py bounds its lengths and repeats before any GPU work; without
+    torch or a GPU (as here and in CI) it says so in one line."""
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "attention_probe.py"
+    try:
+        import torch
+        if fragment == "torch" and torch.cuda.is_available():
+            pytest.skip("a GPU is present: the probe would run")
+    except ImportError:
+        pass
+    out = subprocess.run([sys.executable, str(script), *argv], capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1 and fragment in out.stderr and "Traceback" not in out.stderr
