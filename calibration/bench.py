@@ -165,11 +165,20 @@ def attention_flop(batch: int, heads: int, seq: int, head_dim: int, causal: bool
 
 
 # ------------------------------------------------------------------------------- the suite
+def require_groups(groups) -> tuple[str, ...]:
+    """``groups`` if each is one of the suite's ``GROUPS`` (a one-line InputError naming --only if not)."""
+    groups = tuple(groups)
+    if not groups:
+        raise InputError("--only", f"expected one or more of {', '.join(GROUPS)}, got nothing")
+    for name in groups:
+        if name not in GROUPS:
+            raise InputError("--only", f"unknown group {name!r}; use {', '.join(GROUPS)}")
+    return groups
+
+
 def run_suite(backend, plan: Plan, log=print, groups: tuple[str, ...] = GROUPS) -> Results:
     """Every group of ``groups`` (default: the whole suite), in the suite's order."""
-    unknown = sorted(set(groups) - set(GROUPS))
-    if unknown:
-        raise InputError("--only", f"unknown group {unknown[0]!r}; use {', '.join(GROUPS)}")
+    groups = require_groups(groups)
     runners = {"gemm": _gemm, "grouped": _grouped, "attention": _attention, "memory": _memory,
                "launch": _launch, "h2d": _h2d, "collective": lambda b, p: b.collectives(p)}
     records: list[Record] = []

@@ -17,7 +17,7 @@ from perfmodel.spec.hardware import list_hardware_ids, load_hardware, load_hardw
 from perfmodel.spec.limits import MAX_BENCH_REPEATS, MAX_MESSAGE_BYTES, MAX_TFLOP_PER_S
 from perfmodel.spec.units import TERA
 
-from .bench import GROUPS, plan_for, run_and_write, select_backend, with_overrides
+from .bench import GROUPS, plan_for, require_groups, run_and_write, select_backend, with_overrides
 from .fit import SKIPPABLE, fit_efficiencies, quality_lines, require_records
 from .parsers import load_any
 from .profile import write_profile
@@ -55,15 +55,8 @@ def _int_list(text: str, field: str, low: int, high: int, most: int) -> tuple[in
 
 
 def _groups(text: str | None) -> tuple[str, ...]:
-    if text is None:
-        return GROUPS
-    names = tuple(t.strip() for t in text.split(",") if t.strip())
-    if not names:
-        raise InputError("--only", f"expected one or more of {', '.join(GROUPS)}, got nothing")
-    for name in names:
-        if name not in GROUPS:
-            raise InputError("--only", f"unknown group {name!r}; use {', '.join(GROUPS)}")
-    return names
+    """``--only``'s comma-separated groups, checked before any work."""
+    return GROUPS if text is None else require_groups(t.strip() for t in text.split(",") if t.strip())
 
 
 class _Parser(argparse.ArgumentParser):
