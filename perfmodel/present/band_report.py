@@ -27,12 +27,12 @@ def band_section(report) -> list[str]:
     sources = data["sources"]
     lines = ["", "## Error band", "",
              "Every prediction carries an 80% band (p10 to p90) read from the residuals above, r = log(predicted / "
-             "measured) tokens/s per GPU, for runs like the one predicted (`perfmodel/studies/bands.py`). Each source "
-             "on each GPU generation (a software stack at one maturity on one architecture) has an offset, the median "
-             "r of its runs; a new job's r is an offset of its GPU generation plus the scatter of runs about their "
-             "source's offset, dense or MoE as the job is (MoE runs scatter about 2.8 times as widely), every "
-             "published run weighing the same; a generation with fewer than two sources takes every source's "
-             "offsets. "
+             "measured) tokens/s per GPU, for runs like the one predicted (`perfmodel/studies/bands.py`). The runs of "
+             "one software stack in one source on one GPU generation (a stack at one maturity on one architecture) "
+             "have an offset, the median r of those runs; a new job's r is an offset of its GPU generation plus the "
+             "scatter of runs about their stack's offset, dense or MoE as the job is (MoE runs scatter about 2.8 "
+             "times as widely), every published run weighing the same; a generation with fewer than two such stacks "
+             "takes every stack's offsets. "
              "`perfmodel validate perfmodel/data/published_runs.yaml --fit-bands` writes the band table "
              "(`perfmodel/data/error_bands.yaml`) from the current model; a test keeps the two equal.", "",
              f"Coverage is measured on sources the band never saw: fitted on {sources - 1} of the {sources} sources and "

@@ -62,6 +62,9 @@ class CaseResult:
     the stack's name): equal for cases that describe the same job."""
     kind: str = "dense"
     """'dense' or 'moe': one of the strata of the error band (``perfmodel.studies.bands``)."""
+    stack: str = ""
+    """The scenario's named software stack (``software.stack``), '' where it names none: with the
+    source and the GPU generation, the unit whose offset the error band draws."""
 
     @property
     def memory_error(self) -> float | None:
@@ -174,7 +177,7 @@ def run_case(case: dict, profile: ProfileChoice = AUTO) -> CaseResult | Skipped:
                           if str(a).startswith("memory:")), ""),
         scenario_key=json.dumps(scenario_to_dict(sc) | {"name": "", "software": sc.software.model_dump(
             mode="json", exclude={"stack"})}, sort_keys=True),
-        kind=kind_of(model_of(sc)),
+        kind=kind_of(model_of(sc)), stack=sc.software.stack or "",
     )
 
 

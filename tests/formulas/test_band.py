@@ -84,6 +84,28 @@ def test_leave_one_source_out_hand_computed():
     assert coverage(rows(), held)[0.8] == pytest.approx(0.4)
 
 
+
+def test_two_stacks_of_one_source_are_two_units():
+    """Source A's runs split by stack: 'x' with r = 0.1, 0.3 (offset 0.2, e -0.1, 0.1) and 'y' with
+    r = 0.2 (offset 0.2, one run: no e). With B (offset 0.0, e -0.1, 0.1) Hopper has three units,
+    b in {0.2 (2 runs), 0.2 (1), 0.0 (2)}, e in {-0.1, 0.1, -0.1, 0.1}: b + e is -0.1 (weight 2 + 2),
+    0.1 (2 + 2 + 1 + 1 + 2 + 2 = 10) and 0.3 (2 + 2 + 1 + 1 = 6) of 20. Midpoints: -0.1 at 1/20 and
+    3/20, so 10% is -0.1; 0.1 spans 4/20 to 14/20, so the median is 0.1; the first 0.3 sits at
+    14.5/20 or later and the last at 19.5/20, so 90% is 0.3."""
+    a = [Residual("a0", "A", "h100-sxm", "hopper", "dense", 0.1, "x"),
+         Residual("a1", "A", "h100-sxm", "hopper", "dense", 0.2, "y"),
+         Residual("a2", "A", "h100-sxm", "hopper", "dense", 0.3, "x")]
+    b = [Residual(f"b{i}", "B", "h100-sxm", "hopper", "dense", r) for i, r in enumerate((-0.1, 0.1))]
+    p = parts(a + b)
+    assert sorted((round(b, 9), n) for b, n in p.offsets["hopper"]) == [(0.0, 2), (0.2, 1), (0.2, 2)]
+    assert sorted(p.within["dense"]) == pytest.approx([-0.1, -0.1, 0.1, 0.1])
+    q, units = band_quantiles(p, "hopper", "dense", (0.1, 0.5, 0.9))
+    assert units == 3 and list(q) == pytest.approx([-0.1, 0.1, 0.3])
+    # one stack per source, as before: two units, and A's middle run adds e = 0
+    assert band_quantiles(parts(rows()), "hopper", "dense", (0.5,))[1] == 2
+    # leave-one-source-out still holds out whole sources: without A, B's band alone
+    assert list(held_out(a + b)["a1"][[1, -2]]) == pytest.approx([-0.1, 0.1])
+
 def test_strata():
     assert generation_of(pm.hardware("h100-sxm-hbm2e-500w")) == "hopper"        # a variant counts as its GPU
     assert generation_of(pm.hardware("gb200-nvl72")) == "blackwell"
