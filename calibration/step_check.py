@@ -13,6 +13,20 @@ cross-entropy over the logits. Mixed precision follows Megatron's layout on one 
 weights for the compute, gradients accumulated over the micro-batches, fp32 master weights
 and fused AdamW states, the bf16 weights refreshed from the masters after each step.
 
+A preset with experts (``--preset qwen3-30b-a3b``, ``mixtral-8x7b``) gets Megatron-Core's
+unfused MoE layer as its all-to-all dispatcher runs it on one GPU (core_r0.13
+``moe_utils.permute`` / ``unpermute``, ``sort_chunks_by_idxs`` and ``MoEAlltoAllTokenDispatcher``; the scenario's
+default ``moe_permute_fusion: false``, ``moe_router_fusion: false``, ``moe_dispatcher:
+alltoall``): a bf16 router GEMM with an fp32 softmax and top-k; routing balanced exactly (each
+expert takes top_k x tokens / experts, as the model assumes and as NVIDIA's recipes force with
+``--moe-router-force-load-balancing``), the probabilities read at the routed experts and
+normalised; permutation by ``masked_select`` of the token indices and ``index_select``; the
+sort by local expert after the (one-rank, so absent) all-to-all and its inverse as a split and
+a ``cat`` of the per-expert chunks, with the tokens per expert read to the host; the
+experts as two ``torch._grouped_mm`` calls (fc1 of width 2 x ffn for the gate and up
+projections, fc2) around an eager SwiGLU; unpermutation by a multiply with the probabilities and
+a ``scatter_add_`` into zeros.
+
 The scenario is a preset with ``num_layers`` lowered so that the whole step fits on one GPU
 without recompute. Nothing here feeds a profile: it is a check, and its numbers go to
 docs/calibration.md as measured.
@@ -52,6 +66,7 @@ def scenario_dict(preset: str, layers: int, seq: int, mbs: int, gbs: int, hardwa
     ``compiled``: the loss function ran under ``torch.compile``, whose generated kernels fuse
     the norms, rotary embedding, activation and loss (the ``fused`` software options)."""
     spec = _model(preset, layers)
+    _check_supported(spec, seq, mbs)
     model = spec.model_dump(exclude_none=True, exclude_defaults=True)
     model.update(name=f"{spec.name} ({layers} layers)", num_layers=layers)
     data = {
@@ -68,22 +83,53 @@ def scenario_dict(preset: str, layers: int, seq: int, mbs: int, gbs: int, hardwa
     return data
 
 
+def parameter_shapes(spec) -> dict:
+    """Name -> shape of every weight of the timed model: the model the scenario describes (the
+    tests hold their count to perfmodel's parameter count, without a GPU)."""
+    h, a, g, d = spec.hidden_size, spec.num_attention_heads, spec.num_query_groups, spec.attn_head_dim
+    shapes = {"emb": (spec.vocab_size, h), "out": (spec.vocab_size, h), "norm": (h,)}
+    for i in range(spec.num_layers):
+        shapes.update({f"{i}.wqkv": ((a + 2 * g) * d, h), f"{i}.wo": (h, a * d), f"{i}.n1": (h,), f"{i}.n2": (h,)})
+        if spec.moe is None:
+            f = spec.ffn_hidden_size
+            shapes.update({f"{i}.w1": (f, h), f"{i}.w3": (f, h), f"{i}.w2": (h, f)})
+        else:
+            E, f = spec.moe.num_experts, spec.moe.expert_ffn_hidden_size
+            shapes.update({f"{i}.router": (E, h), f"{i}.fc1": (E, 2 * f, h), f"{i}.fc2": (E, h, f)})
+    return shapes
+
+
+def _check_supported(spec, seq: int, mbs: int) -> None:
+    """What the timed model can build: dense Llama blocks, or every layer a routed-expert MoE
+    whose balanced expert groups suit ``torch._grouped_mm`` (multiples of 16 rows)."""
+    if spec.mla is not None:
+        raise InputError("--preset", f"{spec.name}: multi-head latent attention is not built by step-check")
+    if spec.moe is None:
+        return
+    moe = spec.moe
+    if moe.num_shared_experts or moe.num_dense_layers or moe.interleave_step != 1:
+        raise InputError("--preset", f"{spec.name}: step-check builds MoE models whose every layer is routed "
+                                     "experts only (no shared experts, no dense layers)")
+    routed = mbs * seq * moe.top_k
+    if routed % (16 * moe.num_experts):
+        raise InputError("--seq", f"micro-batch tokens x top_k ({routed:,}) must be a multiple of 16 x "
+                                  f"{moe.num_experts} experts, so that each expert takes a whole number of "
+                                  "16-row groups")
+
+
 def _build(spec, seq: int):
     import torch
     import torch.nn.functional as F
 
-    h, a, g, f = spec.hidden_size, spec.num_attention_heads, spec.num_query_groups, spec.ffn_hidden_size
-    d = h // a
+    h, a, g, d = spec.hidden_size, spec.num_attention_heads, spec.num_query_groups, spec.attn_head_dim
     dev, bf16 = "cuda", torch.bfloat16
 
     def w(*shape):
+        if len(shape) == 1:
+            return torch.ones(*shape, device=dev)
         return (torch.randn(*shape, device=dev, dtype=torch.float32) / math.sqrt(shape[-1])).requires_grad_(False)
 
-    master = {"emb": w(spec.vocab_size, h), "out": w(spec.vocab_size, h), "norm": torch.ones(h, device=dev)}
-    for i in range(spec.num_layers):
-        master.update({f"{i}.wqkv": w((a + 2 * g) * d, h), f"{i}.wo": w(h, a * d), f"{i}.w1": w(f, h),
-                       f"{i}.w3": w(f, h), f"{i}.w2": w(h, f), f"{i}.n1": torch.ones(h, device=dev),
-                       f"{i}.n2": torch.ones(h, device=dev)})
+    master = {name: w(*shape) for name, shape in parameter_shapes(spec).items()}
     params = {k: v.to(bf16).requires_grad_(True) for k, v in master.items()}
     freqs = 1.0 / ROPE_THETA ** (torch.arange(0, d, 2, device=dev, dtype=torch.float32) / d)
     rope = torch.polar(torch.ones(seq, d // 2, device=dev), torch.outer(torch.arange(seq, device=dev).float(), freqs))
@@ -95,6 +141,11 @@ def _build(spec, seq: int):
     def rotary(x):
         xc = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
         return torch.view_as_real(xc * rope.view(1, seq, 1, d // 2)).flatten(3).type_as(x)
+
+    def dense_mlp(i, y):
+        return F.linear(F.silu(F.linear(y, params[f"{i}.w1"])) * F.linear(y, params[f"{i}.w3"]), params[f"{i}.w2"])
+
+    moe_layer = _moe_layer(spec, params, torch, F) if spec.moe is not None else None
 
     def loss_of(tokens, labels):
         b = tokens.shape[0]
@@ -109,11 +160,44 @@ def _build(spec, seq: int):
             o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
             x = x + F.linear(o.transpose(1, 2).reshape(b, seq, a * d), params[f"{i}.wo"])
             y = norm(x, params[f"{i}.n2"])
-            x = x + F.linear(F.silu(F.linear(y, params[f"{i}.w1"])) * F.linear(y, params[f"{i}.w3"]), params[f"{i}.w2"])
+            x = x + (dense_mlp(i, y) if moe_layer is None else moe_layer(i, y.reshape(b * seq, h)).view(b, seq, h))
         logits = F.linear(norm(x, params["norm"]), params["out"])
         return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten())
 
     return master, params, loss_of
+
+
+def _moe_layer(spec, params, torch, F):
+    """Megatron-Core's unfused MoE layer on one GPU (the module docstring lists its steps)."""
+    E, k = spec.moe.num_experts, spec.moe.top_k
+
+    def layer(i, y):
+        T = y.shape[0]
+        scores = torch.softmax(F.linear(y, params[f"{i}.router"]).float(), dim=-1)
+        scores.topk(k, dim=-1)                         # the router's top-k, timed; routing is balanced below
+        slots = torch.arange(T * k, device=y.device)
+        routed = slots % E                             # token t takes experts t k .. t k + k - 1 (mod E)
+        routing_map = torch.zeros(T, E, dtype=torch.bool, device=y.device)
+        routing_map[slots // k, routed] = True
+        picked = scores * routing_map
+        probs = picked / picked.sum(-1, keepdim=True)
+        # permute: token indices sorted by expert (masked_select), then index_select
+        mask_t = routing_map.T.contiguous()
+        token_idx = torch.arange(T, device=y.device).unsqueeze(0).expand(E, T).masked_select(mask_t)
+        probs_perm = probs.T.contiguous().masked_select(mask_t)
+        x = y.index_select(0, token_idx)
+        counts = mask_t.sum(-1)
+        sizes = counts.tolist()                        # tokens per expert on the host, as the dispatcher has them
+        x = torch.cat(torch.split(x, sizes), 0)        # sort by local expert: split and cat (the identity order on one rank)
+        offs = torch.cumsum(counts, 0).to(torch.int32)
+        up = torch._grouped_mm(x, params[f"{i}.fc1"].transpose(-2, -1), offs=offs)
+        gate, lin = up.chunk(2, dim=-1)
+        z = torch._grouped_mm(F.silu(gate) * lin, params[f"{i}.fc2"].transpose(-2, -1), offs=offs)
+        z = torch.cat(torch.split(z, sizes), 0)        # its inverse before the combine
+        z = z * probs_perm.unsqueeze(-1).to(z.dtype)
+        return torch.zeros_like(y).scatter_add_(0, token_idx.unsqueeze(1).expand(-1, y.shape[1]), z)
+
+    return layer
 
 
 def run(preset: str, layers: int, seq: int, mbs: int, gbs: int, steps: int, warmup: int,

@@ -6,11 +6,19 @@
 # $OUT/gpu_check.tar.gz, to unpack under calibration/results/.
 #
 #     OUT=/tmp/gpu bash scripts/gpu_check.sh        (needs torch and a CUDA GPU)
+#     PHASES="suite steps moe" OUT=/tmp/gpu bash scripts/gpu_check.sh      (only those phases)
+#
+# Phases (all by default): suite (the whole suite), clocked (its GEMM and attention groups again
+# under their own clock marks), long (attention at 32k-128k tokens), steps (the dense step
+# checks), moe (MoE step checks: Qwen3-30B-A3B and Mixtral 8x7B layers), probe (the attention
+# probe).
 #
 # Fitting is done afterwards on any machine:
 #     python -m calibration calibrate calibration/results/<run>/results.yaml --hardware h100-sxm ...
 set -u
 OUT=${OUT:-artifacts/gpu_check}
+PHASES=${PHASES:-suite clocked long steps moe probe}
+want() { case " $PHASES " in *" $1 "*) return 0 ;; esac; return 1; }
 export PYTHONUNBUFFERED=1
 python=${PYTHON:-python3}
 work=$(mktemp -d)
@@ -30,34 +38,56 @@ mark() { echo "$1 $(date '+%Y/%m/%d %H:%M:%S.%N')" >> "$suite/clocks_marks.txt";
     > "$suite/versions.txt"
 
 # the suite as it ships, then its GEMM and attention groups again under their own marks
-mark suite_start
-"$python" -m calibration bench-hw --out "$suite" 2>&1 | tee "$suite/bench.log"
-mark suite_end
-for group in gemm attention; do
-    mark "${group}_start"
-    "$python" -m calibration bench-hw --only "$group" --out "$work/clocked_$group" 2>&1 | tail -1
-    mark "${group}_end"
-done
+if want suite; then
+    mark suite_start
+    "$python" -m calibration bench-hw --out "$suite" 2>&1 | tee "$suite/bench.log"
+    mark suite_end
+fi
+if want clocked; then
+    for group in gemm attention; do
+        mark "${group}_start"
+        "$python" -m calibration bench-hw --only "$group" --out "$work/clocked_$group" 2>&1 | tail -1
+        mark "${group}_end"
+    done
+fi
 
 # attention at 32k-128k tokens in one sequence, where the long-context runs' kernels run
 # (the suite stops at 16k); few warm-ups and repeats, since one call lasts up to seconds
-"$python" -m calibration bench-hw --only attention --attention-seqs 32768,65536,131072 \
-    --warmup 2 --repeats 5 --out "$long" 2>&1 | tee "$long/bench.log"
+if want long; then
+    "$python" -m calibration bench-hw --only attention --attention-seqs 32768,65536,131072 \
+        --warmup 2 --repeats 5 --out "$long" 2>&1 | tee "$long/bench.log"
+fi
 
 # whole training steps of 4 Llama 3 8B layers: eager at three sequence lengths, and compiled
 # (at 16k the eager step needs the caching allocator's expandable segments to fit in 80 GB; that
 # changes how memory is reserved, not the kernels)
-for args in "--seq 8192 --mbs 1 --gbs 8" "--seq 4096 --mbs 2 --gbs 16" "--seq 16384 --mbs 1 --gbs 4" \
-            "--seq 8192 --mbs 1 --gbs 8 --compile" "--seq 16384 --mbs 1 --gbs 4 --compile"; do
-    name=$(echo "$args" | tr -d ' -')
-    alloc=""
-    case "$args" in *16384*) alloc="expandable_segments:True" ;; esac
-    mark "step_${name}_start"
-    # shellcheck disable=SC2086
-    PYTORCH_CUDA_ALLOC_CONF=$alloc "$python" -m calibration step-check --layers 4 $args --out "$suite/steps" 2>&1 | tail -3
-    mark "step_${name}_end"
-done
-"$python" scripts/attention_probe.py --seq 4096 8192 16384 --out "$suite/attention_probe.yaml" 2>&1 | tail -16
+step_checks() {
+    for args in "$@"; do
+        name=$(echo "$args" | tr -d ' -')
+        alloc=""
+        case "$args" in *16384*|*qwen3*|*mixtral*) alloc="expandable_segments:True" ;; esac
+        mark "step_${name}_start"
+        # shellcheck disable=SC2086
+        PYTORCH_CUDA_ALLOC_CONF=$alloc "$python" -m calibration step-check $args --out "$suite/steps" 2>&1 | tail -3
+        mark "step_${name}_end"
+    done
+}
+if want steps; then
+    step_checks "--layers 4 --seq 8192 --mbs 1 --gbs 8" "--layers 4 --seq 4096 --mbs 2 --gbs 16" \
+                "--layers 4 --seq 16384 --mbs 1 --gbs 4" "--layers 4 --seq 8192 --mbs 1 --gbs 8 --compile" \
+                "--layers 4 --seq 16384 --mbs 1 --gbs 4 --compile"
+fi
+# MoE layers as Megatron-Core's unfused all-to-all path runs them on one GPU, the experts as
+# torch._grouped_mm (calibration/step_check.py): fine-grained (128 experts of 768) and coarse
+# (8 of 14336)
+if want moe; then
+    step_checks "--preset qwen3-30b-a3b --layers 4 --seq 4096 --mbs 1 --gbs 8" \
+                "--preset qwen3-30b-a3b --layers 3 --seq 8192 --mbs 1 --gbs 4" \
+                "--preset mixtral-8x7b --layers 2 --seq 4096 --mbs 1 --gbs 8"
+fi
+if want probe; then
+    "$python" scripts/attention_probe.py --seq 4096 8192 16384 --out "$suite/attention_probe.yaml" 2>&1 | tail -16
+fi
 kill "$logger" 2>/dev/null
 
 mkdir -p "$OUT"

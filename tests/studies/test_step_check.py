@@ -52,14 +52,34 @@ def test_a_compiled_run_is_described_by_the_fused_software_options():
         {k: v for k, v in eager.items() if k not in ("software", "name")}
 
 
+def _is_moe(path) -> bool:
+    return "moe" in yaml.safe_load(path.read_text())["model"]
+
+
 def test_the_committed_step_checks_agree_with_predict_within_ten_percent():
-    """The measured steps of the committed runs (one lent H100 per date; eager and compiled,
+    """The measured steps of the committed dense runs (lent H100s and an H200; eager and compiled,
     4k to 16k tokens) against predict with the project's profiles: a stated tolerance, not a
     fit (nothing in the model is fitted to these steps)."""
-    for path in COMMITTED:
+    dense = [p for p in COMMITTED if not _is_moe(p)]
+    assert len(dense) >= 8
+    for path in dense:
         measured = yaml.safe_load((path.parent / "measured.yaml").read_text())["median_step_s"]
         predicted = predict(parse_scenario(yaml.safe_load(path.read_text()))).step_time_s
         assert abs(predicted / measured - 1) < 0.10, path.parent.name
+
+
+def test_the_committed_moe_step_checks_agree_with_predict_within_twenty_percent():
+    """The MoE step checks (one H100, Qwen3-30B-A3B and Mixtral 8x7B layers): measured 0.571,
+    0.459 and 0.514 s against 0.540, 0.436 and 0.419 predicted. The wider tolerance is their
+    documented gap (docs/calibration.md, 'MoE layers on one H100'): the harness's own bf16
+    gradient accumulation (about 44 ms in each 4-layer run) and the eager element-wise work,
+    against expert GEMMs the model prices per expert where one grouped kernel ran."""
+    moe = [p for p in COMMITTED if _is_moe(p)]
+    assert len(moe) >= 3
+    for path in moe:
+        measured = yaml.safe_load((path.parent / "measured.yaml").read_text())["median_step_s"]
+        predicted = predict(parse_scenario(yaml.safe_load(path.read_text()))).step_time_s
+        assert abs(predicted / measured - 1) < 0.20, path.parent.name
 
 
 def test_bad_arguments_fail_before_the_gpu_run():
@@ -96,3 +116,52 @@ def test_the_attention_probe_refuses_bad_arguments_and_a_missing_gpu_on_one_line
     out = subprocess.run([sys.executable, str(script), *argv], capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and fragment in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("preset,layers", [("llama3-8b", 4), ("qwen3-30b-a3b", 4), ("mixtral-8x7b", 2)])
+def test_the_timed_model_has_the_scenarios_parameters(preset, layers):
+    """The weights step-check builds (``parameter_shapes``, no GPU needed) number exactly what
+    perfmodel counts for the scenario: dense, and MoE with its router and expert weights."""
+    import math
+
+    from calibration.step_check import _model, parameter_shapes
+    data = scenario_dict(preset, layers, 4096, 1, 8, "h100-sxm")
+    count = sum(math.prod(s) for s in parameter_shapes(_model(preset, layers)).values())
+    assert count == predict(parse_scenario(data)).model_params_total
+
+
+def test_a_moe_step_check_describes_megatron_cores_unfused_layer():
+    data = scenario_dict("qwen3-30b-a3b", 4, 4096, 1, 8, "h100-sxm")
+    sc = parse_scenario(data)
+    assert sc.software.moe_permute_fusion is False and sc.software.moe_router_fusion is False
+    assert sc.software.moe_dispatcher == "alltoall" and data["model"]["moe"]["num_experts"] == 128
+
+
+@pytest.mark.parametrize("preset,seq,field", [("qwen3-30b-a3b", 4000, "--seq"),       # 4000 x 8 / 128 = 250 rows
+                                              ("deepseek-v3", 4096, "--preset"),      # latent attention
+                                              ("llama4-maverick", 4096, "--preset")])  # dense layers between
+def test_moe_presets_step_check_cannot_build_fail_on_one_line(preset, seq, field):
+    with pytest.raises(InputError) as err:
+        scenario_dict(preset, 2, seq, 1, 8, "h100-sxm")
+    assert err.value.field == field and "\n" not in str(err.value)
+
+
+def test_the_step_split_script_accounts_for_the_whole_step():
+    """scripts/step_check_split.py: the measured classes sum to the profiled GPU time, the model's
+    to the predicted step (every operation lands in one class); a folder that is not a step
+    check is refused on one line."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "scripts"))
+    import step_check_split as split
+
+    run = next(p.parent for p in COMMITTED if _is_moe(p) and "qwen3" in p.parent.name)
+    measured, profiled = split.measured_ms((run / "kernels.txt").read_text())
+    assert sum(measured.values()) == pytest.approx(profiled) and measured["expert GEMMs"] > 0
+    model, predicted, accumulation = split.model_ms(yaml.safe_load((run / "scenario.yaml").read_text()))
+    assert sum(model.values()) == pytest.approx(predicted, rel=1e-6) and accumulation > 0
+    out = subprocess.run([sys.executable, str(root / "scripts" / "step_check_split.py"), str(root / "docs")],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
