@@ -436,8 +436,8 @@ def test_fit_published_accuracy(tmp_path, capsys):
                 print(f"{hw_id:14} {c.name:26} {c.num_within}/{c.num_points} within {c.tolerance:.0%}, "
                       f"worst {c.worst.rel_error:+.1%} ({c.worst.label})")
     checks = {(h, c.name): c for h, f in fits.items() for c in accuracy_checks(f.calibration)}
-    # 3 suite copies per run: two runs on the H100, one on the H200
-    for hw_id, points in (("h100-sxm", 7), ("h200-sxm", 4), ("a100-sxm-80gb", 1)):
+    # 3 suite copies per run (plus the published point): three runs on the H100, one on the H200
+    for hw_id, points in (("h100-sxm", 10), ("h200-sxm", 4), ("a100-sxm-80gb", 1)):
         hbm = checks[(hw_id, "HBM copies")]
         assert hbm.num_within == hbm.num_points == points
     for hw_id in ("h200-sxm", "a100-sxm-80gb", "gb200-nvl72"):
@@ -448,8 +448,9 @@ def test_fit_published_accuracy(tmp_path, capsys):
 
 @needs_shared
 def test_measured_runs_enter_their_profiles_with_their_choices(tmp_path):
-    """The committed H100 runs (2026-11-22; 2026-11-27 with the attention to 128k tokens, and the
-    GEMM and attention groups again on another machine): the flash attention kernel is fitted,
+    """The committed H100 runs (2026-11-22; 2026-11-27 with the attention to 128k tokens, the
+    GEMM and attention groups again on another machine, and the whole suite on a fourth): the
+    flash attention kernel is fitted,
     the expert GEMMs are checked, fast accumulation is fitted from the runs that timed it, and
     --published-only gives the published fit alone."""
     both = fit_published(MICROBENCHMARKS, hardware_ids=("h100-sxm",), out_dir=tmp_path)[0].calibration
@@ -458,16 +459,17 @@ def test_measured_runs_enter_their_profiles_with_their_choices(tmp_path):
     def bf16_points(cal):
         return sum(len(g.points) for g in cal.groups if g.group == "gemm.bf16")
 
-    assert bf16_points(both) == bf16_points(alone) + 3 * 131       # each run's 131 bf16 shapes
+    assert bf16_points(both) == bf16_points(alone) + 4 * 131       # each run's 131 bf16 shapes
     grouped = next(g for g in both.groups if g.group == "grouped_gemm")
-    assert grouped.params == {} and len(grouped.points) == 2 * 24    # checked, not fitted
+    assert grouped.params == {} and len(grouped.points) == 3 * 24    # checked, not fitted
     assert spec.efficiency.gemm["bf16"] is not None
     att = next(g for g in both.groups if g.group == "attention")
-    # causal fwd + bwd: 6 lengths in each of three runs, 3 more (32k-128k) in the long-attention file
-    assert all("sdpa" in p.label for p in att.points) and len(att.points) == 3 * 6 * 2 + 3 * 2
+    # causal fwd + bwd: 6 lengths in each of four runs, 3 more (32k-128k) in the long-attention file
+    assert all("sdpa" in p.label for p in att.points) and len(att.points) == 4 * 6 * 2 + 3 * 2
     fast = next(g for g in both.groups if g.group == "gemm_fast_accum.fp8")
     assert {p.source for p in fast.points} == {"calibration/results/nvidia-h100-80gb-hbm3-2026-11-27/results.yaml",
-                                               "calibration/results/nvidia-h100-80gb-hbm3-2026-11-27/clocked_gemm.yaml"}
+                                               "calibration/results/nvidia-h100-80gb-hbm3-2026-11-27/clocked_gemm.yaml",
+                                               "calibration/results/nvidia-h100-80gb-hbm3-2026-11-27-moe/results.yaml"}
     # the in-step clock ratio is no fit of the suite's records: the profile keeps the spec's measured value
     assert both.efficiencies.attention_clock_ratio == spec.efficiency.attention_clock_ratio
     assert both.efficiencies.fp8_fast_accum_speedup == pytest.approx(
