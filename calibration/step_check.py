@@ -117,6 +117,37 @@ def _check_supported(spec, seq: int, mbs: int) -> None:
                                   "16-row groups")
 
 
+def rope_table(torch, seq: int, head_dim: int):
+    """Complex rotary factors for ``seq`` positions (Llama 3 base ``ROPE_THETA``), fp32."""
+    freqs = 1.0 / ROPE_THETA ** (torch.arange(0, head_dim, 2, device="cuda", dtype=torch.float32) / head_dim)
+    angles = torch.outer(torch.arange(seq, device="cuda").float(), freqs)
+    return torch.polar(torch.ones(seq, head_dim // 2, device="cuda"), angles)
+
+
+def rms_norm(torch, x, weight):
+    """torchtitan's RMSNorm in eager mode: computed in fp32, cast back, scaled."""
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + NORM_EPS)).type_as(x) * weight
+
+
+def rotary(torch, x, rope):
+    """Rotary embedding of (batch, seq, heads, dim) as complex multiplication in fp32."""
+    _, seq, _, d = x.shape
+    xc = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+    return torch.view_as_real(xc * rope.view(1, seq, 1, d // 2)).flatten(3).type_as(x)
+
+
+def repeat_kv(x, heads: int):
+    """Grouped K or V (batch, seq, groups, dim) copied out to ``heads`` heads."""
+    b, seq, g, d = x.shape
+    return x[:, :, :, None, :].expand(b, seq, g, heads // g, d).reshape(b, seq, heads, d)
+
+
+def swiglu(F, gate, up):
+    """silu(x W1) * (x W3): two eager kernels."""
+    return F.silu(gate) * up
+
+
 def _build(spec, seq: int):
     import torch
     import torch.nn.functional as F
@@ -131,19 +162,13 @@ def _build(spec, seq: int):
 
     master = {name: w(*shape) for name, shape in parameter_shapes(spec).items()}
     params = {k: v.to(bf16).requires_grad_(True) for k, v in master.items()}
-    freqs = 1.0 / ROPE_THETA ** (torch.arange(0, d, 2, device=dev, dtype=torch.float32) / d)
-    rope = torch.polar(torch.ones(seq, d // 2, device=dev), torch.outer(torch.arange(seq, device=dev).float(), freqs))
+    rope = rope_table(torch, seq, d)
 
     def norm(x, weight):
-        xf = x.float()
-        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + NORM_EPS)).type_as(x) * weight
-
-    def rotary(x):
-        xc = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
-        return torch.view_as_real(xc * rope.view(1, seq, 1, d // 2)).flatten(3).type_as(x)
+        return rms_norm(torch, x, weight)
 
     def dense_mlp(i, y):
-        return F.linear(F.silu(F.linear(y, params[f"{i}.w1"])) * F.linear(y, params[f"{i}.w3"]), params[f"{i}.w2"])
+        return F.linear(swiglu(F, F.linear(y, params[f"{i}.w1"]), F.linear(y, params[f"{i}.w3"])), params[f"{i}.w2"])
 
     moe_layer = _moe_layer(spec, params, torch, F) if spec.moe is not None else None
 
@@ -153,10 +178,8 @@ def _build(spec, seq: int):
         for i in range(spec.num_layers):
             y = norm(x, params[f"{i}.n1"])
             q, k, v = F.linear(y, params[f"{i}.wqkv"]).split([a * d, g * d, g * d], dim=-1)
-            q, k = rotary(q.view(b, seq, a, d)), rotary(k.view(b, seq, g, d))
-            v = v.view(b, seq, g, d)
-            k = k[:, :, :, None, :].expand(b, seq, g, a // g, d).reshape(b, seq, a, d)     # repeat_kv
-            v = v[:, :, :, None, :].expand(b, seq, g, a // g, d).reshape(b, seq, a, d)
+            q, k = rotary(torch, q.view(b, seq, a, d), rope), rotary(torch, k.view(b, seq, g, d), rope)
+            k, v = repeat_kv(k, a), repeat_kv(v.view(b, seq, g, d), a)
             o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
             x = x + F.linear(o.transpose(1, 2).reshape(b, seq, a * d), params[f"{i}.wo"])
             y = norm(x, params[f"{i}.n2"])
@@ -192,7 +215,7 @@ def _moe_layer(spec, params, torch, F):
         offs = torch.cumsum(counts, 0).to(torch.int32)
         up = torch._grouped_mm(x, params[f"{i}.fc1"].transpose(-2, -1), offs=offs)
         gate, lin = up.chunk(2, dim=-1)
-        z = torch._grouped_mm(F.silu(gate) * lin, params[f"{i}.fc2"].transpose(-2, -1), offs=offs)
+        z = torch._grouped_mm(swiglu(F, gate, lin), params[f"{i}.fc2"].transpose(-2, -1), offs=offs)
         z = torch.cat(torch.split(z, sizes), 0)        # its inverse before the combine
         z = z * probs_perm.unsqueeze(-1).to(z.dtype)
         return torch.zeros_like(y).scatter_add_(0, token_idx.unsqueeze(1).expand(-1, y.shape[1]), z)

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perfmodel.formulas.ops import FLOP_PER_MAC
 from perfmodel.formulas.workload import (
     BACKWARD_OVER_FORWARD,
-    FLOP_PER_MAC,
     MEMO_SIZE,
     LayerKind,
     Op,

@@ -19,98 +19,21 @@ with a (k x n) weight costs ``2 * tokens * k * n`` FLOPs forward and twice that 
 
 from __future__ import annotations
 
-import enum
 import functools
-from dataclasses import dataclass
 
+from perfmodel.formulas.eager import eager_elementwise_ops
+from perfmodel.formulas.ops import ACT_BYTES, FP32_BYTES, LayerKind, Op, OpKind, TpSplit
 from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.software import SoftwareStack
 
-FLOP_PER_MAC = 2
-"""A multiply-accumulate is two FLOPs."""
 BACKWARD_OVER_FORWARD = 2
 """Backward GEMM work = input gradient + weight gradient = 2x forward (Narayanan et al. 2021, sec. 3)."""
 ATTENTION_MATMULS_FWD = 2
 """Q K^T and P V: two batched matmuls in the attention core forward."""
-
-
-class OpKind(enum.Enum):
-    GEMM = "gemm"
-    ATTENTION = "attention"
-    MEMORY = "memory"   # elementwise / normalisation: bound by HBM traffic
-
-
-class TpSplit(enum.Enum):
-    """How tensor parallelism shards a GEMM's weight (Shoeybi et al. 2019)."""
-
-    COLUMN = "column"   # split n (output features): QKV, MLP up/gate
-    ROW = "row"         # split k (input features): attention out, MLP down
-    NONE = "none"       # replicated: router, MLA down-projections
-
-
-class LayerKind(enum.Enum):
-    DENSE = "dense"
-    MOE = "moe"
-
-
-@dataclass(frozen=True)
-class Op:
-    """One operation of a layer, per token, before any parallel sharding."""
-
-    name: str
-    kind: OpKind
-    k: int = 0
-    """GEMM reduction dimension."""
-    n: int = 0
-    """GEMM output dimension."""
-    count: int = 1
-    """Identical GEMMs in the layer (e.g. routed experts)."""
-    tokens_frac: float = 1.0
-    """Fraction of the layer's tokens each of the ``count`` GEMMs sees (k_e/E for experts)."""
-    tp_split: TpSplit = TpSplit.NONE
-    expert: bool = False
-    """Sharded by expert parallelism (and etp) instead of tensor parallelism."""
-    bytes_per_token: float = 0.0
-    """MEMORY ops: forward HBM bytes read + written per token (16-bit activations)."""
-    multi_local_experts_only: bool = False
-    """MEMORY ops that run only where a GPU holds more than one expert (num_experts / ep > 1)."""
-    kernels: int = 1
-    """MEMORY ops: GPU kernels (and host dispatches) one forward pass of the op takes."""
-    bwd_bytes_per_token: float | None = None
-    """MEMORY ops: backward HBM bytes per token where counted kernel by kernel; None = twice
-    the forward bytes (the gradient of an elementwise op reads the incoming gradient and the
-    saved input and writes one output: twice the forward's one read and one write)."""
-    bwd_kernels: int | None = None
-    """MEMORY ops with ``bwd_bytes_per_token``: kernels of the backward pass (None = ``kernels``)."""
-    attn_heads: int = 0
-    attn_qk_dim: int = 0
-    attn_v_dim: int = 0
-    attn_window: int | None = None
-    """ATTENTION: sliding-window width of the windowed layers (None = full attention)."""
-    attn_window_share: float = 0.0
-    """ATTENTION: share of the model's layers that use the window; the op stands for the
-    average layer (GPT-OSS alternates windowed and full layers)."""
-
-    @property
-    def params(self) -> int:
-        return self.k * self.n * self.count if self.kind is OpKind.GEMM else 0
-
-    @property
-    def fwd_flop_per_token(self) -> float:
-        """GEMM forward FLOPs per layer token (attention core depends on s: see below)."""
-        if self.kind is not OpKind.GEMM:
-            return 0.0
-        return FLOP_PER_MAC * self.k * self.n * self.count * self.tokens_frac
-
-
-ACT_BYTES = 2
-"""Bytes per 16-bit activation element."""
 MEMO_SIZE = 1024
 """Distinct (model, layer kind, software stack) inventories kept (``functools.lru_cache``): the
 inventories depend on nothing else, so a prediction, a search or a validation run builds each
 once, not once per layer per call (a few kilobytes each)."""
-FP32_BYTES = 4
-"""Bytes per fp32 element (eager PyTorch upcasts norms and rotary embeddings to fp32)."""
 
 
 def _window(m: ModelSpec) -> dict:
@@ -192,7 +115,7 @@ def _memory_ops(m: ModelSpec, kind: LayerKind, sw: SoftwareStack) -> list[Op]:
     act_in = _mlp_mats(m) * width
     residual = Op("residual", OpKind.MEMORY, bytes_per_token=2 * (3 * h) * B, kernels=2)   # two adds, a kernel each
     if sw.elementwise_kernels == "eager":
-        attention_side, activation = _eager_elementwise_ops(m, width)
+        attention_side, activation = eager_elementwise_ops(m, width)
         ops = attention_side + [residual, activation]
     else:
         ops = [Op("norm", OpKind.MEMORY, bytes_per_token=2 * (2 * h) * B), residual,
@@ -263,51 +186,6 @@ def moe_elementwise_ops(m: ModelSpec, sw: SoftwareStack) -> list[Op]:
         ops.append(Op("moe/sort_by_local_expert", OpKind.MEMORY, bytes_per_token=2 * 2 * k * load * h * B,
                       multi_local_experts_only=True))
     return ops
-
-
-def _eager_elementwise_ops(m: ModelSpec, width: int) -> tuple[list[Op], Op]:
-    """Eager PyTorch: every elementwise op is its own kernel with its own HBM round trip.
-
-    Counted op by op from torchtitan's Llama block at commit 9dec370 (the version of its
-    2024-12 benchmark report): ``torchtitan/models/norms.py`` RMSNorm and
-    ``torchtitan/models/llama/model.py`` apply_rotary_emb, repeat_kv and FeedForward. Per
-    element, with b = 2 (bf16) and 4 (fp32) bytes:
-
-    - RMSNorm ``(x.float() * rsqrt(x.pow(2).mean(-1) + eps)).type_as(x) * weight``:
-      cast (2 + 4), pow (4 + 4), mean (4), x * rsqrt (4 + 4), cast back (4 + 2), * weight
-      (2 + 2) = 36 bytes in 8 kernels (the + eps and rsqrt act on one value per token).
-    - Rotary embedding on Q and K, as complex multiplication in fp32: cast (2 + 4), complex
-      multiply (4 + 4), cast back (4 + 2) = 20 bytes in 3 kernels per tensor (view_as_complex,
-      view_as_real and reshape are views).
-    - repeat_kv with GQA (g < a): expand + reshape copies K and V to a heads: read g d, write
-      a d per tensor, 1 kernel each.
-    - SwiGLU ``silu(w1 x) * w3 x``: silu (2 + 2), multiply (2 + 2 + 2) per element of the
-      width = 10 bytes in 2 kernels; a non-gated GeLU is one kernel of 4 bytes, as fused.
-
-    The residual adds are single kernels either way. SDPA's output transpose is free (the
-    flash kernel writes it token-major). The loss is eager in torchtitan with or without
-    torch.compile (only the transformer blocks are compiled) and is not changed here.
-    """
-    h, B, F = m.hidden_size, ACT_BYTES, FP32_BYTES
-    norm_bytes = (B + F) + (F + F) + F + (F + F) + (F + B) + (B + B)
-    if m.mla is not None:
-        rope_q = m.num_attention_heads * m.mla.qk_rope_head_dim
-        rope_k = m.mla.qk_rope_head_dim                      # one k_pe shared by all heads
-        repeat = 0
-    else:
-        d, a, g = m.attn_head_dim, m.num_attention_heads, m.kv_heads
-        rope_q, rope_k = a * d, g * d
-        repeat = 2 * (g + a) * d * B if g < a else 0          # K and V: read g d, write a d
-    rope_bytes = (B + F) + (F + F) + (F + B)
-    if m.gated_mlp:
-        act = Op("mlp/activation", OpKind.MEMORY, bytes_per_token=((B + B) + (B + B + B)) * width, kernels=2)
-    else:
-        act = Op("mlp/activation", OpKind.MEMORY, bytes_per_token=(B + B) * width)
-    ops = [Op("norm", OpKind.MEMORY, bytes_per_token=2 * norm_bytes * h, kernels=2 * 8),
-           Op("attention/rope", OpKind.MEMORY, bytes_per_token=rope_bytes * (rope_q + rope_k), kernels=2 * 3)]
-    if repeat:
-        ops.append(Op("attention/repeat_kv", OpKind.MEMORY, bytes_per_token=repeat, kernels=2))
-    return ops, act
 
 
 @functools.lru_cache(maxsize=MEMO_SIZE)

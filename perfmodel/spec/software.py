@@ -190,7 +190,7 @@ class SoftwareStack(_Frozen):
     (Transformer Engine and Megatron-Core fused kernels, or torch.compile); eager = PyTorch
     eager, one kernel and one HBM round trip per elementwise op, with the fp32 upcasts of
     torchtitan's Llama block (RMSNorm 36 bytes per element in 8 kernels instead of 4 in 1; see
-    ``perfmodel.formulas.workload._eager_elementwise_ops``)."""
+    ``perfmodel.formulas.eager.eager_elementwise_ops``)."""
     optimizer_kernels: OptimizerKernels = "fused"
     """How the Adam step runs: fused = one pass over gradient, master weight and states (apex /
     Transformer Engine FusedAdam under Megatron-Core's distributed optimizer,

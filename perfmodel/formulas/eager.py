@@ -1,0 +1,81 @@
+"""Eager PyTorch's element-wise operations of a transformer block: the bytes their kernels move,
+counted kernel by kernel, and the fraction of the STREAM rate those kernels reach, measured
+(``elementwise_kernels: eager``; docs/model.md, section 3)."""
+
+from __future__ import annotations
+
+from perfmodel.formulas.ops import ACT_BYTES, FP32_BYTES, Op, OpKind
+from perfmodel.spec.model import ModelSpec
+
+EAGER_STREAM_FRACTION = {"norm": (0.77, 0.52), "rope": (0.82, 0.77), "repeat_kv": (0.32, 0.27)}
+"""Fraction of the STREAM rate eager PyTorch's kernels reach for these ops, (forward,
+backward), against the bytes counted in ``eager_elementwise_ops``: medians of seven runs of
+scripts/eager_ops_probe.py (Llama 3 8B's block as calibration/step_check.py runs it, 4k-16k
+tokens) on two lent H100 80GB HBM3 (calibration/results/nvidia-h100-80gb-hbm3-2026-11-27-moe/
+eager_ops/). RMSNorm's fp32 reductions and casts run at 0.72-0.79 forward and 0.47-0.53
+backward; the rotary embedding's complex multiply at 0.79-0.83 and 0.54-0.78 (lower in the first
+run of one machine, 0.46 and 0.19, and once 0.39 backward); repeat_kv's copies from a broadcast (stride-0) view at 0.25-0.38 and 0.10-0.48. SwiGLU's
+two vectorised kernels measured 0.92-1.0 and 1.01-1.03 of the rate and keep 1. Measured on
+the H100 only; every GPU takes them (the kernels are the same PyTorch kernels, bound by the
+same HBM traffic)."""
+
+
+def eager_elementwise_ops(m: ModelSpec, width: int) -> tuple[list[Op], Op]:
+    """Eager PyTorch: every elementwise op is its own kernel with its own HBM round trip.
+
+    Counted op by op from torchtitan's Llama block at commit 9dec370 (the version of its
+    2024-12 benchmark report): ``torchtitan/models/norms.py`` RMSNorm and
+    ``torchtitan/models/llama/model.py`` apply_rotary_emb, repeat_kv and FeedForward. Per
+    element, with b = 2 (bf16) and 4 (fp32) bytes:
+
+    - RMSNorm ``(x.float() * rsqrt(x.pow(2).mean(-1) + eps)).type_as(x) * weight``:
+      cast (2 + 4), pow (4 + 4), mean (4), x * rsqrt (4 + 4), cast back (4 + 2), * weight
+      (2 + 2) = 36 bytes in 8 kernels (the + eps and rsqrt act on one value per token).
+      Backward, by autograd's kernels: gradient times weight (2 + 2) and the weight's gradient
+      (2 + 2, a reduction over tokens), cast to fp32 (2 + 4), times rsqrt (4 + 4), the rsqrt's
+      gradient (4 + 4, a reduction over the row), pow's gradient (4 + 4), the two fp32
+      gradients summed (4 + 4 + 4), cast back (4 + 2) = 56 bytes in about 12 kernels.
+    - Rotary embedding on Q and K, as complex multiplication in fp32: cast (2 + 4), complex
+      multiply (4 + 4), cast back (4 + 2) = 20 bytes in 3 kernels per tensor (view_as_complex,
+      view_as_real and reshape are views); its backward is the same three kernels in reverse
+      (the conjugate multiply), 20 bytes.
+    - repeat_kv with GQA (g < a): expand + reshape copies K and V to a heads: read g d, write
+      a d per tensor, 1 kernel each; backward, the sum over the repeats reads a d and writes g d.
+
+    Each runs at its measured fraction of the STREAM rate (``EAGER_STREAM_FRACTION``).
+    - SwiGLU ``silu(w1 x) * w3 x``: silu (2 + 2), multiply (2 + 2 + 2) per element of the
+      width = 10 bytes in 2 kernels; a non-gated GeLU is one kernel of 4 bytes, as fused.
+
+    The residual adds are single kernels either way. SDPA's output transpose is free (the
+    flash kernel writes it token-major). The loss is eager in torchtitan with or without
+    torch.compile (only the transformer blocks are compiled) and is not changed here.
+    """
+    h, B, F = m.hidden_size, ACT_BYTES, FP32_BYTES
+    norm_bytes = (B + F) + (F + F) + F + (F + F) + (F + B) + (B + B)
+    if m.mla is not None:
+        rope_q = m.num_attention_heads * m.mla.qk_rope_head_dim
+        rope_k = m.mla.qk_rope_head_dim                      # one k_pe shared by all heads
+        repeat = 0
+    else:
+        d, a, g = m.attn_head_dim, m.num_attention_heads, m.kv_heads
+        rope_q, rope_k = a * d, g * d
+        repeat = 2 * (g + a) * d * B if g < a else 0          # K and V: read g d, write a d
+    rope_bytes = (B + F) + (F + F) + (F + B)
+    if m.gated_mlp:
+        act = Op("mlp/activation", OpKind.MEMORY, bytes_per_token=((B + B) + (B + B + B)) * width, kernels=2)
+    else:
+        act = Op("mlp/activation", OpKind.MEMORY, bytes_per_token=(B + B) * width)
+    norm_bwd_bytes = (B + B) + (B + B) + (B + F) + (F + F) + (F + F) + (F + F) + (F + F + F) + (F + B)
+
+    def fractions(name):
+        fwd, bwd = EAGER_STREAM_FRACTION[name]
+        return {"stream_fraction": fwd, "bwd_stream_fraction": bwd}
+
+    ops = [Op("norm", OpKind.MEMORY, bytes_per_token=2 * norm_bytes * h, kernels=2 * 8,
+              bwd_bytes_per_token=2 * norm_bwd_bytes * h, bwd_kernels=2 * 12, **fractions("norm")),
+           Op("attention/rope", OpKind.MEMORY, bytes_per_token=rope_bytes * (rope_q + rope_k), kernels=2 * 3,
+              bwd_bytes_per_token=rope_bytes * (rope_q + rope_k), **fractions("rope"))]
+    if repeat:
+        ops.append(Op("attention/repeat_kv", OpKind.MEMORY, bytes_per_token=repeat, kernels=2,
+                      bwd_bytes_per_token=repeat, **fractions("repeat_kv")))
+    return ops, act
