@@ -165,3 +165,35 @@ def test_the_step_split_script_accounts_for_the_whole_step():
     out = subprocess.run([sys.executable, str(root / "scripts" / "step_check_split.py"), str(root / "docs")],
                          capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("argv,fragment", [(["--seq", "64"], "--seq"), (["--repeats", "0"], "--repeats"),
+                                           (["--compare", "pyproject.toml"], "--compare"), ([], "torch")])
+def test_the_eager_ops_probe_refuses_bad_arguments_on_one_line(argv, fragment):
+    """scripts/eager_ops_probe.py bounds its length and repeats, reads only its own result files
+    for --compare, and without torch or a GPU (as here and in CI) says so in one line."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    try:
+        import torch
+        if fragment == "torch" and torch.cuda.is_available():
+            pytest.skip("a GPU is present: the probe would run")
+    except ImportError:
+        pass
+    out = subprocess.run([sys.executable, str(root / "scripts" / "eager_ops_probe.py"), *argv], cwd=root,
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1 and fragment in out.stderr and "Traceback" not in out.stderr
+
+
+def test_the_eager_ops_probe_compares_a_committed_run():
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    run = sorted(root.glob("calibration/results/*/eager_ops/eager_ops_s8192_b.yaml"))[0]
+    out = subprocess.run([sys.executable, str(root / "scripts" / "eager_ops_probe.py"), "--compare", str(run)],
+                         capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.count("forward") == 4 and "all " in out.stdout
