@@ -33,8 +33,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from perfmodel.spec.errors import InputError, read_data_file  # noqa: E402
-from perfmodel.spec.limits import MAX_BENCH_REPEATS  # noqa: E402
+from perfmodel.spec.errors import InputError, read_data_file
+from perfmodel.spec.limits import MAX_BENCH_REPEATS
 
 PRESET = "llama3-8b"
 HIDDEN, HEADS, GROUPS, HEAD_DIM, FFN = 4096, 32, 8, 128, 14336

@@ -193,7 +193,7 @@ def test_the_eager_ops_probe_compares_a_committed_run():
     import sys
 
     root = Path(__file__).resolve().parents[2]
-    run = sorted(root.glob("calibration/results/*/eager_ops/eager_ops_s8192_b.yaml"))[0]
+    run = min(root.glob("calibration/results/*/eager_ops/eager_ops_s8192_b.yaml"))
     out = subprocess.run([sys.executable, str(root / "scripts" / "eager_ops_probe.py"), "--compare", str(run)],
                          capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.count("forward") == 4 and "all " in out.stdout
