@@ -15,9 +15,10 @@ tokens) on two lent H100 80GB HBM3 (calibration/results/nvidia-h100-80gb-hbm3-20
 eager_ops/). RMSNorm's fp32 reductions and casts run at 0.72-0.79 forward and 0.47-0.53
 backward; the rotary embedding's complex multiply at 0.79-0.83 and 0.54-0.78 (lower in the first
 run of one machine, 0.46 and 0.19, and once 0.39 backward); repeat_kv's copies from a broadcast (stride-0) view at 0.25-0.38 and 0.10-0.48. SwiGLU's
-two vectorised kernels measured 0.92-1.0 and 1.01-1.03 of the rate and keep 1. Measured on
-the H100 only; every GPU takes them (the kernels are the same PyTorch kernels, bound by the
-same HBM traffic)."""
+two vectorised kernels measured 0.92-1.0 and 1.01-1.03 of the rate and keep 1. Every GPU takes
+the H100's fractions; a lent H200 measured lower ones against its faster HBM (RMSNorm 0.63 /
+0.47, rotary 0.68 / 0.47, repeat_kv 0.22 / 0.16: calibration/results/nvidia-h200-2026-11-27/
+eager_ops/), so there these prices are 8-19% low (docs/calibration.md)."""
 
 
 def eager_elementwise_ops(m: ModelSpec, width: int) -> tuple[list[Op], Op]:
