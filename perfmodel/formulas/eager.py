@@ -13,9 +13,10 @@ backward), against the bytes counted in ``eager_elementwise_ops``: medians of se
 scripts/eager_ops_probe.py (Llama 3 8B's block as calibration/step_check.py runs it, 4k-16k
 tokens) on two lent H100 80GB HBM3 (calibration/results/nvidia-h100-80gb-hbm3-2026-11-27-moe/
 eager_ops/). RMSNorm's fp32 reductions and casts run at 0.72-0.79 forward and 0.47-0.53
-backward; the rotary embedding's complex multiply at 0.79-0.83 and 0.54-0.78 (lower in the first
-run of one machine, 0.46 and 0.19, and once 0.39 backward); repeat_kv's copies from a broadcast (stride-0) view at 0.25-0.38 and 0.10-0.48. SwiGLU's
-two vectorised kernels measured 0.92-1.0 and 1.01-1.03 of the rate and keep 1. Every GPU takes
+backward; the rotary embedding's complex multiply at 0.79-0.83 and 0.54-0.78 (lower in the
+first run of one machine, 0.46 and 0.19, and once 0.39 backward); repeat_kv's copies from a
+broadcast (stride-0) view at 0.25-0.38 and 0.10-0.48. SwiGLU's two vectorised kernels measured
+0.92-1.0 and 1.01-1.03 of the rate and keep 1. Every GPU takes
 the H100's fractions; a lent H200 measured lower ones against its faster HBM (RMSNorm 0.63 /
 0.47, rotary 0.68 / 0.47, repeat_kv 0.22 / 0.16: calibration/results/nvidia-h200-2026-11-27/
 eager_ops/), so there these prices are 8-19% low (docs/calibration.md)."""
@@ -42,10 +43,11 @@ def eager_elementwise_ops(m: ModelSpec, width: int) -> tuple[list[Op], Op]:
       (the conjugate multiply), 20 bytes.
     - repeat_kv with GQA (g < a): expand + reshape copies K and V to a heads: read g d, write
       a d per tensor, 1 kernel each; backward, the sum over the repeats reads a d and writes g d.
-
-    Each runs at its measured fraction of the STREAM rate (``EAGER_STREAM_FRACTION``).
     - SwiGLU ``silu(w1 x) * w3 x``: silu (2 + 2), multiply (2 + 2 + 2) per element of the
       width = 10 bytes in 2 kernels; a non-gated GeLU is one kernel of 4 bytes, as fused.
+
+    The first three run at their measured fraction of the STREAM rate
+    (``EAGER_STREAM_FRACTION``); SwiGLU at the full rate, with twice its forward bytes backward.
 
     The residual adds are single kernels either way. SDPA's output transpose is free (the
     flash kernel writes it token-major). The loss is eager in torchtitan with or without
