@@ -491,7 +491,7 @@ def fit_efficiencies(results: list[Results], spec: HardwareSpec, peaks_flop_per_
                                    sources, notes, groups))
     for key in ("gemm", "attention", "memory_efficiency", "kernel_overhead_s", "launch_overhead_s", "scale_up_bus_efficiency",
                 "scale_out_bus_efficiency", "scale_up_latency_s", "scale_out_latency_s", "fp8_fast_accum_speedup",
-                "attention_clock_ratio", "overlap_compute_slowdown"):
+                "attention_clock_ratio", "stream_fractions", "overlap_compute_slowdown"):
         why = notes.pop(key, missing_reason)
         if key == "gemm" and any(k.startswith("gemm.") for k in sources):
             status = ", ".join(f"{p} {'fitted' if f'gemm.{p}' in sources else 'spec default'}"

@@ -127,7 +127,7 @@ def stream_fractions(paths, hardware: str = "h100-sxm") -> dict:
     """(op, 'fwd' | 'bwd') -> the median over the result files of the fraction of the STREAM rate
     the measured kernels reached on the bytes the model counts: the model's time at a fraction of
     1, less its per-kernel overhead, over the measured time less the same overhead
-    (``perfmodel.formulas.eager.EAGER_STREAM_FRACTION`` holds these)."""
+    (a hardware spec's ``efficiency.stream_fractions`` holds these)."""
     import dataclasses
 
     from calibration.step_check import scenario_dict
@@ -148,7 +148,7 @@ def stream_fractions(paths, hardware: str = "h100-sxm") -> dict:
             name = op.name.split("/")[-1]
             if name not in PER_LAYER:
                 continue
-            plain = dataclasses.replace(op, stream_fraction=1.0, bwd_stream_fraction=None)
+            plain = dataclasses.replace(op, stream_class=None)
             t = op_time(plain, j.model, r.layouts, seq, j.precision, j.hardware, eff, j.software)
             kernels = {"fwd": op.kernels, "bwd": op.bwd_kernels or op.kernels}
             model = {"fwd": float(t.fwd_s[0]), "bwd": float(t.bwd_s[0])}

@@ -271,8 +271,8 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
     tokens = np.where(sharded_by_tp | layouts.sp, T / layouts.tp, T)
     runs = (model.moe.num_experts // layouts.ep > 1) if op.multi_local_experts_only else np.ones(len(layouts), bool)
     fwd_bytes = np.where(runs, op.bytes_per_token * tokens, 0.0)
-    fwd = np.where(runs, memory_time_s(fwd_bytes / op.stream_fraction, hw, eff, kernels=op.kernels), 0.0)
-    bwd_fraction = op.stream_fraction if op.bwd_stream_fraction is None else op.bwd_stream_fraction
+    fwd_fraction, bwd_fraction = eff.stream_fractions.get(op.stream_class, (1.0, 1.0)) if op.stream_class else (1.0, 1.0)
+    fwd = np.where(runs, memory_time_s(fwd_bytes / fwd_fraction, hw, eff, kernels=op.kernels), 0.0)
     if op.bwd_bytes_per_token is None:
         bwd = 2.0 * np.where(runs, memory_time_s(fwd_bytes / bwd_fraction, hw, eff, kernels=op.kernels), 0.0)
     else:

@@ -7,20 +7,6 @@ from __future__ import annotations
 from perfmodel.formulas.ops import ACT_BYTES, FP32_BYTES, Op, OpKind
 from perfmodel.spec.model import ModelSpec
 
-EAGER_STREAM_FRACTION = {"norm": (0.77, 0.52), "rope": (0.82, 0.77), "repeat_kv": (0.32, 0.27)}
-"""Fraction of the STREAM rate eager PyTorch's kernels reach for these ops, (forward,
-backward), against the bytes counted in ``eager_elementwise_ops``: medians of seven runs of
-scripts/eager_ops_probe.py (Llama 3 8B's block as calibration/step_check.py runs it, 4k-16k
-tokens) on two lent H100 80GB HBM3 (calibration/results/nvidia-h100-80gb-hbm3-2026-11-27-moe/
-eager_ops/). RMSNorm's fp32 reductions and casts run at 0.72-0.79 forward and 0.47-0.53
-backward; the rotary embedding's complex multiply at 0.79-0.83 and 0.54-0.78 (lower in the
-first run of one machine, 0.46 and 0.19, and once 0.39 backward); repeat_kv's copies from a
-broadcast (stride-0) view at 0.25-0.38 and 0.10-0.48. SwiGLU's two vectorised kernels measured
-0.92-1.0 and 1.01-1.03 of the rate and keep 1. Every GPU takes
-the H100's fractions; a lent H200 measured lower ones against its faster HBM (RMSNorm 0.63 /
-0.47, rotary 0.68 / 0.47, repeat_kv 0.22 / 0.16: calibration/results/nvidia-h200-2026-11-27/
-eager_ops/), so there these prices are 8-19% low (docs/calibration.md)."""
-
 
 def eager_elementwise_ops(m: ModelSpec, width: int) -> tuple[list[Op], Op]:
     """Eager PyTorch: every elementwise op is its own kernel with its own HBM round trip.
@@ -46,8 +32,11 @@ def eager_elementwise_ops(m: ModelSpec, width: int) -> tuple[list[Op], Op]:
     - SwiGLU ``silu(w1 x) * w3 x``: silu (2 + 2), multiply (2 + 2 + 2) per element of the
       width = 10 bytes in 2 kernels; a non-gated GeLU is one kernel of 4 bytes, as fused.
 
-    The first three run at their measured fraction of the STREAM rate
-    (``EAGER_STREAM_FRACTION``); SwiGLU at the full rate, with twice its forward bytes backward.
+    The first three run at the fraction of the STREAM rate the hardware's
+    ``Efficiencies.stream_fractions`` gives their class (measured: RMSNorm's fp32 reductions and
+    casts, the rotary embedding's complex multiply and repeat_kv's copies from a broadcast view
+    stay under it); SwiGLU's two vectorised kernels run at the full rate (measured 0.92-1.03),
+    with twice its forward bytes backward.
 
     The residual adds are single kernels either way. SDPA's output transpose is free (the
     flash kernel writes it token-major). The loss is eager in torchtitan with or without
@@ -70,15 +59,11 @@ def eager_elementwise_ops(m: ModelSpec, width: int) -> tuple[list[Op], Op]:
         act = Op("mlp/activation", OpKind.MEMORY, bytes_per_token=(B + B) * width)
     norm_bwd_bytes = (B + B) + (B + B) + (B + F) + (F + F) + (F + F) + (F + F) + (F + F + F) + (F + B)
 
-    def fractions(name):
-        fwd, bwd = EAGER_STREAM_FRACTION[name]
-        return {"stream_fraction": fwd, "bwd_stream_fraction": bwd}
-
     ops = [Op("norm", OpKind.MEMORY, bytes_per_token=2 * norm_bytes * h, kernels=2 * 8,
-              bwd_bytes_per_token=2 * norm_bwd_bytes * h, bwd_kernels=2 * 12, **fractions("norm")),
+              bwd_bytes_per_token=2 * norm_bwd_bytes * h, bwd_kernels=2 * 12, stream_class="norm"),
            Op("attention/rope", OpKind.MEMORY, bytes_per_token=rope_bytes * (rope_q + rope_k), kernels=2 * 3,
-              bwd_bytes_per_token=rope_bytes * (rope_q + rope_k), **fractions("rope"))]
+              bwd_bytes_per_token=rope_bytes * (rope_q + rope_k), stream_class="rope")]
     if repeat:
         ops.append(Op("attention/repeat_kv", OpKind.MEMORY, bytes_per_token=repeat, kernels=2,
-                      bwd_bytes_per_token=repeat, **fractions("repeat_kv")))
+                      bwd_bytes_per_token=repeat, stream_class="repeat_kv"))
     return ops, act

@@ -59,12 +59,9 @@ class Op:
     saved input and writes one output: twice the forward's one read and one write)."""
     bwd_kernels: int | None = None
     """MEMORY ops with ``bwd_bytes_per_token``: kernels of the backward pass (None = ``kernels``)."""
-    stream_fraction: float = 1.0
-    """MEMORY ops: fraction of the STREAM rate (HBM bandwidth x ``memory_efficiency``) the
-    forward kernels reach: 1 for vectorised streaming kernels; less where measured
-    (``EAGER_STREAM_FRACTION``)."""
-    bwd_stream_fraction: float | None = None
-    """The same for the backward kernels (None = ``stream_fraction``)."""
+    stream_class: str | None = None
+    """MEMORY ops whose kernels reach less than the STREAM rate: their key in
+    ``Efficiencies.stream_fractions`` (None: vectorised streaming kernels, the full rate)."""
     attn_heads: int = 0
     attn_qk_dim: int = 0
     attn_v_dim: int = 0

@@ -36,6 +36,15 @@ from perfmodel.spec.limits import (
     real_field,
 )
 
+EAGER_STREAM_FRACTIONS_H100 = {"norm": (0.77, 0.52), "rope": (0.82, 0.77), "repeat_kv": (0.32, 0.27)}
+"""``Efficiencies.stream_fractions`` as measured on the H100: medians of seven runs of
+scripts/eager_ops_probe.py (Llama 3 8B's RMSNorm, rotary embedding and repeat_kv as
+calibration/step_check.py runs them, 4k-16k tokens) on two lent H100 80GB HBM3
+(calibration/results/nvidia-h100-80gb-hbm3-2026-11-27-moe/eager_ops/; docs/calibration.md,
+'Eager element-wise operations'), against the bytes perfmodel.formulas.eager counts."""
+MAX_STREAM_CLASSES = 16
+"""Classes of memory-bound operation a spec may give a fraction for (three are used)."""
+
 
 def saturating_gemm_efficiency(m, n, k, efficiency_max, half_dim):
     """eff_max * m/(m+d) * n/(n+d) * k/(k+d): the one home of the GEMM form (step model and fits)."""
@@ -150,6 +159,13 @@ class Efficiencies(_Frozen):
     clock, while in a step the GEMMs hold the GPU at its power limit and the clock the
     limit leaves is lower; the GEMM sweeps run at that limit themselves, so their efficiencies
     carry it. Default 1: not measured (the benchmarked rate applies in a step)."""
+    stream_fractions: dict[Name, tuple[Fraction, Fraction]] = Field(
+        default_factory=lambda: dict(EAGER_STREAM_FRACTIONS_H100), max_length=MAX_STREAM_CLASSES)
+    """Fraction of the STREAM rate (HBM bandwidth x ``memory_efficiency``) that the kernels of a
+    class of memory-bound operation reach, (forward, backward), against the bytes the model counts
+    for them: eager PyTorch's ``norm``, ``rope`` and ``repeat_kv`` (``perfmodel.formulas.eager``).
+    A class not listed runs at the full rate. Default: as measured on the H100
+    (``EAGER_STREAM_FRACTIONS_H100``)."""
     kernel_overhead_s: Seconds
     """GPU time every kernel costs beyond its roofline time (ramp-up, prologue/epilogue, tail
     wave): the intercept of time against work in a GEMM sweep of back-to-back kernels."""
