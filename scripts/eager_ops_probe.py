@@ -87,8 +87,12 @@ def measure(seq: int, repeats: int) -> dict:
     return out
 
 
-def model_ms(seq: int, hardware: str) -> dict:
-    """op -> (forward ms, backward ms) the model gives one of the probed operations."""
+def _model_times(seq: int, hardware: str, full_rate: bool = False) -> dict:
+    """op -> (op, forward s, backward s, the hardware's efficiencies) for the probed operations of
+    one layer at ``seq`` tokens, with the hardware's profile; ``full_rate``: as if their kernels
+    reached the STREAM rate (no ``stream_class``)."""
+    import dataclasses
+
     from calibration.step_check import scenario_dict
     from perfmodel.engine.rules import resolve
     from perfmodel.formulas.compute import op_time
@@ -97,15 +101,23 @@ def model_ms(seq: int, hardware: str) -> dict:
     from perfmodel.spec.scenario import hardware_of, parse_scenario
 
     sc = parse_scenario(scenario_dict(PRESET, 1, seq, 1, 1, hardware))
-    r = resolve(sc, efficiencies_for(hardware_of(sc))[0])
+    eff = efficiencies_for(hardware_of(sc))[0]
+    r = resolve(sc, eff)
     j = r.job
     out = {}
     for op in layer_ops(j.model, LayerKind.DENSE, j.software):
         name = op.name.split("/")[-1]
         if name in PER_LAYER:
-            t = op_time(op, j.model, r.layouts, seq, j.precision, j.hardware, j.efficiency, j.software)
-            out[name] = (float(t.fwd_s[0]) * 1e3 / PER_LAYER[name], float(t.bwd_s[0]) * 1e3 / PER_LAYER[name])
+            priced = dataclasses.replace(op, stream_class=None) if full_rate else op
+            t = op_time(priced, j.model, r.layouts, seq, j.precision, j.hardware, eff, j.software)
+            out[name] = (op, float(t.fwd_s[0]), float(t.bwd_s[0]), eff)
     return out
+
+
+def model_ms(seq: int, hardware: str) -> dict:
+    """op -> (forward ms, backward ms) the model gives one of the probed operations."""
+    return {name: (fwd * 1e3 / PER_LAYER[name], bwd * 1e3 / PER_LAYER[name])
+            for name, (_, fwd, bwd, _) in _model_times(seq, hardware).items()}
 
 
 def load_result(path) -> dict:
@@ -128,36 +140,16 @@ def stream_fractions(paths, hardware: str = "h100-sxm") -> dict:
     the measured kernels reached on the bytes the model counts: the model's time at a fraction of
     1, less its per-kernel overhead, over the measured time less the same overhead
     (a hardware spec's ``efficiency.stream_fractions`` holds these)."""
-    import dataclasses
-
-    from calibration.step_check import scenario_dict
-    from perfmodel.engine.rules import resolve
-    from perfmodel.formulas.compute import op_time
-    from perfmodel.formulas.workload import LayerKind, layer_ops
-    from perfmodel.spec.profile import efficiencies_for
-    from perfmodel.spec.scenario import hardware_of, parse_scenario
-
     samples: dict = {}
     for path in paths:
         data = load_result(path)
-        seq = data["seq"]
-        r = resolve(parse_scenario(scenario_dict(PRESET, 1, seq, 1, 1, hardware)))
-        j = r.job
-        eff = efficiencies_for(hardware_of(r.scenario))[0]
-        for op in layer_ops(j.model, LayerKind.DENSE, j.software):
-            name = op.name.split("/")[-1]
-            if name not in PER_LAYER:
-                continue
-            plain = dataclasses.replace(op, stream_class=None)
-            t = op_time(plain, j.model, r.layouts, seq, j.precision, j.hardware, eff, j.software)
-            kernels = {"fwd": op.kernels, "bwd": op.bwd_kernels or op.kernels}
-            model = {"fwd": float(t.fwd_s[0]), "bwd": float(t.bwd_s[0])}
-            for p in ("fwd", "bwd"):
+        for name, (op, fwd, bwd, eff) in _model_times(data["seq"], hardware, full_rate=True).items():
+            kernels = {"fwd": op.kernels,
+                       "bwd": op.bwd_kernels or op.kernels if op.bwd_bytes_per_token is not None else 2 * op.kernels}
+            for p, model in (("fwd", fwd), ("bwd", bwd)):
                 overhead = kernels[p] * eff.kernel_overhead_s
-                if p == "bwd" and op.bwd_bytes_per_token is None:
-                    overhead *= 2
                 measured = data["ops"][name][f"{p}_ms"] * 1e-3 * PER_LAYER[name]
-                samples.setdefault((name, p), []).append((model[p] - overhead) / (measured - overhead))
+                samples.setdefault((name, p), []).append((model - overhead) / (measured - overhead))
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
