@@ -56,6 +56,22 @@ def _is_moe(path) -> bool:
     return "moe" in yaml.safe_load(path.read_text())["model"]
 
 
+def _step_error(path) -> float:
+    """predict's step over the committed run's measured median step, less 1."""
+    measured = yaml.safe_load((path.parent / "measured.yaml").read_text())["median_step_s"]
+    return predict(parse_scenario(yaml.safe_load(path.read_text()))).step_time_s / measured - 1
+
+
+def _run_script(name: str, *argv: str, check: bool = False):
+    """One of scripts/ run as a user runs it, from the repository root."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    return subprocess.run([sys.executable, str(root / "scripts" / name), *argv], cwd=root,
+                          capture_output=True, text=True, timeout=120, check=check)
+
+
 def test_the_committed_step_checks_agree_with_predict_within_ten_percent():
     """The measured steps of the committed dense runs (lent H100s and an H200; eager and compiled,
     4k to 16k tokens) against predict with the project's profiles: a stated tolerance, not a
@@ -63,9 +79,7 @@ def test_the_committed_step_checks_agree_with_predict_within_ten_percent():
     dense = [p for p in COMMITTED if not _is_moe(p)]
     assert len(dense) >= 8
     for path in dense:
-        measured = yaml.safe_load((path.parent / "measured.yaml").read_text())["median_step_s"]
-        predicted = predict(parse_scenario(yaml.safe_load(path.read_text()))).step_time_s
-        assert abs(predicted / measured - 1) < 0.10, path.parent.name
+        assert abs(_step_error(path)) < 0.10, path.parent.name
 
 
 def test_the_committed_moe_step_checks_agree_with_predict_within_twenty_percent():
@@ -77,9 +91,7 @@ def test_the_committed_moe_step_checks_agree_with_predict_within_twenty_percent(
     moe = [p for p in COMMITTED if _is_moe(p)]
     assert len(moe) >= 3
     for path in moe:
-        measured = yaml.safe_load((path.parent / "measured.yaml").read_text())["median_step_s"]
-        predicted = predict(parse_scenario(yaml.safe_load(path.read_text()))).step_time_s
-        assert abs(predicted / measured - 1) < 0.20, path.parent.name
+        assert abs(_step_error(path)) < 0.20, path.parent.name
 
 
 def test_bad_arguments_fail_before_the_gpu_run():
@@ -96,26 +108,6 @@ def test_cli_errors_are_one_line_exit_2(argv, field, capsys):
     assert main(["step-check", *argv]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and field in err and "Traceback" not in err
-
-
-@pytest.mark.parametrize("argv,fragment", [(["--seq", "0"], "--seq"), (["--seq", "4096", "2097152"], "--seq"),
-                                           (["--repeats", "0"], "--repeats"), ([], "torch")])
-def test_the_attention_probe_refuses_bad_arguments_and_a_missing_gpu_on_one_line(argv, fragment):
-    """scripts/attention_probe.py bounds its lengths and repeats before any GPU work; without
-    torch or a GPU (as here and in CI) it says so in one line."""
-    import subprocess
-    import sys
-
-    script = Path(__file__).resolve().parents[2] / "scripts" / "attention_probe.py"
-    try:
-        import torch
-        if fragment == "torch" and torch.cuda.is_available():
-            pytest.skip("a GPU is present: the probe would run")
-    except ImportError:
-        pass
-    out = subprocess.run([sys.executable, str(script), *argv], capture_output=True, text=True, timeout=120, check=False)
-    assert out.returncode == 2
-    assert out.stderr.count("\n") == 1 and fragment in out.stderr and "Traceback" not in out.stderr
 
 
 @pytest.mark.parametrize("preset,layers", [("llama3-8b", 4), ("qwen3-30b-a3b", 4), ("mixtral-8x7b", 2)])
@@ -150,7 +142,6 @@ def test_the_step_split_script_accounts_for_the_whole_step():
     """scripts/step_check_split.py: the measured classes sum to the profiled GPU time, the model's
     to the predicted step (every operation lands in one class); a folder that is not a step
     check is refused on one line."""
-    import subprocess
     import sys
 
     root = Path(__file__).resolve().parents[2]
@@ -162,38 +153,32 @@ def test_the_step_split_script_accounts_for_the_whole_step():
     assert sum(measured.values()) == pytest.approx(profiled) and measured["expert GEMMs"] > 0
     model, predicted, accumulation = split.model_ms(yaml.safe_load((run / "scenario.yaml").read_text()))
     assert sum(model.values()) == pytest.approx(predicted, rel=1e-6) and accumulation > 0
-    out = subprocess.run([sys.executable, str(root / "scripts" / "step_check_split.py"), str(root / "docs")],
-                         capture_output=True, text=True, timeout=120, check=False)
+    out = _run_script("step_check_split.py", str(root / "docs"))
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
 
 
-@pytest.mark.parametrize("argv,fragment", [(["--seq", "64"], "--seq"), (["--repeats", "0"], "--repeats"),
-                                           (["--compare", "pyproject.toml"], "--compare"), ([], "torch")])
-def test_the_eager_ops_probe_refuses_bad_arguments_on_one_line(argv, fragment):
-    """scripts/eager_ops_probe.py bounds its length and repeats, reads only its own result files
-    for --compare, and without torch or a GPU (as here and in CI) says so in one line."""
-    import subprocess
-    import sys
-
-    root = Path(__file__).resolve().parents[2]
+@pytest.mark.parametrize("script,argv,fragment", [
+    ("attention_probe.py", ["--seq", "0"], "--seq"), ("attention_probe.py", ["--seq", "4096", "2097152"], "--seq"),
+    ("attention_probe.py", ["--repeats", "0"], "--repeats"), ("attention_probe.py", [], "torch"),
+    ("eager_ops_probe.py", ["--seq", "64"], "--seq"), ("eager_ops_probe.py", ["--repeats", "0"], "--repeats"),
+    ("eager_ops_probe.py", ["--compare", "pyproject.toml"], "--compare"), ("eager_ops_probe.py", [], "torch")])
+def test_the_probes_refuse_bad_arguments_and_a_missing_gpu_on_one_line(script, argv, fragment):
+    """scripts/attention_probe.py and scripts/eager_ops_probe.py bound their lengths and repeats
+    before any GPU work, the second reads only its own result files for --compare, and without
+    torch or a GPU (as here and in CI) each says so in one line."""
     try:
         import torch
         if fragment == "torch" and torch.cuda.is_available():
             pytest.skip("a GPU is present: the probe would run")
     except ImportError:
         pass
-    out = subprocess.run([sys.executable, str(root / "scripts" / "eager_ops_probe.py"), *argv], cwd=root,
-                         capture_output=True, text=True, timeout=120, check=False)
+    out = _run_script(script, *argv)
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and fragment in out.stderr and "Traceback" not in out.stderr
 
 
 def test_the_eager_ops_probe_compares_a_committed_run():
-    import subprocess
-    import sys
-
     root = Path(__file__).resolve().parents[2]
     run = min(root.glob("calibration/results/*/eager_ops/eager_ops_s8192_b.yaml"))
-    out = subprocess.run([sys.executable, str(root / "scripts" / "eager_ops_probe.py"), "--compare", str(run)],
-                         capture_output=True, text=True, timeout=120, check=True)
+    out = _run_script("eager_ops_probe.py", "--compare", str(run), check=True)
     assert out.stdout.count("forward") == 4 and "all " in out.stdout
