@@ -10,14 +10,15 @@
 #
 # Phases (all by default): suite (the whole suite), clocked (its GEMM and attention groups again
 # under their own clock marks), long (attention at 32k-128k tokens), steps (the dense step
-# checks), moe (MoE step checks: Qwen3-30B-A3B and Mixtral 8x7B layers), probe (the attention
-# probe).
+# checks), longsteps (dense step checks at 32k and 64k tokens, where attention takes half the
+# step or more), moe (MoE step checks: Qwen3-30B-A3B and Mixtral 8x7B layers), probe (the
+# attention probe).
 #
 # Fitting is done afterwards on any machine:
 #     python -m calibration calibrate calibration/results/<run>/results.yaml --hardware h100-sxm ...
 set -u
 OUT=${OUT:-artifacts/gpu_check}
-PHASES=${PHASES:-suite clocked long steps moe probe}
+PHASES=${PHASES:-suite clocked long steps longsteps moe probe}
 want() { case " $PHASES " in *" $1 "*) return 0 ;; esac; return 1; }
 export PYTHONUNBUFFERED=1
 python=${PYTHON:-python3}
@@ -65,7 +66,7 @@ step_checks() {
     for args in "$@"; do
         name=$(echo "$args" | tr -d ' -')
         alloc=""
-        case "$args" in *16384*|*qwen3*|*mixtral*) alloc="expandable_segments:True" ;; esac
+        case "$args" in *16384*|*32768*|*65536*|*qwen3*|*mixtral*) alloc="expandable_segments:True" ;; esac
         mark "step_${name}_start"
         # shellcheck disable=SC2086
         PYTORCH_CUDA_ALLOC_CONF=$alloc "$python" -m calibration step-check $args --out "$suite/steps" 2>&1 | tail -3
@@ -76,6 +77,11 @@ if want steps; then
     step_checks "--layers 4 --seq 8192 --mbs 1 --gbs 8" "--layers 4 --seq 4096 --mbs 2 --gbs 16" \
                 "--layers 4 --seq 16384 --mbs 1 --gbs 4" "--layers 4 --seq 8192 --mbs 1 --gbs 8 --compile" \
                 "--layers 4 --seq 16384 --mbs 1 --gbs 4 --compile"
+fi
+# attention-dominated steps: the clock the power limit leaves when attention, not GEMMs, fills
+# the step (Efficiencies.attention_clock_ratio was measured on the 8k step)
+if want longsteps; then
+    step_checks "--layers 2 --seq 32768 --mbs 1 --gbs 2 --compile" "--layers 1 --seq 65536 --mbs 1 --gbs 2 --compile"
 fi
 # MoE layers as Megatron-Core's unfused all-to-all path runs them on one GPU, the experts as
 # torch._grouped_mm (calibration/step_check.py): fine-grained (128 experts of 768) and coarse
