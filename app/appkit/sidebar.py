@@ -22,6 +22,7 @@ from perfmodel.spec.software import (
     ATTENTION_BACKEND_CHOICES,
     CROSS_ENTROPY_CHOICES,
     ELEMENTWISE_KERNELS_CHOICES,
+    FP8_CASTS_CHOICES,
     MOE_DISPATCHER_CHOICES,
     OPTIMIZER_KERNELS_CHOICES,
 )
@@ -286,6 +287,9 @@ _IMPLEMENTATION_CHOICES = (
     ("Optimizer kernels", OPTIMIZER_KERNELS_CHOICES, "optimizer_kernels",
      "fused: one Adam pass (FusedAdam, AdamW(fused=True)), 30 bytes per parameter; foreach: PyTorch's default "
      "multi-tensor AdamW, one pass per op, 84 bytes"),
+    ("FP8 casts", FP8_CASTS_CHOICES, "fp8_casts",
+     ("fp8/fp4 only. separate: a cast-transpose kernel per GEMM input (Transformer Engine, torchao), 4 bytes "
+      "per element; fused: the compiler writes the 8-bit copy from the producing kernel (XLA, MaxText), 2 bytes")),
 )
 """Which kernel or framework implementation the job runs: (label, choices, widget key, help)."""
 

@@ -45,7 +45,7 @@ STACK_KEYS = frozenset(("stack", "moe_router_fusion", "moe_permute_fusion", "moe
                         "moe_pad_expert_input_to_capacity", "moe_load_imbalance", "attention_dropout"))
 BATCH_KEYS = frozenset(("seq_length", "global_batch_size", "micro_batch_size", "training_tokens_b", "precision",
                         "recompute", "grad_reduce_in_fp32", "attention_backend", "moe_dispatcher",
-                        "elementwise_kernels", "cross_entropy", "optimizer_kernels", "selective_recompute",
+                        "elementwise_kernels", "cross_entropy", "optimizer_kernels", "fp8_casts", "selective_recompute",
                         "recompute_num_layers", "activation_offload_layers", "pipeline_layout"))
 
 

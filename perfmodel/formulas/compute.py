@@ -65,11 +65,22 @@ GEMMS_PER_LINEAR_FWD_BWD = 3
 BACKWARD_HOST_OPS_OVER_FORWARD = 2
 """Autograd dispatches about two operations per forward operation (one per gradient)."""
 BYTES_PER_ELEMENT = {"bf16": 2, "fp16": 2, "fp8": 1, "fp4": 0.5, "tf32": 4}
-CAST_TRANSPOSE_BYTES_PER_ELEMENT = 2 + 1 + 1
-"""Fused cast-transpose of a 16-bit tensor to 8 bits: read 2 bytes, write the 1-byte copy and
-its 1-byte transpose (Transformer Engine; Hopper FP8 GEMMs take only the TN layout, so the
-weight-gradient GEMM needs transposed operands). Forward: the GEMM input (m x k); backward:
-the output gradient (m x n)."""
+FP8_CAST_BYTES_PER_ELEMENT = {"separate": 2 + 1 + 1, "fused": 1 + 1}
+"""HBM bytes per element that turn a low-precision GEMM's 16-bit input into 8 bits
+(``SoftwareStack.fp8_casts``). Forward: the GEMM input (m x k); backward: the output gradient
+(m x n). Hopper FP8 GEMMs take only the TN layout, so the weight-gradient GEMM needs a
+transposed copy of both.
+separate: Transformer Engine's fused cast-transpose kernel (and torchao float8's cast) reads
+the 2-byte tensor and writes the 1-byte copy and its 1-byte transpose.
+fused: the quantisation is an elementwise op of a known scale that the compiler fuses into the
+kernel producing the tensor, so the 16-bit tensor is not read again; that kernel writes the
+1-byte copy and its transpose. XLA matches the quantise-dequantise pattern around a dot and
+calls cuBLASLt's FP8 GEMM on the 8-bit tensor, transposes allowed in between (NVIDIA
+JAX-Toolbox docs/NATIVE_FP8.md, "Exact pattern that XLA can match for FP8 MatMul"); flax's
+Fp8DotGeneralOp quantises with the scale of earlier steps' amax history (delayed scaling,
+flax/linen/fp8_ops.py in_qdq, out_qdq), so no reduction over the tensor has to finish first.
+torchao's dynamic (current) scaling needs the tensor's amax before the cast, so it stays a
+pass of its own: separate."""
 
 
 def gemm_efficiency(m, n, k, precision: str, eff: Efficiencies):
@@ -234,8 +245,9 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
         host_ops = 1
         extra = (sh.count - 1) * GEMMS_PER_LINEAR_FWD_BWD
         if prec in LOW_PRECISION:
-            cast_fwd = sh.count * sh.m * sh.k * CAST_TRANSPOSE_BYTES_PER_ELEMENT
-            cast_bwd = sh.count * sh.m * sh.n * CAST_TRANSPOSE_BYTES_PER_ELEMENT
+            cast_bytes = FP8_CAST_BYTES_PER_ELEMENT[sw.fp8_casts]
+            cast_fwd = sh.count * sh.m * sh.k * cast_bytes
+            cast_bwd = sh.count * sh.m * sh.n * cast_bytes
             fwd = fwd + memory_time_s(cast_fwd, hw, eff)
             bwd = bwd + memory_time_s(cast_bwd, hw, eff)
             host_ops = 2

@@ -37,6 +37,7 @@ SelectiveRecompute = Literal["core_attn", "op_sac", "save_qkv_proj"]
 RecomputeModule = Literal["core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp", "moe", "shared_experts"]
 CrossEntropy = Literal["fused", "eager_fp32"]
 OptimizerKernels = Literal["fused", "foreach"]
+Fp8Casts = Literal["separate", "fused"]
 ATTENTION_BACKEND_CHOICES: tuple[str, ...] = get_args(AttentionBackend)
 MOE_DISPATCHER_CHOICES: tuple[str, ...] = get_args(MoeDispatcher)
 ELEMENTWISE_KERNELS_CHOICES: tuple[str, ...] = get_args(ElementwiseKernels)
@@ -44,6 +45,7 @@ SELECTIVE_RECOMPUTE_CHOICES: tuple[str, ...] = get_args(SelectiveRecompute)
 RECOMPUTE_MODULE_CHOICES: tuple[str, ...] = get_args(RecomputeModule)
 CROSS_ENTROPY_CHOICES: tuple[str, ...] = get_args(CrossEntropy)
 OPTIMIZER_KERNELS_CHOICES: tuple[str, ...] = get_args(OptimizerKernels)
+FP8_CASTS_CHOICES: tuple[str, ...] = get_args(Fp8Casts)
 
 NAMED_POLICIES = ("op_sac", "save_qkv_proj")
 """Selective policies of other frameworks, each a whole policy rather than a module list."""
@@ -191,6 +193,14 @@ class SoftwareStack(_Frozen):
     eager, one kernel and one HBM round trip per elementwise op, with the fp32 upcasts of
     torchtitan's Llama block (RMSNorm 36 bytes per element in 8 kernels instead of 4 in 1; see
     ``perfmodel.formulas.eager.eager_elementwise_ops``)."""
+    fp8_casts: Fp8Casts = "separate"
+    """How a low-precision GEMM's 16-bit inputs become 8-bit (fp8 and fp4 runs only):
+    separate = a cast-transpose kernel of their own that reads the 16-bit tensor and writes
+    the 8-bit copy and its transpose, 4 bytes per element (Transformer Engine, torchao
+    float8); fused = the compiler folds the quantisation into the kernel that produces the
+    tensor, which writes the 8-bit copy and its transpose, 2 bytes per element (XLA with
+    flax's delayed-scaling ``Fp8DotGeneralOp``, as MaxText's ``quantization: fp8`` runs;
+    ``perfmodel.formulas.compute.FP8_CAST_BYTES_PER_ELEMENT``)."""
     optimizer_kernels: OptimizerKernels = "fused"
     """How the Adam step runs: fused = one pass over gradient, master weight and states (apex /
     Transformer Engine FusedAdam under Megatron-Core's distributed optimizer,

@@ -494,7 +494,7 @@ def test_overlap_and_zero3_fields_survive_widgets_url_and_yaml():
     data = scenario_to_dict(state.default_scenario())
     data["software"].update(overlap={"tp": None, "fsdp": 0.25, "ep": 1.0}, fsdp_collectives_per_layer=12,
                             fsdp_list_api=True, moe_dispatcher="flex", elementwise_kernels="eager",
-                            selective_recompute="op_sac", cross_entropy="eager_fp32")
+                            selective_recompute="op_sac", cross_entropy="eager_fp32", fp8_casts="fused")
     sc = parse_scenario(data)
     ov = sc.software.overlap
     assert ov.tp is None and ov.fsdp == 0.25 and ov.dp == 1.0
@@ -514,6 +514,7 @@ def test_overlap_and_zero3_fields_survive_widgets_url_and_yaml():
     assert at.selectbox(key="elementwise_kernels").value == "eager"
     assert at.multiselect(key="selective_recompute").value == ["op_sac"]
     assert at.selectbox(key="cross_entropy").value == "eager_fp32"
+    assert at.selectbox(key="fp8_casts").value == "fused"
 
 
 def test_recompute_modules_block_recompute_and_offload_survive_the_widgets():

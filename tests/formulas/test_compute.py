@@ -5,7 +5,6 @@ from support import SW, sw
 
 from perfmodel.formulas.compute import (
     ATTENTION_BWD_OVER_FWD_EXECUTED,
-    CAST_TRANSPOSE_BYTES_PER_ELEMENT,
     gemm_efficiency,
     gemm_shape,
     gemm_time_s,
@@ -74,10 +73,28 @@ def test_fp8_gemm_pays_cast_traffic_and_runs_at_fp8_peak():
     assert float(t8.fwd_s[0]) < float(t16.fwd_s[0])
     sh = gemm_shape(up, m, L, 8192, SW)
     cast = (H100.efficiency.kernel_overhead_s
-            + sh.m[0] * sh.k[0] * CAST_TRANSPOSE_BYTES_PER_ELEMENT / (H100.gpu.hbm_bandwidth_bytes_per_s * H100.efficiency.memory_efficiency))
+            + sh.m[0] * sh.k[0] * (2 + 1 + 1) / (H100.gpu.hbm_bandwidth_bytes_per_s * H100.efficiency.memory_efficiency))
     # the forward GEMM runs with fast accumulation (Efficiencies.fp8_fast_accum_speedup)
     gemm = float(gemm_time_s(sh.m, sh.n, sh.k, 1, "fp8", H100, H100.efficiency, fast_accum=True)[0])
     assert float(t8.fwd_s[0]) == pytest.approx(gemm + cast)
+
+
+def test_fp8_casts_fused_into_their_producer_save_the_re_read_of_the_16_bit_input_by_hand():
+    """fp8_casts: fused writes the 1-byte copy and its transpose (2 bytes per element), where the
+    separate cast-transpose kernel also reads the 2-byte tensor (4): the difference is 2 bytes of
+    the GEMM input forward and of the output gradient backward, at the HBM rate. Kernel counts
+    and the 16-bit GEMMs do not change."""
+    m = ModelSpec(num_layers=2, hidden_size=8192, num_attention_heads=64, ffn_hidden_size=28672, vocab_size=32000)
+    up = next(op for op in layer_ops(m, LayerKind.DENSE, SW) if op.name == "mlp/up")
+    L = _layouts(mbs=1)
+    sep, fus = (op_time(up, m, L, 8192, "fp8", H100, H100.efficiency, sw(fp8_casts=c)) for c in ("separate", "fused"))
+    sh = gemm_shape(up, m, L, 8192, SW)
+    rate = H100.gpu.hbm_bandwidth_bytes_per_s * H100.efficiency.memory_efficiency
+    assert float(sep.fwd_s[0] - fus.fwd_s[0]) == pytest.approx(2 * sh.m[0] * sh.k[0] / rate)
+    assert float(sep.bwd_s[0] - fus.bwd_s[0]) == pytest.approx(2 * sh.m[0] * sh.n[0] / rate)
+    assert sep.host_ops_fwd == fus.host_ops_fwd
+    b16 = [op_time(up, m, L, 8192, "bf16", H100, H100.efficiency, sw(fp8_casts=c)) for c in ("separate", "fused")]
+    assert float(b16[0].fwd_s[0]) == float(b16[1].fwd_s[0]) and float(b16[0].bwd_s[0]) == float(b16[1].bwd_s[0])
 
 
 def test_fp8_fast_accumulation_speeds_up_the_forward_gemm_only_by_hand():
