@@ -14,6 +14,7 @@ kernel choices and skipped groups the run's entry states and explains.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,7 @@ from pathlib import Path
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import load_hardware
 
-from .fit import Calibration, fit_efficiencies, quality_lines
+from .fit import SKIPPABLE, Calibration, fit_efficiencies, quality_lines
 from .parsers import parse_microbenchmarks
 from .profile import write_profile
 from .results import load_results, read_mapping
@@ -56,11 +57,12 @@ class MeasuredRun:
 
 _ATTENTION_WHY = (
     "attention: the suite times FlashAttention-2 (sdpa-flash) and cuDNN (sdpa-cudnn) kernels; the flash "
-    "rates are fitted. Causal, from 4k tokens, flash runs at 0.32-0.34 (forward) and 0.27-0.32 (backward) "
+    "rates are fitted as attention, the cuDNN ones as attention_cudnn (the curve of attention_backend cudnn, "
+    "which MaxText's recipe names). Causal, from 4k tokens, flash runs at 0.32-0.34 (forward) and 0.27-0.32 (backward) "
     "of the dense bf16 peak, cuDNN at 0.53-0.56 and 0.46-0.53. Flash agrees with the published FA2 point "
     "(microbenchmarks.yaml attention_fa2_h100). At cuDNN's rates the seven H100 long-sequence rows of the "
     "validation move from -3..+6% to +27..+66% and the H100 error from 11.0% to 22.7%. Which kernel the "
-    "published stacks ran is not stated, so this choice is informed by those cases "
+    "Transformer Engine stacks ran is not stated, so their flash choice is informed by those cases "
     "(docs/calibration.md 'Measured on H100 and H200')")
 _LAUNCH_WHY = (
     "launch: the suite's eager one-element op measures the lent machine's host CPU (6.5 to 10.9 us on "
@@ -160,6 +162,8 @@ def fit_published(data_path: Path, hardware_ids=PUBLISHED_HARDWARE, out_dir: Pat
             extra["measured_run"] = f"{'; '.join(described)}. {run.why}"
         cal = fit_efficiencies(inputs, spec, **options,
                                missing_reason=f"no published data of trust >= {min_trust} for {hw_id} in {name}")
+        if run is not None:
+            cal = _with_cudnn_attention(cal, inputs, spec, extra)
         own = {g.group.split(".", 1)[1] for g in cal.groups if g.group.startswith("gemm.")}
         fitted_gemm[hw_id] = ({p: cal.efficiencies.gemm[p] for p in sorted(own)}, cal.efficiencies.sources)
         if pub.skipped:
@@ -188,6 +192,24 @@ def fit_published(data_path: Path, hardware_ids=PUBLISHED_HARDWARE, out_dir: Pat
                                  quality_lines(cal), field="--out", inputs=(data_path,))
         out.append(PublishedFit(hw_id, cal, pub.skipped, path))
     return out
+
+
+CUDNN_ATTENTION_IMPL = "sdpa-cudnn"
+"""The suite's cuDNN attention records (PyTorch SDPA's cuDNN backend, the cuDNN fused flash
+attention that Transformer Engine and JAX's ``cudnn_flash_te`` call)."""
+
+
+def _with_cudnn_attention(cal: Calibration, inputs: list, spec, extra: dict) -> Calibration:
+    """``cal`` with ``attention_cudnn`` fitted to the runs' cuDNN attention records (the same
+    fit as the flash curve's, on the other kernel's records), where they have any."""
+    if not any(r.kind == "attention" and r.impl == CUDNN_ATTENTION_IMPL for res in inputs for r in res.records):
+        return cal
+    others = tuple(g for g in SKIPPABLE if g != "attention")
+    cudnn = fit_efficiencies(inputs, spec, attention_impl=CUDNN_ATTENTION_IMPL, skip=others)
+    extra["attention_cudnn"] = f"{CUDNN_ATTENTION_IMPL} records: {cudnn.efficiencies.sources.get('attention', '')}"
+    groups = tuple(dataclasses.replace(g, group="attention_cudnn") for g in cudnn.groups if g.group == "attention")
+    return Calibration(cal.efficiencies.model_copy(update={"attention_cudnn": cudnn.efficiencies.attention}),
+                       cal.groups + groups)
 
 
 def require_file(path: Path) -> Path:

@@ -141,6 +141,12 @@ class Efficiencies(_Frozen):
     gemm: dict[Name, GemmEfficiency]
     """Keyed by precision: bf16, fp16, fp8, fp4, tf32."""
     attention: AttentionEfficiency
+    """The fused attention kernel of ``attention_backend: flash``: FlashAttention-2's curve
+    where the GPU was measured."""
+    attention_cudnn: AttentionEfficiency | None = None
+    """cuDNN's fused flash attention (``attention_backend: cudnn``), fitted to the suite's
+    ``sdpa-cudnn`` records where a lent GPU ran them (``calibration/published.py``). None: not
+    measured on this GPU, and ``cudnn`` runs at the ``attention`` curve."""
     memory_efficiency: Fraction
     """Achieved fraction of HBM bandwidth for streaming (copy/triad) kernels."""
     fp8_fast_accum_speedup: real_field(MAX_RATIO) = 1.0

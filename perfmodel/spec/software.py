@@ -30,7 +30,7 @@ from perfmodel.spec.limits import (
 )
 from perfmodel.spec.stacks import list_stacks, stack_options, unknown_stack_reason
 
-AttentionBackend = Literal["flash", "unfused"]
+AttentionBackend = Literal["flash", "cudnn", "unfused"]
 MoeDispatcher = Literal["alltoall", "flex"]
 ElementwiseKernels = Literal["fused", "eager"]
 SelectiveRecompute = Literal["core_attn", "op_sac", "save_qkv_proj"]
@@ -115,9 +115,14 @@ class SoftwareStack(_Frozen):
     read, so the other fields always hold the options in force. null = no preset: every option
     at the defaults below, which are Megatron-Core's (the ``megatron-core`` preset)."""
     attention_backend: AttentionBackend = "flash"
-    """Attention kernel (Megatron-Core's --attention-backend names): flash = fused
-    FlashAttention/cuDNN kernel, the s x s scores never reach HBM; unfused = scores and
-    probabilities materialised in HBM (Megatron-LM before FlashAttention, 2022)."""
+    """Attention kernel: flash = a fused kernel at the FlashAttention-2 curve of the profile
+    (``Efficiencies.attention``), the s x s scores never reach HBM; cudnn = cuDNN's fused flash
+    attention, at its own measured curve (``Efficiencies.attention_cudnn``; where the GPU has
+    none, the flash curve); unfused = scores and probabilities materialised in HBM (Megatron-LM
+    before FlashAttention, 2022). Transformer Engine picks between FlashAttention and cuDNN at
+    run time, so the Megatron-Core stacks keep ``flash``, the curve their published runs agree
+    with (docs/calibration.md, 'Attention inside a step'); a stack that names cuDNN in its
+    configuration (MaxText's ``attention=cudnn_flash_te``) runs ``cudnn``."""
     attention_dropout: StrictBool = False
     """Dropout on the attention probabilities. Unfused attention runs it as a kernel of its own
     after the fused scale-mask-softmax (Megatron-LM v2 megatron/model/transformer.py
@@ -263,7 +268,8 @@ class SoftwareStack(_Frozen):
 
     @property
     def flash_attention(self) -> bool:
-        return self.attention_backend == "flash"
+        """A fused kernel (FlashAttention or cuDNN): the scores never reach HBM."""
+        return self.attention_backend != "unfused"
 
     @property
     def pipeline_stages(self) -> tuple[str, ...] | None:

@@ -10,7 +10,7 @@ runs and carries it to the what-if:
 ==================  =====================================================================================
 factor              what it multiplies (``anchored_efficiency``)
 ==================  =====================================================================================
-``compute``         every precision's GEMM ``efficiency_max`` and the attention kernels' maxima
+``compute``         every precision's GEMM ``efficiency_max`` and the attention kernels' maxima (both curves)
 ``communication``   the scale-up and scale-out bus efficiencies, and measured collective fits' busbw;
                     it divides their latencies (a collective runs that many times faster)
 ==================  =====================================================================================
@@ -84,11 +84,13 @@ class Anchor:
 def anchored_efficiency(eff: Efficiencies, factors: dict) -> Efficiencies:
     """``eff`` with the anchor's factors applied (a copy; no field is validated against 1)."""
     c, n = factors.get("compute", 1.0), factors.get("communication", 1.0)
-    a = eff.attention
+
+    def scaled(a):
+        return None if a is None else a.model_copy(update={"fwd_efficiency_max": a.fwd_efficiency_max * c,
+                                                           "bwd_efficiency_max": a.bwd_efficiency_max * c})
     return eff.model_copy(update={
         "gemm": {k: g.model_copy(update={"efficiency_max": g.efficiency_max * c}) for k, g in eff.gemm.items()},
-        "attention": a.model_copy(update={"fwd_efficiency_max": a.fwd_efficiency_max * c,
-                                          "bwd_efficiency_max": a.bwd_efficiency_max * c}),
+        "attention": scaled(eff.attention), "attention_cudnn": scaled(eff.attention_cudnn),
         "scale_up_bus_efficiency": eff.scale_up_bus_efficiency * n,
         "scale_out_bus_efficiency": eff.scale_out_bus_efficiency * n,
         "scale_up_latency_s": eff.scale_up_latency_s / n, "scale_out_latency_s": eff.scale_out_latency_s / n,

@@ -64,6 +64,30 @@ def test_attention_flops_by_hand_causal():
     assert float(t.bwd_s[0] / t.fwd_s[0]) > ATTENTION_BWD_OVER_FWD_EXECUTED * 0.99
 
 
+def test_cudnn_attention_runs_at_its_own_curve_and_falls_back_to_flash_where_unmeasured():
+    """attention_backend cudnn: the attention op's time at the cuDNN curve, by hand (fwd and bwd
+    efficiencies at the kernel's length, times the clock ratio, plus the kernel overhead); with no
+    cuDNN curve the flash
+    one; flash ignores the cuDNN curve."""
+    from perfmodel.spec.efficiency import AttentionEfficiency
+    m = ModelSpec(num_layers=2, hidden_size=4096, num_attention_heads=32, ffn_hidden_size=16384, vocab_size=32000)
+    core = next(op for op in layer_ops(m, LayerKind.DENSE, SW) if op.kind is OpKind.ATTENTION)
+    s, L = 8192, _layouts(mbs=1)
+    cud = AttentionEfficiency(fwd_efficiency_max=0.6, bwd_efficiency_max=0.5, half_seq=0.0)
+    eff = H100.efficiency.model_copy(update={"attention_cudnn": cud, "attention_clock_ratio": 0.9})
+    t = op_time(core, m, L, s, "bf16", H100, eff, sw(attention_backend="cudnn"))
+    flop = float(t.fwd_flop[0])
+    peak = H100.gpu.peak_flop_per_s("bf16")
+    t0 = eff.kernel_overhead_s     # every kernel's own overhead
+    assert float(t.fwd_s[0]) == pytest.approx(t0 + flop / (peak * 0.6 * 0.9))
+    assert float(t.bwd_s[0]) == pytest.approx(t0 + ATTENTION_BWD_OVER_FWD_EXECUTED * flop / (peak * 0.5 * 0.9))
+    flash = op_time(core, m, L, s, "bf16", H100, eff, SW)
+    unmeasured = op_time(core, m, L, s, "bf16", H100, eff.model_copy(update={"attention_cudnn": None}),
+                         sw(attention_backend="cudnn"))
+    assert float(unmeasured.fwd_s[0]) == float(flash.fwd_s[0]) and float(unmeasured.bwd_s[0]) == float(flash.bwd_s[0])
+    assert float(flash.fwd_s[0]) > float(t.fwd_s[0])
+
+
 def test_fp8_gemm_pays_cast_traffic_and_runs_at_fp8_peak():
     m = ModelSpec(num_layers=2, hidden_size=8192, num_attention_heads=64, ffn_hidden_size=28672, vocab_size=32000)
     up = next(op for op in layer_ops(m, LayerKind.DENSE, SW) if op.name == "mlp/up")

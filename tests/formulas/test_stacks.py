@@ -23,7 +23,7 @@ CITED = {
     "deepspeed-zero3": {"elementwise_kernels": "eager", "cross_entropy": "eager_fp32", "fsdp_collectives_per_layer": 9,
                         "grad_reduce_in_fp32": False},
     "maxtext": {"selective_recompute": "save_qkv_proj", "elementwise_kernels": "fused", "grad_reduce_in_fp32": True,
-                "fp8_casts": "fused"},
+                "fp8_casts": "fused", "attention_backend": "cudnn"},
     "torchtitan-eager": {"elementwise_kernels": "eager", "cross_entropy": "eager_fp32", "selective_recompute": "op_sac",
                          "grad_reduce_in_fp32": True, "overlap.tp": 0.0, "optimizer_kernels": "fused"},
     "torchtitan-2412-eager": {"elementwise_kernels": "eager", "cross_entropy": "eager_fp32",

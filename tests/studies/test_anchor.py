@@ -52,6 +52,22 @@ def test_a_communication_bound_run_moves_communication():
     assert math.log(a.factors["communication"]) > 2 * math.log(a.factors["compute"]) > 0
 
 
+def test_the_compute_factor_scales_both_attention_curves():
+    """Both fused-attention curves (flash and cuDNN) are compute: the factor multiplies their
+    maxima, not their shapes; a GPU without a cuDNN curve keeps none."""
+    from perfmodel.spec.hardware import load_hardware
+    from perfmodel.spec.profile import efficiencies_for
+    from perfmodel.studies.anchor import anchored_efficiency
+    eff = efficiencies_for(load_hardware("h100-sxm"))[0]
+    assert eff.attention_cudnn is not None
+    a = anchored_efficiency(eff, {"compute": 0.8})
+    for before, after in ((eff.attention, a.attention), (eff.attention_cudnn, a.attention_cudnn)):
+        assert after.fwd_efficiency_max == pytest.approx(0.8 * before.fwd_efficiency_max)
+        assert after.bwd_efficiency_max == pytest.approx(0.8 * before.bwd_efficiency_max)
+        assert after.half_seq == before.half_seq
+    assert anchored_efficiency(eff.model_copy(update={"attention_cudnn": None}), {"compute": 0.8}).attention_cudnn is None
+
+
 def test_communication_time_scales_as_one_over_its_factor():
     """The factor multiplies both fabrics' bandwidths and divides their latencies, so every
     collective (ring, tree, NVLS-tree, the max of NVLink and NIC terms, the min over algorithms)

@@ -478,6 +478,14 @@ def test_measured_runs_enter_their_profiles_with_their_choices(tmp_path):
     committed = load_profile(PROFILES / "h100-sxm.yaml").efficiency
     assert committed.gemm["bf16"].efficiency_max == pytest.approx(both.efficiencies.gemm["bf16"].efficiency_max,
                                                                   rel=1e-4)
+    # the cuDNN records, never mixed with the flash ones, are fitted on their own as attention_cudnn
+    cudnn = next(g for g in both.groups if g.group == "attention_cudnn")
+    assert all("sdpa_" in p.label for p in cudnn.points) and len(cudnn.points) == len(att.points)
+    assert {p.source for p in cudnn.points} == {p.source for p in att.points}
+    assert both.efficiencies.attention_cudnn.fwd_efficiency_max > 1.5 * both.efficiencies.attention.fwd_efficiency_max
+    assert committed.attention_cudnn.fwd_efficiency_max == pytest.approx(
+        both.efficiencies.attention_cudnn.fwd_efficiency_max, rel=1e-4)
+    assert alone.efficiencies.attention_cudnn is None      # no lent run, no cuDNN curve
 
 
 def test_same_die_borrowing_scales_by_the_measured_best_fractions():
