@@ -61,9 +61,9 @@ _ATTENTION_WHY = (
     "which MaxText's recipe names). Causal, from 4k tokens, flash runs at 0.32-0.34 (forward) and 0.27-0.32 (backward) "
     "of the dense bf16 peak, cuDNN at 0.53-0.56 and 0.46-0.53. Flash agrees with the published FA2 point "
     "(microbenchmarks.yaml attention_fa2_h100). At cuDNN's rates the seven H100 long-sequence rows of the "
-    "validation move from -3..+6% to +27..+66% and the H100 error from 11.0% to 22.7%. Which kernel the "
-    "Transformer Engine stacks ran is not stated, so their flash choice is informed by those cases "
-    "(docs/calibration.md 'Measured on H100 and H200')")
+    "validation move from -3..+6% to +27..+66% and the H100 error from 11.0% to 22.7%. Transformer Engine "
+    "prefers cuDNN on Hopper, so the Megatron-Core stacks' flash curve is a stand-in chosen from those "
+    "cases (docs/calibration.md 'Measured on H100 and H200', docs/model.md 'Which fused kernel')")
 _LAUNCH_WHY = (
     "launch: the suite's eager one-element op measures the lent machine's host CPU (6.5 to 10.9 us on "
     "three H100 machines of the same kind, 6.4 and 8.9 us on two H200 ones), not a training node's; "

@@ -5,10 +5,11 @@
 The profiles fit two fused-attention curves to the lent H100s' suite runs (calibration/
 published.py): FlashAttention-2's (``attention``, what ``attention_backend: flash`` runs) and
 cuDNN's (``attention_cudnn``, what ``cudnn`` runs), about 1.7x faster. MaxText's recipe names
-cuDNN (attention=cudnn_flash_te), so the maxtext stack runs ``cudnn``. Transformer Engine picks
-the kernel of the Megatron-Core stacks (megatron-core, nemo-perf, megatron-bridge-perf) at run
-time, and they keep ``flash``. This gives their H100 cases ``cudnn`` instead and prints the
-validation error per source both ways. A diagnostic: nothing here feeds the model.
+cuDNN (attention=cudnn_flash_te), so the maxtext stack runs ``cudnn``. Transformer Engine, under
+the Megatron-Core stacks (megatron-core, nemo-perf, megatron-bridge-perf), prefers cuDNN on
+Hopper too, but those stacks keep ``flash`` as a stand-in chosen from their runs. This gives
+their H100 cases ``cudnn`` instead and prints the validation error per source both ways: what
+the stand-in covers. A diagnostic: nothing here feeds the model.
 """
 
 from __future__ import annotations

@@ -119,10 +119,13 @@ class SoftwareStack(_Frozen):
     (``Efficiencies.attention``), the s x s scores never reach HBM; cudnn = cuDNN's fused flash
     attention, at its own measured curve (``Efficiencies.attention_cudnn``; where the GPU has
     none, the flash curve); unfused = scores and probabilities materialised in HBM (Megatron-LM
-    before FlashAttention, 2022). Transformer Engine picks between FlashAttention and cuDNN at
-    run time, so the Megatron-Core stacks keep ``flash``, the curve their published runs agree
-    with (docs/calibration.md, 'Attention inside a step'); a stack that names cuDNN in its
-    configuration (MaxText's ``attention=cudnn_flash_te``) runs ``cudnn``."""
+    before FlashAttention, 2022). Transformer Engine prefers cuDNN on Hopper and later when both
+    kernels are available (transformer_engine/pytorch/attention.py v1.4, 'Select FusedAttention
+    on sm90'; dot_product_attention/utils.py today), so the Megatron-Core stacks most likely ran
+    cuDNN; they keep ``flash`` as a stand-in chosen from their published runs, which at cuDNN's
+    curve come out 25-43% fast: they lose time beside their attention that the model does not
+    name (docs/calibration.md, 'Attention inside a step'). A stack whose own recipe names cuDNN
+    (MaxText's ``attention=cudnn_flash_te``) runs ``cudnn``."""
     attention_dropout: StrictBool = False
     """Dropout on the attention probabilities. Unfused attention runs it as a kernel of its own
     after the fused scale-mask-softmax (Megatron-LM v2 megatron/model/transformer.py
