@@ -121,6 +121,13 @@ def test_unknown_attention_backend_is_a_one_line_input_error():
     assert "\n" not in str(err.value)
 
 
+def test_unknown_fp8_casts_is_a_one_line_input_error():
+    with pytest.raises(InputError) as err:
+        scenario(fp8_casts="inline")
+    assert "software.fp8_casts: Input should be 'separate' or 'fused'" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
 def test_overlap_is_a_scenario_input_per_kind():
     """ZeRO-3 over 4 nodes: phi = 0 exposes every gather and reduce-scatter, phi = 1 hides them."""
     z3 = dict(num_gpus=32, global_batch_size=32, parallelism=dict(tp=1, pp=1, zero_stage=3))
