@@ -350,6 +350,9 @@ def _stack_widgets() -> None:
                     help="1 = balanced (NVIDIA's benchmarks force it); the busiest expert-parallel rank sets the pace")
     c2.checkbox("Attention dropout", key="attention_dropout",
                 help="unfused attention only: the dropout kernel on the scores (flash attention fuses it)")
+    c1.checkbox("CUDA graphs", key="cuda_graphs",
+                help="Megatron-Core enable_cuda_graph: the host launches one graph per layer and pass instead of "
+                     "every op (a dropless MoE layer graphs its attention only); matters when the host binds")
 
 
 def _cost_widgets() -> None:

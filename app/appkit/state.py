@@ -252,7 +252,7 @@ def software_widget_values(sw: SoftwareStack) -> dict:
         "moe_pad_expert_input_to_capacity": sw.moe_pad_expert_input_to_capacity,
         "moe_load_imbalance": sw.moe_load_imbalance,
         "elementwise_kernels": sw.elementwise_kernels, "optimizer_kernels": sw.optimizer_kernels,
-        "fp8_casts": sw.fp8_casts,
+        "fp8_casts": sw.fp8_casts, "cuda_graphs": sw.cuda_graphs,
         "selective_recompute": ([sw.selective_recompute] if isinstance(sw.selective_recompute, str)
                                 else list(sw.selective_recompute)),
         "recompute_num_layers": sw.recompute_num_layers or 0,
@@ -395,6 +395,7 @@ def scenario_from_values(v: dict) -> Scenario:
             "elementwise_kernels": v.get("elementwise_kernels", "fused"),
             "optimizer_kernels": v.get("optimizer_kernels", "fused"),
             "fp8_casts": v.get("fp8_casts", "separate"),
+            "cuda_graphs": bool(v.get("cuda_graphs", False)),
             "selective_recompute": selective_recompute_value(v.get("selective_recompute", ["core_attn"])),
             "recompute_num_layers": int(v.get("recompute_num_layers", 0)) or None,
             "activation_offload_layers": int(v.get("activation_offload_layers", 0)),

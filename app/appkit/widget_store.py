@@ -42,7 +42,8 @@ def apply(values: dict) -> None:
 CLUSTER_KEYS = frozenset(("num_gpus", "zero_stage", "sequence_parallel", "pipeline_schedule",
                           *state.LAYOUT_FIELDS))
 STACK_KEYS = frozenset(("stack", "moe_router_fusion", "moe_permute_fusion", "moe_expert_capacity_factor",
-                        "moe_pad_expert_input_to_capacity", "moe_load_imbalance", "attention_dropout"))
+                        "moe_pad_expert_input_to_capacity", "moe_load_imbalance", "attention_dropout",
+                        "cuda_graphs"))
 BATCH_KEYS = frozenset(("seq_length", "global_batch_size", "micro_batch_size", "training_tokens_b", "precision",
                         "recompute", "grad_reduce_in_fp32", "attention_backend", "moe_dispatcher",
                         "elementwise_kernels", "cross_entropy", "optimizer_kernels", "fp8_casts", "selective_recompute",

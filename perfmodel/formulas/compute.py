@@ -64,6 +64,12 @@ GEMMS_PER_LINEAR_FWD_BWD = 3
 """A linear layer runs one GEMM forward and two backward (input and weight gradients)."""
 BACKWARD_HOST_OPS_OVER_FORWARD = 2
 """Autograd dispatches about two operations per forward operation (one per gradient)."""
+CUDA_GRAPH_LAUNCHES_PER_LAYER = 2
+"""Host launches per transformer layer and micro-batch when the layers run as CUDA graphs
+(``SoftwareStack.cuda_graphs``): one replay of the layer's captured forward and one of its
+backward (Megatron-Core ``CudaGraphManager``, megatron/core/transformer/cuda_graphs.py, records a
+forward and a backward graph per layer and replays them in place of the layer's eager calls).
+The operations and kernel launches inside a graph cost the host nothing."""
 BYTES_PER_ELEMENT = {"bf16": 2, "fp16": 2, "fp8": 1, "fp4": 0.5, "tf32": 4}
 FP8_CAST_BYTES_PER_ELEMENT = {"separate": 2 + 1 + 1, "fused": 1 + 1}
 """HBM bytes per element that turn a low-precision GEMM's 16-bit input into 8 bits
@@ -326,10 +332,29 @@ class BlockTime:
         return self.gemm_bwd_s + self.attn_bwd_s + self.mem_bwd_s
 
 
+def host_dispatched(times: tuple[OpTime, ...], sw: SoftwareStack) -> tuple[tuple[OpTime, ...], int]:
+    """(the layer's operations the host dispatches one by one, the graph launches beside them).
+
+    Eager: every operation, no graph. With ``sw.cuda_graphs`` the layer is captured, so the
+    host launches ``CUDA_GRAPH_LAUNCHES_PER_LAYER`` graphs; a MoE layer whose experts are not
+    padded to their capacity has data-dependent shapes after the router, so only its attention
+    part is a graph and the router, permutations, experts and their activation stay eager
+    (Megatron-Core v0.12 MoE README: 'CUDA Graph support for dropless MoE models with attention
+    only capture'; Transformer Engine PR #1233)."""
+    if not sw.cuda_graphs:
+        return times, 0
+    moe_layer = any(t.name.startswith("moe/") for t in times)
+    if not moe_layer or sw.moe_pad_expert_input_to_capacity:
+        return (), CUDA_GRAPH_LAUNCHES_PER_LAYER
+    return (tuple(t for t in times if t.name.startswith("moe/") or t.name == "mlp/activation"),
+            CUDA_GRAPH_LAUNCHES_PER_LAYER)
+
+
 def block_time(ops: tuple[Op, ...], model: ModelSpec, layouts: Layouts, seq_length: int,
                precision: str, hw: HardwareSpec, eff: Efficiencies, sw: SoftwareStack) -> BlockTime:
     times = tuple(once_per_shape(op_time, op, model, layouts, seq_length, precision, hw, eff, sw) for op in ops)
     zero = np.zeros(len(layouts))
+    eager, graphs = host_dispatched(times, sw)
 
     def total(kind, attr):
         return sum((getattr(t, attr) for t in times if t.kind is kind), zero)
@@ -338,7 +363,7 @@ def block_time(ops: tuple[Op, ...], model: ModelSpec, layouts: Layouts, seq_leng
         gemm_fwd_s=total(OpKind.GEMM, "fwd_s"), gemm_bwd_s=total(OpKind.GEMM, "bwd_s"),
         attn_fwd_s=total(OpKind.ATTENTION, "fwd_s"), attn_bwd_s=total(OpKind.ATTENTION, "bwd_s"),
         mem_fwd_s=total(OpKind.MEMORY, "fwd_s"), mem_bwd_s=total(OpKind.MEMORY, "bwd_s"),
-        host_ops=(1 + BACKWARD_HOST_OPS_OVER_FORWARD) * sum(t.host_ops_fwd for t in times),
-        extra_launches=sum((t.extra_launches for t in times), zero),
+        host_ops=(1 + BACKWARD_HOST_OPS_OVER_FORWARD) * sum(t.host_ops_fwd for t in eager) + graphs,
+        extra_launches=sum((t.extra_launches for t in eager), zero),
         ops=times, wgrad_s=sum((t.wgrad_s for t in times), zero),
     )

@@ -209,6 +209,15 @@ class SoftwareStack(_Frozen):
     tensor, which writes the 8-bit copy and its transpose, 2 bytes per element (XLA with
     flax's delayed-scaling ``Fp8DotGeneralOp``, as MaxText's ``quantization: fp8`` runs;
     ``perfmodel.formulas.compute.FP8_CAST_BYTES_PER_ELEMENT``)."""
+    cuda_graphs: StrictBool = False
+    """Each transformer layer's forward and backward replay as captured CUDA graphs, so the host
+    launches a graph per layer and pass instead of dispatching every operation (Megatron-Core
+    ``enable_cuda_graph``, which NeMo's and Megatron-Bridge's performance recipes set as
+    ``cuda_graphs``; ``perfmodel.formulas.compute.host_dispatched``). It changes only the host's
+    dispatch time, which binds when a micro-batch's GPU work is shorter (fast GPUs, Grace hosts).
+    A MoE layer is a graph whole only with ``moe_pad_expert_input_to_capacity`` (static shapes, as
+    the recipes that graph MoE models set through token drop); dropless, its attention part is
+    graphed and the router, permutations and experts stay eager. Default false, Megatron-Core's."""
     optimizer_kernels: OptimizerKernels = "fused"
     """How the Adam step runs: fused = one pass over gradient, master weight and states (apex /
     Transformer Engine FusedAdam under Megatron-Core's distributed optimizer,

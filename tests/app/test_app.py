@@ -551,13 +551,19 @@ def test_a_stack_and_its_overrides_survive_widgets_url_and_yaml():
     from perfmodel.spec.scenario import parse_scenario, scenario_to_dict
     data = scenario_to_dict(state.default_scenario())
     data["software"] = {"stack": "torchtitan-2412-eager", "cross_entropy": "fused", "moe_load_imbalance": 1.25,
-                        "moe_expert_capacity_factor": 1.5, "attention_dropout": True}
+                        "moe_expert_capacity_factor": 1.5, "attention_dropout": True, "cuda_graphs": True}
     sc = parse_scenario(data)
     assert sc.software.elementwise_kernels == "eager" and sc.software.optimizer_kernels == "foreach"
     assert state.scenario_from_values(state.widget_values(sc)) == sc
     assert scenario_to_dict(state.scenario_from_values(state.widget_values(sc)))["software"] == data["software"]
     assert state.decode_query(state.encode_query(json.loads(json.dumps(scenario_to_dict(sc))))) == sc
     assert parse_scenario(yaml.safe_load(state.scenario_yaml(sc))) == sc
+
+    at = _open(_app(), "Scenario file and link")
+    at.file_uploader(key="scenario_upload").upload("s.yaml", state.scenario_yaml(sc).encode(), "application/x-yaml").run()
+    _assert_clean(at)
+    _open(at, "Software stack")
+    assert at.checkbox(key="cuda_graphs").value and at.checkbox(key="attention_dropout").value
 
 
 def test_choosing_a_stack_sets_its_options_and_changes_the_figures():

@@ -5,6 +5,9 @@ from support import SW, sw
 
 from perfmodel.formulas.compute import (
     ATTENTION_BWD_OVER_FWD_EXECUTED,
+    BACKWARD_HOST_OPS_OVER_FORWARD,
+    CUDA_GRAPH_LAUNCHES_PER_LAYER,
+    block_time,
     gemm_efficiency,
     gemm_shape,
     gemm_time_s,
@@ -288,3 +291,31 @@ def test_attention_runs_at_the_clock_of_a_step_by_hand():
     g1, g2 = (op_time(up, m, _layouts(), 8192, "bf16", H100, e, SW) for e in (alone, in_step))
     assert float(g1.fwd_s[0]) == float(g2.fwd_s[0]) and float(g1.bwd_s[0]) == float(g2.bwd_s[0])
 
+
+
+def test_cuda_graphs_replace_a_layers_host_dispatches_by_hand():
+    """cuda_graphs: a dense layer costs the host CUDA_GRAPH_LAUNCHES_PER_LAYER = 2 launches (its
+    forward and backward graphs) instead of (1 + 2) x its forward operations, and no kernel
+    launches of its own; its GPU time does not change. A dropless MoE layer graphs its attention
+    only: the router, permutations, experts and their activation stay eager, (1 + 2) x theirs
+    beside the 2 launches. Padded to capacity, the MoE layer is one graph too."""
+    m = ModelSpec(num_layers=2, hidden_size=4096, num_attention_heads=32, num_query_groups=8, ffn_hidden_size=14336,
+                  vocab_size=32000, moe=dict(num_experts=8, top_k=2, expert_ffn_hidden_size=14336))
+    L = _layouts(mbs=1, ep=2)
+
+    def block(kind, **options):
+        return block_time(layer_ops(m, kind, sw(**options)), m, L, 4096, "fp8", H100, H100.efficiency, sw(**options))
+
+    eager, graphed = block(LayerKind.DENSE), block(LayerKind.DENSE, cuda_graphs=True)
+    assert eager.host_ops == (1 + BACKWARD_HOST_OPS_OVER_FORWARD) * sum(t.host_ops_fwd for t in eager.ops)
+    assert graphed.host_ops == CUDA_GRAPH_LAUNCHES_PER_LAYER == 2
+    assert float(graphed.extra_launches[0]) == 0.0
+    assert float(graphed.fwd_s[0]) == float(eager.fwd_s[0]) and float(graphed.bwd_s[0]) == float(eager.bwd_s[0])
+
+    moe = block(LayerKind.MOE, cuda_graphs=True)
+    left = [t for t in moe.ops if t.name.startswith("moe/") or t.name == "mlp/activation"]
+    assert {t.name for t in left} >= {"moe/router", "moe/expert_up", "moe/expert_down", "moe/permute"}
+    assert moe.host_ops == 3 * sum(t.host_ops_fwd for t in left) + 2
+    assert float(moe.extra_launches[0]) == sum(float(t.extra_launches[0]) for t in left)
+    padded = block(LayerKind.MOE, cuda_graphs=True, moe_expert_capacity_factor=1.0, moe_pad_expert_input_to_capacity=True)
+    assert padded.host_ops == 2 and float(padded.extra_launches[0]) == 0.0

@@ -121,6 +121,13 @@ def test_unknown_attention_backend_is_a_one_line_input_error():
     assert "\n" not in str(err.value)
 
 
+def test_a_cuda_graphs_value_that_is_not_a_boolean_is_a_one_line_input_error():
+    with pytest.raises(InputError) as err:
+        scenario(cuda_graphs="sometimes")
+    assert "software.cuda_graphs: Input should be a valid boolean" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
 def test_unknown_fp8_casts_is_a_one_line_input_error():
     with pytest.raises(InputError) as err:
         scenario(fp8_casts="inline")

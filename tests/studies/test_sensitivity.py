@@ -101,6 +101,22 @@ def test_host_overhead_when_the_host_cannot_keep_ahead():
     assert e.step_time_s == pytest.approx(step - exposed + m * max(0.0, h / 2 - g), rel=1e-9)
 
 
+def test_cuda_graphs_leave_only_the_per_step_syncs_when_the_host_bound():
+    """The host-bound micro-batch above, its layers run as CUDA graphs: the host launches 2 graphs
+    per layer (24 x 2 x 15 us = 0.72 ms per micro-batch with the 1.7B GPT's 24 layers), under
+    the GPU's time, so no host time is exposed and the overheads are the 2 alpha syncs alone."""
+    r = _resolved(model="megatron-1.7b", seq_length=128, global_batch_size=64)
+    graphed = dataclasses.replace(r, job=dataclasses.replace(r.job, software=r.job.software.model_copy(
+        update={"cuda_graphs": True})))
+    alpha = r.job.efficiency.scale_out_latency_s
+    eager_bd, bd = (perturbed(x, Speeds()) for x in (r, graphed))
+    assert eager_bd["overheads"] > 2 * alpha
+    g = (bd["compute"] + bd["recompute"]) / r.num_microbatches
+    assert 2 * r.job.model.num_layers * r.job.efficiency.host_op_overhead_s < g
+    assert bd["overheads"] == pytest.approx(2 * alpha)
+    assert bd["compute"] == eager_bd["compute"]
+
+
 def test_input_pipeline_when_the_loader_binds():
     """Peak and HBM a million times faster, no fixed kernel or host costs: the step's work is
     almost nothing, so the loader sets it. One GPU reads 8 x 4,096 tokens x 4 bytes = 131,072 B
