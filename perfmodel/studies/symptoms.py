@@ -120,7 +120,8 @@ TERMS = {
                             "shard the optimizer (distributed optimizer) or grow the batch"),
     "overheads": TermAdvice("host dispatch and per-step synchronisation", (2,),
                             "GPU idle gaps between kernels in a timeline; CPU use of the training process",
-                            "CUDA graphs or torch.compile, fewer and larger kernels, larger micro-batches"),
+                            "CUDA graphs (software.cuda_graphs: true predicts it) or torch.compile, fewer and "
+                            "larger kernels, larger micro-batches"),
     "data_wait": TermAdvice("the input pipeline", (1,), "the data loader's wait per step, CPU use, storage read rate",
                             "more loader workers, prefetching, I/O overlapped with compute"),
 }
