@@ -55,6 +55,9 @@ def bind(scenario: Scenario, model: ModelSpec, hardware: HardwareSpec, efficienc
          num_gpus: int | None = None, precision: str | None = None) -> Job:
     """The scenario as a ``Job`` (at another GPU count or precision where given: the search's)."""
     n = scenario.num_gpus if num_gpus is None else num_gpus
+    if scenario.fabric is not None:
+        hardware = hardware.model_copy(update={"scale_out": hardware.scale_out.model_copy(
+            update={"fabric": scenario.fabric})})
     return Job(model=model, hardware=placed(hardware, n), efficiency=efficiency, software=scenario.software,
                seq_length=scenario.seq_length, global_batch_size=scenario.global_batch_size, num_gpus=n,
                precision=scenario.precision if precision is None else precision, recompute=scenario.recompute,

@@ -67,6 +67,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perfmodel.formulas.fabric import crossing_latency_s, crossing_slowdown, cross_tier_share, domains_per_leaf
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.hardware import HardwareSpec
 
@@ -190,6 +191,7 @@ def group_time_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: E
     size = np.asarray(size_bytes, dtype=float)
     up, out = scale_up_fabric(hw, eff), scale_out_fabric(hw, eff)
     g_in, n_out = group_domains(n, stride, hw.scale_up.domain_size)
+    out = through_fabric(out, hw, stride, g_in, n_out)
     inside = n_out == 1
     nvls = Algorithm.NVLS if hw.scale_up.in_network_reduction else Algorithm.RING
 
@@ -208,6 +210,20 @@ def group_time_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: E
         t_span = across_domains_s(op, size, n, g_in, n_out, up, out, hw.scale_up.in_network_reduction)
     t = _apply_measured(op, size, n, n_out, eff, np.where(inside, t_inside, t_span))
     return np.where(n > 1, t, 0.0)
+
+
+def through_fabric(out: Fabric, hw: HardwareSpec, stride, g_in, n_out) -> Fabric:
+    """The scale-out fabric as a group spanning ``n_out`` domains (``g_in`` GPUs in each, members
+    ``stride`` ranks apart) sees it through the scale-out's oversubscribed leaf tier
+    (``perfmodel.formulas.fabric``): busbw / ((1 - f) + f o) and the crossing hops' latency, with
+    f the share of its traffic that leaves a leaf. ``out`` itself without a fabric."""
+    fab = hw.scale_out.fabric
+    if fab is None:
+        return out
+    host = hw.scale_up.gpus_per_host or hw.scale_up.domain_size
+    f = cross_tier_share(n_out, domains_per_leaf(stride, g_in, host, fab))
+    return Fabric(out.busbw_bytes_per_s / crossing_slowdown(f, fab.oversubscription),
+                  out.latency_s + crossing_latency_s(f, fab))
 
 
 def across_racks_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: Efficiencies, t_flat):

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, StrictBool, model_validator
 
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.errors import InputError, read_data_file, validated
+from perfmodel.spec.fabric import FabricSpec
 from perfmodel.spec.limits import (
     MAX_COUNT,
     MAX_GB_PER_S,
@@ -187,6 +188,9 @@ class ScaleOutSpec(_Frozen):
     nic_bandwidth_gbit_per_s: real_field(MAX_GBIT_PER_S, MIN_RATE, exclusive_minimum=False)
     """Line rate of one NIC, one direction, in Gb/s (bits)."""
     latency_us: LatencyUs
+    fabric: FabricSpec | None = None
+    """The network the NICs plug into (``perfmodel.spec.fabric``); None: a non-blocking network,
+    as the calibrated bandwidths and latencies measured it. A scenario's ``fabric:`` sets it."""
 
     @property
     def bandwidth_bytes_per_s(self) -> float:

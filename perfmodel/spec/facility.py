@@ -1,0 +1,32 @@
+"""The site a cluster must fit: its power envelope and its power usage effectiveness
+(``facility:`` in a scenario; ``perfmodel size --power-mw``). The formulas that turn them into a
+GPU count are ``perfmodel.formulas.power``."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from perfmodel.spec.cost import PUE_GENERAL
+from perfmodel.spec.errors import validated
+from perfmodel.spec.limits import MAX_RATIO, real_field
+
+MAX_POWER_MW = 100_000.0
+"""20x the largest campuses announced for AI training (about 5 GW)."""
+
+
+class Facility(BaseModel):
+    """A power envelope. Unknown keys are errors."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    power_mw: real_field(MAX_POWER_MW) | None = None
+    """The site's power envelope in MW, facility power (what the grid connection delivers:
+    IT load x PUE). None: no power limit."""
+    pue: real_field(MAX_RATIO, 1.0, exclusive_minimum=False) = PUE_GENERAL
+    """Power usage effectiveness of the site, facility power over IT power (default: a
+    non-hyperscaler data centre, ``perfmodel.spec.cost.PUE_GENERAL``)."""
+
+
+def parse_facility(data: dict) -> Facility:
+    """Validate a mapping into a Facility, or raise a one-line InputError."""
+    return validated(Facility, data, "facility", "must be a mapping")
