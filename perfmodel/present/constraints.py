@@ -1,0 +1,41 @@
+"""Sizing's constraints in words: the power envelope, the constraint that binds and what relaxing
+it buys (``perfmodel.studies.constraints``), for the CLI and the app."""
+
+from __future__ import annotations
+
+from perfmodel.present import fmt
+
+BINDING_TEXT = {
+    "power": "the power envelope",
+    "deadline": "the deadline",
+    "budget": "the budget",
+    "batch": "the global batch",
+    "none": "nothing: the cheapest count meets the deadline and the budget",
+}
+
+
+def power_cap_text(hardware_id: str, cap) -> str:
+    """'h100-sxm: 20 MW at PUE 1.3 holds 12,064 GPUs (1,658 W each at the facility)'."""
+    if cap is None:
+        return ""
+    fabric = ""
+    if cap.fabric_w_per_gpu:
+        fabric = f", {cap.fabric_w_per_gpu:.0f} W of it the fabric's" + (
+            "" if cap.switch_power_known else " optics (switch power unknown)")
+    return (f"{hardware_id}: {cap.power_mw:g} MW at PUE {cap.pue:g} holds {cap.num_gpus:,} GPUs "
+            f"({cap.per_gpu_facility_w:,.0f} W each at the facility{fabric})")
+
+
+def binding_text(hardware_id: str, constraints, tokens: float) -> str:
+    """'h100-sxm binds: the power envelope; relaxing it to 16,384 GPUs: 30 d for $40M' (and tokens
+    per MWh of the option shown)."""
+    if constraints is None or not constraints.binding:
+        return ""
+    out = f"{hardware_id} binds: {BINDING_TEXT.get(constraints.binding, constraints.binding)}"
+    r = constraints.relaxed
+    if r is not None:
+        out += (f"; relaxing it to {r.num_gpus:,} GPUs: {fmt.seconds(r.time_to_train_s)} for "
+                f"{fmt.usd(r.cost_usd)}")
+    if constraints.tokens_per_mwh is not None:
+        out += f"; {fmt.compact(constraints.tokens_per_mwh)} tokens per MWh"
+    return out

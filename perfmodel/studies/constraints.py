@@ -1,0 +1,144 @@
+"""The constraints a sizing answers to beyond the deadline and the budget: the site's power
+envelope (``facility.power_mw``), the network bought (``fabric``), and which of them binds.
+
+A power envelope caps the GPU count of each hardware type at N_max (``formulas.power``), in whole
+nodes (racks), counting the fabric's power per GPU where a fabric is given. Sizing then tries the
+counts up to N_max, and N_max itself. The binding constraint of a row:
+
+==========  ===============================================================================
+power       nothing meets the deadline and the fastest option is the envelope's N_max (counts
+            beyond it were left out), or no count the envelope holds runs at all
+deadline    nothing meets the deadline within the counts tried, or the cheapest count overall
+            misses it (the deadline forces a larger, dearer count)
+budget      what meets the deadline costs more than the budget
+batch       more GPUs are no faster at the largest batch allowed (``SizingRow.limited_by``)
+none        the cheapest option overall meets both
+==========  ===============================================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from perfmodel.formulas.fabric import bill_of_materials
+from perfmodel.formulas.power import facility_power_per_gpu_w, gpus_under_envelope, tokens_per_mwh
+from perfmodel.spec.cost import CostModel
+from perfmodel.spec.facility import Facility
+from perfmodel.spec.hardware import HardwareSpec
+from perfmodel.spec.scenario import Scenario
+
+FABRIC_POWER_ITERATIONS = 3
+"""The fabric's power per GPU depends on the count it serves, and the count on the power: a few
+fixed-point rounds settle it (it changes by a fraction of a watt per GPU between rounds)."""
+
+
+@dataclass(frozen=True)
+class PowerCap:
+    """The GPUs of one hardware type a power envelope holds."""
+
+    num_gpus: int
+    power_mw: float
+    pue: float
+    per_gpu_facility_w: float
+    """(node power per GPU + fabric power per GPU) x PUE."""
+    fabric_w_per_gpu: float
+    switch_power_known: bool
+    """False when a fabric is given without its switches' power: only its optics are counted."""
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def power_cap(hw: HardwareSpec, scenario: Scenario) -> PowerCap | None:
+    """N_max for ``hw`` under the scenario's facility envelope; None without an envelope."""
+    fac = scenario.facility
+    if fac.power_mw is None:
+        return None
+    g = hw.power.gpus_per_node
+    host = hw.scale_up.gpus_per_host or hw.scale_up.domain_size
+    fabric_w, known = 0.0, True
+    n = gpus_under_envelope(fac.power_mw, facility_power_per_gpu_w(hw, fac.pue, 0.0), g)
+    if scenario.fabric is not None:
+        for _ in range(FABRIC_POWER_ITERATIONS):
+            if n < 1:
+                break
+            bom = bill_of_materials(n, host, hw.scale_out.nics_per_gpu, scenario.fabric)
+            fabric_w, known = bom.power_w / n, bom.switch_power_w is not None
+            n = gpus_under_envelope(fac.power_mw, facility_power_per_gpu_w(hw, fac.pue, fabric_w), g)
+    return PowerCap(n, fac.power_mw, fac.pue, facility_power_per_gpu_w(hw, fac.pue, fabric_w), fabric_w, known)
+
+
+@dataclass(frozen=True)
+class RowConstraints:
+    """What binds one hardware type's sizing, the envelope, and what relaxing the envelope buys."""
+
+    binding: str
+    """power, deadline, budget, batch or none (module table); '' when nothing ran for another reason."""
+    power_cap: PowerCap | None = None
+    relaxed: object | None = None
+    """With power binding: the option (``SizingOption``) at the smallest count tried beyond the
+    envelope, at the largest batch allowed; None when there is none."""
+    tokens_per_mwh: float | None = None
+    """Of the option shown (the choice, else the one that binds)."""
+
+    def to_dict(self) -> dict:
+        r = self.relaxed
+        return {"binding_constraint": self.binding, "tokens_per_mwh": self.tokens_per_mwh,
+                "power_cap": self.power_cap.to_dict() if self.power_cap else None,
+                "relaxed": None if r is None else {"num_gpus": r.num_gpus, "time_to_train_s": r.time_to_train_s,
+                                                   "cost_usd": r.cost_usd, "energy_kwh": r.energy_kwh}}
+
+
+def row_constraints(rule: str, limited_by: str | None, choice, binding, options, cap: PowerCap | None,
+                    all_counts: tuple[int, ...], counts: tuple[int, ...], option_at) -> RowConstraints:
+    """The row's ``RowConstraints``; ``option_at(n)`` sizes one more count (the relaxed one)."""
+    shown = choice or binding
+    forced = choice is not None and min(options, key=lambda o: (o.cost_usd, o.time_to_train_s)) is not choice
+    bind = binding_constraint(rule, limited_by, shown.num_gpus if shown else None, cap, forced, counts != all_counts)
+    beyond = [n for n in all_counts if cap is not None and n > cap.num_gpus]
+    relaxed = option_at(beyond[0]) if bind == "power" and beyond else None
+    return RowConstraints(bind, cap, relaxed, option_tokens_per_mwh(shown))
+
+
+def capped_counts(counts: tuple[int, ...], cap: PowerCap | None) -> tuple[int, ...]:
+    """The counts at most N_max, and N_max itself (the most the site holds)."""
+    if cap is None:
+        return counts
+    kept = {n for n in counts if n <= cap.num_gpus}
+    if cap.num_gpus >= 1:
+        kept.add(cap.num_gpus)
+    return tuple(sorted(kept))
+
+
+def binding_constraint(rule: str, limited_by: str | None, shown_num_gpus: int | None, cap: PowerCap | None,
+                       deadline_forces_more: bool, capped: bool) -> str:
+    """The constraint that binds a sizing row (module table). ``capped``: the envelope removed
+    counts the sizing would otherwise have tried."""
+    if rule == "deadline_missed":
+        if cap is not None and shown_num_gpus == cap.num_gpus and capped:
+            return "power"
+        return "batch" if limited_by == "batch" else "deadline"
+    if rule in ("over_budget", "deadline_costs_more"):
+        return "budget"
+    if rule == "cheapest":
+        return "deadline" if deadline_forces_more else "none"
+    if rule == "none_runs" and capped:
+        return "power"
+    return ""
+
+
+def at_site(scenario: Scenario, cost_model: CostModel, facility: Facility | None) -> tuple[Scenario, CostModel]:
+    """The scenario at ``facility`` (None: its own), and the cost model at the site's PUE when it
+    has a power envelope (the energy a run uses is the site's)."""
+    if facility is not None:
+        scenario = scenario.model_copy(update={"facility": facility})
+    if scenario.facility.power_mw is not None:
+        cost_model = cost_model.model_copy(update={"pue": scenario.facility.pue})
+    return scenario, cost_model
+
+
+def option_tokens_per_mwh(option) -> float | None:
+    """Tokens trained per MWh of facility energy by a sizing option (``formulas.power``)."""
+    if option is None:
+        return None
+    return tokens_per_mwh(option.candidate.scenario.training_tokens or 0.0, option.energy_kwh)

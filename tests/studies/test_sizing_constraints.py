@@ -1,0 +1,116 @@
+"""Sizing under a power envelope and with a fabric: GPU counts by hand, the constraint that binds,
+and the CLI's --power-mw."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from perfmodel.cli import main
+from perfmodel.formulas.power import facility_power_per_gpu_w, gpus_under_envelope, tokens_per_mwh
+from perfmodel.spec.facility import Facility
+from perfmodel.spec.hardware import load_hardware
+from perfmodel.spec.scenario import parse_scenario
+from perfmodel.studies.constraints import capped_counts, power_cap
+from perfmodel.studies.search import SearchOptions
+from perfmodel.studies.sizing import size_cluster
+
+SMALL = dict(name="small", num_layers=8, hidden_size=1024, num_attention_heads=16, ffn_hidden_size=4096,
+             vocab_size=32000)
+OPTS = SearchOptions(recompute=("none",), max_micro_batch_size=2)
+
+
+def llama70b(**over):
+    base = dict(hardware="h100-sxm", num_gpus=1024, model="llama3-70b", seq_length=8192, global_batch_size=2048,
+                training_tokens=15e12)
+    return parse_scenario({**base, **over})
+
+
+def test_power_limited_count_is_the_envelope_over_per_gpu_facility_power():
+    """Llama 3 70B on 15T tokens at a 20 MW site with PUE 1.3, on DGX H100 (10.2 kW, 8 GPUs):
+    p = 10,200 / 8 x 1.3 = 1,657.5 W per GPU at the facility; 20e6 / 1,657.5 = 12,066.4 GPUs,
+    1,508 whole nodes = 12,064 GPUs."""
+    sc = llama70b(facility={"power_mw": 20, "pue": 1.3})
+    cap = power_cap(load_hardware("h100-sxm"), sc)
+    assert cap.per_gpu_facility_w == pytest.approx(10_200 / 8 * 1.3)
+    assert cap.num_gpus == 12_064 == 8 * int(20e6 / (10_200 / 8 * 1.3) // 8)
+    # a GB200 NVL72 rack (120 kW, 72 GPUs) is the unit: 20e6 / (120e3 x 1.3) = 128.2 racks
+    gb = power_cap(load_hardware("gb200-nvl72"), sc)
+    assert gb.num_gpus == 128 * 72
+    assert capped_counts((4096, 8192, 16384), cap) == (4096, 8192, 12_064)
+    assert power_cap(load_hardware("h100-sxm"), llama70b()) is None
+
+
+def test_formulas_by_hand():
+    hw = load_hardware("h100-sxm")
+    assert facility_power_per_gpu_w(hw, 1.25, 30.0) == pytest.approx((1275 + 30) * 1.25)
+    assert gpus_under_envelope(1.0, 1000.0, 8) == 1000
+    assert gpus_under_envelope(1.0, 1001.0, 8) == 992
+    assert tokens_per_mwh(3e9, 1000.0) == pytest.approx(3e9)
+
+
+def test_fabric_power_counts_against_the_envelope():
+    """A 1:1 three-tier fabric (two tiers of 64-port switches reach 2,048 NICs): per GPU one NIC
+    transceiver (8 W) and about 5 switch ports (leaf down, leaf up, spine down, spine up, core) in
+    twin-port transceivers (2.5 x 15 W): about 45.5 W, so the 20 MW site holds fewer GPUs."""
+    sc = llama70b(facility={"power_mw": 20, "pue": 1.3}, fabric={"tiers": 3})
+    cap = power_cap(load_hardware("h100-sxm"), sc)
+    assert cap.fabric_w_per_gpu == pytest.approx(8 + 2.5 * 15, rel=0.02) and not cap.switch_power_known
+    assert cap.num_gpus < 12_064
+    assert cap.num_gpus == gpus_under_envelope(20, (1275 + cap.fabric_w_per_gpu) * 1.3, 8)
+
+
+def small(**over):
+    base = dict(hardware="h100-sxm", num_gpus=8, model=dict(SMALL), seq_length=2048, global_batch_size=128)
+    return parse_scenario({**base, **over})
+
+
+def test_power_binds_when_the_fastest_count_is_the_envelope():
+    """An envelope of 64 H100 (64 x 1,275 W x 1.25 = 102 kW): counts beyond it are not tried; with
+    a deadline nothing meets, the fastest is the envelope's count, power binds, and relaxing it
+    to the next count is reported."""
+    fac = Facility(power_mw=64 * 1275 * 1.25 / 1e6, pue=1.25)
+    free = size_cluster(small(), 1e11, hardware_ids=["h100-sxm"], gpu_counts=[16, 32, 64, 128], options=OPTS).rows[0]
+    fastest_free = min(o.time_to_train_s for o in free.options)
+    row = size_cluster(small(), 1e11, deadline_s=fastest_free * 0.5, hardware_ids=["h100-sxm"],
+                       gpu_counts=[16, 32, 64, 128], options=OPTS, facility=fac).rows[0]
+    assert row.constraints.power_cap.num_gpus == 64
+    assert max(o.num_gpus for o in row.options) <= 64
+    assert row.rule == "deadline_missed" and row.binding.num_gpus == 64
+    assert row.constraints.binding == "power"
+    assert row.constraints.relaxed is not None and row.constraints.relaxed.num_gpus == 128
+    assert row.constraints.relaxed.time_to_train_s < row.binding.time_to_train_s
+    d = row.to_dict()
+    assert d["binding_constraint"] == "power" and d["power_cap"]["num_gpus"] == 64
+    assert d["tokens_per_mwh"] == pytest.approx(1e11 / (row.binding.energy_kwh / 1000))
+    # without an envelope the same row is bound by the deadline (the counts tried)
+    unbound = size_cluster(small(), 1e11, deadline_s=fastest_free * 0.5, hardware_ids=["h100-sxm"],
+                           gpu_counts=[16, 32, 64, 128], options=OPTS).rows[0]
+    assert unbound.constraints.binding == "deadline" and unbound.constraints.power_cap is None
+
+
+def test_no_envelope_no_fabric_keeps_the_rows():
+    a = size_cluster(small(), 1e11, hardware_ids=["h100-sxm"], gpu_counts=[8, 16], options=OPTS).rows[0]
+    b = size_cluster(small(facility={"pue": 1.25}), 1e11, hardware_ids=["h100-sxm"], gpu_counts=[8, 16],
+                     options=OPTS).rows[0]
+    assert [o.time_to_train_s for o in a.options] == [o.time_to_train_s for o in b.options]
+    assert [o.cost_usd for o in a.options] == [o.cost_usd for o in b.options]
+
+
+def test_cli_power_mw(tmp_path, capsys):
+    import yaml
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(json.loads(small().model_dump_json(exclude_none=True))))
+    base = ["size", str(path), "--tokens", "1e11", "--hardware", "h100-sxm", "--gpus", "8,16,32",
+            "--recompute", "none", "--no-profile", "--jobs", "1"]
+    assert main(base + ["--power-mw", "0.03", "--pue", "1.25", "--format", "json"]) == 0
+    row = json.loads(capsys.readouterr().out)["rows"][0]
+    # 0.03 MW / (1,275 W x 1.25) = 18.8 GPUs -> 2 nodes = 16
+    assert row["power_cap"]["num_gpus"] == 16 and row["num_gpus"] <= 16
+    assert main(base + ["--power-mw", "0.03"]) == 0
+    out = capsys.readouterr().out
+    assert "holds 16 GPUs" in out and "binds:" in out and "tokens per MWh" in out
+    assert main(base + ["--power-mw", "-1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--power-mw" in err and "Traceback" not in err
