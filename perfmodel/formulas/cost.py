@@ -18,7 +18,8 @@ N, T      GPUs, wall-clock time of the job                     ``num_gpus``, ``w
 Formulas (Cottier et al. 2024, "The rising costs of training frontier AI models",
 arXiv 2405.21015, sec. 2.2-2.4 and app. A.1, A.4, use the same structure):
 
-* cloud:  usd_per_gpu_hour = p
+* cloud:  usd_per_gpu_hour = p (the capacity class's price: on demand by ``cloud_class``,
+          reserved 1y/3y or spot where the spec sources one, ``perfmodel.spec.capacity``)
 * TCO:    usd_per_gpu_hour = C (1 + o) / (Y * 8766 h * u)  +  P a PUE e / 1000
 * job:    gpu_hours = N T / 3600;  cost = gpu_hours * usd_per_gpu_hour
 * energy: energy_kwh = N P a PUE T / 3.6e6   -- **facility** energy, PUE included, in both modes
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perfmodel.spec.capacity import CAPACITY
 from perfmodel.spec.cost import CostModel
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import HardwareSpec
@@ -104,6 +106,13 @@ def rental_usd_per_gpu_hour(hw: HardwareSpec, cost_model: CostModel) -> float:
     when the spec has no sourced price of that class."""
     if cost_model.usd_per_gpu_hour is not None:
         return cost_model.usd_per_gpu_hour
+    held = CAPACITY[cost_model.capacity]
+    if held.price_field is not None:
+        p = getattr(hw.price, held.price_field)
+        if p is None:
+            raise InputError("cost.capacity", f"{held.name} price unavailable for {hw.id}: none is sourced; give "
+                                              f"your own (cost.usd_per_gpu_hour, --price), or rent on demand")
+        return p
     if cost_model.cloud_class == "listed":
         return hw.price.cloud_usd_per_gpu_hour
     p = hw.price.class_usd_per_gpu_hour(cost_model.cloud_class)
@@ -120,7 +129,8 @@ class PriceQuote:
     usd_per_gpu_hour: float
     basis: str
     """``own`` (your price), ``listed``, ``hyperscaler``, ``neocloud`` (a rental price of the
-    spec) or ``tco`` (owning: capital, networking and energy)."""
+    spec), a capacity class (``reserved_1y``, ``reserved_3y``, ``spot``) or ``tco`` (owning:
+    capital, networking and energy)."""
     source: str
     """The citation of the price (the hardware spec's ``sources`` entry), or what it is made of."""
     purchase_usd_per_gpu: float | None = None
@@ -137,6 +147,9 @@ def price_quote(hw: HardwareSpec, cost_model: CostModel) -> PriceQuote:
         return PriceQuote(total, "tco", src, C)
     if cost_model.usd_per_gpu_hour is not None:
         return PriceQuote(total, "own", "your price")
+    held = CAPACITY[cost_model.capacity]
+    if held.price_field is not None:
+        return PriceQuote(total, held.name, hw.sources.get(f"price.{held.price_field}", "the hardware spec"))
     if cost_model.cloud_class == "listed":
         key = "price.cloud_usd_per_gpu_hour"
         return PriceQuote(total, "listed", hw.sources.get(key) or f"{hw.price.cloud_provider}, {hw.price.cloud_date}")

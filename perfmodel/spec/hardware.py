@@ -242,6 +242,12 @@ class PriceSpec(_Frozen):
     """On-demand price at a hyperscaler, where a source gives one (None: none sourced)."""
     neocloud_usd_per_gpu_hour: real_field(MAX_USD) | None = None
     """On-demand price at a GPU-specialist cloud, where a source gives one (None: none sourced)."""
+    reserved_1y_usd_per_gpu_hour: real_field(MAX_USD) | None = None
+    """Price per GPU-hour reserved for one year (``perfmodel.spec.capacity``); None: none sourced."""
+    reserved_3y_usd_per_gpu_hour: real_field(MAX_USD) | None = None
+    """Price per GPU-hour reserved for three years; None: none sourced."""
+    spot_usd_per_gpu_hour: real_field(MAX_USD) | None = None
+    """Spot (preemptible) price per GPU-hour; None: none sourced (spot prices move by the hour)."""
 
     def class_usd_per_gpu_hour(self, price_class: str) -> float | None:
         """The on-demand price of ``price_class`` (``PRICE_CLASSES``), None when none is sourced."""
