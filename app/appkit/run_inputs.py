@@ -91,6 +91,11 @@ STUDY = {"study_grow_batch": "grow_batch", "study_max_batch_mtokens": "max_batch
 the pages' options, carried by the link and the YAML. None means the page's default."""
 STUDY_SCALE = {"study_max_batch_mtokens": MEGA}
 """Study keys shown in another unit: field value = session value x scale (millions of tokens)."""
+SITE = {"site_power_mw": "power_mw", "site_pue": "pue", "fabric_oversubscription": "oversubscription",
+        "fabric_tiers": "tiers"}
+"""Session keys (not widgets; the Size page edits them) -> the scenario's ``facility`` (power
+envelope in MW, 0 = none; PUE) and ``fabric`` (oversubscription x:1, 0 = no fabric; tiers). The
+fabric's other keys (switch, prices) ride along in ``_fabric_other``."""
 SECTION_TITLES = {"reliability": "Failures and checkpoints", "startup": "Start-up", "input_pipeline": "Input pipeline",
                   "cost": "Cost"}
 
@@ -116,6 +121,30 @@ def widget_values(sc) -> dict:
         value = getattr(getattr(sc, f.section), f.name)
         value = 0 if value is None else value
         out[f.key] = int(value) if f.integer else float(value) / f.scale
+    out.update(site_values(sc))
+    return out
+
+
+def site_values(sc) -> dict:
+    """The ``SITE`` session values of the scenario ``sc``, and its fabric's other keys."""
+    fab = sc.fabric
+    other = {} if fab is None else fab.model_dump(mode="json", exclude_defaults=True, exclude={"oversubscription",
+                                                                                                 "tiers"})
+    return {"site_power_mw": float(sc.facility.power_mw or 0.0), "site_pue": float(sc.facility.pue),
+            "fabric_oversubscription": float(fab.oversubscription) if fab else 0.0,
+            "fabric_tiers": int(fab.tiers) if fab else 2, "_fabric_other": other}
+
+
+def site_sections(v: dict) -> dict:
+    """The scenario's ``facility`` and ``fabric`` from the ``SITE`` values (absent: none)."""
+    out: dict = {"facility": {}}
+    if v.get("site_power_mw"):
+        out["facility"]["power_mw"] = float(v["site_power_mw"])
+    if v.get("site_pue"):
+        out["facility"]["pue"] = float(v["site_pue"])
+    if v.get("fabric_oversubscription"):
+        out["fabric"] = {**(v.get("_fabric_other") or {}), "oversubscription": float(v["fabric_oversubscription"]),
+                         "tiers": int(v.get("fabric_tiers") or 2)}
     return out
 
 
@@ -143,6 +172,7 @@ def sections_from_values(v: dict) -> dict:
         raise InputError("cost.usd_per_gpu_hour", "the price basis 'own' needs your price per GPU-hour (> 0)")
     if basis in ("listed", "hyperscaler", "neocloud"):
         out["cost"]["usd_per_gpu_hour"] = None      # the spec's price of the class; yours is kept for 'own'
+    out.update(site_sections(v))
     return out
 
 

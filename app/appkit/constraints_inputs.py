@@ -1,0 +1,45 @@
+"""The Size page's constraints beyond the deadline and the budget: the site's power envelope and
+PUE, and the fabric bought (oversubscription, tiers). Their values are the ``run_inputs.SITE``
+session keys, so the link and the YAML carry them (``facility``, ``fabric``)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from perfmodel.present import fmt
+from perfmodel.spec.cost import PUE_GENERAL
+
+SYNC = {"size_power_mw": ("site_power_mw", 1.0, 0.0), "size_pue": ("site_pue", 1.0, None),
+        "size_oversubscription": ("fabric_oversubscription", 1.0, 0.0), "size_tiers": ("fabric_tiers", 1.0, None)}
+"""``run_inputs.submit_sync`` pairs: widget key -> (session key, scale, the value that means none)."""
+
+
+def draw(seeded) -> None:
+    """The four inputs, inside the page's form."""
+    c1, c2, c3, c4 = st.columns(4)
+    seeded(c1.number_input, "Power envelope (MW, 0 = none)", "size_power_mw", "site_power_mw", 0.0, min_value=0.0,
+           step=5.0, help="the site's facility power (IT load x PUE): each hardware type's GPU count is capped at "
+                          "what it holds, in whole nodes (racks) at their maximum power")
+    seeded(c2.number_input, "Site PUE", "size_pue", "site_pue", PUE_GENERAL, min_value=1.0, step=0.05,
+           help="facility power over IT power; with an envelope it also prices the energy")
+    seeded(c3.number_input, "Fabric oversubscription (x:1, 0 = none)", "size_oversubscription",
+           "fabric_oversubscription", 0.0, min_value=0.0, step=1.0,
+           help="a rail-optimised fat tree whose leaf tier is oversubscribed x:1: collectives that cross it slow "
+                "down, and its optics count against the power envelope; 0: a non-blocking network")
+    seeded(c4.number_input, "Fabric tiers", "size_tiers", "fabric_tiers", 2, min_value=1, max_value=3, step=1,
+           help="switch tiers: two reach 2,048 NICs of 64-port switches at 1:1; three beyond")
+
+
+def columns(r: dict) -> dict:
+    """The table's columns of one sizing row: what binds, the GPUs the envelope holds, tokens per MWh."""
+    cap = r.get("power_cap") or {}
+    return {"binds": r.get("binding_constraint") or "-",
+            "power cap (GPUs)": f"{cap['num_gpus']:,}" if cap else "-",
+            "tokens per MWh": fmt.compact(r["tokens_per_mwh"]) if r.get("tokens_per_mwh") else "-"}
+
+
+def notes(rows: list[dict]) -> None:
+    """One line per hardware type on the envelope and the binding constraint."""
+    lines = [t for r in rows for t in (r.get("power_text"), r.get("binding_text")) if t]
+    if lines:
+        st.markdown("**Power and what binds**\n" + "\n".join(f"- {t}" for t in lines))
