@@ -216,6 +216,9 @@ class PowerSpec(_Frozen):
     """GPUs per node (per rack for NVL72 systems, with node_power_w the rack power)."""
     node_power_w: real_field(MAX_POWER_W)
     """Maximum power of one node (or rack) including CPUs, NICs and fans."""
+    cooling: Literal["air", "liquid"] | None = None
+    """How the node (rack) is cooled: ``liquid`` where its GPUs and CPUs sit on cold plates
+    (a facility with liquid cooling), ``air`` otherwise; None where no source states it."""
 
     @property
     def power_per_gpu_w(self) -> float:
