@@ -10,6 +10,7 @@ BINDING_TEXT = {
     "deadline": "the deadline",
     "budget": "the budget",
     "batch": "the global batch",
+    "network": "the network (its oversubscription)",
     "none": "nothing: the cheapest count meets the deadline and the budget",
 }
 
@@ -36,6 +37,8 @@ def binding_text(hardware_id: str, constraints, tokens: float) -> str:
     if r is not None:
         out += (f"; relaxing it to {r.num_gpus:,} GPUs: {fmt.seconds(r.time_to_train_s)} for "
                 f"{fmt.usd(r.cost_usd)}")
+    if constraints.nonblocking_time_s is not None:
+        out += f"; on a non-blocking (1:1) fabric: {fmt.seconds(constraints.nonblocking_time_s)}"
     if constraints.tokens_per_mwh is not None:
         out += f"; {fmt.compact(constraints.tokens_per_mwh)} tokens per MWh"
     return out

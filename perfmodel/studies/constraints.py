@@ -11,6 +11,7 @@ power       nothing meets the deadline and the fastest option is the envelope's 
 deadline    nothing meets the deadline within the counts tried, or the cheapest count overall
             misses it (the deadline forces a larger, dearer count)
 budget      what meets the deadline costs more than the budget
+network     nothing meets the deadline, and the fastest option would on the same fabric at 1:1
 batch       more GPUs are no faster at the largest batch allowed (``SizingRow.limited_by``)
 none        the cheapest option overall meets both
 ==========  ===============================================================================
@@ -80,24 +81,37 @@ class RowConstraints:
     envelope, at the largest batch allowed; None when there is none."""
     tokens_per_mwh: float | None = None
     """Of the option shown (the choice, else the one that binds)."""
+    nonblocking_time_s: float | None = None
+    """With an oversubscribed fabric: the option shown, its time to train on the same fabric at
+    1:1 (what relaxing the network buys); None otherwise."""
 
     def to_dict(self) -> dict:
         r = self.relaxed
         return {"binding_constraint": self.binding, "tokens_per_mwh": self.tokens_per_mwh,
+                "nonblocking_time_s": self.nonblocking_time_s,
                 "power_cap": self.power_cap.to_dict() if self.power_cap else None,
                 "relaxed": None if r is None else {"num_gpus": r.num_gpus, "time_to_train_s": r.time_to_train_s,
                                                    "cost_usd": r.cost_usd, "energy_kwh": r.energy_kwh}}
 
 
 def row_constraints(rule: str, limited_by: str | None, choice, binding, options, cap: PowerCap | None,
-                    all_counts: tuple[int, ...], counts: tuple[int, ...], option_at) -> RowConstraints:
-    """The row's ``RowConstraints``; ``option_at(n)`` sizes one more count (the relaxed one)."""
+                    all_counts: tuple[int, ...], counts: tuple[int, ...], option_at, time_of,
+                    deadline_s: float | None) -> RowConstraints:
+    """The row's ``RowConstraints``; ``option_at(n)`` sizes one more count (the relaxed one),
+    ``time_of(scenario)`` predicts one scenario's time to train (the non-blocking fabric's)."""
     shown = choice or binding
     forced = choice is not None and min(options, key=lambda o: (o.cost_usd, o.time_to_train_s)) is not choice
     bind = binding_constraint(rule, limited_by, shown.num_gpus if shown else None, cap, forced, counts != all_counts)
+    nonblocking = None
+    fab = shown.candidate.scenario.fabric if shown else None
+    if fab is not None and fab.oversubscription > 1:
+        flat = fab.model_copy(update={"oversubscription": 1.0})
+        nonblocking = time_of(shown.candidate.scenario.model_copy(update={"fabric": flat}))
+        if rule == "deadline_missed" and bind != "power" and deadline_s is not None and nonblocking <= deadline_s:
+            bind = "network"
     beyond = [n for n in all_counts if cap is not None and n > cap.num_gpus]
     relaxed = option_at(beyond[0]) if bind == "power" and beyond else None
-    return RowConstraints(bind, cap, relaxed, option_tokens_per_mwh(shown))
+    return RowConstraints(bind, cap, relaxed, option_tokens_per_mwh(shown), nonblocking)
 
 
 def capped_counts(counts: tuple[int, ...], cap: PowerCap | None) -> tuple[int, ...]:

@@ -114,3 +114,22 @@ def test_cli_power_mw(tmp_path, capsys):
     assert main(base + ["--power-mw", "-1"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--power-mw" in err and "Traceback" not in err
+
+
+def test_an_oversubscribed_fabric_slows_the_count_that_crosses_it_and_network_binds():
+    """8-port leaves at 8:1 (7 down, 1 up: a leaf reaches 7 hosts): 64 GPUs (8 hosts, DP 64) cross
+    the spine, 32 GPUs (4 hosts) do not. A deadline between the 64-GPU time at 1:1 and at 8:1:
+    nothing meets it, the fastest would on a non-blocking fabric, so the network binds."""
+    tight = {"oversubscription": 8, "switch_radix": 8}
+    flat = {"oversubscription": 1, "switch_radix": 8}
+    rows = {name: size_cluster(small(fabric=f), 1e11, hardware_ids=["h100-sxm"], gpu_counts=[32, 64],
+                               options=OPTS).rows[0] for name, f in (("tight", tight), ("flat", flat))}
+    t = {name: {o.num_gpus: o.time_to_train_s for o in r.options} for name, r in rows.items()}
+    assert t["tight"][32] == pytest.approx(t["flat"][32])      # inside one leaf: no crossing
+    assert t["tight"][64] > t["flat"][64]
+    deadline = (t["tight"][64] + t["flat"][64]) / 2
+    row = size_cluster(small(fabric=tight), 1e11, deadline_s=deadline, hardware_ids=["h100-sxm"],
+                       gpu_counts=[32, 64], options=OPTS).rows[0]
+    assert row.rule == "deadline_missed" and row.binding.num_gpus == 64
+    assert row.constraints.binding == "network"
+    assert row.constraints.nonblocking_time_s == pytest.approx(t["flat"][64])
