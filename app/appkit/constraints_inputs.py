@@ -39,7 +39,7 @@ def columns(r: dict) -> dict:
 
 
 def notes(rows: list[dict]) -> None:
-    """One line per hardware type on the envelope and the binding constraint."""
-    lines = [t for r in rows for t in (r.get("power_text"), r.get("binding_text")) if t]
+    """Lines per hardware type: the envelope, the binding constraint, rent, reserve or spot."""
+    lines = [t for r in rows for t in (r.get("power_text"), r.get("binding_text"), r.get("capacity_text")) if t]
     if lines:
         st.markdown("**Power and what binds**\n" + "\n".join(f"- {t}" for t in lines))

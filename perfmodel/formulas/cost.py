@@ -24,6 +24,8 @@ arXiv 2405.21015, sec. 2.2-2.4 and app. A.1, A.4, use the same structure):
 * job:    gpu_hours = N T / 3600;  cost = gpu_hours * usd_per_gpu_hour
 * energy: energy_kwh = N P a PUE T / 3.6e6   -- **facility** energy, PUE included, in both modes
 * buy vs rent: C (1 + o) + h P a PUE e / 1000 = h p   =>   h = C (1 + o) / (p - P a PUE e / 1000)
+* reserve vs on demand: p_r x term = p x u x term   =>   u* = p_r / p
+* spot vs on demand: N W_s p_s = N W p   =>   p_s / p = W / W_s (W_s: the slower, preempted run)
 
 Every function broadcasts over numpy arrays of ``num_gpus`` and ``wall_time_s``.
 """
@@ -108,7 +110,7 @@ def rental_usd_per_gpu_hour(hw: HardwareSpec, cost_model: CostModel) -> float:
         return cost_model.usd_per_gpu_hour
     held = CAPACITY[cost_model.capacity]
     if held.price_field is not None:
-        p = getattr(hw.price, held.price_field)
+        p = class_usd_per_gpu_hour(hw, cost_model, held.name)
         if p is None:
             raise InputError("cost.capacity", f"{held.name} price unavailable for {hw.id}: none is sourced; give "
                                               f"your own (cost.usd_per_gpu_hour, --price), or rent on demand")
@@ -120,6 +122,26 @@ def rental_usd_per_gpu_hour(hw: HardwareSpec, cost_model: CostModel) -> float:
         raise InputError("cost.cloud_class", f"no {cost_model.cloud_class} on-demand price is sourced for "
                                              f"{hw.id}; price it on another basis (listed, your own price, tco)")
     return p
+
+
+def class_usd_per_gpu_hour(hw: HardwareSpec, cost_model: CostModel, capacity: str) -> float | None:
+    """The price of a reserved or spot ``capacity``: yours (``cost.<class>_usd_per_gpu_hour``),
+    else the spec's; None when neither is given (none is sourced in the specs)."""
+    field = CAPACITY[capacity].price_field
+    own = getattr(cost_model, field)
+    return own if own is not None else getattr(hw.price, field)
+
+
+def reserved_break_even_utilisation(reserved_usd_per_gpu_hour: float, on_demand_usd_per_gpu_hour: float) -> float:
+    """u* = p_reserved / p_on_demand: reserving (paid for every hour of the term) beats renting on
+    demand (paid per hour used) when the GPUs are busy more than u* of the term."""
+    return reserved_usd_per_gpu_hour / on_demand_usd_per_gpu_hour
+
+
+def spot_break_even_price_ratio(on_demand_wall_s: float, spot_wall_s: float) -> float:
+    """r* = W_on_demand / W_spot: a run on spot (slower by its preemptions) costs less than on
+    demand when p_spot / p_on_demand < r*."""
+    return on_demand_wall_s / spot_wall_s
 
 
 @dataclass(frozen=True)

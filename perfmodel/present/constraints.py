@@ -42,3 +42,28 @@ def binding_text(hardware_id: str, constraints, tokens: float) -> str:
     if constraints.tokens_per_mwh is not None:
         out += f"; {fmt.compact(constraints.tokens_per_mwh)} tokens per MWh"
     return out
+
+
+CAPACITY_WORDS = {"on_demand": "on demand", "reserved_1y": "reserved 1 y", "reserved_3y": "reserved 3 y",
+                  "spot": "spot"}
+
+
+def capacity_text(hardware_id: str, constraints) -> str:
+    """'h100-sxm rent, reserve or spot: on demand $6.88/GPU-h, $1.2M; reserved 1 y unavailable (no
+    sourced price); ...; spot unavailable (no sourced price), pays below 97% of on demand'."""
+    if constraints is None or not constraints.capacity:
+        return ""
+    parts = []
+    for q in constraints.capacity:
+        words = CAPACITY_WORDS.get(q.capacity, q.capacity)
+        if q.usd_per_gpu_hour is None:
+            text = f"{words} unavailable (no sourced price)"
+        else:
+            text = f"{words} {fmt.usd_per_gpu_hour(q.usd_per_gpu_hour)}, {fmt.usd(q.cost_usd)}"
+        if q.break_even is not None and q.capacity == "spot":
+            text += (f", pays below {fmt.percent(q.break_even)} of the on-demand price "
+                     f"({fmt.seconds(q.time_to_train_s)} with preemptions)")
+        elif q.break_even is not None:
+            text += f", beats on demand above {fmt.percent(q.break_even)} utilisation over the term"
+        parts.append(text)
+    return f"{hardware_id} rent, reserve or spot: " + "; ".join(parts)

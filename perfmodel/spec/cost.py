@@ -75,6 +75,12 @@ class CostModel(BaseModel):
     ``usd_per_gpu_hour``."""
     preemption: Preemption = Field(default_factory=Preemption)
     """Spot preemption rate and notice (used only when ``capacity`` is preemptible)."""
+    reserved_1y_usd_per_gpu_hour: real_field(MAX_USD) | None = None
+    """Your one-year reserved price per GPU-hour, for every hardware (None: the spec's, none sourced)."""
+    reserved_3y_usd_per_gpu_hour: real_field(MAX_USD) | None = None
+    """Your three-year reserved price per GPU-hour (None: the spec's, none sourced)."""
+    spot_usd_per_gpu_hour: real_field(MAX_USD) | None = None
+    """Your spot price per GPU-hour (None: the spec's, none sourced)."""
 
 
 def parse_cost_model(data: dict) -> CostModel:

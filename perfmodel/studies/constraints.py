@@ -21,12 +21,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from perfmodel.formulas.cost import (
+    class_usd_per_gpu_hour,
+    rental_usd_per_gpu_hour,
+    reserved_break_even_utilisation,
+    spot_break_even_price_ratio,
+)
 from perfmodel.formulas.fabric import bill_of_materials
 from perfmodel.formulas.power import facility_power_per_gpu_w, gpus_under_envelope, tokens_per_mwh
+from perfmodel.spec.capacity import CAPACITY
 from perfmodel.spec.cost import CostModel
+from perfmodel.spec.errors import InputError
 from perfmodel.spec.facility import Facility
 from perfmodel.spec.hardware import HardwareSpec
 from perfmodel.spec.scenario import Scenario
+from perfmodel.spec.units import SECONDS_PER_HOUR
 
 FABRIC_POWER_ITERATIONS = 3
 """The fabric's power per GPU depends on the count it serves, and the count on the power: a few
@@ -84,11 +93,14 @@ class RowConstraints:
     nonblocking_time_s: float | None = None
     """With an oversubscribed fabric: the option shown, its time to train on the same fabric at
     1:1 (what relaxing the network buys); None otherwise."""
+    capacity: tuple = ()
+    """``CapacityQuote`` of the option shown on each capacity class (on demand, reserved, spot)."""
 
     def to_dict(self) -> dict:
         r = self.relaxed
         return {"binding_constraint": self.binding, "tokens_per_mwh": self.tokens_per_mwh,
                 "nonblocking_time_s": self.nonblocking_time_s,
+                "capacity": [q.to_dict() for q in self.capacity],
                 "power_cap": self.power_cap.to_dict() if self.power_cap else None,
                 "relaxed": None if r is None else {"num_gpus": r.num_gpus, "time_to_train_s": r.time_to_train_s,
                                                    "cost_usd": r.cost_usd, "energy_kwh": r.energy_kwh}}
@@ -96,9 +108,10 @@ class RowConstraints:
 
 def row_constraints(rule: str, limited_by: str | None, choice, binding, options, cap: PowerCap | None,
                     all_counts: tuple[int, ...], counts: tuple[int, ...], option_at, time_of,
-                    deadline_s: float | None) -> RowConstraints:
+                    deadline_s: float | None, hw: HardwareSpec, cost_model: CostModel) -> RowConstraints:
     """The row's ``RowConstraints``; ``option_at(n)`` sizes one more count (the relaxed one),
-    ``time_of(scenario)`` predicts one scenario's time to train (the non-blocking fabric's)."""
+    ``time_of(scenario, cost_model)`` predicts one scenario's time to train (on a non-blocking
+    fabric, on another capacity class)."""
     shown = choice or binding
     forced = choice is not None and min(options, key=lambda o: (o.cost_usd, o.time_to_train_s)) is not choice
     bind = binding_constraint(rule, limited_by, shown.num_gpus if shown else None, cap, forced, counts != all_counts)
@@ -111,7 +124,54 @@ def row_constraints(rule: str, limited_by: str | None, choice, binding, options,
             bind = "network"
     beyond = [n for n in all_counts if cap is not None and n > cap.num_gpus]
     relaxed = option_at(beyond[0]) if bind == "power" and beyond else None
-    return RowConstraints(bind, cap, relaxed, option_tokens_per_mwh(shown), nonblocking)
+    quotes = () if shown is None else capacity_quotes(shown, hw, cost_model, time_of)
+    return RowConstraints(bind, cap, relaxed, option_tokens_per_mwh(shown), nonblocking, quotes)
+
+
+@dataclass(frozen=True)
+class CapacityQuote:
+    """The option shown, held on one capacity class (``perfmodel.spec.capacity``)."""
+
+    capacity: str
+    usd_per_gpu_hour: float | None
+    """None: no price of the class is sourced or given (``reason``)."""
+    time_to_train_s: float
+    """On spot, slower by its preemptions (``goodput.preempted``)."""
+    cost_usd: float | None
+    break_even: float | None
+    """Reserved: the utilisation over the term above which reserving beats on demand
+    (p_reserved / p_on_demand); spot: the spot / on-demand price ratio below which the preempted
+    run costs less (W_on_demand / W_spot, known without a spot price); None on demand."""
+    reason: str = ""
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def capacity_quotes(option, hw: HardwareSpec, cost_model: CostModel, time_of) -> tuple[CapacityQuote, ...]:
+    """The option on demand, reserved for 1 and 3 years and on spot: price, time, cost and the
+    break-even of each (``formulas.cost``); a class with no price says so. The time on spot needs
+    no price: it is predicted on a price of 1 USD per GPU-hour, which the time does not read."""
+    n, sc = option.num_gpus, option.candidate.scenario
+    on_demand = cost_model.model_copy(update={"mode": "cloud", "capacity": "on_demand"})
+    try:
+        p_od = rental_usd_per_gpu_hour(hw, on_demand)
+    except InputError:
+        p_od = None
+    W = time_of(sc, on_demand)
+    out = [CapacityQuote("on_demand", p_od, W, None if p_od is None else n * W * p_od / SECONDS_PER_HOUR, None,
+                         "" if p_od is not None else "no on-demand price on this basis")]
+    for name in ("reserved_1y", "reserved_3y", "spot"):
+        p = class_usd_per_gpu_hour(hw, cost_model, name)
+        t = W if not CAPACITY[name].preemptible else time_of(
+            sc, cost_model.model_copy(update={"mode": "cloud", "capacity": name, "usd_per_gpu_hour": 1.0}))
+        if CAPACITY[name].preemptible:
+            even = spot_break_even_price_ratio(W, t)
+        else:
+            even = None if p is None or p_od is None else reserved_break_even_utilisation(p, p_od)
+        out.append(CapacityQuote(name, p, t, None if p is None else n * t * p / SECONDS_PER_HOUR, even,
+                                 "" if p is not None else f"{name} price unavailable: none is sourced for {hw.id}"))
+    return tuple(out)
 
 
 def capped_counts(counts: tuple[int, ...], cap: PowerCap | None) -> tuple[int, ...]:

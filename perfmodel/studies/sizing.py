@@ -306,7 +306,7 @@ def _row(hw_id: str, eff: Efficiencies | None, scenario_like: Scenario, tokens: 
     shown = choice or binding
     cons = row_constraints(rule, limited_by, choice, binding, opts, cap, all_counts, counts, lambda n: _option(
         sc, n, rungs[-1], options, cost_model, eff, band_for(hw, model_of(sc)), deadline_s, budget_usd)[0],
-        lambda s: _predict(s, eff, cost_model).time_to_train_s, deadline_s)
+        lambda s, c=cost_model: _predict(s, eff, c).time_to_train_s, deadline_s, hw, cost_model)
     return SizingRow(hw.id, hw.name, choice, rule, binding, none_reason=reason, options=tuple(opts),
                      buy_vs_rent=None if shown is None else _buy_vs_rent_or_none(shown, hw, cost_model),
                      fixed_rule=fixed_rule, fixed_binding=fixed_binding, limited_by=limited_by,

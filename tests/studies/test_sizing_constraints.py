@@ -133,3 +133,27 @@ def test_an_oversubscribed_fabric_slows_the_count_that_crosses_it_and_network_bi
     assert row.rule == "deadline_missed" and row.binding.num_gpus == 64
     assert row.constraints.binding == "network"
     assert row.constraints.nonblocking_time_s == pytest.approx(t["flat"][64])
+
+
+def test_rent_reserve_or_spot_break_even_by_hand():
+    """Your prices: reserved 1 y $4.50 against on demand $6.88 (the h100-sxm listed price): reserving
+    beats renting above 4.50 / 6.88 = 65.4% utilisation over the term. Spot at $3.00: its run is
+    slower by its preemptions, and pays below W_on_demand / W_spot of the on-demand price. No 3-year
+    price: unavailable, said so."""
+    from perfmodel.present.constraints import capacity_text
+    from perfmodel.spec.cost import CostModel
+    cost = CostModel(reserved_1y_usd_per_gpu_hour=4.5, spot_usd_per_gpu_hour=3.0)
+    row = size_cluster(small(), 1e11, hardware_ids=["h100-sxm"], gpu_counts=[16], options=OPTS,
+                       cost_model=cost).rows[0]
+    q = {c.capacity: c for c in row.constraints.capacity}
+    assert q["on_demand"].usd_per_gpu_hour == 6.88
+    assert q["on_demand"].time_to_train_s == pytest.approx(row.choice.time_to_train_s)
+    assert q["reserved_1y"].break_even == pytest.approx(4.5 / 6.88)
+    assert q["reserved_1y"].cost_usd == pytest.approx(16 * row.choice.time_to_train_s * 4.5 / 3600)
+    assert q["reserved_3y"].usd_per_gpu_hour is None and q["reserved_3y"].cost_usd is None
+    assert "unavailable" in q["reserved_3y"].reason
+    assert q["spot"].time_to_train_s > q["on_demand"].time_to_train_s
+    assert q["spot"].break_even == pytest.approx(q["on_demand"].time_to_train_s / q["spot"].time_to_train_s)
+    assert q["spot"].cost_usd == pytest.approx(16 * q["spot"].time_to_train_s * 3.0 / 3600)
+    text = capacity_text("h100-sxm", row.constraints)
+    assert "reserved 3 y unavailable (no sourced price)" in text and "beats on demand above 65.4%" in text
