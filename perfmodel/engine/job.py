@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from perfmodel.formulas.fabric import for_job, host_gpus, with_fabric
 from perfmodel.formulas.layouts import Layouts, layouts_from_arrays
 from perfmodel.formulas.pipeline import schedule_code
 from perfmodel.formulas.placement import placed
@@ -56,8 +57,7 @@ def bind(scenario: Scenario, model: ModelSpec, hardware: HardwareSpec, efficienc
     """The scenario as a ``Job`` (at another GPU count or precision where given: the search's)."""
     n = scenario.num_gpus if num_gpus is None else num_gpus
     if scenario.fabric is not None:
-        hardware = hardware.model_copy(update={"scale_out": hardware.scale_out.model_copy(
-            update={"fabric": scenario.fabric})})
+        hardware = with_fabric(hardware, for_job(scenario.fabric, n, host_gpus(hardware), hardware.scale_out.nics_per_gpu))
     return Job(model=model, hardware=placed(hardware, n), efficiency=efficiency, software=scenario.software,
                seq_length=scenario.seq_length, global_batch_size=scenario.global_batch_size, num_gpus=n,
                precision=scenario.precision if precision is None else precision, recompute=scenario.recompute,

@@ -67,7 +67,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfmodel.formulas.fabric import crossing_latency_s, crossing_slowdown, cross_tier_share, domains_per_leaf
+from perfmodel.formulas.fabric import (
+    cross_tier_share,
+    crossing_latency_s,
+    crossing_slowdown,
+    domains_per_leaf,
+    host_gpus,
+)
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.hardware import HardwareSpec
 
@@ -220,8 +226,7 @@ def through_fabric(out: Fabric, hw: HardwareSpec, stride, g_in, n_out) -> Fabric
     fab = hw.scale_out.fabric
     if fab is None:
         return out
-    host = hw.scale_up.gpus_per_host or hw.scale_up.domain_size
-    f = cross_tier_share(n_out, domains_per_leaf(stride, g_in, host, fab))
+    f = cross_tier_share(n_out, domains_per_leaf(stride, g_in, host_gpus(hw), fab))
     return Fabric(out.busbw_bytes_per_s / crossing_slowdown(f, fab.oversubscription),
                   out.latency_s + crossing_latency_s(f, fab))
 

@@ -23,6 +23,8 @@ arXiv 2405.21015, sec. 2.2-2.4 and app. A.1, A.4, use the same structure):
 * TCO:    usd_per_gpu_hour = C (1 + o) / (Y * 8766 h * u)  +  P a PUE e / 1000
 * job:    gpu_hours = N T / 3600;  cost = gpu_hours * usd_per_gpu_hour
 * energy: energy_kwh = N P a PUE T / 3.6e6   -- **facility** energy, PUE included, in both modes
+* a fabric (``fabric_cost``): + P_f PUE T / 3.6e6 kWh; with TCO and its prices, its capex K over
+  the life, K T / (Y 8766 h u), replaces the networking share N C o T / (Y 8766 h u)
 * buy vs rent: C (1 + o) + h P a PUE e / 1000 = h p   =>   h = C (1 + o) / (p - P a PUE e / 1000)
 * reserve vs on demand: p_r x term = p x u x term   =>   u* = p_r / p
 * spot vs on demand: N W_s p_s = N W p   =>   p_s / p = W / W_s (W_s: the slower, preempted run)
@@ -36,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perfmodel.formulas.fabric import job_fabric
 from perfmodel.spec.capacity import CAPACITY
 from perfmodel.spec.cost import CostModel
 from perfmodel.spec.errors import InputError
@@ -206,19 +209,49 @@ def effective_usd_per_gpu_hour(hw: HardwareSpec, cost_model: CostModel) -> float
 
 
 def job_cost(num_gpus, wall_time_s, hw: HardwareSpec, cost_model: CostModel) -> JobCost:
-    """GPU-hours, cost and facility energy of ``num_gpus`` GPUs held for ``wall_time_s``."""
+    """GPU-hours, cost and facility energy of ``num_gpus`` GPUs held for ``wall_time_s``; with a
+    fabric bound to ``hw`` (a scenario's ``fabric``), its share too (``fabric_cost``)."""
     N = _check("num_gpus", num_gpus, positive=True)
     T = _check("wall_time_s", wall_time_s, positive=False)
     price = effective_usd_per_gpu_hour(hw, cost_model)
     gpu_hours = N * T / SECONDS_PER_HOUR
     P, a, pue = hw.power.power_per_gpu_w, cost_model.avg_power_frac, cost_model.pue
     energy_kwh = N * P * a * pue * T / JOULES_PER_KWH
+    cost_usd = gpu_hours * price
+    if hw.scale_out.fabric is not None:
+        extra_usd, extra_kwh = fabric_cost(N, T, hw, cost_model)
+        cost_usd, energy_kwh = cost_usd + extra_usd, energy_kwh + extra_kwh
     return JobCost(
         gpu_hours=_scalar_or_array(gpu_hours),
         usd_per_gpu_hour=price,
-        cost_usd=_scalar_or_array(gpu_hours * price),
+        cost_usd=_scalar_or_array(cost_usd),
         energy_kwh=_scalar_or_array(energy_kwh),
     )
+
+
+def fabric_cost(num_gpus, wall_time_s, hw: HardwareSpec, cost_model: CostModel):
+    """(extra USD, extra kWh) of the job's fabric (``perfmodel.formulas.fabric.job_fabric``) over
+    the per-GPU price: its power P_f x PUE x T in facility energy (both modes; optics draw the same
+    at any load, MMA4Z00-NS: 15 W in every configuration), paid at the electricity price with TCO;
+    with TCO and every fabric price given, its capex over the life at the utilisation,
+    K T / (Y 8766 h u), in place of the networking share C o of the GPUs'
+    (``network_ops_overhead_frac``). A rental price already holds the network and its power.
+    Without a fabric price the networking share stays, and the capex is unavailable."""
+    N = np.asarray(num_gpus, dtype=float)
+    T = np.asarray(wall_time_s, dtype=float)
+    shares = [job_fabric(int(n), hw) for n in np.atleast_1d(N).ravel()]
+    power_w = np.reshape([s.power_w for s in shares], N.shape)
+    extra_kwh = power_w * cost_model.pue * T / JOULES_PER_KWH
+    if cost_model.mode != "tco":
+        return np.zeros_like(extra_kwh), extra_kwh
+    hours = T / SECONDS_PER_HOUR
+    extra_usd = power_w * cost_model.pue * cost_model.usd_per_kwh / KILO * hours
+    if all(s.capex_usd is not None for s in shares):
+        capex = np.reshape([s.capex_usd for s in shares], N.shape)
+        used_hours = cost_model.amortisation_years * HOURS_PER_YEAR * cost_model.utilisation_frac
+        network = N * gpu_hour_price(hw, cost_model).network_ops_usd_per_hour
+        extra_usd = extra_usd + (capex / used_hours - network) * hours
+    return extra_usd, extra_kwh
 
 
 def buy_vs_rent_break_even_hours(hw: HardwareSpec, cost_model: CostModel) -> float:

@@ -54,9 +54,16 @@ HOPS_PER_TIER_CROSSED = 2
 """Up to the tier and back down: leaf -> spine -> leaf is two hops more than leaf alone."""
 
 
+def host_gpus(hw) -> int:
+    """h: GPUs per host, the unit whose NICs form the rails (a GB200 compute tray: 4; an HGX
+    node: 8, its power unit)."""
+    return hw.scale_up.gpus_per_host or hw.power.gpus_per_node
+
+
 def leaf_ports(fabric: FabricSpec) -> tuple[int, int]:
     """(d, u): a leaf's downlinks and uplinks at oversubscription o: d = floor(k o / (1 + o)),
-    u = ceil(d / o) (64 ports at 1:1: 32 and 32; at 2:1: 42 and 21). One tier: all k down."""
+    u = ceil(d / o) (64 ports at 1:1: 32 and 32; at 2:1: 42 and 21). One tier: all k down
+    (tiers None counts as more than one: ``for_job`` settles it)."""
     k, o = fabric.switch_radix, fabric.oversubscription
     if fabric.tiers == 1:
         return k, 0
@@ -99,9 +106,28 @@ class FabricBom:
                 "power_w": self.power_w}
 
 
+def for_job(fabric: FabricSpec, num_gpus: int, gpus_per_host: int, nics_per_gpu: float) -> FabricSpec:
+    """``fabric`` with its tiers settled for a job of ``num_gpus``: two when they reach its NICs,
+    else three, when none is given (one tier, rails joined only through NVLink, only when asked
+    for); as given (checked) otherwise."""
+    if fabric.tiers is not None:
+        bill_of_materials(num_gpus, gpus_per_host, nics_per_gpu, fabric)
+        return fabric
+    for tiers in (2,):
+        fixed = fabric.model_copy(update={"tiers": tiers})
+        try:
+            bill_of_materials(num_gpus, gpus_per_host, nics_per_gpu, fixed)
+            return fixed
+        except InputError:
+            continue
+    return fabric.model_copy(update={"tiers": 3})
+
+
 def bill_of_materials(num_gpus: int, gpus_per_host: int, nics_per_gpu: float, fabric: FabricSpec) -> FabricBom:
     """Switches, cables and transceivers of a rail-optimised fat tree for ``num_gpus`` GPUs (module
     table); InputError when the tiers cannot reach them."""
+    if fabric.tiers is None:
+        fabric = for_job(fabric, num_gpus, gpus_per_host, nics_per_gpu)
     k = fabric.switch_radix
     E = int(math.ceil(num_gpus * nics_per_gpu - 1e-9))
     r = max(1, int(math.ceil(gpus_per_host * nics_per_gpu - 1e-9)))
@@ -168,7 +194,36 @@ def crossing_slowdown(share, oversubscription: float):
 def crossing_latency_s(share, fabric: FabricSpec):
     """Latency a group's network step adds when some of its traffic crosses the leaf tier: two
     hops per tier above the leaf, the longest path (``hop_latency_us``; zero when no figure is given)."""
-    if fabric.hop_latency_us is None or fabric.tiers == 1:
+    tiers = fabric.tiers or 2
+    if fabric.hop_latency_us is None or tiers == 1:
         return np.zeros_like(np.asarray(share, dtype=float))
-    extra_hops = HOPS_PER_TIER_CROSSED * (fabric.tiers - 1)
+    extra_hops = HOPS_PER_TIER_CROSSED * (tiers - 1)
     return np.where(np.asarray(share, dtype=float) > 0, extra_hops * fabric.hop_latency_us * MICRO, 0.0)
+
+
+# --- what the job pays for its fabric -------------------------------------------------------
+@dataclass(frozen=True)
+class FabricShare:
+    """A job's fabric in money and energy (``perfmodel.formulas.cost.job_cost``)."""
+
+    power_w: float
+    """Optics, and switches where their power is known: drawn whenever the job runs."""
+    capex_usd: float | None
+    """The fabric's purchase price; None without every price."""
+
+
+def with_fabric(hw, fabric: FabricSpec | None):
+    """``hw`` with ``fabric`` as its scale-out's network (``hw`` itself for None)."""
+    if fabric is None:
+        return hw
+    return hw.model_copy(update={"scale_out": hw.scale_out.model_copy(update={"fabric": fabric})})
+
+
+def job_fabric(num_gpus: int, hw) -> FabricShare | None:
+    """The fabric of ``hw``'s scale-out (a scenario's ``fabric``, bound to the job) for
+    ``num_gpus`` GPUs; None without one."""
+    fab = hw.scale_out.fabric
+    if fab is None:
+        return None
+    bom = bill_of_materials(int(num_gpus), host_gpus(hw), hw.scale_out.nics_per_gpu, fab)
+    return FabricShare(bom.power_w, bom.capex_usd)

@@ -60,8 +60,10 @@ class FabricSpec(BaseModel):
     topology: Topology = "rail_optimised_fat_tree"
     """Rail-optimised fat tree (folded Clos): NIC i of every host in a scalable unit on leaf i
     (DGX SuperPOD reference architectures)."""
-    tiers: int_choice(1, 2, 3) = 2
-    """Switch tiers: 1 (leaves only), 2 (leaf and spine), 3 (leaf, spine, core)."""
+    tiers: int_choice(1, 2, 3) | None = None
+    """Switch tiers: 1 (leaves only), 2 (leaf and spine), 3 (leaf, spine, core). None: two where
+    they reach the job's NICs, else three (``perfmodel.formulas.fabric.for_job``); a number that
+    cannot reach them is an error."""
     oversubscription: real_field(MAX_OVERSUBSCRIPTION, 1.0, exclusive_minimum=False) = 1.0
     """The leaf tier's downlink over uplink bandwidth (2 = 2:1); upper tiers are non-blocking."""
     switch_radix: int_field(MAX_SWITCH_RADIX) = SWITCH_RADIX_DEFAULT

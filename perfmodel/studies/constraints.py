@@ -27,7 +27,7 @@ from perfmodel.formulas.cost import (
     reserved_break_even_utilisation,
     spot_break_even_price_ratio,
 )
-from perfmodel.formulas.fabric import bill_of_materials
+from perfmodel.formulas.fabric import bill_of_materials, host_gpus, with_fabric
 from perfmodel.formulas.power import facility_power_per_gpu_w, gpus_under_envelope, tokens_per_mwh
 from perfmodel.spec.capacity import CAPACITY
 from perfmodel.spec.cost import CostModel
@@ -65,7 +65,7 @@ def power_cap(hw: HardwareSpec, scenario: Scenario) -> PowerCap | None:
     if fac.power_mw is None:
         return None
     g = hw.power.gpus_per_node
-    host = hw.scale_up.gpus_per_host or hw.scale_up.domain_size
+    host = host_gpus(hw)
     fabric_w, known = 0.0, True
     n = gpus_under_envelope(fac.power_mw, facility_power_per_gpu_w(hw, fac.pue, 0.0), g)
     if scenario.fabric is not None:
@@ -199,6 +199,12 @@ def binding_constraint(rule: str, limited_by: str | None, shown_num_gpus: int | 
     if rule == "none_runs" and capped:
         return "power"
     return ""
+
+
+def bought(hw: HardwareSpec, scenario: Scenario) -> HardwareSpec:
+    """``hw`` with the scenario's fabric (None: as it is): its power and, with prices, its capex
+    enter the cost and energy of every option and of buy or rent (``formulas.cost.fabric_cost``)."""
+    return with_fabric(hw, scenario.fabric)
 
 
 def at_site(scenario: Scenario, cost_model: CostModel, facility: Facility | None) -> tuple[Scenario, CostModel]:

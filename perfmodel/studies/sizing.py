@@ -51,7 +51,7 @@ from perfmodel.spec.reliability import FailureModel
 from perfmodel.spec.scenario import Scenario, hardware_of, model_of
 from perfmodel.spec.studies import MAX_STUDY_HARDWARE
 from perfmodel.studies.batch import batch_rungs
-from perfmodel.studies.constraints import RowConstraints, at_site, capped_counts, power_cap, row_constraints
+from perfmodel.studies.constraints import RowConstraints, at_site, bought, capped_counts, power_cap, row_constraints
 from perfmodel.studies.search import Candidate, SearchOptions, search
 
 GPU_COUNTS_DEFAULT = tuple(2 ** k for k in range(3, 15))
@@ -281,7 +281,7 @@ def _row(hw_id: str, eff: Efficiencies | None, scenario_like: Scenario, tokens: 
          counts: tuple[int, ...], rungs, options: SearchOptions, cost_model: CostModel, common: dict,
          step=None) -> SizingRow:
     """One hardware type's row of ``size_cluster``."""
-    hw = load_hardware(hw_id)
+    hw = bought(load_hardware(hw_id), scenario_like)
     try:
         job_cost(1, 0.0, hw, cost_model)      # can it be priced on this basis at all?
     except InputError as exc:

@@ -4,7 +4,7 @@ architecture, and oversubscription slowing the collectives that cross the leaf t
 import pytest
 
 from perfmodel.formulas.comm import Collective, group_time_s, scale_out_fabric, through_fabric
-from perfmodel.formulas.fabric import bill_of_materials, cross_tier_share, crossing_slowdown, leaf_ports
+from perfmodel.formulas.fabric import bill_of_materials, cross_tier_share, crossing_slowdown, for_job, leaf_ports
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.fabric import FabricSpec, parse_fabric
 from perfmodel.spec.hardware import load_hardware
@@ -53,7 +53,10 @@ def test_oversubscribed_leaf_splits_its_ports():
 
 def test_three_tiers_and_the_reach_of_two():
     with pytest.raises(InputError, match="fabric.tiers: .*3 tiers"):
-        bill_of_materials(4096, 8, 1, FabricSpec())
+        bill_of_materials(4096, 8, 1, FabricSpec(tiers=2))
+    # tiers not given: two where they reach, else three
+    assert for_job(FabricSpec(), 2048, 8, 1).tiers == 2 and for_job(FabricSpec(), 4096, 8, 1).tiers == 3
+    assert bill_of_materials(4096, 8, 1, FabricSpec()).num_core_switches > 0
     bom = bill_of_materials(16384, 8, 1, FabricSpec(tiers=3))
     # 2,048 hosts = 64 SUs x 8 rails = 512 leaves; 512 x 32 / 32 = 512 spines; 512 x 32 / 64 = 256 cores
     assert (bom.num_leaf_switches, bom.num_spine_switches, bom.num_core_switches) == (512, 512, 256)
@@ -119,3 +122,31 @@ def test_bad_fabric_is_one_line():
         parse_fabric({"oversubscription": 0.5})
     with pytest.raises(InputError, match="^fabric: .*bandwith"):
         parse_fabric({"bandwith": 1})
+
+
+def test_the_fabric_in_energy_and_tco_by_hand():
+    """1,024 H100 for 100 h on a 1:1 two-tier fabric: its optics draw 1,536 x 15 + 1,024 x 8 =
+    31,232 W, x PUE 1.25 x 100 h = 3,904 kWh more facility energy. TCO with prices (switch $1,
+    transceiver $2, cable $3: capex 48 + 2 x 2,560 + 3 x 2,048 = $11,312) replaces the GPUs'
+    networking share C o with K over the life at the utilisation, and pays the optics' power."""
+    from perfmodel.formulas.cost import HOURS_PER_YEAR, job_cost
+    from perfmodel.spec.cost import CostModel
+    hw = load_hardware("h100-sxm")
+    priced = FabricSpec(switch_usd=1.0, transceiver_usd=2.0, cable_usd=3.0)
+
+    def bound(fab):
+        return hw.model_copy(update={"scale_out": hw.scale_out.model_copy(update={"fabric": fab})})
+
+    T, N = 100 * 3600.0, 1024
+    cloud = CostModel()
+    assert job_cost(N, T, bound(FabricSpec()), cloud).energy_kwh == pytest.approx(
+        job_cost(N, T, hw, cloud).energy_kwh + 31_232 * 1.25 * 100 / 1000)
+    assert job_cost(N, T, bound(priced), cloud).cost_usd == pytest.approx(job_cost(N, T, hw, cloud).cost_usd)
+    tco = CostModel(mode="tco")
+    used_h = tco.amortisation_years * HOURS_PER_YEAR * tco.utilisation_frac
+    C, o = hw.price.purchase_usd_per_gpu, tco.network_ops_overhead_frac
+    optics_usd = 31_232 * 1.25 * tco.usd_per_kwh / 1000 * 100
+    base = job_cost(N, T, hw, tco).cost_usd
+    assert job_cost(N, T, bound(FabricSpec()), tco).cost_usd == pytest.approx(base + optics_usd)
+    assert job_cost(N, T, bound(priced), tco).cost_usd == pytest.approx(
+        base + optics_usd + (11_312 / used_h - N * C * o / used_h) * 100)
