@@ -26,8 +26,9 @@ def draw(seeded) -> None:
            "fabric_oversubscription", 0.0, min_value=0.0, step=1.0,
            help="a rail-optimised fat tree whose leaf tier is oversubscribed x:1: collectives that cross it slow "
                 "down, and its optics count against the power envelope; 0: a non-blocking network")
-    seeded(c4.number_input, "Fabric tiers", "size_tiers", "fabric_tiers", 2, min_value=1, max_value=3, step=1,
-           help="switch tiers: two reach 2,048 NICs of 64-port switches at 1:1; three beyond")
+    seeded(c4.number_input, "Fabric tiers (0 = as needed)", "size_tiers", "fabric_tiers", 0, min_value=0,
+           max_value=3, step=1, help="switch tiers: two reach 2,048 NICs of 64-port switches at 1:1, three "
+                                     "beyond; 0: two where they reach, else three")
 
 
 def columns(r: dict) -> dict:

@@ -94,7 +94,8 @@ STUDY_SCALE = {"study_max_batch_mtokens": MEGA}
 SITE = {"site_power_mw": "power_mw", "site_pue": "pue", "fabric_oversubscription": "oversubscription",
         "fabric_tiers": "tiers"}
 """Session keys (not widgets; the Size page edits them) -> the scenario's ``facility`` (power
-envelope in MW, 0 = none; PUE) and ``fabric`` (oversubscription x:1, 0 = no fabric; tiers). The
+envelope in MW, 0 = none; PUE) and ``fabric`` (oversubscription x:1, 0 = no fabric; tiers, 0 = as
+needed). The
 fabric's other keys (switch, prices) ride along in ``_fabric_other``."""
 SECTION_TITLES = {"reliability": "Failures and checkpoints", "startup": "Start-up", "input_pipeline": "Input pipeline",
                   "cost": "Cost"}
@@ -132,7 +133,7 @@ def site_values(sc) -> dict:
                                                                                                  "tiers"})
     return {"site_power_mw": float(sc.facility.power_mw or 0.0), "site_pue": float(sc.facility.pue),
             "fabric_oversubscription": float(fab.oversubscription) if fab else 0.0,
-            "fabric_tiers": int(fab.tiers) if fab else 2, "_fabric_other": other}
+            "fabric_tiers": int(fab.tiers or 0) if fab else 0, "_fabric_other": other}
 
 
 def site_sections(v: dict) -> dict:
@@ -144,7 +145,7 @@ def site_sections(v: dict) -> dict:
         out["facility"]["pue"] = float(v["site_pue"])
     if v.get("fabric_oversubscription"):
         out["fabric"] = {**(v.get("_fabric_other") or {}), "oversubscription": float(v["fabric_oversubscription"]),
-                         "tiers": int(v.get("fabric_tiers") or 2)}
+                         "tiers": int(v.get("fabric_tiers") or 0) or None}
     return out
 
 
