@@ -95,8 +95,7 @@ SITE = {"site_power_mw": "power_mw", "site_pue": "pue", "fabric_oversubscription
         "fabric_tiers": "tiers"}
 """Session keys (not widgets; the Size page edits them) -> the scenario's ``facility`` (power
 envelope in MW, 0 = none; PUE) and ``fabric`` (oversubscription x:1, 0 = no fabric; tiers, 0 = as
-needed). The
-fabric's other keys (switch, prices) ride along in ``_fabric_other``."""
+needed). The fabric's other keys (switch, prices) ride along in ``_fabric_other``."""
 SECTION_TITLES = {"reliability": "Failures and checkpoints", "startup": "Start-up", "input_pipeline": "Input pipeline",
                   "cost": "Cost"}
 
