@@ -1,5 +1,5 @@
-"""The Size page's constraints beyond the deadline and the budget: the site's power envelope and
-PUE, and the fabric bought (oversubscription, tiers). Their values are the ``run_inputs.SITE``
+"""The Size page's constraints beyond the deadline and the budget: the site's power envelope, PUE
+and a power cap per GPU, and the fabric bought (oversubscription, tiers). Their values are the ``run_inputs.SITE``
 session keys, so the link and the YAML carry them (``facility``, ``fabric``)."""
 
 from __future__ import annotations
@@ -10,18 +10,22 @@ from perfmodel.present import fmt
 from perfmodel.spec.cost import PUE_GENERAL
 
 SYNC = {"size_power_mw": ("site_power_mw", 1.0, 0.0), "size_pue": ("site_pue", 1.0, None),
+        "size_gpu_cap_w": ("site_gpu_cap_w", 1.0, 0.0),
         "size_oversubscription": ("fabric_oversubscription", 1.0, 0.0), "size_tiers": ("fabric_tiers", 1.0, None)}
 """``run_inputs.submit_sync`` pairs: widget key -> (session key, scale, the value that means none)."""
 
 
 def draw(seeded) -> None:
-    """The four inputs, inside the page's form."""
-    c1, c2, c3, c4 = st.columns(4)
+    """The five inputs, inside the page's form."""
+    c1, c2, c5, c3, c4 = st.columns(5)
     seeded(c1.number_input, "Power envelope (MW, 0 = none)", "size_power_mw", "site_power_mw", 0.0, min_value=0.0,
            step=5.0, help="the site's facility power (IT load x PUE): each hardware type's GPU count is capped at "
                           "what it holds, in whole nodes (racks) at their maximum power")
     seeded(c2.number_input, "Site PUE", "size_pue", "site_pue", PUE_GENERAL, min_value=1.0, step=0.05,
            help="facility power over IT power; with an envelope it also prices the energy")
+    seeded(c5.number_input, "GPU power cap (W, 0 = none)", "size_gpu_cap_w", "site_gpu_cap_w", 0.0, min_value=0.0,
+           step=50.0, help="a power limit per GPU: lower clocks (interpolated between published points of the "
+                           "die, e.g. H100 NVL at 400 W), less power per node, more GPUs under the envelope")
     seeded(c3.number_input, "Fabric oversubscription (x:1, 0 = none)", "size_oversubscription",
            "fabric_oversubscription", 0.0, min_value=0.0, step=1.0,
            help="a rail-optimised fat tree whose leaf tier is oversubscribed x:1: collectives that cross it slow "

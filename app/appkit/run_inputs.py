@@ -91,10 +91,10 @@ STUDY = {"study_grow_batch": "grow_batch", "study_max_batch_mtokens": "max_batch
 the pages' options, carried by the link and the YAML. None means the page's default."""
 STUDY_SCALE = {"study_max_batch_mtokens": MEGA}
 """Study keys shown in another unit: field value = session value x scale (millions of tokens)."""
-SITE = {"site_power_mw": "power_mw", "site_pue": "pue", "fabric_oversubscription": "oversubscription",
-        "fabric_tiers": "tiers"}
+SITE = {"site_power_mw": "power_mw", "site_pue": "pue", "site_gpu_cap_w": "gpu_power_cap_w",
+        "fabric_oversubscription": "oversubscription", "fabric_tiers": "tiers"}
 """Session keys (not widgets; the Size page edits them) -> the scenario's ``facility`` (power
-envelope in MW, 0 = none; PUE) and ``fabric`` (oversubscription x:1, 0 = no fabric; tiers, 0 = as
+envelope in MW, 0 = none; PUE; a power cap per GPU in W, 0 = none) and ``fabric`` (oversubscription x:1, 0 = no fabric; tiers, 0 = as
 needed). The fabric's other keys (switch, prices) ride along in ``_fabric_other``."""
 SECTION_TITLES = {"reliability": "Failures and checkpoints", "startup": "Start-up", "input_pipeline": "Input pipeline",
                   "cost": "Cost"}
@@ -131,6 +131,7 @@ def site_values(sc) -> dict:
     other = {} if fab is None else fab.model_dump(mode="json", exclude_defaults=True, exclude={"oversubscription",
                                                                                                  "tiers"})
     return {"site_power_mw": float(sc.facility.power_mw or 0.0), "site_pue": float(sc.facility.pue),
+            "site_gpu_cap_w": float(sc.facility.gpu_power_cap_w or 0.0),
             "fabric_oversubscription": float(fab.oversubscription) if fab else 0.0,
             "fabric_tiers": int(fab.tiers or 0) if fab else 0, "_fabric_other": other}
 
@@ -142,6 +143,8 @@ def site_sections(v: dict) -> dict:
         out["facility"]["power_mw"] = float(v["site_power_mw"])
     if v.get("site_pue"):
         out["facility"]["pue"] = float(v["site_pue"])
+    if v.get("site_gpu_cap_w"):
+        out["facility"]["gpu_power_cap_w"] = float(v["site_gpu_cap_w"])
     if v.get("fabric_oversubscription"):
         out["fabric"] = {**(v.get("_fabric_other") or {}), "oversubscription": float(v["fabric_oversubscription"]),
                          "tiers": int(v.get("fabric_tiers") or 0) or None}

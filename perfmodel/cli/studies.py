@@ -158,13 +158,18 @@ def cmd_size(args) -> int:
 
 
 def site(args, sc):
-    """The scenario's facility with ``--power-mw`` (and ``--pue``) over it."""
-    from perfmodel.spec.facility import MAX_POWER_MW, parse_facility
-    if args.power_mw is None:
+    """The scenario's facility with ``--power-mw`` (and ``--pue``, ``--gpu-power-cap-w``) over it."""
+    from perfmodel.spec.facility import MAX_GPU_POWER_W, MAX_POWER_MW, parse_facility
+    if args.power_mw is None and args.gpu_power_cap_w is None:
         return None
-    if not (math.isfinite(args.power_mw) and 0 < args.power_mw <= MAX_POWER_MW):
-        raise InputError("--power-mw", f"must be a finite number in (0, {MAX_POWER_MW:g}] MW, got {args.power_mw}")
-    d = sc.facility.model_dump(exclude_defaults=True) | {"power_mw": args.power_mw}
+    d = sc.facility.model_dump(exclude_defaults=True)
+    for flag, key, value, high in (("--power-mw", "power_mw", args.power_mw, MAX_POWER_MW),
+                                   ("--gpu-power-cap-w", "gpu_power_cap_w", args.gpu_power_cap_w, MAX_GPU_POWER_W)):
+        if value is None:
+            continue
+        if not (math.isfinite(value) and 0 < value <= high):
+            raise InputError(flag, f"must be a finite number in (0, {high:g}], got {value}")
+        d[key] = value
     if args.pue is not None:
         d["pue"] = args.pue
     return parse_facility(d)
@@ -214,4 +219,7 @@ def register(sub) -> None:
     p.add_argument("--power-mw", type=float, metavar="MW",
                    help="the site's power envelope, facility power in MW (with --pue, default the scenario's "
                         "facility.pue): each hardware type's GPU count is capped at what it holds")
+    p.add_argument("--gpu-power-cap-w", type=float, metavar="W",
+                   help="a power limit per GPU: lower clocks (interpolated between published points of the die), "
+                        "less power per node, more GPUs under --power-mw")
     p.set_defaults(func=cmd_size)

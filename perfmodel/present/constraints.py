@@ -19,6 +19,8 @@ def power_cap_text(hardware_id: str, cap) -> str:
     """'h100-sxm: 20 MW at PUE 1.3 holds 12,064 GPUs (1,658 W each at the facility)'."""
     if cap is None:
         return ""
+    if cap.reason:
+        return f"{hardware_id}: {cap.reason}"
     fabric = ""
     if cap.fabric_w_per_gpu:
         fabric = f", {cap.fabric_w_per_gpu:.0f} W of it the fabric's" + (

@@ -12,6 +12,8 @@ from perfmodel.spec.limits import MAX_RATIO, real_field
 
 MAX_POWER_MW = 100_000.0
 """20x the largest campuses announced for AI training (about 5 GW)."""
+MAX_GPU_POWER_W = 10_000.0
+"""3x the largest ``tdp_w`` in hardware/ (3 kW)."""
 
 
 class Facility(BaseModel):
@@ -25,6 +27,9 @@ class Facility(BaseModel):
     pue: real_field(MAX_RATIO, 1.0, exclusive_minimum=False) = PUE_GENERAL
     """Power usage effectiveness of the site, facility power over IT power (default: a
     non-hyperscaler data centre, ``perfmodel.spec.cost.PUE_GENERAL``)."""
+    gpu_power_cap_w: real_field(MAX_GPU_POWER_W) | None = None
+    """A power limit per GPU (``nvidia-smi -pl``): lower clocks, lower peaks, less power per node,
+    more GPUs under the envelope (``perfmodel.formulas.power.capped``). None: the GPU's TDP."""
 
 
 def parse_facility(data: dict) -> Facility:

@@ -76,6 +76,13 @@ class DensePeaks(_Frozen):
     fp4: Tflops | None = None
 
 
+class PowerLimitPoint(_Frozen):
+    """A published dense BF16 peak of the same die at a lower power limit (a DVFS point)."""
+
+    power_w: real_field(MAX_POWER_W)
+    bf16_tflop_per_s: real_field(MAX_TFLOP_PER_S)
+
+
 class GpuSpec(_Frozen):
     name: Name
     peak_dense_tflop_per_s: DensePeaks
@@ -88,6 +95,9 @@ class GpuSpec(_Frozen):
     num_sms: int_field(MAX_COUNT)
     """Streaming multiprocessors (compute units on AMD)."""
     tdp_w: real_field(MAX_POWER_W)
+    power_limit_point: PowerLimitPoint | None = None
+    """The die's peak at a lower power limit, where one is published: a power cap between it and
+    ``tdp_w`` sets the clock (``perfmodel.formulas.power.capped``); None: no cap can be modelled."""
 
     @model_validator(mode="after")
     def _usable_le_physical(self) -> "GpuSpec":

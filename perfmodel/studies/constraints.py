@@ -28,7 +28,7 @@ from perfmodel.formulas.cost import (
     spot_break_even_price_ratio,
 )
 from perfmodel.formulas.fabric import bill_of_materials, host_gpus, with_fabric
-from perfmodel.formulas.power import facility_power_per_gpu_w, gpus_under_envelope, tokens_per_mwh
+from perfmodel.formulas.power import capped, facility_power_per_gpu_w, gpus_under_envelope, tokens_per_mwh
 from perfmodel.spec.capacity import CAPACITY
 from perfmodel.spec.cost import CostModel
 from perfmodel.spec.errors import InputError
@@ -47,21 +47,28 @@ class PowerCap:
     """The GPUs of one hardware type a power envelope holds."""
 
     num_gpus: int
-    power_mw: float
+    power_mw: float | None
     pue: float
     per_gpu_facility_w: float
     """(node power per GPU + fabric power per GPU) x PUE."""
     fabric_w_per_gpu: float
     switch_power_known: bool
     """False when a fabric is given without its switches' power: only its optics are counted."""
+    reason: str = ""
+    """When it holds no GPU: why (no whole node fits, or the per-GPU power cap cannot be modelled)."""
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
 
 
 def power_cap(hw: HardwareSpec, scenario: Scenario) -> PowerCap | None:
-    """N_max for ``hw`` under the scenario's facility envelope; None without an envelope."""
+    """N_max for ``hw`` under the scenario's facility envelope; None without an envelope. A
+    per-GPU power cap that cannot be modelled for ``hw`` holds no GPU (``reason``), envelope or not."""
     fac = scenario.facility
+    try:
+        hw = capped(hw, fac.gpu_power_cap_w)
+    except InputError as exc:
+        return PowerCap(0, fac.power_mw, fac.pue, 0.0, 0.0, True, str(exc))
     if fac.power_mw is None:
         return None
     g = hw.power.gpus_per_node
@@ -75,7 +82,8 @@ def power_cap(hw: HardwareSpec, scenario: Scenario) -> PowerCap | None:
             bom = bill_of_materials(n, host, hw.scale_out.nics_per_gpu, scenario.fabric)
             fabric_w, known = bom.power_w / n, bom.switch_power_w is not None
             n = gpus_under_envelope(fac.power_mw, facility_power_per_gpu_w(hw, fac.pue, fabric_w), g)
-    return PowerCap(n, fac.power_mw, fac.pue, facility_power_per_gpu_w(hw, fac.pue, fabric_w), fabric_w, known)
+    return PowerCap(n, fac.power_mw, fac.pue, facility_power_per_gpu_w(hw, fac.pue, fabric_w), fabric_w, known,
+                    "" if n else f"facility.power_mw: {fac.power_mw:g} MW holds no whole node of {hw.id}")
 
 
 @dataclass(frozen=True)

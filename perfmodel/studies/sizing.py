@@ -291,8 +291,8 @@ def _row(hw_id: str, eff: Efficiencies | None, scenario_like: Scenario, tokens: 
     cap = power_cap(hw, sc)
     all_counts, counts = counts, capped_counts(counts, cap)
     if not counts:
-        return SizingRow(hw.id, hw.name, None, "none_runs", None, none_reason=f"facility.power_mw: {cap.power_mw:g} MW "
-                         f"holds no whole node", options=(), constraints=RowConstraints("power", cap), **common)
+        return SizingRow(hw.id, hw.name, None, "none_runs", None, none_reason=cap.reason, options=(),
+                         constraints=RowConstraints("power", cap), **common)
     opts, fixed, reasons = _options_for(sc, counts, rungs, options, cost_model, eff, deadline_s, budget_usd, step)
     choice, rule, binding = _choose(opts, deadline_s, budget_usd)
     reason = "" if opts else max(set(reasons.values()), key=list(reasons.values()).count)

@@ -114,6 +114,12 @@ def test_cli_power_mw(tmp_path, capsys):
     assert main(base + ["--power-mw", "-1"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--power-mw" in err and "Traceback" not in err
+    assert main(base + ["--power-mw", "0.03", "--gpu-power-cap-w", "500", "--format", "json"]) == 0
+    capped_row = json.loads(capsys.readouterr().out)["rows"][0]
+    # 0.03 MW / (1,075 W x 1.25) = 22.3 GPUs -> 2 nodes = 16 still
+    assert capped_row["power_cap"]["per_gpu_facility_w"] == pytest.approx(1075 * 1.25)
+    assert main(base + ["--gpu-power-cap-w", "nan"]) == 2
+    assert "--gpu-power-cap-w" in capsys.readouterr().err
 
 
 def test_an_oversubscribed_fabric_slows_the_count_that_crosses_it_and_network_binds():
@@ -157,3 +163,39 @@ def test_rent_reserve_or_spot_break_even_by_hand():
     assert q["spot"].cost_usd == pytest.approx(16 * q["spot"].time_to_train_s * 3.0 / 3600)
     text = capacity_text("h100-sxm", row.constraints)
     assert "reserved 3 y unavailable (no sourced price)" in text and "beats on demand above 65.4%" in text
+
+
+def test_a_gpu_power_cap_lowers_the_clock_and_fits_more_gpus():
+    """H100 capped at 500 W: between the H100 NVL point (835.5 dense BF16 at 400 W) and the SXM's
+    989.4 at 700 W, 835.5 + 153.9 x 100 / 300 = 886.8 TFLOP/s, the peak of
+    hardware/h100-sxm-hbm2e-500w.yaml; the node draws 10,200 - 8 x 200 = 8,600 W (that spec's
+    figure). 20 MW at PUE 1.3: 1,075 W x 1.3 = 1,397.5 W per GPU -> 14,311 -> 1,788 nodes = 14,304."""
+    from perfmodel.formulas.power import capped
+    from perfmodel.spec.errors import InputError
+    h100 = load_hardware("h100-sxm")
+    c = capped(h100, 500.0)
+    ref = load_hardware("h100-sxm-hbm2e-500w")
+    assert c.gpu.peak_dense_tflop_per_s.bf16 == pytest.approx(886.8) == ref.gpu.peak_dense_tflop_per_s.bf16
+    assert c.power.node_power_w == 8600.0 == ref.power.node_power_w
+    assert c.gpu.peak_dense_tflop_per_s.fp8 == pytest.approx(1978.9 * 886.8 / 989.4)
+    assert capped(h100, 700.0) is h100 and capped(h100, None) is h100
+    with pytest.raises(InputError, match="^facility.gpu_power_cap_w: .*no extrapolation"):
+        capped(h100, 300.0)
+    with pytest.raises(InputError, match="^facility.gpu_power_cap_w: no published peak of b200"):
+        capped(load_hardware("b200"), 800.0)
+    sc = llama70b(facility={"power_mw": 20, "pue": 1.3, "gpu_power_cap_w": 500})
+    assert power_cap(h100, sc).num_gpus == 14_304
+    # a type the cap cannot be modelled for gets a row that says so, not a failed sizing
+    rows = size_cluster(small(facility={"gpu_power_cap_w": 500}), 1e11, hardware_ids=["h100-sxm", "b200"],
+                        gpu_counts=[8, 16], options=OPTS).rows
+    assert rows[0].choice is not None
+    assert rows[1].rule == "none_runs" and "no published peak of b200" in rows[1].none_reason
+
+
+def test_a_capped_gpu_is_slower_where_compute_bound():
+    import perfmodel as pm
+    base = small(num_gpus=8, parallelism={"tp": 1}, training_tokens=1e10)
+    p700 = pm.predict(base, profile=None)
+    p500 = pm.predict(base.model_copy(update={"facility": Facility(gpu_power_cap_w=500.0)}), profile=None)
+    assert p500.step_time_s > p700.step_time_s
+    assert p500.energy_kwh < p700.energy_kwh * p500.step_time_s / p700.step_time_s   # less power per second
