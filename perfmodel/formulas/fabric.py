@@ -32,11 +32,15 @@ under one leaf; of the network traffic between its domains a share
 
     f = (N - N_leaf) / (N - 1)
 
-crosses the spine (the share of a domain's peers under other leaves). The leaf's uplinks carry
-1/o of its downlink bandwidth, so when every GPU sends at once (collectives of all DP, EP groups
-at the same time) crossing bytes move at B / o and the others at B: the network part of the
-collective takes (1 - f) + f o times as long (``crossing_slowdown``); at f = 1 and o = 2 the
-bandwidth halves. A crossing path takes two more switch hops per tier above the leaf.
+crosses the spine (the share of a domain's peers under other leaves). When every GPU sends at
+once (the collectives of all DP, EP groups at the same time) a leaf's d downlinks each carry B
+and its u = d / o uplinks carry the crossing share f d B, so the uplinks are the bottleneck once
+f o > 1 (a fluid, max-min bottleneck model of the two links in series, pipelined): the network
+part of the collective takes max(1, f o) times as long (``crossing_slowdown``); at f = 1 and
+o = 2 the bandwidth halves, and below f = 1/o the oversubscription costs nothing. Point-to-point
+sends between ranks ``stride`` apart (pipeline stages, context-parallel rings) cross in the
+share f = min(1, stride / (d h)) of pairs. A crossing path takes two more switch hops per tier
+above the leaf.
 """
 
 from __future__ import annotations
@@ -185,10 +189,15 @@ def cross_tier_share(n_domains, n_leaf):
 
 
 def crossing_slowdown(share, oversubscription: float):
-    """(1 - f) + f o: the time of a collective's network part over the time on a non-blocking
-    fabric, when a share f of it crosses a tier with o:1 oversubscription."""
-    f = np.asarray(share, dtype=float)
-    return (1.0 - f) + f * oversubscription
+    """max(1, f o): the time of a collective's network part over the time on a non-blocking
+    fabric, when a share f of every GPU's traffic crosses a tier with o:1 oversubscription."""
+    return np.maximum(1.0, np.asarray(share, dtype=float) * oversubscription)
+
+
+def pair_cross_share(stride, gpus_per_host: int, fabric: FabricSpec):
+    """f = min(1, stride / (d h)): the share of rank pairs ``stride`` apart on different leaves."""
+    d, _ = leaf_ports(fabric)
+    return np.minimum(1.0, np.asarray(stride, dtype=float) / (d * gpus_per_host))
 
 
 def crossing_latency_s(share, fabric: FabricSpec):

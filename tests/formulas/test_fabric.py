@@ -93,16 +93,17 @@ def test_two_to_one_oversubscription_halves_the_cross_tier_bandwidth_of_a_dp_all
 
 def test_cross_tier_share_of_a_dp_group_on_1024_gpus():
     """DP = 128 at tp = 8 on 1,024 H100: one GPU per host in 128 hosts. A 2:1 leaf of 64 ports has
-    42 downlinks, so it reaches 42 hosts: f = (128 - 42) / 127 and the network bandwidth is
-    B / (41/127 + 2 x 86/127)."""
+    42 downlinks, so it reaches 42 hosts: f = (128 - 42) / 127, the uplinks carry f x 2 = 1.35
+    times what they can at full rate, and the network bandwidth is B / (2 x 86/127)."""
     hw = load_hardware("h100-sxm")
     eff = hw.efficiency
     fab_hw = hw.model_copy(update={"scale_out": hw.scale_out.model_copy(
         update={"fabric": FabricSpec(oversubscription=2)})})
     out = through_fabric(scale_out_fabric(hw, eff), fab_hw, 8, 1, 128)
-    assert float(out.busbw_bytes_per_s) == pytest.approx(46e9 * 127 / (41 + 172))
+    assert float(out.busbw_bytes_per_s) == pytest.approx(46e9 * 127 / 172)
     assert float(cross_tier_share(128, 32)) == pytest.approx(96 / 127)
     assert float(crossing_slowdown(1.0, 2.0)) == 2.0
+    assert float(crossing_slowdown(0.4, 2.0)) == 1.0      # below f = 1/o the uplinks keep up
     # a group inside one leaf's reach never crosses: tp = 8, DP of 42 hosts
     inside = through_fabric(scale_out_fabric(hw, eff), fab_hw, 8, 1, 42)
     assert float(inside.busbw_bytes_per_s) == pytest.approx(46e9)
@@ -150,3 +151,23 @@ def test_the_fabric_in_energy_and_tco_by_hand():
     assert job_cost(N, T, bound(FabricSpec()), tco).cost_usd == pytest.approx(base + optics_usd)
     assert job_cost(N, T, bound(priced), tco).cost_usd == pytest.approx(
         base + optics_usd + (11_312 / used_h - N * C * o / used_h) * 100)
+
+
+def test_pipeline_sends_cross_the_leaf_in_the_share_of_pairs_that_straddle_it():
+    """Stages 512 ranks apart (tp 8 x dp 64) on a 1:1 leaf reaching 256 GPUs: every pair crosses
+    (f = 1); at 4:1 (51 hosts = 408 GPUs reach) also f = 1, so a 64 MB send takes 4x the bytes'
+    time; 128 ranks apart at 4:1: f = 128/408 and f o = 1.25."""
+    from perfmodel.formulas.comm import p2p_time_s
+    hw = load_hardware("h100-sxm")
+    eff = hw.efficiency
+    S, alpha, B = 64e6, 5e-6, 46e9
+
+    def at(o):
+        return hw.model_copy(update={"scale_out": hw.scale_out.model_copy(
+            update={"fabric": FabricSpec(oversubscription=o)})})
+
+    assert float(p2p_time_s(S, True, 512, hw, eff)) == pytest.approx(alpha + S / B)
+    assert float(p2p_time_s(S, True, 512, at(1.0), eff)) == pytest.approx(alpha + S / B)
+    assert float(p2p_time_s(S, True, 512, at(4.0), eff)) == pytest.approx(alpha + 4 * S / B)
+    assert float(p2p_time_s(S, True, 128, at(4.0), eff)) == pytest.approx(alpha + 4 * 128 / 408 * S / B)
+    assert float(p2p_time_s(S, False, 512, at(4.0), eff)) == float(p2p_time_s(S, False, 512, hw, eff))
