@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from perfmodel.spec.capacity import CAPACITY_CLASSES
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.units import GIGA, MEGA
 
@@ -74,6 +75,12 @@ FIELDS = (
     Field("cost", "network_ops_overhead_frac", "cost_network_frac", "Networking and operations (x purchase)",
           step=0.05),
     Field("cost", "avg_power_frac", "cost_power_frac", "Average power (x maximum)", step=0.05),
+    Field("cost", "reserved_1y_usd_per_gpu_hour", "cost_reserved_1y", "Reserved 1 y (USD/GPU-h, 0 = none)",
+          zero_is_none=True, step=0.25, help="your one-year reserved price; none is sourced in the specs"),
+    Field("cost", "reserved_3y_usd_per_gpu_hour", "cost_reserved_3y", "Reserved 3 y (USD/GPU-h, 0 = none)",
+          zero_is_none=True, step=0.25, help="your three-year reserved price; none is sourced in the specs"),
+    Field("cost", "spot_usd_per_gpu_hour", "cost_spot", "Spot (USD/GPU-h, 0 = none)", zero_is_none=True,
+          step=0.25, help="your spot price; none is sourced in the specs"),
 )
 SECTIONS = ("reliability", "startup", "input_pipeline", "cost")
 PURPOSE = {"purpose_vot": "value_of_time_usd_per_day", "purpose_deadline_days": "deadline_days",
@@ -110,7 +117,8 @@ def cost_basis(cost) -> str:
 def widget_values(sc) -> dict:
     """Every run widget's value for the scenario ``sc`` (with ``cost_basis``, the purpose and
     the study keys)."""
-    out = {"cost_basis": cost_basis(sc.cost)}
+    out = {"cost_basis": cost_basis(sc.cost), "cost_capacity": sc.cost.capacity,
+           "_cost_preemption": sc.cost.preemption.model_dump(mode="json", exclude_defaults=True)}
     for key, name in PURPOSE.items():
         out[key] = float(getattr(sc.purpose, name) or 0.0)
     for key, name in STUDY.items():
@@ -159,6 +167,9 @@ def sections_from_values(v: dict) -> dict:
     out["cost"]["mode"] = "tco" if basis == "tco" else "cloud"
     if basis in ("listed", "hyperscaler", "neocloud"):
         out["cost"]["cloud_class"] = basis
+    out["cost"]["capacity"] = v.get("cost_capacity") or "on_demand"
+    if v.get("_cost_preemption"):
+        out["cost"]["preemption"] = dict(v["_cost_preemption"])
     out["purpose"] = {name: float(v[key]) for key, name in PURPOSE.items() if v.get(key)}
     out["studies"] = {name: (v[key] * STUDY_SCALE[key] if key in STUDY_SCALE else v[key])
                       for key, name in STUDY.items() if v.get(key) is not None}
@@ -193,6 +204,10 @@ def draw() -> None:
                           "hyperscaler or neocloud: that class's on-demand price for every spec, so hardware "
                           "compares on one basis; own: your price per GPU-hour; tco: own the hardware (capital "
                           "+ networking + energy). Every cost shows its $/GPU-hour and source.")
+            st.radio("Capacity", CAPACITY_CLASSES, key="cost_capacity", horizontal=True,
+                     help="how rented GPUs are held: on demand (the price basis above), reserved for 1 or 3 "
+                          "years, or spot (preempted: goodput counts it). Reserved and spot need your price "
+                          "below: none is sourced.")
         cols = st.columns(2)
         for i, f in enumerate(x for x in FIELDS if x.section == section):
             col = cols[i % 2]

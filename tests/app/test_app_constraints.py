@@ -62,3 +62,23 @@ def test_a_link_opens_size_with_the_envelope_and_fabric_and_names_what_binds():
     encoded = at.query_params[state.QUERY_KEY]
     back = state.decode_query(encoded[0] if isinstance(encoded, list) else encoded)
     assert back.facility.power_mw == 1.7 and back.fabric.oversubscription == 2.0
+
+
+def test_capacity_class_prices_and_preemption_round_trip_and_show_in_the_sidebar():
+    data = {**scenario_to_dict(state.default_scenario()),
+            "cost": {"capacity": "spot", "spot_usd_per_gpu_hour": 2.5, "reserved_1y_usd_per_gpu_hour": 4.0,
+                     "preemption": {"preemptions_per_node_hour": 1e-3, "notice_s": 30.0}}}
+    sc = parse_scenario(data)
+    values = state.widget_values(sc)
+    assert values["cost_capacity"] == "spot" and values["cost_spot"] == 2.5
+    assert state.scenario_from_values(values) == sc
+    assert state.decode_query(state.encode_query(json.loads(json.dumps(scenario_to_dict(sc))))) == sc
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT_S)
+    at.query_params[state.QUERY_KEY] = state.encode_query(json.loads(json.dumps(scenario_to_dict(sc))))
+    at.run()
+    at = at.selectbox(key="_sidebar_group").set_value("Failures, start-up, input and cost").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.radio(key="cost_capacity").value == "spot"
+    assert at.number_input(key="cost_spot").value == 2.5
+    encoded = at.query_params[state.QUERY_KEY]
+    assert state.decode_query(encoded[0] if isinstance(encoded, list) else encoded) == sc
