@@ -6,8 +6,9 @@ nodes (racks), counting the fabric's power per GPU where a fabric is given. Sizi
 counts up to N_max, and N_max itself. The binding constraint of a row:
 
 ==========  ===============================================================================
-power       nothing meets the deadline and the fastest option is the envelope's N_max (counts
-            beyond it were left out), or no count the envelope holds runs at all
+power       nothing meets the deadline, the fastest option is the largest count under the envelope
+            that runs, and the next count beyond the envelope is faster; or no count the
+            envelope holds runs at all
 deadline    nothing meets the deadline within the counts tried, or the cheapest count overall
             misses it (the deadline forces a larger, dearer count)
 budget      what meets the deadline costs more than the budget
@@ -122,7 +123,8 @@ def row_constraints(rule: str, limited_by: str | None, choice, binding, options,
     fabric, on another capacity class)."""
     shown = choice or binding
     forced = choice is not None and min(options, key=lambda o: (o.cost_usd, o.time_to_train_s)) is not choice
-    bind = binding_constraint(rule, limited_by, shown.num_gpus if shown else None, cap, forced, counts != all_counts)
+    largest = max((o.num_gpus for o in options), default=None)
+    bind = binding_constraint(rule, limited_by, shown.num_gpus if shown else None, largest, forced, counts != all_counts)
     nonblocking = None
     fab = shown.candidate.scenario.fabric if shown else None
     if fab is not None and fab.oversubscription > 1:
@@ -132,6 +134,9 @@ def row_constraints(rule: str, limited_by: str | None, choice, binding, options,
             bind = "network"
     beyond = [n for n in all_counts if cap is not None and n > cap.num_gpus]
     relaxed = option_at(beyond[0]) if bind == "power" and beyond else None
+    if bind == "power" and rule == "deadline_missed" and (relaxed is None or
+                                                          relaxed.time_to_train_s >= shown.time_to_train_s):
+        bind, relaxed = ("batch" if limited_by == "batch" else "deadline"), None   # more power buys no time
     quotes = () if shown is None else capacity_quotes(shown, hw, cost_model, time_of)
     return RowConstraints(bind, cap, relaxed, option_tokens_per_mwh(shown), nonblocking, quotes)
 
@@ -182,22 +187,34 @@ def capacity_quotes(option, hw: HardwareSpec, cost_model: CostModel, time_of) ->
     return tuple(out)
 
 
+ROUND_COUNT_MIN = 1024
+"""The smallest power of two whose multiples under N_max sizing also tries (``capped_counts``)."""
+
+
 def capped_counts(counts: tuple[int, ...], cap: PowerCap | None) -> tuple[int, ...]:
-    """The counts at most N_max, and N_max itself (the most the site holds)."""
+    """The counts at most N_max; N_max itself (the most the site holds); and the largest
+    multiples of 1,024, 2,048, 4,096, ... under it. N_max is a whole number of nodes, often with a
+    large prime factor (12,064 = 32 x 13 x 29) that no layout can use with a power-of-two batch,
+    so the round counts just under it are what a cluster at the envelope would run."""
     if cap is None:
         return counts
     kept = {n for n in counts if n <= cap.num_gpus}
     if cap.num_gpus >= 1:
         kept.add(cap.num_gpus)
+    step = ROUND_COUNT_MIN
+    while step <= cap.num_gpus:
+        kept.add(cap.num_gpus // step * step)
+        step *= 2
     return tuple(sorted(kept))
 
 
-def binding_constraint(rule: str, limited_by: str | None, shown_num_gpus: int | None, cap: PowerCap | None,
+def binding_constraint(rule: str, limited_by: str | None, shown_num_gpus: int | None, largest_run: int | None,
                        deadline_forces_more: bool, capped: bool) -> str:
-    """The constraint that binds a sizing row (module table). ``capped``: the envelope removed
-    counts the sizing would otherwise have tried."""
+    """The constraint that binds a sizing row (module table), before the relaxed count is tried.
+    ``capped``: the envelope removed counts the sizing would otherwise have tried;
+    ``largest_run``: the largest count with a layout that runs."""
     if rule == "deadline_missed":
-        if cap is not None and shown_num_gpus == cap.num_gpus and capped:
+        if capped and shown_num_gpus == largest_run:
             return "power"
         return "batch" if limited_by == "batch" else "deadline"
     if rule in ("over_budget", "deadline_costs_more"):

@@ -38,7 +38,8 @@ def test_power_limited_count_is_the_envelope_over_per_gpu_facility_power():
     # a GB200 NVL72 rack (120 kW, 72 GPUs) is the unit: 20e6 / (120e3 x 1.3) = 128.2 racks
     gb = power_cap(load_hardware("gb200-nvl72"), sc)
     assert gb.num_gpus == 128 * 72
-    assert capped_counts((4096, 8192, 16384), cap) == (4096, 8192, 12_064)
+    # and the largest multiples of 1,024, 2,048, 4,096, 8,192 under it: 11,264, 10,240, 8,192, 8,192
+    assert capped_counts((4096, 8192, 16384), cap) == (4096, 8192, 10_240, 11_264, 12_064)
     assert power_cap(load_hardware("h100-sxm"), llama70b()) is None
 
 
@@ -199,3 +200,19 @@ def test_a_capped_gpu_is_slower_where_compute_bound():
     p500 = pm.predict(base.model_copy(update={"facility": Facility(gpu_power_cap_w=500.0)}), profile=None)
     assert p500.step_time_s > p700.step_time_s
     assert p500.energy_kwh < p700.energy_kwh * p500.step_time_s / p700.step_time_s   # less power per second
+
+
+def test_llama3_70b_at_a_20_mw_site_is_bound_by_power():
+    """Llama 3 70B, 15T tokens, batch 4,096 x 8,192, a 12-day deadline, H100 at 20 MW and PUE 1.3:
+    the envelope holds 12,064 GPUs (envelope / 1,657.5 W per GPU, whole nodes); every option runs
+    at or under it, none meets the deadline, and the next count beyond (16,384) is faster: power
+    binds, and the row says what relaxing it buys."""
+    import perfmodel as pm
+    sc = llama70b(global_batch_size=4096, facility={"power_mw": 20, "pue": 1.3})
+    row = pm.size(sc, deadline_s=12 * 86400.0, hardware_ids=["h100-sxm"], grow_batch=False).rows[0]
+    cons = row.constraints
+    assert cons.power_cap.num_gpus == 12_064
+    assert max(o.num_gpus for o in row.options) <= 12_064
+    assert row.rule == "deadline_missed" and cons.binding == "power"
+    assert cons.relaxed.num_gpus == 16_384 and cons.relaxed.time_to_train_s < row.binding.time_to_train_s
+    assert cons.tokens_per_mwh == pytest.approx(15e12 / (row.binding.energy_kwh / 1000))
