@@ -7,9 +7,8 @@ from __future__ import annotations
 import streamlit as st
 
 from perfmodel.present import fmt
-from perfmodel.spec.cost import PUE_GENERAL
 
-SYNC = {"size_power_mw": ("site_power_mw", 1.0, 0.0), "size_pue": ("site_pue", 1.0, None),
+SYNC = {"size_power_mw": ("site_power_mw", 1.0, 0.0), "size_pue": ("site_pue", 1.0, 0.0),
         "size_gpu_cap_w": ("site_gpu_cap_w", 1.0, 0.0),
         "size_oversubscription": ("fabric_oversubscription", 1.0, 0.0), "size_tiers": ("fabric_tiers", 1.0, None)}
 """``run_inputs.submit_sync`` pairs: widget key -> (session key, scale, the value that means none)."""
@@ -21,8 +20,9 @@ def draw(seeded) -> None:
     seeded(c1.number_input, "Power envelope (MW, 0 = none)", "size_power_mw", "site_power_mw", 0.0, min_value=0.0,
            step=5.0, help="the site's facility power (IT load x PUE): each hardware type's GPU count is capped at "
                           "what it holds, in whole nodes (racks) at their maximum power")
-    seeded(c2.number_input, "Site PUE", "size_pue", "site_pue", PUE_GENERAL, min_value=1.0, step=0.05,
-           help="facility power over IT power; with an envelope it also prices the energy")
+    seeded(c2.number_input, "Site PUE (0 = the cost's)", "size_pue", "site_pue", 0.0, min_value=0.0, step=0.05,
+           help="facility power over IT power; given, it also prices the energy; 0: the PUE of the sidebar's "
+                "cost section")
     seeded(c5.number_input, "GPU power cap (W, 0 = none)", "size_gpu_cap_w", "site_gpu_cap_w", 0.0, min_value=0.0,
            step=50.0, help="a power limit per GPU: lower clocks (interpolated between published points of the "
                            "die, e.g. H100 NVL at 400 W), less power per node, more GPUs under the envelope")

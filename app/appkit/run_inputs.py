@@ -101,7 +101,7 @@ STUDY_SCALE = {"study_max_batch_mtokens": MEGA}
 SITE = {"site_power_mw": "power_mw", "site_pue": "pue", "site_gpu_cap_w": "gpu_power_cap_w",
         "fabric_oversubscription": "oversubscription", "fabric_tiers": "tiers"}
 """Session keys (not widgets; the Size page edits them) -> the scenario's ``facility`` (power
-envelope in MW, 0 = none; PUE; a power cap per GPU in W, 0 = none) and ``fabric`` (oversubscription x:1, 0 = no fabric; tiers, 0 = as
+envelope in MW, 0 = none; PUE, 0 = the cost section's; a power cap per GPU in W, 0 = none) and ``fabric`` (oversubscription x:1, 0 = no fabric; tiers, 0 = as
 needed). The fabric's other keys (switch, prices) ride along in ``_fabric_other``."""
 SECTION_TITLES = {"reliability": "Failures and checkpoints", "startup": "Start-up", "input_pipeline": "Input pipeline",
                   "cost": "Cost"}
@@ -138,7 +138,7 @@ def site_values(sc) -> dict:
     fab = sc.fabric
     other = {} if fab is None else fab.model_dump(mode="json", exclude_defaults=True, exclude={"oversubscription",
                                                                                                  "tiers"})
-    return {"site_power_mw": float(sc.facility.power_mw or 0.0), "site_pue": float(sc.facility.pue),
+    return {"site_power_mw": float(sc.facility.power_mw or 0.0), "site_pue": float(sc.facility.pue or 0.0),
             "site_gpu_cap_w": float(sc.facility.gpu_power_cap_w or 0.0),
             "fabric_oversubscription": float(fab.oversubscription) if fab else 0.0,
             "fabric_tiers": int(fab.tiers or 0) if fab else 0, "_fabric_other": other}

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from perfmodel.spec.cost import PUE_GENERAL
 from perfmodel.spec.errors import validated
 from perfmodel.spec.limits import MAX_RATIO, real_field
 
@@ -24,9 +23,10 @@ class Facility(BaseModel):
     power_mw: real_field(MAX_POWER_MW) | None = None
     """The site's power envelope in MW, facility power (what the grid connection delivers:
     IT load x PUE). None: no power limit."""
-    pue: real_field(MAX_RATIO, 1.0, exclusive_minimum=False) = PUE_GENERAL
-    """Power usage effectiveness of the site, facility power over IT power (default: a
-    non-hyperscaler data centre, ``perfmodel.spec.cost.PUE_GENERAL``)."""
+    pue: real_field(MAX_RATIO, 1.0, exclusive_minimum=False) | None = None
+    """Power usage effectiveness of the site, facility power over IT power. None: the cost
+    section's (``cost.pue``, default ``perfmodel.spec.cost.PUE_GENERAL``), so the site and its
+    energy bill share one PUE; given, sizing prices the energy at it too."""
     gpu_power_cap_w: real_field(MAX_GPU_POWER_W) | None = None
     """A power limit per GPU (``nvidia-smi -pl``): lower clocks, lower peaks, less power per node,
     more GPUs under the envelope (``perfmodel.formulas.power.capped``). None: the GPU's TDP."""

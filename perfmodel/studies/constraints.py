@@ -66,6 +66,7 @@ def power_cap(hw: HardwareSpec, scenario: Scenario) -> PowerCap | None:
     """N_max for ``hw`` under the scenario's facility envelope; None without an envelope. A
     per-GPU power cap that cannot be modelled for ``hw`` holds no GPU (``reason``), envelope or not."""
     fac = scenario.facility
+    fac = fac if fac.pue is not None else fac.model_copy(update={"pue": scenario.cost.pue})
     try:
         hw = capped(hw, fac.gpu_power_cap_w)
     except InputError as exc:
@@ -233,13 +234,14 @@ def bought(hw: HardwareSpec, scenario: Scenario) -> HardwareSpec:
 
 
 def at_site(scenario: Scenario, cost_model: CostModel, facility: Facility | None) -> tuple[Scenario, CostModel]:
-    """The scenario at ``facility`` (None: its own), and the cost model at the site's PUE when it
-    has a power envelope (the energy a run uses is the site's)."""
+    """The scenario at ``facility`` (None: its own) and the cost model sizing prices with, sharing
+    one PUE: the facility's where it gives one (the energy a run uses is the site's), else the
+    cost model's (then the scenario's cost section is the cost model, so the envelope uses it)."""
     if facility is not None:
         scenario = scenario.model_copy(update={"facility": facility})
-    if scenario.facility.power_mw is not None:
+    if scenario.facility.pue is not None:
         cost_model = cost_model.model_copy(update={"pue": scenario.facility.pue})
-    return scenario, cost_model
+    return scenario.model_copy(update={"cost": cost_model}), cost_model
 
 
 def option_tokens_per_mwh(option) -> float | None:

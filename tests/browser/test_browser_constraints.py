@@ -49,7 +49,7 @@ def test_size_with_a_power_envelope_and_a_fabric_round_trips_through_the_link(pa
     page.get_by_role("heading", name="Size a cluster").wait_for()
     _idle(page)
     _fill(page, "Power envelope (MW, 0 = none)", "1.7")
-    _fill(page, "Site PUE", "1.3")
+    _fill(page, "Site PUE (0 = the cost's)", "1.3")
     _fill(page, "Fabric oversubscription (x:1, 0 = none)", "2")
     _press(page, "Size the cluster")
     page.get_by_text("Power and what binds").wait_for()
