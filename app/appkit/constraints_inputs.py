@@ -44,7 +44,8 @@ def columns(r: dict) -> dict:
 
 
 def notes(rows: list[dict]) -> None:
-    """Lines per hardware type: the envelope, the binding constraint, rent, reserve or spot."""
-    lines = [t for r in rows for t in (r.get("power_text"), r.get("binding_text"), r.get("capacity_text")) if t]
+    """Lines per hardware type: the envelope, the binding constraint, rent, reserve or spot, the fabric."""
+    lines = [t for r in rows for k in ("power_text", "binding_text", "capacity_text", "fabric_text")
+             if (t := r.get(k))]
     if lines:
         st.markdown("**Power and what binds**\n" + "\n".join(f"- {t}" for t in lines))

@@ -21,7 +21,7 @@ from perfmodel.cli.common import (
     write_csv,
 )
 from perfmodel.present import fmt
-from perfmodel.present.constraints import binding_text, capacity_text, power_cap_text
+from perfmodel.present.constraints import binding_text, capacity_text, fabric_text, power_cap_text
 from perfmodel.present.money import price_text
 from perfmodel.present.verdicts import knee_text, scale_verdict_text, sizing_reason_text
 from perfmodel.spec.errors import InputError
@@ -145,7 +145,8 @@ def cmd_size(args) -> int:
         if r.rule != "no_price":
             print(f"{r.hardware_id} price: {price_text(pm.price(sc.model_copy(update={'hardware': r.hardware_id}), cost=cost_model(args, sc)))}")
         for line in (power_cap_text(r.hardware_id, r.constraints and r.constraints.power_cap),
-                     binding_text(r.hardware_id, r.constraints, res.tokens), capacity_text(r.hardware_id, r.constraints)):
+                     binding_text(r.hardware_id, r.constraints, res.tokens), capacity_text(r.hardware_id, r.constraints),
+                     fabric_text(r.hardware_id, r.constraints)):
             if line:
                 print(line)
     if money:

@@ -69,3 +69,17 @@ def capacity_text(hardware_id: str, constraints) -> str:
             text += f", beats on demand above {fmt.percent(q.break_even)} utilisation over the term"
         parts.append(text)
     return f"{hardware_id} rent, reserve or spot: " + "; ".join(parts)
+
+
+def fabric_text(hardware_id: str, constraints) -> str:
+    """'h100-sxm fabric for 1,024 GPUs: 48 switches (32 leaf, 16 spine), 2,048 cables, 2,560
+    transceivers, 31.2 kW (optics; switch power unknown); capex unavailable (no sourced prices)'."""
+    bom = None if constraints is None else constraints.fabric_bom
+    if bom is None:
+        return ""
+    tiers = f"{bom.num_leaf_switches:,} leaf, {bom.num_spine_switches:,} spine" + (
+        f", {bom.num_core_switches:,} core" if bom.num_core_switches else "")
+    power = fmt.si(bom.power_w, "W") + ("" if bom.switch_power_w is not None else " (optics; switch power unknown)")
+    capex = fmt.usd(bom.capex_usd) if bom.capex_usd is not None else "capex unavailable (no sourced prices)"
+    return (f"{hardware_id} fabric for {bom.num_endpoints:,} NIC ports: {bom.num_switches:,} switches ({tiers}), "
+            f"{bom.num_cables:,} cables, {bom.num_transceivers:,} transceivers, {power}; {capex}")

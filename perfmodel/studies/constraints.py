@@ -28,7 +28,7 @@ from perfmodel.formulas.cost import (
     reserved_break_even_utilisation,
     spot_break_even_price_ratio,
 )
-from perfmodel.formulas.fabric import bill_of_materials, host_gpus, with_fabric
+from perfmodel.formulas.fabric import FabricBom, bill_of_materials, host_gpus, with_fabric
 from perfmodel.formulas.power import capped, facility_power_per_gpu_w, gpus_under_envelope, tokens_per_mwh
 from perfmodel.spec.capacity import CAPACITY
 from perfmodel.spec.cost import CostModel
@@ -105,12 +105,15 @@ class RowConstraints:
     1:1 (what relaxing the network buys); None otherwise."""
     capacity: tuple = ()
     """``CapacityQuote`` of the option shown on each capacity class (on demand, reserved, spot)."""
+    fabric_bom: FabricBom | None = None
+    """The bill of materials of the fabric the option shown needs (None without a fabric)."""
 
     def to_dict(self) -> dict:
         r = self.relaxed
         return {"binding_constraint": self.binding, "tokens_per_mwh": self.tokens_per_mwh,
                 "nonblocking_time_s": self.nonblocking_time_s,
                 "capacity": [q.to_dict() for q in self.capacity],
+                "fabric_bom": self.fabric_bom.to_dict() if self.fabric_bom else None,
                 "power_cap": self.power_cap.to_dict() if self.power_cap else None,
                 "relaxed": None if r is None else {"num_gpus": r.num_gpus, "time_to_train_s": r.time_to_train_s,
                                                    "cost_usd": r.cost_usd, "energy_kwh": r.energy_kwh}}
@@ -139,7 +142,8 @@ def row_constraints(rule: str, limited_by: str | None, choice, binding, options,
                                                           relaxed.time_to_train_s >= shown.time_to_train_s):
         bind, relaxed = ("batch" if limited_by == "batch" else "deadline"), None   # more power buys no time
     quotes = () if shown is None else capacity_quotes(shown, hw, cost_model, time_of)
-    return RowConstraints(bind, cap, relaxed, option_tokens_per_mwh(shown), nonblocking, quotes)
+    bom = None if fab is None else bill_of_materials(shown.num_gpus, host_gpus(hw), hw.scale_out.nics_per_gpu, fab)
+    return RowConstraints(bind, cap, relaxed, option_tokens_per_mwh(shown), nonblocking, quotes, bom)
 
 
 @dataclass(frozen=True)

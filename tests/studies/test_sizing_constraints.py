@@ -216,3 +216,14 @@ def test_llama3_70b_at_a_20_mw_site_is_bound_by_power():
     assert row.rule == "deadline_missed" and cons.binding == "power"
     assert cons.relaxed.num_gpus == 16_384 and cons.relaxed.time_to_train_s < row.binding.time_to_train_s
     assert cons.tokens_per_mwh == pytest.approx(15e12 / (row.binding.energy_kwh / 1000))
+
+
+def test_the_row_carries_the_fabric_bill_of_materials_and_says_capex_is_unavailable():
+    from perfmodel.present.constraints import fabric_text
+    row = size_cluster(small(fabric={"oversubscription": 1}), 1e11, hardware_ids=["h100-sxm"], gpu_counts=[1024],
+                       options=OPTS).rows[0]
+    bom = row.constraints.fabric_bom
+    assert (bom.num_leaf_switches, bom.num_spine_switches, bom.num_cables, bom.num_transceivers) == (32, 16, 2048, 2560)
+    text = fabric_text("h100-sxm", row.constraints)
+    assert "48 switches (32 leaf, 16 spine)" in text and "capex unavailable (no sourced prices)" in text
+    assert row.to_dict()["fabric_bom"]["num_switches"] == 48
