@@ -117,14 +117,12 @@ def for_job(fabric: FabricSpec, num_gpus: int, gpus_per_host: int, nics_per_gpu:
     if fabric.tiers is not None:
         bill_of_materials(num_gpus, gpus_per_host, nics_per_gpu, fabric)
         return fabric
-    for tiers in (2,):
-        fixed = fabric.model_copy(update={"tiers": tiers})
-        try:
-            bill_of_materials(num_gpus, gpus_per_host, nics_per_gpu, fixed)
-            return fixed
-        except InputError:
-            continue
-    return fabric.model_copy(update={"tiers": 3})
+    two = fabric.model_copy(update={"tiers": 2})
+    try:
+        bill_of_materials(num_gpus, gpus_per_host, nics_per_gpu, two)
+        return two
+    except InputError:
+        return fabric.model_copy(update={"tiers": 3})
 
 
 def bill_of_materials(num_gpus: int, gpus_per_host: int, nics_per_gpu: float, fabric: FabricSpec) -> FabricBom:

@@ -2,8 +2,10 @@
 envelope (``facility.power_mw``), the network bought (``fabric``), and which of them binds.
 
 A power envelope caps the GPU count of each hardware type at N_max (``formulas.power``), in whole
-nodes (racks), counting the fabric's power per GPU where a fabric is given. Sizing then tries the
-counts up to N_max, and N_max itself. The binding constraint of a row:
+nodes (racks), counting the fabric's power per GPU where a fabric is given and the GPUs at their
+power cap where one is set. Sizing then tries the counts up to N_max, N_max itself and the round
+counts under it (``capped_counts``). Each row also prices its option on every capacity class
+(``capacity_quotes``) and carries its fabric's bill of materials. The binding constraint of a row:
 
 ==========  ===============================================================================
 power       nothing meets the deadline, the fastest option is the largest count under the envelope
@@ -36,11 +38,11 @@ from perfmodel.spec.errors import InputError
 from perfmodel.spec.facility import Facility
 from perfmodel.spec.hardware import HardwareSpec
 from perfmodel.spec.scenario import Scenario
-from perfmodel.spec.units import SECONDS_PER_HOUR
+from perfmodel.spec.units import MEGA, SECONDS_PER_HOUR
 
 FABRIC_POWER_ITERATIONS = 3
 """The fabric's power per GPU depends on the count it serves, and the count on the power: a few
-fixed-point rounds settle it (it changes by a fraction of a watt per GPU between rounds)."""
+fixed-point rounds, then a step down a node at a time until the count with its own fabric fits."""
 
 
 @dataclass(frozen=True)
@@ -78,12 +80,20 @@ def power_cap(hw: HardwareSpec, scenario: Scenario) -> PowerCap | None:
     fabric_w, known = 0.0, True
     n = gpus_under_envelope(fac.power_mw, facility_power_per_gpu_w(hw, fac.pue, 0.0), g)
     if scenario.fabric is not None:
+        def fabric_at(count: int) -> tuple[float, bool]:
+            bom = bill_of_materials(count, host, hw.scale_out.nics_per_gpu, scenario.fabric)
+            return bom.power_w / count, bom.switch_power_w is not None
+
         for _ in range(FABRIC_POWER_ITERATIONS):
             if n < 1:
                 break
-            bom = bill_of_materials(n, host, hw.scale_out.nics_per_gpu, scenario.fabric)
-            fabric_w, known = bom.power_w / n, bom.switch_power_w is not None
+            fabric_w, known = fabric_at(n)
             n = gpus_under_envelope(fac.power_mw, facility_power_per_gpu_w(hw, fac.pue, fabric_w), g)
+        while n >= 1:         # the count's own fabric must fit too: step down a node while it does not
+            fabric_w, known = fabric_at(n)
+            if n * facility_power_per_gpu_w(hw, fac.pue, fabric_w) <= fac.power_mw * MEGA * (1 + 1e-12):
+                break
+            n -= g
     return PowerCap(n, fac.power_mw, fac.pue, facility_power_per_gpu_w(hw, fac.pue, fabric_w), fabric_w, known,
                     "" if n else f"facility.power_mw: {fac.power_mw:g} MW holds no whole node of {hw.id}")
 

@@ -60,6 +60,13 @@ def test_fabric_power_counts_against_the_envelope():
     assert cap.fabric_w_per_gpu == pytest.approx(8 + 2.5 * 15, rel=0.02) and not cap.switch_power_known
     assert cap.num_gpus < 12_064
     assert cap.num_gpus == gpus_under_envelope(20, (1275 + cap.fabric_w_per_gpu) * 1.3, 8)
+    # the count with its own fabric fits; one node more, with its fabric, does not
+    from perfmodel.formulas.fabric import bill_of_materials
+    from perfmodel.spec.fabric import FabricSpec
+
+    def facility_w(n):
+        return (n * 1275 + bill_of_materials(n, 8, 1, FabricSpec(tiers=3)).power_w) * 1.3
+    assert facility_w(cap.num_gpus) <= 20e6 < facility_w(cap.num_gpus + 8)
 
 
 def small(**over):
