@@ -174,7 +174,9 @@ def price_quote(hw: HardwareSpec, cost_model: CostModel) -> PriceQuote:
         return PriceQuote(total, "own", "your price")
     held = CAPACITY[cost_model.capacity]
     if held.price_field is not None:
-        return PriceQuote(total, held.name, hw.sources.get(f"price.{held.price_field}", "the hardware spec"))
+        own = getattr(cost_model, held.price_field) is not None
+        src = f"your {held.name} price" if own else hw.sources.get(f"price.{held.price_field}", "the hardware spec")
+        return PriceQuote(total, held.name, src)
     if cost_model.cloud_class == "listed":
         key = "price.cloud_usd_per_gpu_hour"
         return PriceQuote(total, "listed", hw.sources.get(key) or f"{hw.price.cloud_provider}, {hw.price.cloud_date}")

@@ -89,6 +89,9 @@ def test_an_unsourced_class_price_is_unavailable_not_invented(capacity):
         rental_usd_per_gpu_hour(hw, CostModel(capacity=capacity))
     own = CostModel(capacity=capacity, usd_per_gpu_hour=2.0)
     assert rental_usd_per_gpu_hour(hw, own) == 2.0 and price_quote(hw, own).basis == "own"
+    yours = CostModel(capacity=capacity, **{f"{capacity}_usd_per_gpu_hour": 1.5})
+    assert rental_usd_per_gpu_hour(hw, yours) == 1.5
+    assert (price_quote(hw, yours).basis, price_quote(hw, yours).source) == (capacity, f"your {capacity} price")
 
 
 def test_on_demand_is_the_default_and_keeps_the_price():
