@@ -4,6 +4,8 @@ unavailable rather than invented."""
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from perfmodel.formulas.cost import price_quote, rental_usd_per_gpu_hour
 from perfmodel.formulas.goodput import (
@@ -99,3 +101,11 @@ def test_on_demand_is_the_default_and_keeps_the_price():
     assert rental_usd_per_gpu_hour(hw, CostModel()) == rental_usd_per_gpu_hour(hw, CostModel(capacity="on_demand"))
     with pytest.raises(InputError, match="^cost: .*capacity"):
         parse_cost_model({"capacity": "monthly"})
+
+
+@settings(max_examples=60, deadline=None)
+@given(rate=st.floats(0, 1e-2), notice=st.floats(0, 600), n=st.integers(8, 100_000))
+def test_preemption_never_raises_goodput_and_it_stays_in_0_1(rate, notice, n):
+    base = goodput_fraction(n, STATE, FM)
+    g = float(preempted(base, n, 8, rate, notice, None).fraction)
+    assert 0 < g <= float(base.fraction) * (1 + 1e-12)

@@ -2,6 +2,8 @@
 architecture, and oversubscription slowing the collectives that cross the leaf tier."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from perfmodel.formulas.comm import Collective, group_time_s, scale_out_fabric, through_fabric
 from perfmodel.formulas.fabric import bill_of_materials, cross_tier_share, crossing_slowdown, for_job, leaf_ports
@@ -171,3 +173,17 @@ def test_pipeline_sends_cross_the_leaf_in_the_share_of_pairs_that_straddle_it():
     assert float(p2p_time_s(S, True, 512, at(4.0), eff)) == pytest.approx(alpha + 4 * S / B)
     assert float(p2p_time_s(S, True, 128, at(4.0), eff)) == pytest.approx(alpha + 4 * 128 / 408 * S / B)
     assert float(p2p_time_s(S, False, 512, at(4.0), eff)) == float(p2p_time_s(S, False, 512, hw, eff))
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 2048), more=st.integers(0, 2048), o=st.sampled_from([1.0, 1.5, 2.0, 3.0, 4.0]))
+def test_a_larger_job_never_needs_fewer_switches_cables_or_optics(n, more, o):
+    small, large = (bill_of_materials(k, 8, 1, FabricSpec(oversubscription=o, tiers=3)) for k in (n, n + more))
+    assert large.num_switches >= small.num_switches and large.num_cables >= small.num_cables
+    assert large.num_transceivers >= small.num_transceivers and large.power_w >= small.power_w
+
+
+@settings(max_examples=60, deadline=None)
+@given(f=st.floats(0, 1), o1=st.floats(1, 16), extra=st.floats(0, 16))
+def test_more_oversubscription_is_never_faster(f, o1, extra):
+    assert float(crossing_slowdown(f, o1 + extra)) >= float(crossing_slowdown(f, o1)) >= 1.0
