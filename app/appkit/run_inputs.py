@@ -101,8 +101,9 @@ STUDY_SCALE = {"study_max_batch_mtokens": MEGA}
 SITE = {"site_power_mw": "power_mw", "site_pue": "pue", "site_gpu_cap_w": "gpu_power_cap_w",
         "fabric_oversubscription": "oversubscription", "fabric_tiers": "tiers"}
 """Session keys (not widgets; the Size page edits them) -> the scenario's ``facility`` (power
-envelope in MW, 0 = none; PUE, 0 = the cost section's; a power cap per GPU in W, 0 = none) and ``fabric`` (oversubscription x:1, 0 = no fabric; tiers, 0 = as
-needed). The fabric's other keys (switch, prices) ride along in ``_fabric_other``."""
+envelope in MW, 0 = none; PUE, 0 = the cost section's; a power cap per GPU in W, 0 = none) and
+``fabric`` (oversubscription x:1, 0 = no fabric; tiers, 0 = as needed). The fabric's other keys
+(switch, prices) ride along in ``_fabric_other``."""
 SECTION_TITLES = {"reliability": "Failures and checkpoints", "startup": "Start-up", "input_pipeline": "Input pipeline",
                   "cost": "Cost"}
 

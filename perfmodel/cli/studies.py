@@ -145,8 +145,8 @@ def cmd_size(args) -> int:
         if r.rule != "no_price":
             print(f"{r.hardware_id} price: {price_text(pm.price(sc.model_copy(update={'hardware': r.hardware_id}), cost=cost_model(args, sc)))}")
         for line in (power_cap_text(r.hardware_id, r.constraints and r.constraints.power_cap),
-                     binding_text(r.hardware_id, r.constraints, res.tokens), capacity_text(r.hardware_id, r.constraints),
-                     fabric_text(r.hardware_id, r.constraints)):
+                     binding_text(r.hardware_id, r.constraints, res.tokens),
+                     capacity_text(r.hardware_id, r.constraints), fabric_text(r.hardware_id, r.constraints)):
             if line:
                 print(line)
     if money:

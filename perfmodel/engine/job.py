@@ -59,7 +59,8 @@ def bind(scenario: Scenario, model: ModelSpec, hardware: HardwareSpec, efficienc
     n = scenario.num_gpus if num_gpus is None else num_gpus
     hardware = capped(hardware, scenario.facility.gpu_power_cap_w)
     if scenario.fabric is not None:
-        hardware = with_fabric(hardware, for_job(scenario.fabric, n, host_gpus(hardware), hardware.scale_out.nics_per_gpu))
+        fabric = for_job(scenario.fabric, n, host_gpus(hardware), hardware.scale_out.nics_per_gpu)
+        hardware = with_fabric(hardware, fabric)
     return Job(model=model, hardware=placed(hardware, n), efficiency=efficiency, software=scenario.software,
                seq_length=scenario.seq_length, global_batch_size=scenario.global_batch_size, num_gpus=n,
                precision=scenario.precision if precision is None else precision, recompute=scenario.recompute,

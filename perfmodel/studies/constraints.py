@@ -138,7 +138,8 @@ def row_constraints(rule: str, limited_by: str | None, choice, binding, options,
     shown = choice or binding
     forced = choice is not None and min(options, key=lambda o: (o.cost_usd, o.time_to_train_s)) is not choice
     largest = max((o.num_gpus for o in options), default=None)
-    bind = binding_constraint(rule, limited_by, shown.num_gpus if shown else None, largest, forced, counts != all_counts)
+    bind = binding_constraint(rule, limited_by, shown.num_gpus if shown else None, largest, forced,
+                              counts != all_counts)
     nonblocking = None
     fab = shown.candidate.scenario.fabric if shown else None
     if fab is not None and fab.oversubscription > 1:
