@@ -32,6 +32,8 @@ _EXPORTS = {
     "Startup": "perfmodel.spec.startup", "InputPipeline": "perfmodel.spec.input_pipeline",
     "Purpose": "perfmodel.spec.purpose", "Studies": "perfmodel.spec.studies",
     "SearchOptions": "perfmodel.studies.search", "InputError": "perfmodel.spec.errors",
+    "Facility": "perfmodel.spec.facility", "FabricSpec": "perfmodel.spec.fabric",
+    "Preemption": "perfmodel.spec.capacity",
     # results
     "Prediction": "perfmodel.engine.prediction", "Description": "perfmodel.studies.describe",
     "SearchResult": "perfmodel.studies.search", "Candidate": "perfmodel.studies.search",

@@ -157,13 +157,16 @@ def scale(scenario: ScenarioLike, gpu_counts=None, *, mode: str | None = None, o
 def size(scenario: ScenarioLike, tokens: float | None = None, *, deadline_s: float | None = None,
          budget_usd: float | None = None, hardware_ids=None, gpu_counts=None, options=None,
          profile: ProfileChoice = AUTO, cost: CostModel | None = None, failures: FailureModel | None = None,
-         grow_batch: bool | None = None, max_batch_tokens: float | None = None, progress=None, workers: int = 1):
+         grow_batch: bool | None = None, max_batch_tokens: float | None = None, progress=None, workers: int = 1,
+         facility=None):
     """Per hardware type, the cheapest GPU count, layout and global batch that trains ``tokens``
     within the deadline and the budget, or why none does; the probability that it meets them, and
     its cost rented and owned with the break-even. The batch grows (doubling, up to
     ``max_batch_tokens``) only where the scenario's batch misses a target, and the result says so
     (``grow_batch=False``: the scenario's batch only). None: the scenario's ``purpose`` (deadline,
-    budget), ``studies`` (hardware, GPU counts, batch growth and limit) and ``training_tokens``."""
+    budget), ``studies`` (hardware, GPU counts, batch growth and limit) and ``training_tokens``.
+    ``facility`` (a ``perfmodel.spec.facility.Facility``; None: the scenario's) caps each count at
+    what its power envelope holds, and the rows name the constraint that binds."""
     from perfmodel.studies.sizing import size_cluster
     sc = _scenario(scenario)
     deadline_s = sc.purpose.deadline_s if deadline_s is None else deadline_s
@@ -176,7 +179,7 @@ def size(scenario: ScenarioLike, tokens: float | None = None, *, deadline_s: flo
     return size_cluster(sc, tokens, deadline_s, budget_usd, hardware_ids or sc.studies.size_hardware,
                         gpu_counts or sc.studies.size_gpu_counts, cost, failures, options=options,
                         efficiency_lookup=profile_lookup(profile), max_batch_tokens=limit if grow else None,
-                        progress=progress, workers=workers)
+                        progress=progress, workers=workers, facility=facility)
 
 
 def fit_fixes(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO, cost: CostModel | None = None):

@@ -18,6 +18,7 @@ import streamlit as st
 
 import perfmodel as pm
 from perfmodel.api import BREAKDOWN_COMPONENTS
+from perfmodel.present.constraints import binding_text, capacity_text, fabric_text, power_cap_text
 from perfmodel.present.money import price_text
 from perfmodel.present.verdicts import knee_text, scale_verdict_text, sizing_reason_text
 from perfmodel.spec.cost import CostModel
@@ -310,7 +311,11 @@ def size_view(key: str, tokens: float, deadline_s: float | None, budget_usd: flo
                for r in rows for o in r.options]
     prices = {hw: _price(sc.model_copy(update={"hardware": hw}), cost) for hw in hardware_ids}
     return {"rows": [{**_plain(r.to_dict()), "reason": sizing_reason_text(r), "price": prices[r.hardware_id],
-                      "listed_class": pm.hardware(r.hardware_id).price.listed_class} for r in rows],
+                      "listed_class": pm.hardware(r.hardware_id).price.listed_class,
+                      "power_text": power_cap_text(r.hardware_id, r.constraints and r.constraints.power_cap),
+                      "binding_text": binding_text(r.hardware_id, r.constraints, tokens),
+                      "capacity_text": capacity_text(r.hardware_id, r.constraints),
+                      "fabric_text": fabric_text(r.hardware_id, r.constraints)} for r in rows],
             "options": options, "seq_length": sc.seq_length}
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from perfmodel.spec.capacity import CAPACITY_CLASSES
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.units import GIGA, MEGA
 
@@ -74,6 +75,12 @@ FIELDS = (
     Field("cost", "network_ops_overhead_frac", "cost_network_frac", "Networking and operations (x purchase)",
           step=0.05),
     Field("cost", "avg_power_frac", "cost_power_frac", "Average power (x maximum)", step=0.05),
+    Field("cost", "reserved_1y_usd_per_gpu_hour", "cost_reserved_1y", "Reserved 1 y (USD/GPU-h, 0 = none)",
+          zero_is_none=True, step=0.25, help="your one-year reserved price; none is sourced in the specs"),
+    Field("cost", "reserved_3y_usd_per_gpu_hour", "cost_reserved_3y", "Reserved 3 y (USD/GPU-h, 0 = none)",
+          zero_is_none=True, step=0.25, help="your three-year reserved price; none is sourced in the specs"),
+    Field("cost", "spot_usd_per_gpu_hour", "cost_spot", "Spot (USD/GPU-h, 0 = none)", zero_is_none=True,
+          step=0.25, help="your spot price; none is sourced in the specs"),
 )
 SECTIONS = ("reliability", "startup", "input_pipeline", "cost")
 PURPOSE = {"purpose_vot": "value_of_time_usd_per_day", "purpose_deadline_days": "deadline_days",
@@ -91,6 +98,12 @@ STUDY = {"study_grow_batch": "grow_batch", "study_max_batch_mtokens": "max_batch
 the pages' options, carried by the link and the YAML. None means the page's default."""
 STUDY_SCALE = {"study_max_batch_mtokens": MEGA}
 """Study keys shown in another unit: field value = session value x scale (millions of tokens)."""
+SITE = {"site_power_mw": "power_mw", "site_pue": "pue", "site_gpu_cap_w": "gpu_power_cap_w",
+        "fabric_oversubscription": "oversubscription", "fabric_tiers": "tiers"}
+"""Session keys (not widgets; the Size page edits them) -> the scenario's ``facility`` (power
+envelope in MW, 0 = none; PUE, 0 = the cost section's; a power cap per GPU in W, 0 = none) and
+``fabric`` (oversubscription x:1, 0 = no fabric; tiers, 0 = as needed). The fabric's other keys
+(switch, prices) ride along in ``_fabric_other``."""
 SECTION_TITLES = {"reliability": "Failures and checkpoints", "startup": "Start-up", "input_pipeline": "Input pipeline",
                   "cost": "Cost"}
 
@@ -105,7 +118,8 @@ def cost_basis(cost) -> str:
 def widget_values(sc) -> dict:
     """Every run widget's value for the scenario ``sc`` (with ``cost_basis``, the purpose and
     the study keys)."""
-    out = {"cost_basis": cost_basis(sc.cost)}
+    out = {"cost_basis": cost_basis(sc.cost), "cost_capacity": sc.cost.capacity,
+           "_cost_preemption": sc.cost.preemption.model_dump(mode="json", exclude_defaults=True)}
     for key, name in PURPOSE.items():
         out[key] = float(getattr(sc.purpose, name) or 0.0)
     for key, name in STUDY.items():
@@ -116,6 +130,33 @@ def widget_values(sc) -> dict:
         value = getattr(getattr(sc, f.section), f.name)
         value = 0 if value is None else value
         out[f.key] = int(value) if f.integer else float(value) / f.scale
+    out.update(site_values(sc))
+    return out
+
+
+def site_values(sc) -> dict:
+    """The ``SITE`` session values of the scenario ``sc``, and its fabric's other keys."""
+    fab = sc.fabric
+    other = {} if fab is None else fab.model_dump(mode="json", exclude_defaults=True, exclude={"oversubscription",
+                                                                                                 "tiers"})
+    return {"site_power_mw": float(sc.facility.power_mw or 0.0), "site_pue": float(sc.facility.pue or 0.0),
+            "site_gpu_cap_w": float(sc.facility.gpu_power_cap_w or 0.0),
+            "fabric_oversubscription": float(fab.oversubscription) if fab else 0.0,
+            "fabric_tiers": int(fab.tiers or 0) if fab else 0, "_fabric_other": other}
+
+
+def site_sections(v: dict) -> dict:
+    """The scenario's ``facility`` and ``fabric`` from the ``SITE`` values (absent: none)."""
+    out: dict = {"facility": {}}
+    if v.get("site_power_mw"):
+        out["facility"]["power_mw"] = float(v["site_power_mw"])
+    if v.get("site_pue"):
+        out["facility"]["pue"] = float(v["site_pue"])
+    if v.get("site_gpu_cap_w"):
+        out["facility"]["gpu_power_cap_w"] = float(v["site_gpu_cap_w"])
+    if v.get("fabric_oversubscription"):
+        out["fabric"] = {**(v.get("_fabric_other") or {}), "oversubscription": float(v["fabric_oversubscription"]),
+                         "tiers": int(v.get("fabric_tiers") or 0) or None}
     return out
 
 
@@ -127,6 +168,9 @@ def sections_from_values(v: dict) -> dict:
     out["cost"]["mode"] = "tco" if basis == "tco" else "cloud"
     if basis in ("listed", "hyperscaler", "neocloud"):
         out["cost"]["cloud_class"] = basis
+    out["cost"]["capacity"] = v.get("cost_capacity") or "on_demand"
+    if v.get("_cost_preemption"):
+        out["cost"]["preemption"] = dict(v["_cost_preemption"])
     out["purpose"] = {name: float(v[key]) for key, name in PURPOSE.items() if v.get(key)}
     out["studies"] = {name: (v[key] * STUDY_SCALE[key] if key in STUDY_SCALE else v[key])
                       for key, name in STUDY.items() if v.get(key) is not None}
@@ -143,6 +187,7 @@ def sections_from_values(v: dict) -> dict:
         raise InputError("cost.usd_per_gpu_hour", "the price basis 'own' needs your price per GPU-hour (> 0)")
     if basis in ("listed", "hyperscaler", "neocloud"):
         out["cost"]["usd_per_gpu_hour"] = None      # the spec's price of the class; yours is kept for 'own'
+    out.update(site_sections(v))
     return out
 
 
@@ -160,6 +205,10 @@ def draw() -> None:
                           "hyperscaler or neocloud: that class's on-demand price for every spec, so hardware "
                           "compares on one basis; own: your price per GPU-hour; tco: own the hardware (capital "
                           "+ networking + energy). Every cost shows its $/GPU-hour and source.")
+            st.radio("Capacity", CAPACITY_CLASSES, key="cost_capacity", horizontal=True,
+                     help="how rented GPUs are held: on demand (the price basis above), reserved for 1 or 3 "
+                          "years, or spot (preempted: goodput counts it). Reserved and spot need your price "
+                          "below: none is sourced.")
         cols = st.columns(2)
         for i, f in enumerate(x for x in FIELDS if x.section == section):
             col = cols[i % 2]

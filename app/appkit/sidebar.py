@@ -35,7 +35,7 @@ from .widget_store import apply as _apply
 from .widget_store import keep as _keep
 from .widget_store import restore as _restore
 
-_NON_WIDGET = ("_uploaded_model", "_hw_uploaded_text")
+_NON_WIDGET = ("_uploaded_model", "_hw_uploaded_text", "_fabric_other", "_cost_preemption")
 STACK_CHOICES = ("", *list_stacks())
 """The stack selector's choices: "" is no preset, every option at its default (Megatron-Core's)."""
 

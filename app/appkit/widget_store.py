@@ -25,7 +25,7 @@ GROUP_KEY = "_sidebar_group"
 def job_keys() -> frozenset:
     """The Session State keys of the job's widgets (what the store keeps)."""
     if "_job_keys" not in st.session_state:
-        plain = set(run_inputs.PURPOSE) | set(run_inputs.STUDY)    # not widgets: Streamlit keeps them itself
+        plain = set(run_inputs.PURPOSE) | set(run_inputs.STUDY) | set(run_inputs.SITE)   # not widgets: kept by Streamlit
         st.session_state["_job_keys"] = frozenset(k for k in state.widget_values(state.default_scenario())
                                                   if k not in plain) | {"use_profile"}
     return st.session_state["_job_keys"]

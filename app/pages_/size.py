@@ -4,7 +4,7 @@ budget, at one price basis, how likely it is to meet them, and whether to buy or
 import pandas as pd
 import streamlit as st
 
-from appkit import cached, charts, page, run_inputs, sidebar
+from appkit import cached, charts, constraints_inputs, page, run_inputs, sidebar
 from perfmodel.present import fmt, money
 from perfmodel.present.money import BASIS_WORDS
 from perfmodel.present.verdicts import batch_text
@@ -49,6 +49,7 @@ with st.form("size_form", border=False):
                                      "would need more tokens")
     c3.caption(f"Price basis: **{BASIS_WORDS[run_inputs.cost_basis(j.cost_model)]}** for every row (sidebar, "
                "'Failures, start-up, input and cost').")
+    site = constraints_inputs.draw(run_inputs.seeded)
     def _sync_tokens() -> None:      # the tokens are the job's: into the sidebar (and so the link)
         sidebar.set_values({"training_tokens_b": float(st.session_state["size_tokens"])})
 
@@ -56,7 +57,8 @@ with st.form("size_form", border=False):
         "size_deadline": ("purpose_deadline_days", 1.0, 0.0), "size_budget": ("purpose_budget", 1.0, 0.0),
         "size_hardware": ("study_size_hardware", 1.0, reference_hardware_ids()),
         "size_counts": ("study_size_counts", 1.0, DEFAULT_COUNTS), "size_grow": ("study_grow_batch", 1.0, True),
-        "size_limit": ("study_max_batch_mtokens", 1.0, MAX_BATCH_TOKENS_DEFAULT / MEGA)}, then=_sync_tokens))
+        "size_limit": ("study_max_batch_mtokens", 1.0, MAX_BATCH_TOKENS_DEFAULT / MEGA),
+        **constraints_inputs.SYNC}, then=_sync_tokens))
 if not hardware or not counts:
     st.info("Pick at least one hardware type and one GPU count.")
     st.stop()
@@ -116,7 +118,9 @@ st.dataframe(pd.DataFrame([{
     "cost 80% band": fmt.band((r.get("band") or {}).get("cost_usd"), fmt.usd),
     "layout": " ".join(f"{k}{r['layout'][k]}" for k in ("tp", "pp", "vpp", "cp", "dp")) if r.get("layout") else "",
     "MFU": fmt.percent(r.get("mfu")), "goodput": fmt.percent(r.get("goodput_frac")),
+    **constraints_inputs.columns(r),
 } for r in rows]), hide_index=True, width="stretch")
+constraints_inputs.notes(rows)
 st.markdown("**Why, per hardware type**\n" + "\n".join(f"- **{page.plain(r['hardware'])}**: {page.plain(r['reason'])}"
                                                           for r in rows))
 with st.expander("Where each price comes from"):

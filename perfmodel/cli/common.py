@@ -197,6 +197,8 @@ def cost_model(args, scenario):
         d["mode"] = "tco"
     if getattr(args, "price_basis", None):
         d["cloud_class"] = args.price_basis
+    if getattr(args, "capacity", None):
+        d["capacity"] = args.capacity
     for key, attr in (("usd_per_gpu_hour", "price"), ("purchase_usd_per_gpu", "purchase"), ("pue", "pue"),
                       ("usd_per_kwh", "usd_per_kwh"), ("amortisation_years", "amortisation_years"),
                       ("utilisation_frac", "utilisation")):
@@ -270,6 +272,9 @@ def add_cost_options(p) -> None:
     g.add_argument("--price-basis", choices=["listed", "hyperscaler", "neocloud"],
                    help="which rental price of each hardware spec: its listed one (default; the provider class "
                         "differs between specs) or the on-demand price of one provider class for every spec")
+    g.add_argument("--capacity", choices=["on_demand", "reserved_1y", "reserved_3y", "spot"],
+                   help="how rented GPUs are held (default: the scenario's cost.capacity, else on demand); spot "
+                        "preemptions enter goodput; a class with no sourced price needs --price")
     g.add_argument("--tco", action="store_true", help="own the hardware: capex + networking + energy")
     g.add_argument("--purchase", type=float, help="purchase price per GPU, USD (TCO)")
     g.add_argument("--pue", type=float)

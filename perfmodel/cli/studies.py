@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import perfmodel as pm
 from perfmodel.cli.common import (
     add_study_options,
@@ -19,6 +21,7 @@ from perfmodel.cli.common import (
     write_csv,
 )
 from perfmodel.present import fmt
+from perfmodel.present.constraints import binding_text, capacity_text, fabric_text, power_cap_text
 from perfmodel.present.money import price_text
 from perfmodel.present.verdicts import knee_text, scale_verdict_text, sizing_reason_text
 from perfmodel.spec.errors import InputError
@@ -107,12 +110,13 @@ def cmd_size(args) -> int:
         raise InputError("--jobs", f"must be a whole number of processes >= 1, got {args.jobs}")
     sc = load(args.scenario, args.set)
     deadline = None if args.deadline_days is None else args.deadline_days * SECONDS_PER_DAY
+    facility = site(args, sc)
     res = pm.size(sc, args.tokens, deadline_s=deadline, budget_usd=args.budget_usd,
                   hardware_ids=csv_list(args.hardware, str, "hardware"), gpu_counts=csv_list(args.gpus, int, "gpus"),
                   options=search_options(args), profile=profile_choice(args), cost=cost_model(args, sc),
                   failures=failure_model(args, sc), grow_batch=False if args.fixed_batch else None,
                   max_batch_tokens=args.max_batch_tokens, progress=progress_bar("size", args.progress),
-                  workers=usable_cores() if args.jobs is None else args.jobs)
+                  workers=usable_cores() if args.jobs is None else args.jobs, facility=facility)
     if args.format == "json":
         emit_json(res.to_dict())
         return 0
@@ -140,6 +144,11 @@ def cmd_size(args) -> int:
     for r in res.rows:
         if r.rule != "no_price":
             print(f"{r.hardware_id} price: {price_text(pm.price(sc.model_copy(update={'hardware': r.hardware_id}), cost=cost_model(args, sc)))}")
+        for line in (power_cap_text(r.hardware_id, r.constraints and r.constraints.power_cap),
+                     binding_text(r.hardware_id, r.constraints, res.tokens),
+                     capacity_text(r.hardware_id, r.constraints), fabric_text(r.hardware_id, r.constraints)):
+            if line:
+                print(line)
     if money:
         print()
         print(fmt.table(money, header=["buy or rent", "GPUs", "rent", "own (TCO)", "break-even per GPU",
@@ -147,6 +156,24 @@ def cmd_size(args) -> int:
         print("Owning breaks even after the GPU-hours shown per GPU: above that utilisation over the amortisation "
               "life, or after that many months at the cost model's utilisation.")
     return 0
+
+
+def site(args, sc):
+    """The scenario's facility with ``--power-mw`` (and ``--pue``, ``--gpu-power-cap-w``) over it."""
+    from perfmodel.spec.facility import MAX_GPU_POWER_W, MAX_POWER_MW, parse_facility
+    if args.power_mw is None and args.gpu_power_cap_w is None:
+        return None
+    d = sc.facility.model_dump(exclude_defaults=True)
+    for flag, key, value, high in (("--power-mw", "power_mw", args.power_mw, MAX_POWER_MW),
+                                   ("--gpu-power-cap-w", "gpu_power_cap_w", args.gpu_power_cap_w, MAX_GPU_POWER_W)):
+        if value is None:
+            continue
+        if not (math.isfinite(value) and 0 < value <= high):
+            raise InputError(flag, f"must be a finite number in (0, {high:g}], got {value}")
+        d[key] = value
+    if args.pue is not None:
+        d["pue"] = args.pue
+    return parse_facility(d)
 
 
 def register(sub) -> None:
@@ -190,4 +217,10 @@ def register(sub) -> None:
     p.add_argument("--jobs", type=int, help="hardware types sized at a time, each in a process of its own "
                                             "(default: the cores this process may use; 1: one process)")
     p.add_argument("--no-failures", action="store_true", help="goodput 1: no failures or checkpoints")
+    p.add_argument("--power-mw", type=float, metavar="MW",
+                   help="the site's power envelope, facility power in MW (with --pue, default the scenario's "
+                        "facility.pue): each hardware type's GPU count is capped at what it holds")
+    p.add_argument("--gpu-power-cap-w", type=float, metavar="W",
+                   help="a power limit per GPU: lower clocks (interpolated between published points of the die), "
+                        "less power per node, more GPUs under --power-mw")
     p.set_defaults(func=cmd_size)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from perfmodel.formulas.fabric import for_job, host_gpus, with_fabric
 from perfmodel.formulas.layouts import Layouts, layouts_from_arrays
 from perfmodel.formulas.pipeline import schedule_code
+from perfmodel.formulas.power import capped
 from perfmodel.formulas.placement import placed
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.hardware import HardwareSpec
@@ -55,6 +57,10 @@ def bind(scenario: Scenario, model: ModelSpec, hardware: HardwareSpec, efficienc
          num_gpus: int | None = None, precision: str | None = None) -> Job:
     """The scenario as a ``Job`` (at another GPU count or precision where given: the search's)."""
     n = scenario.num_gpus if num_gpus is None else num_gpus
+    hardware = capped(hardware, scenario.facility.gpu_power_cap_w)
+    if scenario.fabric is not None:
+        fabric = for_job(scenario.fabric, n, host_gpus(hardware), hardware.scale_out.nics_per_gpu)
+        hardware = with_fabric(hardware, fabric)
     return Job(model=model, hardware=placed(hardware, n), efficiency=efficiency, software=scenario.software,
                seq_length=scenario.seq_length, global_batch_size=scenario.global_batch_size, num_gpus=n,
                precision=scenario.precision if precision is None else precision, recompute=scenario.recompute,

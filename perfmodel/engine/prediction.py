@@ -21,8 +21,16 @@ from perfmodel.engine.job import Job
 from perfmodel.engine.rules import Resolved, resolve
 from perfmodel.formulas.cost import job_cost
 from perfmodel.formulas.counts import param_count
-from perfmodel.formulas.goodput import WATERFALL_STAGES, job_goodput, startup_s, training_time_frac, waterfall
+from perfmodel.formulas.goodput import (
+    WATERFALL_STAGES,
+    job_goodput,
+    preempted,
+    startup_s,
+    training_time_frac,
+    waterfall,
+)
 from perfmodel.formulas.layouts import Layouts
+from perfmodel.spec.capacity import CAPACITY
 from perfmodel.spec.cost import CostModel
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.scenario import Scenario
@@ -91,6 +99,17 @@ class Evaluation:
         return len(self.layouts)
 
 
+def run_goodput(job: Job, cost_model: CostModel):
+    """Goodput under failures, checkpoints and restarts (``job_goodput``), and on preemptible
+    capacity (``cost.capacity``: spot) under preemptions too (``goodput.preempted``)."""
+    gp = job_goodput(job.num_gpus, param_count(job.model).total, job.reliability)
+    if not CAPACITY[cost_model.capacity].preemptible:
+        return gp
+    hw, pre = job.hardware, cost_model.preemption
+    return preempted(gp, job.num_gpus, hw.scale_up.gpus_per_host or hw.power.gpus_per_node,
+                     pre.preemptions_per_node_hour, pre.notice_s, job.reliability.checkpoint_interval_s)
+
+
 def measure(job: Job, layouts: Layouts, arrays: StepArrays, cost_model: CostModel) -> Evaluation:
     """The figures of ``arrays`` (``evaluate(job, layouts)``), each computed here and nowhere else."""
     step = arrays.step_time_s
@@ -99,7 +118,7 @@ def measure(job: Job, layouts: Layouts, arrays: StepArrays, cost_model: CostMode
     peak = job.hardware.gpu.peak_flop_per_s(job.precision)
     mfu = arrays.flop_per_token * tokens / (step * job.num_gpus * peak)
     recompute_frac = arrays.breakdown["recompute"] / np.maximum(arrays.breakdown["compute"], RECOMPUTE_FRAC_FLOOR)
-    g = float(job_goodput(job.num_gpus, param_count(job.model).total, job.reliability).fraction)
+    g = float(run_goodput(job, cost_model).fraction)
     ideal = None if not job.training_tokens else job.training_tokens / tps
     su = job.startup
     frac = np.atleast_1d(training_time_frac(0.0 if ideal is None else ideal, g,

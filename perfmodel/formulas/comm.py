@@ -67,6 +67,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perfmodel.formulas.fabric import (
+    cross_tier_share,
+    crossing_latency_s,
+    crossing_slowdown,
+    domains_per_leaf,
+    host_gpus,
+    pair_cross_share,
+)
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.hardware import HardwareSpec
 
@@ -190,6 +198,7 @@ def group_time_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: E
     size = np.asarray(size_bytes, dtype=float)
     up, out = scale_up_fabric(hw, eff), scale_out_fabric(hw, eff)
     g_in, n_out = group_domains(n, stride, hw.scale_up.domain_size)
+    out = through_fabric(out, hw, stride, g_in, n_out)
     inside = n_out == 1
     nvls = Algorithm.NVLS if hw.scale_up.in_network_reduction else Algorithm.RING
 
@@ -208,6 +217,19 @@ def group_time_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: E
         t_span = across_domains_s(op, size, n, g_in, n_out, up, out, hw.scale_up.in_network_reduction)
     t = _apply_measured(op, size, n, n_out, eff, np.where(inside, t_inside, t_span))
     return np.where(n > 1, t, 0.0)
+
+
+def through_fabric(out: Fabric, hw: HardwareSpec, stride, g_in, n_out) -> Fabric:
+    """The scale-out fabric as a group spanning ``n_out`` domains (``g_in`` GPUs in each, members
+    ``stride`` ranks apart) sees it through the scale-out's oversubscribed leaf tier
+    (``perfmodel.formulas.fabric``): busbw / max(1, f o) and the crossing hops' latency, with
+    f the share of its traffic that leaves a leaf. ``out`` itself without a fabric."""
+    fab = hw.scale_out.fabric
+    if fab is None:
+        return out
+    f = cross_tier_share(n_out, domains_per_leaf(stride, g_in, host_gpus(hw), fab))
+    return Fabric(out.busbw_bytes_per_s / crossing_slowdown(f, fab.oversubscription),
+                  out.latency_s + crossing_latency_s(f, fab))
 
 
 def across_racks_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: Efficiencies, t_flat):
@@ -280,9 +302,16 @@ def _apply_measured(op: Collective, size, n, n_domains, eff: Efficiencies, t_def
     return t
 
 
-def p2p_time_s(size_bytes, crosses_domain, hw: HardwareSpec, eff: Efficiencies):
-    """Point-to-point send/recv between neighbouring pipeline stages."""
+def p2p_time_s(size_bytes, crosses_domain, stride, hw: HardwareSpec, eff: Efficiencies):
+    """Point-to-point send/recv between ranks ``stride`` apart (neighbouring pipeline stages, a
+    context-parallel ring); over the network through the fabric where one is bound
+    (``perfmodel.formulas.fabric.pair_cross_share``)."""
     up, out = scale_up_fabric(hw, eff), scale_out_fabric(hw, eff)
+    fab = hw.scale_out.fabric
+    if fab is not None:
+        f = pair_cross_share(stride, host_gpus(hw), fab)
+        out = Fabric(out.busbw_bytes_per_s / crossing_slowdown(f, fab.oversubscription),
+                     out.latency_s + crossing_latency_s(f, fab))
     size = np.asarray(size_bytes, dtype=float)
     t_up = up.latency_s + size / up.busbw_bytes_per_s
     t_out = out.latency_s + size / out.busbw_bytes_per_s

@@ -25,6 +25,10 @@ Cross-check (Daly 2006, complete model for Poisson failures, counting failures d
 checkpoints and restarts): T_wall = M e^{R/M} (e^{(τ+δ)/M} - 1) T_s / τ, with the
 higher-order optimum τ ≈ sqrt(2δM) [1 + (1/3) sqrt(δ/2M) + (1/9) δ/(2M)] - δ for δ < 2M.
 
+Spot capacity (``preempted``) adds preemptions at a rate λ_p = 1/M_p beside failures: each
+costs a restart R/M_p, and either a checkpoint on notice δ/M_p (when the notice covers a write:
+no work lost) or the rework τ/(2M_p); τ is re-optimised for the interruptions that lose work.
+
 Start-up (launch, compilation, warm-up steps: S seconds, once per run) is added to the wall
 time: W = T_s / goodput + S, so the share of the wall time that trains is
 T_s / W = 1 / (1 / goodput + S / T_s) (``training_time_frac``).
@@ -168,28 +172,39 @@ class Goodput:
     checkpoint_write_s: float | np.ndarray
     restart_s: float | np.ndarray
     mtbf_s: float | np.ndarray
+    preemption_mtbf_s: float | np.ndarray = float("inf")
+    """M_p: mean time between preemptions of spot capacity (``preempted``); inf: none."""
+    notice_saves_work: bool = False
+    """The preemption notice covers a checkpoint write: each preemption costs δ + R, no rework."""
 
-    def _per_failure(self, seconds):
-        M = np.asarray(self.mtbf_s, dtype=float)
+    def _per_failure(self, seconds, M=None):
+        M = np.asarray(self.mtbf_s if M is None else M, dtype=float)
         with np.errstate(invalid="ignore", divide="ignore"):
             return _out(np.where(np.isinf(M), 0.0, np.asarray(seconds, dtype=float) / M))
 
     @property
     def checkpoint_overhead(self):
-        """δ/τ: checkpoint-writing seconds per second of useful compute."""
+        """δ/τ: checkpoint-writing seconds per second of useful compute (+ δ/M_p: a checkpoint on
+        each preemption's notice, where the notice covers it)."""
         tau = np.asarray(self.checkpoint_interval_s, dtype=float)
         with np.errstate(invalid="ignore", divide="ignore"):
-            return _out(np.where(np.isinf(tau), 0.0, np.asarray(self.checkpoint_write_s) / tau))
+            periodic = np.where(np.isinf(tau), 0.0, np.asarray(self.checkpoint_write_s) / tau)
+        on_notice = self._per_failure(self.checkpoint_write_s, self.preemption_mtbf_s) if self.notice_saves_work else 0
+        return _out(periodic + np.asarray(on_notice))
 
     @property
     def rework_overhead(self):
-        """τ/(2M): recomputed seconds (work lost since the last checkpoint) per useful second."""
-        return self._per_failure(np.asarray(self.checkpoint_interval_s, dtype=float) / 2)
+        """τ/(2M) (+ τ/(2M_p) when the notice cannot save the work): recomputed seconds (work lost
+        since the last checkpoint) per useful second."""
+        half = np.asarray(self.checkpoint_interval_s, dtype=float) / 2
+        lost_p = 0 if self.notice_saves_work else self._per_failure(half, self.preemption_mtbf_s)
+        return _out(np.asarray(self._per_failure(half)) + np.asarray(lost_p))
 
     @property
     def restart_overhead(self):
-        """R/M: restart seconds per useful second."""
-        return self._per_failure(self.restart_s)
+        """R/M + R/M_p: restart seconds per useful second."""
+        return _out(np.asarray(self._per_failure(self.restart_s))
+                    + np.asarray(self._per_failure(self.restart_s, self.preemption_mtbf_s)))
 
     @property
     def total_overhead(self):
@@ -253,6 +268,37 @@ def job_goodput(num_gpus, num_params, fm: FailureModel) -> Goodput:
     """Goodput of a job of ``num_params`` parameters: its checkpoint holds
     ``fm.checkpoint_bytes_per_param`` bytes per parameter (weights and optimizer state)."""
     return goodput_fraction(num_gpus, checkpoint_state_bytes(num_params, fm.checkpoint_bytes_per_param), fm)
+
+
+# --- spot preemption -------------------------------------------------------------------
+def preemption_rate_per_s(num_gpus, gpus_per_node: int, preemptions_per_node_hour: float):
+    """λ_p = ceil(N / g_node) x preemptions per node-hour / 3600: any node taken stops the job."""
+    N = _arr("num_gpus", num_gpus, positive=True)
+    return _out(np.ceil(N / gpus_per_node) * preemptions_per_node_hour / SECONDS_PER_HOUR)
+
+
+def preempted(goodput: Goodput, num_gpus, gpus_per_node: int, preemptions_per_node_hour: float, notice_s: float,
+              fixed_interval_s) -> Goodput:
+    """``goodput`` on spot capacity, preempted at λ_p (``preemption_rate_per_s``) beside failures.
+
+    Each preemption costs a restart R. When the notice covers a checkpoint write (notice >= δ)
+    the job checkpoints then and loses no work (δ per preemption); otherwise it loses τ/2 as on a
+    failure. The interval is re-optimised for the interruptions that lose work (Young 1974):
+    τ* = sqrt(2 δ M_r), 1/M_r = 1/M + (0 if the notice saves the work else 1/M_p); a fixed
+    interval (``fixed_interval_s``, not None) is kept."""
+    lam = np.asarray(preemption_rate_per_s(num_gpus, gpus_per_node, preemptions_per_node_hour))
+    with np.errstate(divide="ignore", over="ignore"):
+        Mp = _out(1.0 / lam)
+    d = np.asarray(goodput.checkpoint_write_s, dtype=float)
+    saves = bool(np.all(notice_s >= d))
+    tau = goodput.checkpoint_interval_s
+    if fixed_interval_s is None:
+        with np.errstate(divide="ignore"):
+            inv_M = 1.0 / np.asarray(goodput.mtbf_s, dtype=float) + (0.0 if saves else lam)
+            M_r = np.where(inv_M > 0, 1.0 / np.where(inv_M > 0, inv_M, 1.0), np.inf)
+        tau = young_daly_interval_s(d, M_r)
+    return Goodput(checkpoint_interval_s=tau, checkpoint_write_s=goodput.checkpoint_write_s,
+                   restart_s=goodput.restart_s, mtbf_s=goodput.mtbf_s, preemption_mtbf_s=Mp, notice_saves_work=saves)
 
 
 # --- start-up and the run ---------------------------------------------------------------

@@ -108,7 +108,7 @@ def cp_layer_fwd_s(model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpe
         kv_width = 2 * model.kv_heads * model.attn_head_dim
     chunk = T * kv_width * ACT_BYTES / np.minimum(layouts.tp, model.kv_heads if model.mla is None else layouts.tp)
     crosses = layouts.tp * layouts.cp > hw.scale_up.domain_size
-    return (layouts.cp - 1) * p2p_time_s(chunk, crosses, hw, eff)
+    return (layouts.cp - 1) * p2p_time_s(chunk, crosses, layouts.tp, hw, eff)
 
 
 CP_BWD_OVER_FWD = 2
@@ -159,7 +159,7 @@ def pp_transfer_s(model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpec
     T = tokens_per_microbatch(layouts, seq)
     size = T * model.hidden_size * ACT_BYTES / np.where(layouts.sp, layouts.tp, 1)
     crosses = layouts.tp * layouts.cp * layouts.dp >= hw.scale_up.domain_size
-    return np.where(layouts.pp > 1, p2p_time_s(size, crosses, hw, eff), 0.0)
+    return np.where(layouts.pp > 1, p2p_time_s(size, crosses, layouts.tp * layouts.cp * layouts.dp, hw, eff), 0.0)
 
 
 @dataclass(frozen=True)

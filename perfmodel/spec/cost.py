@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
+from perfmodel.spec.capacity import CapacityClass, Preemption
 from perfmodel.spec.errors import validated
 from perfmodel.spec.limits import MAX_RATIO, MAX_USD, MAX_YEARS, MIN_YEARS, real_field
 
@@ -67,6 +68,19 @@ class CostModel(BaseModel):
     """Cluster networking (and operations) cost as a fraction of the server purchase price."""
     avg_power_frac: real_field(1.0) = AVG_POWER_FRAC_DEFAULT
     """Average node draw during training as a fraction of its maximum power."""
+    capacity: CapacityClass = "on_demand"
+    """How rented GPUs are held (``perfmodel.spec.capacity``): on demand (priced by
+    ``cloud_class``), reserved for 1 or 3 years, or spot (preemptible: ``preemption`` enters
+    goodput). A class whose price the hardware spec lacks is unavailable unless you give
+    ``usd_per_gpu_hour``."""
+    preemption: Preemption = Field(default_factory=Preemption)
+    """Spot preemption rate and notice (used only when ``capacity`` is preemptible)."""
+    reserved_1y_usd_per_gpu_hour: real_field(MAX_USD) | None = None
+    """Your one-year reserved price per GPU-hour, for every hardware (None: the spec's, none sourced)."""
+    reserved_3y_usd_per_gpu_hour: real_field(MAX_USD) | None = None
+    """Your three-year reserved price per GPU-hour (None: the spec's, none sourced)."""
+    spot_usd_per_gpu_hour: real_field(MAX_USD) | None = None
+    """Your spot price per GPU-hour (None: the spec's, none sourced)."""
 
 
 def parse_cost_model(data: dict) -> CostModel:

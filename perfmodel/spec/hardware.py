@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, StrictBool, model_validator
 
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.errors import InputError, read_data_file, validated
+from perfmodel.spec.fabric import FabricSpec
 from perfmodel.spec.limits import (
     MAX_COUNT,
     MAX_GB_PER_S,
@@ -75,6 +76,13 @@ class DensePeaks(_Frozen):
     fp4: Tflops | None = None
 
 
+class PowerLimitPoint(_Frozen):
+    """A published dense BF16 peak of the same die at a lower power limit (a DVFS point)."""
+
+    power_w: real_field(MAX_POWER_W)
+    bf16_tflop_per_s: real_field(MAX_TFLOP_PER_S)
+
+
 class GpuSpec(_Frozen):
     name: Name
     peak_dense_tflop_per_s: DensePeaks
@@ -87,6 +95,9 @@ class GpuSpec(_Frozen):
     num_sms: int_field(MAX_COUNT)
     """Streaming multiprocessors (compute units on AMD)."""
     tdp_w: real_field(MAX_POWER_W)
+    power_limit_point: PowerLimitPoint | None = None
+    """The die's peak at a lower power limit, where one is published: a power cap between it and
+    ``tdp_w`` sets the clock (``perfmodel.formulas.power.capped``); None: no cap can be modelled."""
 
     @model_validator(mode="after")
     def _usable_le_physical(self) -> "GpuSpec":
@@ -187,6 +198,9 @@ class ScaleOutSpec(_Frozen):
     nic_bandwidth_gbit_per_s: real_field(MAX_GBIT_PER_S, MIN_RATE, exclusive_minimum=False)
     """Line rate of one NIC, one direction, in Gb/s (bits)."""
     latency_us: LatencyUs
+    fabric: FabricSpec | None = None
+    """The network the NICs plug into (``perfmodel.spec.fabric``); None: a non-blocking network,
+    as the calibrated bandwidths and latencies measured it. A scenario's ``fabric:`` sets it."""
 
     @property
     def bandwidth_bytes_per_s(self) -> float:
@@ -212,6 +226,9 @@ class PowerSpec(_Frozen):
     """GPUs per node (per rack for NVL72 systems, with node_power_w the rack power)."""
     node_power_w: real_field(MAX_POWER_W)
     """Maximum power of one node (or rack) including CPUs, NICs and fans."""
+    cooling: Literal["air", "liquid"] | None = None
+    """How the node (rack) is cooled: ``liquid`` where its GPUs and CPUs sit on cold plates
+    (a facility with liquid cooling), ``air`` otherwise; None where no source states it."""
 
     @property
     def power_per_gpu_w(self) -> float:
@@ -238,6 +255,12 @@ class PriceSpec(_Frozen):
     """On-demand price at a hyperscaler, where a source gives one (None: none sourced)."""
     neocloud_usd_per_gpu_hour: real_field(MAX_USD) | None = None
     """On-demand price at a GPU-specialist cloud, where a source gives one (None: none sourced)."""
+    reserved_1y_usd_per_gpu_hour: real_field(MAX_USD) | None = None
+    """Price per GPU-hour reserved for one year (``perfmodel.spec.capacity``); None: none sourced."""
+    reserved_3y_usd_per_gpu_hour: real_field(MAX_USD) | None = None
+    """Price per GPU-hour reserved for three years; None: none sourced."""
+    spot_usd_per_gpu_hour: real_field(MAX_USD) | None = None
+    """Spot (preemptible) price per GPU-hour; None: none sourced (spot prices move by the hour)."""
 
     def class_usd_per_gpu_hour(self, price_class: str) -> float | None:
         """The on-demand price of ``price_class`` (``PRICE_CLASSES``), None when none is sourced."""

@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, 
 
 from perfmodel.spec.cost import CostModel
 from perfmodel.spec.errors import InputError, read_data_file, validated
+from perfmodel.spec.fabric import FabricSpec
+from perfmodel.spec.facility import Facility
 from perfmodel.spec.hardware import HardwareSpec, list_hardware_ids, load_hardware, load_hardware_file, parse_hardware
 from perfmodel.spec.input_pipeline import InputPipeline
 from perfmodel.spec.limits import (
@@ -145,6 +147,13 @@ class Scenario(_Frozen):
     studies: Studies = Field(default_factory=Studies)
     """How the studies look at the job: the batch limit sizing may grow to, and the options of
     ``search``, ``scale`` and ``size`` (``perfmodel.spec.studies``), so a link carries them."""
+    fabric: FabricSpec | None = None
+    """The scale-out network bought for the job (``perfmodel.spec.fabric``): its bill of
+    materials, and its oversubscription slowing the collectives that cross it. None: a
+    non-blocking network, as the hardware spec's bandwidths describe."""
+    facility: Facility = Field(default_factory=Facility)
+    """The site's power envelope and PUE (``perfmodel.spec.facility``): the GPUs ``size`` may
+    place there."""
 
     @model_validator(mode="before")
     @classmethod
@@ -257,7 +266,7 @@ def load_scenario(path: str | Path) -> Scenario:
     return parse_scenario(data)
 
 
-RUN_SECTIONS = ("reliability", "startup", "input_pipeline", "cost", "purpose", "studies")
+RUN_SECTIONS = ("reliability", "startup", "input_pipeline", "cost", "purpose", "studies", "facility")
 """Scenario sections about the run rather than the step; written with only the keys that differ
 from their defaults, and left out when none does."""
 

@@ -44,12 +44,14 @@ from perfmodel.formulas.cost import (
 from perfmodel.spec.cost import CostModel
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.errors import InputError
+from perfmodel.spec.facility import Facility
 from perfmodel.spec.hardware import list_hardware_ids, load_hardware
 from perfmodel.spec.limits import MAX_NUM_GPUS, MAX_SWEEP_POINTS
 from perfmodel.spec.reliability import FailureModel
 from perfmodel.spec.scenario import Scenario, hardware_of, model_of
 from perfmodel.spec.studies import MAX_STUDY_HARDWARE
 from perfmodel.studies.batch import batch_rungs
+from perfmodel.studies.constraints import RowConstraints, at_site, bought, capped_counts, power_cap, row_constraints
 from perfmodel.studies.search import Candidate, SearchOptions, search
 
 GPU_COUNTS_DEFAULT = tuple(2 ** k for k in range(3, 15))
@@ -164,6 +166,8 @@ class SizingRow:
     allowed), ``gpu_counts`` when it is the largest count tried (more GPUs may meet it)."""
     price_reason: str = ""
     """Why the hardware could not be priced on the cost model's basis ('' when it could)."""
+    constraints: RowConstraints | None = None
+    """What binds, the power envelope's cap and what relaxing it buys (``studies.constraints``)."""
 
     @property
     def batch_grown(self) -> bool:
@@ -191,6 +195,7 @@ class SizingRow:
                        tokens_per_s_per_gpu=c.candidate.tokens_per_s_per_gpu, layout=c.candidate.layout(),
                        band=c.band)
         shown = c or b
+        out.update(self.constraints.to_dict() if self.constraints else {})
         out["probability_met"] = shown.probability_met if shown else None
         out["buy_vs_rent"] = self.buy_vs_rent.to_dict() if self.buy_vs_rent else None
         return out
@@ -276,13 +281,18 @@ def _row(hw_id: str, eff: Efficiencies | None, scenario_like: Scenario, tokens: 
          counts: tuple[int, ...], rungs, options: SearchOptions, cost_model: CostModel, common: dict,
          step=None) -> SizingRow:
     """One hardware type's row of ``size_cluster``."""
-    hw = load_hardware(hw_id)
+    hw = bought(load_hardware(hw_id), scenario_like)
     try:
         job_cost(1, 0.0, hw, cost_model)      # can it be priced on this basis at all?
     except InputError as exc:
         return SizingRow(hw.id, hw.name, None, "no_price", None, none_reason="", options=(), price_reason=str(exc),
                          **common)
     sc = scenario_like.model_copy(update={"hardware": hw_id, "training_tokens": tokens})
+    cap = power_cap(hw, sc)
+    all_counts, counts = counts, capped_counts(counts, cap)
+    if not counts:
+        return SizingRow(hw.id, hw.name, None, "none_runs", None, none_reason=cap.reason, options=(),
+                         constraints=RowConstraints("power", cap), **common)
     opts, fixed, reasons = _options_for(sc, counts, rungs, options, cost_model, eff, deadline_s, budget_usd, step)
     choice, rule, binding = _choose(opts, deadline_s, budget_usd)
     reason = "" if opts else max(set(reasons.values()), key=list(reasons.values()).count)
@@ -294,9 +304,13 @@ def _row(hw_id: str, eff: Efficiencies | None, scenario_like: Scenario, tokens: 
     if rule == "deadline_missed":
         limited_by = "batch" if binding.num_gpus < counts[-1] else "gpu_counts"
     shown = choice or binding
+    cons = row_constraints(rule, limited_by, choice, binding, opts, cap, all_counts, counts, lambda n: _option(
+        sc, n, rungs[-1], options, cost_model, eff, band_for(hw, model_of(sc)), deadline_s, budget_usd)[0],
+        lambda s, c=cost_model: _predict(s, eff, c).time_to_train_s, deadline_s, hw, cost_model)
     return SizingRow(hw.id, hw.name, choice, rule, binding, none_reason=reason, options=tuple(opts),
                      buy_vs_rent=None if shown is None else _buy_vs_rent_or_none(shown, hw, cost_model),
-                     fixed_rule=fixed_rule, fixed_binding=fixed_binding, limited_by=limited_by, **common)
+                     fixed_rule=fixed_rule, fixed_binding=fixed_binding, limited_by=limited_by,
+                     constraints=cons, **common)
 
 
 def _row_task(task) -> SizingRow:
@@ -330,7 +344,8 @@ def size_cluster(scenario_like: Scenario, tokens: float, deadline_s: float | Non
                  cost_model: CostModel | None = None, failure_model: FailureModel | None = None, *,
                  options: SearchOptions | None = None,
                  efficiency_lookup: Callable[[str], Efficiencies | None] | None = None,
-                 max_batch_tokens: float | None = None, progress=None, workers: int = 1) -> SizingResult:
+                 max_batch_tokens: float | None = None, progress=None, workers: int = 1,
+                 facility: Facility | None = None) -> SizingResult:
     """One row per hardware type: the cheapest (GPU count, layout, batch) that trains ``tokens``
     within ``deadline_s`` and ``budget_usd``, or why none does.
 
@@ -341,6 +356,7 @@ def size_cluster(scenario_like: Scenario, tokens: float, deadline_s: float | Non
     type (None: the spec's defaults), as ``predict`` uses. ``progress(done, total)`` counts
     (hardware, GPU count) pairs. ``workers`` > 1 sizes that many hardware types at a time, each
     in a process of its own (the same rows; the progress then moves a hardware type at a time).
+    ``facility`` (None: the scenario's) caps each count at its power envelope (``studies.constraints``).
     """
     if not tokens or tokens <= 0:
         raise InputError("tokens", f"must be > 0, got {tokens}")
@@ -362,6 +378,7 @@ def size_cluster(scenario_like: Scenario, tokens: float, deadline_s: float | Non
     if failure_model is not None:
         scenario_like = scenario_like.model_copy(update={"reliability": failure_model})
     cost_model = cost_model or scenario_like.cost
+    scenario_like, cost_model = at_site(scenario_like, cost_model, facility)
     common = dict(deadline_s=deadline_s, budget_usd=budget_usd, gpu_counts=tuple(counts),
                   global_batch_size=scenario_like.global_batch_size, seq_length=scenario_like.seq_length,
                   max_batch_tokens=max_batch_tokens if len(rungs) > 1 else None)
