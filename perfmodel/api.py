@@ -19,10 +19,11 @@ scenario's ``reliability`` section). Results are frozen objects whose
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from perfmodel.engine.band import ErrorBand
-from perfmodel.engine.band import band_for as _band_for
+from perfmodel.engine.band import band_for_job as _band_for_job
 from perfmodel.engine.evaluate import COMPONENTS as BREAKDOWN_COMPONENTS  # noqa: F401  (public)
 from perfmodel.engine.evaluate import LENS  # noqa: F401  (public)
 from perfmodel.engine.prediction import Prediction
@@ -96,7 +97,21 @@ def predict(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO, cost: Cost
     """Step time, throughput, MFU, memory, goodput (its fraction and waterfall), the error band
     and, with ``training_tokens``, time, cost and energy."""
     sc = _scenario(scenario)
-    return _predict(sc, efficiencies_for(hardware_of(sc), profile)[0], cost)
+    p = _predict(sc, efficiencies_for(hardware_of(sc), profile)[0], cost)
+    note = profile_band_note(profile)
+    return p if not (note and p.band) else replace(p, band_note=f"{p.band_note}; {note}")
+
+
+def profile_band_note(profile: ProfileChoice) -> str:
+    """'' for the project's profiles (the band's residuals are theirs); else a line saying the
+    efficiencies in force have no residuals of their own."""
+    if profile == AUTO:
+        return ""
+    if profile is None:
+        return ("--profile none: the hardware spec's own efficiencies: no residuals of their own; the band is "
+                "the project profiles' residuals")
+    return (f"profile {Path(str(profile)).name}: no residuals of its own; the band is the project profiles' "
+            "residuals (validate your runs with --profile to measure its own)")
 
 
 def band(scenario: ScenarioLike) -> ErrorBand:
@@ -106,7 +121,7 @@ def band(scenario: ScenarioLike) -> ErrorBand:
     ``band.duration(t)`` give {p10, p50, p90} of a rate or a time (or cost); ``band.rank_of(
     predicted, measured)`` where a measured rate falls among such runs; ``band.cdf(r)``."""
     sc = _scenario(scenario)
-    out = _band_for(hardware_of(sc), model_of(sc))
+    out = _band_for_job(hardware_of(sc), model_of(sc), sc.software.stack, sc.seq_length, sc.num_gpus)
     if out is None:
         raise InputError("band", "no band table: run perfmodel validate perfmodel/data/published_runs.yaml "
                                  "--fit-bands")

@@ -19,7 +19,7 @@ as given.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -56,6 +56,89 @@ def kind_of(model: ModelSpec) -> str:
     return "moe" if model.moe is not None else "dense"
 
 
+DENSE_FFN_MULTIPLE = 4
+"""d_ff = 4 d_model: the dense MLP width against which Krajewski et al. 2024 ("Scaling Laws for
+Fine-Grained Mixture of Experts", arXiv 2402.07871, section 3) define granularity."""
+FINE_GRAINED_MIN_GRANULARITY = 2
+"""G = d_ff / d_expert at or above which an MoE counts as fine-grained: its experts are at most
+half a standard expert, the segmentation DeepSeekMoE introduced (Dai et al. 2024, arXiv
+2401.06066, section 3.1). Of the published runs: Grok-1 0.75 and Mixtral 1.14 are coarse; Llama 4
+Maverick 2.5, GPT-OSS 4, Qwen3 10.7 and DeepSeek-V3 14 fine. Chosen as a round threshold between
+the two groups, not tuned to residuals."""
+FAMILIES = ("dense", "moe-coarse", "moe-fine")
+
+
+def family_of(model: ModelSpec) -> str:
+    """The model family the out-of-family band holds out: dense, coarse MoE or fine-grained MoE."""
+    if model.moe is None:
+        return "dense"
+    granularity = DENSE_FFN_MULTIPLE * model.hidden_size / model.moe.expert_ffn_hidden_size
+    return "moe-fine" if granularity >= FINE_GRAINED_MIN_GRANULARITY else "moe-coarse"
+
+
+DEFAULT_STACK = "megatron-core"
+"""A scenario that names no stack runs Megatron-Core's defaults (``perfmodel.spec.software``)."""
+DIMENSIONS = ("stack", "family", "generation", "seq_length", "scale")
+"""The ways a job can lie outside the validated runs; each has a widening factor fitted by holding
+its groups out. Stack, family and generation are categories (outside: not among the runs); sequence
+length and GPU count are ranges (outside: beyond the runs' smallest and largest)."""
+
+
+@dataclass(frozen=True)
+class Context:
+    """Where a job sits among the validated runs."""
+
+    stack: str
+    family: str
+    generation: str
+    seq_length: int
+    num_gpus: int
+
+
+@dataclass(frozen=True)
+class Validated:
+    """What the published runs behind a band span."""
+
+    stacks: frozenset
+    families: frozenset
+    generations: frozenset
+    seq_length: tuple[int, int]
+    num_gpus: tuple[int, int]
+
+
+def novel_dimensions(ctx: Context, v: Validated) -> tuple[str, ...]:
+    """The dimensions in which ``ctx`` lies outside ``v`` (a generation no run is on counts)."""
+    out = {"stack": ctx.stack not in v.stacks, "family": ctx.family not in v.families,
+           "generation": ctx.generation == ANY_GENERATION or ctx.generation not in v.generations,
+           "seq_length": not v.seq_length[0] <= ctx.seq_length <= v.seq_length[1],
+           "scale": not v.num_gpus[0] <= ctx.num_gpus <= v.num_gpus[1]}
+    return tuple(d for d in DIMENSIONS if out[d])
+
+
+DIMENSION_TEXT = {
+    "stack": lambda c, v: f"stack {c.stack} (validated: {', '.join(sorted(v.stacks))})",
+    "family": lambda c, v: f"model family {c.family} (validated: {', '.join(sorted(v.families))})",
+    "generation": lambda c, v: f"GPU generation {c.generation} (validated: {', '.join(sorted(v.generations))})",
+    "seq_length": lambda c, v: f"sequence length {c.seq_length} (validated {v.seq_length[0]}-{v.seq_length[1]})",
+    "scale": lambda c, v: f"{c.num_gpus} GPUs (validated {v.num_gpus[0]}-{v.num_gpus[1]})",
+}
+
+
+def combined_widening(factors: dict | None, dims) -> float:
+    """The factor for a job outside the runs in several dimensions: each dimension's extra spread
+    adds in quadrature, k = sqrt(1 + sum(k_d^2 - 1)) (independent errors add their variances).
+    A dimension without a fitted factor (one group: nothing to hold out) adds nothing."""
+    factors = factors or {}
+    return math.sqrt(1.0 + sum(max(factors.get(d, 1.0), 1.0) ** 2 - 1.0 for d in dims))
+
+
+def widen(levels, log_ratio, k: float) -> tuple[float, ...]:
+    """Quantiles k times as far from their median: q' = q_50 + k (q - q_50)."""
+    q = np.asarray(log_ratio, dtype=float)
+    mid = float(np.interp(0.5, levels, q))
+    return tuple(float(x) for x in mid + k * (q - mid))
+
+
 def _interp(x: float, xs, ys) -> float:
     return float(np.interp(x, xs, ys))
 
@@ -75,6 +158,11 @@ class ErrorBand:
     held_out_coverage: float | None
     """Share of the stratum's published runs the p10-p90 band covered when fitted without their
     source (leave-one-source-out); None when the stratum has no runs."""
+    widening: float = 1.0
+    """How many times the stratum's band (about its median) this band is: above 1 where the job lies
+    outside the validated runs (``novel_dimensions``)."""
+    note: str = ""
+    """One line: the family the band comes from, and how the job lies outside the validated runs."""
 
     def quantile(self, level: float) -> float:
         """The ``level`` quantile of r (levels outside the stored range take its ends)."""
@@ -119,7 +207,8 @@ class ErrorBand:
 
     def to_dict(self) -> dict:
         return {"stratum": self.stratum, "levels": list(self.levels), "log_ratio": list(self.log_ratio),
-                "software_stacks": self.software_stacks, "held_out_coverage": self.held_out_coverage}
+                "software_stacks": self.software_stacks, "held_out_coverage": self.held_out_coverage,
+                "widening": self.widening, "note": self.note}
 
 
 @dataclass(frozen=True)
@@ -129,6 +218,10 @@ class BandTable:
     levels: tuple[float, ...]
     strata: dict
     """``<generation>/<kind>`` -> ErrorBand."""
+    validated: Validated | None = None
+    """What the published runs span (None in a table fitted before out-of-family bands)."""
+    widening: dict | None = None
+    """dimension -> factor fitted by holding that dimension's groups out (``perfmodel.studies.bands``)."""
 
     def band(self, generation: str, kind: str) -> ErrorBand:
         """The stratum's band; a generation with no published runs takes the ``any`` stratum."""
@@ -147,7 +240,16 @@ def band_table_from_dict(data: dict) -> BandTable:
         if len(q) != len(levels) or any(b < a for a, b in zip(q, q[1:])):
             raise InputError(f"error_bands.strata.{name}", "needs one non-decreasing quantile per level")
         strata[name] = ErrorBand(name, levels, q, int(s["software_stacks"]), s.get("held_out_coverage"))
-    return BandTable(levels, strata)
+    oof = data.get("out_of_family")
+    if not isinstance(oof, dict):
+        return BandTable(levels, strata)
+    v = oof["validated"]
+    validated = Validated(frozenset(v["stacks"]), frozenset(v["families"]), frozenset(v["generations"]),
+                          tuple(int(x) for x in v["seq_length"]), tuple(int(x) for x in v["num_gpus"]))
+    factors = {k: float(x) for k, x in oof["widening"].items()}
+    if any(not (1.0 <= x < 100.0) for x in factors.values()):
+        raise InputError("error_bands.out_of_family.widening", "factors must lie in [1, 100)")
+    return BandTable(levels, strata, validated, factors)
 
 
 @lru_cache(maxsize=1)
@@ -164,6 +266,29 @@ def band_for(hw: HardwareSpec, model: ModelSpec) -> ErrorBand | None:
     """The error band of a job on ``hw`` training ``model`` (None without a band table)."""
     table = band_table()
     return None if table is None else table.band(generation_of(hw), kind_of(model))
+
+
+def band_for_job(hw: HardwareSpec, model: ModelSpec, stack: str | None, seq_length: int, num_gpus: int) -> ErrorBand | None:
+    """The error band of a job, widened where the job lies outside the validated runs, with its
+    one-line note (None without a band table)."""
+    table = band_table()
+    if table is None:
+        return None
+    base = table.band(generation_of(hw), kind_of(model))
+    ctx = Context(stack or DEFAULT_STACK, family_of(model), generation_of(hw), seq_length, num_gpus)
+    if table.validated is None:
+        return replace(base, note=f"band from {base.stratum} runs ({ctx.family}); the band table predates "
+                                  "out-of-family widening: refit with --fit-bands")
+    dims = novel_dimensions(ctx, table.validated)
+    k = combined_widening(table.widening, dims)
+    q = widen(base.levels, base.log_ratio, k)
+    if dims:
+        why = "; ".join(DIMENSION_TEXT[d](ctx, table.validated) for d in dims)
+        note = (f"band from {base.stratum} runs, widened x{k:.2f} (held-out coverage): outside the validated runs: "
+                f"{why}")
+    else:
+        note = f"band from {base.stratum} runs ({ctx.family}, stack {ctx.stack}: both among the validated runs)"
+    return replace(base, log_ratio=q, widening=k, note=note)
 
 
 def band_dict(band: ErrorBand, tokens_per_s_per_gpu: float, step_time_s: float, time_to_train_s: float | None,
