@@ -334,17 +334,26 @@ def predict_anchored(scenario: ScenarioLike, anchor, *, profile: ProfileChoice =
     with the band of the published anchored what-ifs."""
     from perfmodel.studies.anchor import Anchor, AnchoredPrediction, anchored_band, anchored_efficiency
     from perfmodel.studies.anchor_check import load_band
+    from perfmodel.studies.anchor_limits import anchor_mismatch, widened_band
     sc = _scenario(scenario)
     runs = None if isinstance(anchor, Anchor) else _runs(anchor)
+    limits = () if runs is None else anchor_mismatch([r.scenario for r in runs], sc)
     a = anchor if runs is None else fit_anchor(runs, profile=profile)
     eff = efficiencies_for(hardware_of(sc), profile)[0]
     p = _predict(sc, anchored_efficiency(eff, a.factors), cost)
     band = load_band()
-    notes = ()
+    notes = limits
     if runs and any(hardware_of(r.scenario).reference_id != hardware_of(sc).reference_id for r in runs):
-        notes = (f"the anchor ran on {hardware_of(runs[0].scenario).reference_id}; its factors are carried to "
-                 f"{hardware_of(sc).reference_id} as they are",)
+        notes += (f"the anchor ran on {hardware_of(runs[0].scenario).reference_id}; its factors are carried to "
+                  f"{hardware_of(sc).reference_id} as they are",)
+    if runs is None:
+        notes += ("an anchor given as factors: its stack, precision and model family are not checked against the "
+                  "what-if's",)
+    b = anchored_band(p, band["error_quantiles"])
+    source = f"{band['pairs']} published anchored what-ifs (p10-p90 of their error)"
+    if limits:
+        b = widened_band(b, _band_for_job(hardware_of(sc), model_of(sc), sc.software.stack, sc.seq_length,
+                                          sc.num_gpus), p.tokens_per_s_per_gpu, p.step_time_s)
+        source += ", widened to the unanchored band where that is wider"
     return AnchoredPrediction(prediction=p, unanchored=predict(sc, profile=profile, cost=cost), anchor=a,
-                              band=anchored_band(p, band["error_quantiles"]),
-                              band_source=f"{band['pairs']} published anchored what-ifs (p10-p90 of their error)",
-                              notes=notes)
+                              band=b, band_source=source, notes=notes)
