@@ -97,14 +97,16 @@ def predict(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO, cost: Cost
     """Step time, throughput, MFU, memory, goodput (its fraction and waterfall), the error band
     and, with ``training_tokens``, time, cost and energy."""
     sc = _scenario(scenario)
-    p = _predict(sc, efficiencies_for(hardware_of(sc), profile)[0], cost)
-    note = profile_band_note(profile)
+    eff = efficiencies_for(hardware_of(sc), profile)[0]
+    p = _predict(sc, eff, cost)
+    custom = profile != AUTO and eff != efficiencies_for(hardware_of(sc), AUTO)[0]
+    note = profile_band_note(profile) if custom else ""
     return p if not (note and p.band) else replace(p, band_note=f"{p.band_note}; {note}")
 
 
 def profile_band_note(profile: ProfileChoice) -> str:
-    """'' for the project's profiles (the band's residuals are theirs); else a line saying the
-    efficiencies in force have no residuals of their own."""
+    """A line saying the efficiencies in force, other than the project's profiles (whose residuals
+    the band is), have no residuals of their own ('' for ``auto``)."""
     if profile == AUTO:
         return ""
     if profile is None:
@@ -283,6 +285,20 @@ def load_runs(path: str | Path, logs=()):
     """The measured runs of a RUN file (a cases file, one case, or a scenario measured by ``logs``)."""
     from perfmodel.spec.runs import load_runs as _load_runs
     return _load_runs(path, logs)
+
+
+def load_runs_assumed(path: str | Path, logs=(), *, stack: str = "auto"):
+    """(the runs of ``load_runs``, the assumptions made, one line each): the framework each log's
+    format shows (``perfmodel.spec.log_framework``) gives the software stack of runs whose scenario
+    names none (``stack="auto"``); a stack name sets every run's; the GPU a log names is checked
+    against the scenario's hardware."""
+    from perfmodel.spec import limits
+    from perfmodel.spec.errors import read_text_file
+    from perfmodel.spec.log_framework import assume_stack, infer_framework
+    runs = load_runs(path, logs)
+    guesses = [(Path(log).name, infer_framework(read_text_file(Path(log), f"log({Path(log).name})",
+                                                               limits.MAX_LOG_FILE_BYTES))) for log in logs]
+    return assume_stack(runs, guesses, stack)
 
 
 def observed_run(scenario: ScenarioLike, measured, run_id: str | None = None):
