@@ -301,6 +301,21 @@ def load_runs_assumed(path: str | Path, logs=(), *, stack: str = "auto"):
     return assume_stack(runs, guesses, stack)
 
 
+def trace(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO) -> dict:
+    """The predicted step as a Chrome trace (Trace Event Format: Perfetto and chrome://tracing open
+    it): each pipeline rank's ops, exposed communication, bubble and step tail on their streams."""
+    from perfmodel.studies.trace_out import chrome_trace
+    return chrome_trace(resolve(scenario, profile=profile))
+
+
+def compare_trace(scenario: ScenarioLike, path: str | Path, *, profile: ProfileChoice = AUTO):
+    """A PyTorch profiler trace the user names against the scenario's predicted step, per kernel
+    class (GEMM, attention, element-wise, communication, idle): ``TraceComparison``."""
+    from perfmodel.spec.profiler_trace import read_trace
+    from perfmodel.studies.trace_compare import compare_trace as _compare
+    return _compare(read_trace(path), resolve(scenario, profile=profile))
+
+
 def observed_run(scenario: ScenarioLike, measured, run_id: str | None = None):
     """A run of ``scenario`` measured by ``measured`` (a ``MeasuredRun`` or a ``measured:`` mapping)."""
     from perfmodel.spec.measured import MeasuredRun, bind_run, measured_from_mapping
