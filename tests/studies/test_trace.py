@@ -13,7 +13,7 @@ from perfmodel.spec.errors import InputError
 from perfmodel.spec.profiler_trace import parse_trace, read_trace
 from perfmodel.studies.trace_classes import CLASSES, predicted_classes
 from perfmodel.studies.trace_compare import kernel_class, measured_classes
-from tests.support.profiler_trace import EXPECTED_COMMUNICATION_TOTAL_US, EXPECTED_PER_STEP_US, trace
+from support.profiler_trace import EXPECTED_COMMUNICATION_TOTAL_US, EXPECTED_PER_STEP_US, trace
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "perfmodel" / "data" / "example_scenario.yaml"

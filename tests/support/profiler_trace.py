@@ -10,7 +10,7 @@ all-reduce 7000-9000 (1000 of it under the GEMM); the first step also has a 100 
 first GEMM. Per step: gemm 6000, attention 1500, elementwise 550, exposed communication 1000 (2000
 in all), idle 500 (the window is 0-19000: 9500 per step).
 
-    python -m tests.support.profiler_trace > tests/data/traces/pytorch_profiler_small.json
+    PYTHONPATH=tests python -m support.profiler_trace > tests/data/traces/pytorch_profiler_small.json
 """
 
 import json
