@@ -79,9 +79,15 @@ def family_of(model: ModelSpec) -> str:
 DEFAULT_STACK = "megatron-core"
 """A scenario that names no stack runs Megatron-Core's defaults (``perfmodel.spec.software``)."""
 DIMENSIONS = ("stack", "family", "generation", "seq_length", "scale")
-"""The ways a job can lie outside the validated runs; each has a widening factor fitted by holding
-its groups out. Stack, family and generation are categories (outside: not among the runs); sequence
-length and GPU count are ranges (outside: beyond the runs' smallest and largest)."""
+"""The ways a job can lie outside the validated runs, each fitted by holding its groups out.
+Stack, family and generation are categories (outside: not among the runs); sequence length and GPU
+count are ranges (outside: beyond the runs' smallest and largest)."""
+CATEGORIES = ("stack", "family", "generation")
+"""Dimensions whose held-out groups' offsets the band adds (``shifted``): a new stack, family or
+generation sits where earlier new ones sat, a random effect like the units' offsets."""
+RANGES = ("seq_length", "scale")
+"""Dimensions whose band is widened by a factor (``widen``): beyond a range there is one held-out
+group on each side, which shows how much wider the error gets, not where a new group sits."""
 
 
 @dataclass(frozen=True)
@@ -125,11 +131,34 @@ DIMENSION_TEXT = {
 
 
 def combined_widening(factors: dict | None, dims) -> float:
-    """The factor for a job outside the runs in several dimensions: each dimension's extra spread
-    adds in quadrature, k = sqrt(1 + sum(k_d^2 - 1)) (independent errors add their variances).
-    A dimension without a fitted factor (one group: nothing to hold out) adds nothing."""
+    """The factor for a job outside the runs' ranges in several dimensions (``RANGES``): each
+    dimension's extra spread adds in quadrature, k = sqrt(1 + sum(k_d^2 - 1)) (independent errors
+    add their variances). A dimension without a fitted factor adds nothing."""
     factors = factors or {}
-    return math.sqrt(1.0 + sum(max(factors.get(d, 1.0), 1.0) ** 2 - 1.0 for d in dims))
+    return math.sqrt(1.0 + sum(max(factors.get(d, 1.0), 1.0) ** 2 - 1.0 for d in dims if d in RANGES))
+
+
+def shifted(levels, log_ratio, offsets) -> tuple[float, ...]:
+    """Quantiles at ``levels`` of r + c, c each held-out group's offset with equal weight: the
+    mixture's distribution function G(x) = mean_c F(x - c), F read between the band's levels (and
+    held at its end levels beyond them), inverted at ``levels``. One offset moves the band by it;
+    no offsets: the band as it is."""
+    if not len(offsets):
+        return tuple(float(x) for x in log_ratio)
+    lv, q, c = (np.asarray(a, dtype=float) for a in (levels, log_ratio, offsets))
+    points = np.unique((q[:, None] + c[None, :]).ravel())
+    g = np.mean([np.interp(points - ci, q, lv) for ci in c], axis=0)
+    return tuple(float(x) for x in np.interp(lv, g, points))
+
+
+def out_of_family(levels, log_ratio, dims, offsets: dict | None, factors: dict | None) -> tuple[float, ...]:
+    """The band of a job outside the validated runs in ``dims``: each category's held-out offsets
+    added in turn (``shifted``), then widened by the ranges' factor (``widen``)."""
+    q = tuple(log_ratio)
+    for d in dims:
+        if d in CATEGORIES:
+            q = shifted(levels, q, (offsets or {}).get(d, ()))
+    return widen(levels, q, combined_widening(factors, dims))
 
 
 def widen(levels, log_ratio, k: float) -> tuple[float, ...]:
@@ -159,8 +188,8 @@ class ErrorBand:
     """Share of the stratum's published runs the p10-p90 band covered when fitted without their
     source (leave-one-source-out); None when the stratum has no runs."""
     widening: float = 1.0
-    """How many times the stratum's band (about its median) this band is: above 1 where the job lies
-    outside the validated runs (``novel_dimensions``)."""
+    """This band's p10-p90 width over the stratum's: above 1 where the job lies outside the
+    validated runs (``novel_dimensions``)."""
     note: str = ""
     """One line: the family the band comes from, and how the job lies outside the validated runs."""
 
@@ -221,7 +250,9 @@ class BandTable:
     validated: Validated | None = None
     """What the published runs span (None in a table fitted before out-of-family bands)."""
     widening: dict | None = None
-    """dimension -> factor fitted by holding that dimension's groups out (``perfmodel.studies.bands``)."""
+    """Range dimension -> factor fitted by holding its groups out (``perfmodel.studies.band_families``)."""
+    offsets: dict | None = None
+    """Category dimension -> the held-out groups' offsets (``perfmodel.studies.band_families``)."""
 
     def band(self, generation: str, kind: str) -> ErrorBand:
         """The stratum's band; a generation with no published runs takes the ``any`` stratum."""
@@ -249,7 +280,10 @@ def band_table_from_dict(data: dict) -> BandTable:
     factors = {k: float(x) for k, x in oof["widening"].items()}
     if any(not (1.0 <= x < 100.0) for x in factors.values()):
         raise InputError("error_bands.out_of_family.widening", "factors must lie in [1, 100)")
-    return BandTable(levels, strata, validated, factors)
+    offsets = {k: tuple(float(x) for x in v) for k, v in (oof.get("offsets") or {}).items()}
+    if any(not abs(x) < 10.0 for v in offsets.values() for x in v):
+        raise InputError("error_bands.out_of_family.offsets", "offsets must lie within (-10, 10)")
+    return BandTable(levels, strata, validated, factors, offsets)
 
 
 @lru_cache(maxsize=1)
@@ -280,15 +314,19 @@ def band_for_job(hw: HardwareSpec, model: ModelSpec, stack: str | None, seq_leng
         return replace(base, note=f"band from {base.stratum} runs ({ctx.family}); the band table predates "
                                   "out-of-family widening: refit with --fit-bands")
     dims = novel_dimensions(ctx, table.validated)
-    k = combined_widening(table.widening, dims)
-    q = widen(base.levels, base.log_ratio, k)
+    q = out_of_family(base.levels, base.log_ratio, dims, table.offsets, table.widening)
+    k = (_width(q, base.levels) / _width(base.log_ratio, base.levels)) if _width(base.log_ratio, base.levels) > 0 else 1.0
     if dims:
         why = "; ".join(DIMENSION_TEXT[d](ctx, table.validated) for d in dims)
-        note = (f"band from {base.stratum} runs, widened x{k:.2f} (held-out coverage): outside the validated runs: "
-                f"{why}")
+        note = (f"band from {base.stratum} runs, {k:.2f}x as wide (held-out groups' offsets and spread): outside "
+                f"the validated runs: {why}")
     else:
         note = f"band from {base.stratum} runs ({ctx.family}, stack {ctx.stack}: both among the validated runs)"
     return replace(base, log_ratio=q, widening=k, note=note)
+
+
+def _width(q, levels) -> float:
+    return float(np.interp(NOMINAL_HIGH, levels, q) - np.interp(NOMINAL_LOW, levels, q))
 
 
 def band_dict(band: ErrorBand, tokens_per_s_per_gpu: float, step_time_s: float, time_to_train_s: float | None,

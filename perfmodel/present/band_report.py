@@ -74,20 +74,25 @@ def out_of_family_section(rows, oof: dict) -> list[str]:
     k = oof["widening"]
     lines = ["", "### Out of family", "",
              "Held out by whole software stacks, model families (dense, coarse MoE, fine-grained MoE), GPU "
-             "generations, sequence-length bins and GPU-count bins (a factor 4 wide), not only by source. A job "
-             "outside the validated runs in a dimension has its band widened about its median by that dimension's "
-             "factor, fitted by holding the dimension's groups out (`perfmodel/studies/band_families.py`): " +
-             ", ".join(f"{SCHEME_TITLES[d]} x{v:.2f}" for d, v in k.items()) + ". The coverage below is nested: "
-             "each held-out group's band and factors were fitted without it. Median half-width: half the 80% "
-             f"band's width as a share of the rate. Groups of fewer than {MIN_RUNS_SHOWN} runs count in their "
-             "scheme's total only.", "",
-             "| held out | group | runs | widened | 50% band | 80% band | 90% band | median half-width |",
+             "generations, sequence-length bins and GPU-count bins (a factor 4 wide), not only by source "
+             "(`perfmodel/studies/band_families.py`). A job of a stack, family or generation no published run has "
+             "takes the band plus an offset drawn from where each held-out group of that kind sat against the band "
+             "fitted without it (" + "; ".join(f"{SCHEME_TITLES[d]}: " + ", ".join(f"{x:+.2f}" for x in v)
+                                               for d, v in oof["offsets"].items()) + " in r); one beyond the "
+             "validated sequence lengths or GPU counts has its band widened about its median by a factor fitted by "
+             "holding the end groups out (" + ", ".join(f"{SCHEME_TITLES[d]} x{v:.2f}" for d, v in k.items()) +
+             "). `perfmodel predict` says which family the band comes from and where a job lies outside the "
+             "validated runs (`band_note`). The coverage below is nested: each held-out group's band, offsets and "
+             "factors were fitted without it; 'outside' counts the runs that lay outside the other runs in some "
+             "dimension. Median half-width: half the 80% band's width as a share of the rate. Groups of fewer than "
+             f"{MIN_RUNS_SHOWN} runs count in their scheme's total only.", "",
+             "| held out | group | runs | outside | 50% band | 80% band | 90% band | median half-width |",
              "|---|---|---:|---:|---:|---:|---:|---:|"]
     for scheme, groups in table.items():
         for label, c in groups.items():
             if label != "all" and c["cases"] < MIN_RUNS_SHOWN:
                 continue
-            name = f"**all**" if label == "all" else label[:60]
+            name = "**all**" if label == "all" else label[:60]
             lines.append(f"| {SCHEME_TITLES[scheme]} | {name} | {c['cases']} | {c['widened']} | {fmt.percent(c[0.5])} | "
                          f"{fmt.percent(c[0.8])} | {fmt.percent(c[0.9])} | ±{fmt.percent(c['median_half_width'])} |")
     return lines

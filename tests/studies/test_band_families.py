@@ -7,8 +7,9 @@ import pytest
 
 import perfmodel as pm
 from perfmodel.engine.band import (Context, Validated, band_table_from_dict, combined_widening, family_of,
-                                   novel_dimensions, widen)
-from perfmodel.studies.band_families import SCHEMES, fit_widening, held_out_nested, out_of_family_table
+                                   novel_dimensions, out_of_family, shifted, widen)
+from perfmodel.studies.band_families import (SCHEMES, fit_offsets, fit_widening, held_out_nested,
+                                             out_of_family_table)
 from perfmodel.studies.bands import LEVELS, residuals
 
 RUNS = Path(__file__).resolve().parents[2] / "perfmodel" / "data" / "published_runs.yaml"
@@ -27,14 +28,26 @@ def test_family_follows_expert_granularity(preset, family):
 
 
 def test_widening_adds_in_quadrature_and_keeps_the_median():
-    assert combined_widening({"stack": 1.2, "family": 1.45}, ()) == 1.0
-    assert combined_widening({"stack": 1.2, "family": 1.45}, ("stack",)) == pytest.approx(1.2)
-    assert combined_widening({"stack": 1.2, "family": 1.45}, ("stack", "family")) == pytest.approx(
-        (1 + 0.44 + 1.45 ** 2 - 1) ** 0.5)
+    factors = {"seq_length": 1.2, "scale": 1.45}
+    assert combined_widening(factors, ()) == 1.0
+    assert combined_widening(factors, ("seq_length", "stack")) == pytest.approx(1.2)     # categories shift instead
+    assert combined_widening(factors, ("seq_length", "scale")) == pytest.approx((1 + 0.44 + 1.45 ** 2 - 1) ** 0.5)
     q = [0.01 * i for i in range(len(LEVELS))]
     w = widen(LEVELS, q, 2.0)
     assert w[LEVELS.index(0.5)] == pytest.approx(q[LEVELS.index(0.5)])
     assert w[-1] - w[0] == pytest.approx(2 * (q[-1] - q[0]))
+
+
+def test_held_out_offsets_move_and_spread_the_band():
+    """r + c over every pair: one offset moves the band by it; two offsets a and -a spread it."""
+    q = tuple(0.01 * (i - 9) for i in range(len(LEVELS)))
+    assert shifted(LEVELS, q, ()) == pytest.approx(q)
+    assert shifted(LEVELS, q, (0.2,)) == pytest.approx(tuple(x + 0.2 for x in q))
+    wide = shifted(LEVELS, q, (-0.05, 0.05))
+    assert wide[LEVELS.index(0.5)] == pytest.approx(0.0, abs=1e-12)
+    assert wide[0] < q[0] - 0.02 and wide[-1] > q[-1] + 0.02
+    both = out_of_family(LEVELS, q, ("stack", "seq_length"), {"stack": (0.2,)}, {"seq_length": 2.0})
+    assert both == pytest.approx(widen(LEVELS, shifted(LEVELS, q, (0.2,)), 2.0))
 
 
 def test_novel_dimensions_name_what_lies_outside():
@@ -53,8 +66,8 @@ def _table(tmp_oof=True):
     if tmp_oof:
         data["out_of_family"] = {"validated": {"stacks": ["nemo-perf"], "families": ["dense"], "generations": ["hopper"],
                                                "seq_length": [2048, 8192], "num_gpus": [8, 1024]},
-                                 "widening": {"stack": 1.5, "family": 2.0, "generation": 1.0, "seq_length": 1.3,
-                                              "scale": 1.0}}
+                                 "offsets": {"stack": [-0.2, 0.0, 0.2], "family": [0.3], "generation": []},
+                                 "widening": {"seq_length": 1.3, "scale": 1.0}}
     return band_table_from_dict(data)
 
 
@@ -65,12 +78,15 @@ def test_a_job_of_an_unseen_stack_gets_a_wider_band_and_says_why(monkeypatch):
     seen = band.band_for_job(hw, dense, "nemo-perf", 4096, 64)
     unseen = band.band_for_job(hw, dense, "pytorch-eager", 4096, 64)
     assert seen.widening == 1.0 and "among the validated runs" in seen.note
-    assert unseen.widening == pytest.approx(1.5)
+    assert unseen.widening > 1.5
     assert "stack pytorch-eager (validated: nemo-perf)" in unseen.note and "\n" not in unseen.note
     s, u = seen.duration(10.0), unseen.duration(10.0)
     assert u["p10"] < s["p10"] and u["p90"] > s["p90"]
     moe = band.band_for_job(hw, pm.model("deepseek-v3"), "nemo-perf", 4096, 64)
-    assert moe.widening == pytest.approx(2.0) and "model family moe-fine" in moe.note
+    assert moe.widening == pytest.approx(1.0) and "model family moe-fine" in moe.note      # moved, not widened
+    assert moe.quantile(0.5) == pytest.approx(seen.quantile(0.5) + 0.3)
+    long = band.band_for_job(hw, dense, "nemo-perf", 131072, 64)
+    assert long.widening == pytest.approx(1.3) and "sequence length 131072 (validated 2048-8192)" in long.note
     monkeypatch.setattr(band, "band_table", lambda: _table(False))
     assert "refit with --fit-bands" in band.band_for_job(hw, dense, "nemo-perf", 4096, 64).note
 
@@ -81,16 +97,22 @@ def test_a_custom_profile_says_it_has_no_residuals():
     assert "no residuals" not in pm.predict(pm.load_scenario("perfmodel/data/example_scenario.yaml")).band_note
 
 
-def test_nested_coverage_fits_the_factors_without_the_held_out_group(rows):
-    """The factor a held-out stack's runs are widened by is the one fitted on the other stacks alone."""
+def test_nested_coverage_fits_the_offsets_without_the_held_out_group(rows):
+    """A held-out stack's runs get the band, offsets and factors fitted on the other stacks alone."""
+    from perfmodel.studies.band_families import _base_band, validated
+    from perfmodel.studies.bands import parts
     stack = "torchtitan-2412-compile"
     held = held_out_nested(rows, "stack")
     rest = [r for r in rows if r.stack != stack]
-    k = fit_widening(rest)["stack"]
-    mine = [held[r.id] for r in rows if r.stack == stack]
-    assert all("stack" in h.novel for h in mine)
-    assert all(h.widening == pytest.approx(combined_widening(fit_widening(rest), h.novel)) for h in mine)
-    assert k >= 1.0
+    offsets, factors = fit_offsets(rest), fit_widening(rest)
+    assert len(offsets["stack"]) == len({r.stack for r in rest}) and 8 not in offsets   # one per other stack
+    p = parts(rest)
+    for r in rows:
+        if r.stack == stack:
+            h = held[r.id]
+            assert "stack" in h.novel
+            assert h.quantiles == pytest.approx(out_of_family(LEVELS, _base_band(p, r), h.novel, offsets, factors))
+    assert set(factors) == {"seq_length", "scale"} and all(k >= 1.0 for k in factors.values())
 
 
 def test_out_of_family_table_covers_every_scheme(rows):
