@@ -13,7 +13,8 @@ compute    each forward and backward of a micro-batch (chunk), split into its op
            proportions of their predicted times (``perfmodel.studies.trace_classes.op_shares``),
            and the pipeline bubble: the idle gaps between them
 comm       the communication each forward and backward leaves exposed
-tail       the optimizer step and the data-parallel gradient sync after the last backward
+tail       after the last backward: the data-parallel gradient sync left exposed, the optimizer
+           step, and the host's exposed overheads and data wait, in the step model's proportions
 =========  ==================================================================================
 
 Each event's ``cat`` is its kernel class (gemm, attention, elementwise, communication, idle), the
@@ -24,6 +25,7 @@ classes ``perfmodel diagnose --trace`` compares a measured trace in. The schedul
 
 from __future__ import annotations
 
+from perfmodel.engine.evaluate import evaluate
 from perfmodel.engine.rules import Resolved
 from perfmodel.formulas.timeline import PHASES
 from perfmodel.studies.timeline import scenario_timeline
@@ -59,6 +61,24 @@ def _split(row: dict, shares, backward: bool) -> list[dict]:
     return out
 
 
+TAIL_PARTS = (("data-parallel gradient sync", "communication", ("dp_comm",)),
+              ("optimizer step", "elementwise", ("optimizer",)),
+              ("host overheads and data wait", "idle", ("overheads", "data_wait")))
+"""The step's tail as the timeline ends it (``perfmodel.studies.timeline._TAIL``), in its parts."""
+
+
+def _tail(row: dict, breakdown: dict) -> list[dict]:
+    """The tail block as its parts, back to back, in the step model's proportions."""
+    seconds = [sum(breakdown[k] for k in keys) for _, _, keys in TAIL_PARTS]
+    total, span = sum(seconds), row["end_s"] - row["start_s"]
+    out, t = [], row["start_s"]
+    for (name, cat, _), sec in zip(TAIL_PARTS, seconds):
+        if sec > 0 and total > 0:
+            out.append(_event(name, cat, row["stage"], "tail", t, span * sec / total, {}))
+            t += span * sec / total
+    return out
+
+
 def _bubbles(rows) -> list[dict]:
     """Idle gaps on each rank's compute and comm streams before the tail, from 0 to its last op."""
     out = []
@@ -77,6 +97,7 @@ def chrome_trace(r: Resolved) -> dict:
     """The predicted step of a resolved scenario as a Trace Event Format object."""
     tl = scenario_timeline(r, MAX_TRACE_MICROBATCHES)
     shares = op_shares(r)
+    breakdown = {k: float(v[0]) for k, v in evaluate(r.job, r.layouts).breakdown.items()}
     split = len(tl.rows) * len(shares) <= MAX_OP_EVENTS
     events = []
     for stage in range(tl.num_stages):
@@ -89,6 +110,9 @@ def chrome_trace(r: Resolved) -> dict:
         phase = row["phase"]
         if split and phase in (PHASES[0], PHASES[1]):
             events += _split(row, shares, phase == PHASES[1])
+            continue
+        if phase == PHASES[3]:
+            events += _tail(row, breakdown)
             continue
         events.append(_event(f"{phase} mb{row['microbatch']}", _PHASE_CLASS.get(phase, "gemm"), row["stage"],
                              _PHASE_THREAD[phase], row["start_s"], row["end_s"] - row["start_s"],

@@ -134,3 +134,31 @@ def test_the_reader_is_bounded_and_says_what_is_wrong(tmp_path, monkeypatch, cap
     assert main(["diagnose", str(EXAMPLE), "--trace", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "not JSON" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+KERNEL_NAMES = {"gemm": "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", "attention": "void flash::flash_fwd_kernel<>",
+                "elementwise": "void at::native::vectorized_elementwise_kernel<4>",
+                "communication": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"}
+
+
+def _as_profiler_trace(doc: dict, rank: int = 0) -> dict:
+    """The predicted trace's rank as a PyTorch profiler would record it: each non-idle event a kernel
+    named as its class's library names it, on its stream, one ProfilerStep."""
+    events = [{"ph": "X", "cat": "kernel", "name": KERNEL_NAMES[e["cat"]], "pid": 0, "tid": e["tid"], "ts": e["ts"],
+               "dur": e["dur"], "args": {"device": 0, "stream": e["tid"]}}
+              for e in doc["traceEvents"] if e["ph"] == "X" and e["pid"] == rank and e["cat"] != "idle"]
+    return {"traceEvents": events + [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1,
+                                      "tid": 1, "ts": 0, "dur": 1}]}
+
+
+def test_the_predicted_trace_read_back_is_the_prediction():
+    """Cross-check of writer, reader and classes: the predicted step of a job without a pipeline,
+    written as a trace and read back as a profiler trace, gives every class's predicted time
+    (a different path: event intervals and name patterns against the step model's breakdown)."""
+    from perfmodel.studies.trace_compare import compare_trace
+    sc = pm.parse_scenario({**pm.scenario_to_dict(pm.load_scenario(EXAMPLE)), "parallelism": {
+        "tp": 8, "pp": 1, "vpp": 1, "cp": 1, "sequence_parallel": True, "zero_stage": 1}})
+    c = compare_trace(parse_trace(_as_profiler_trace(pm.trace(sc)), "round trip"), pm.resolve(sc))
+    for row in c.rows:   # idle after the last kernel (the host's 60 us per step) lies outside a trace's window
+        assert row.measured_s == pytest.approx(row.predicted_s, rel=1e-6, abs=1e-4), row.kernel_class
+    assert {r.kernel_class: r.measured_s for r in c.rows}["communication"] > 1.0     # TP traffic exposed
