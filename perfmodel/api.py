@@ -24,6 +24,7 @@ from pathlib import Path
 
 from perfmodel.engine.band import ErrorBand
 from perfmodel.engine.band import band_for_job as _band_for_job
+from perfmodel.engine.band import profile_band_note
 from perfmodel.engine.evaluate import COMPONENTS as BREAKDOWN_COMPONENTS  # noqa: F401  (public)
 from perfmodel.engine.evaluate import LENS  # noqa: F401  (public)
 from perfmodel.engine.prediction import Prediction
@@ -102,18 +103,6 @@ def predict(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO, cost: Cost
     custom = profile != AUTO and eff != efficiencies_for(hardware_of(sc), AUTO)[0]
     note = profile_band_note(profile) if custom else ""
     return p if not (note and p.band) else replace(p, band_note=f"{p.band_note}; {note}")
-
-
-def profile_band_note(profile: ProfileChoice) -> str:
-    """A line saying the efficiencies in force, other than the project's profiles (whose residuals
-    the band is), have no residuals of their own ('' for ``auto``)."""
-    if profile == AUTO:
-        return ""
-    if profile is None:
-        return ("--profile none: the hardware spec's own efficiencies: no residuals of their own; the band is "
-                "the project profiles' residuals")
-    return (f"profile {Path(str(profile)).name}: no residuals of its own; the band is the project profiles' "
-            "residuals (validate your runs with --profile to measure its own)")
 
 
 def band(scenario: ScenarioLike) -> ErrorBand:

@@ -338,3 +338,17 @@ def band_dict(band: ErrorBand, tokens_per_s_per_gpu: float, step_time_s: float, 
     if cost_usd is not None:
         out["cost_usd"] = band.duration(cost_usd)
     return out
+
+
+def profile_band_note(profile) -> str:
+    """A line saying the efficiencies in force, other than the project's profiles (whose residuals
+    the band is), have no residuals of their own ('' for ``"auto"``); ``profile`` as
+    ``perfmodel.spec.profile.ProfileChoice``."""
+    from pathlib import Path
+    if profile == "auto":
+        return ""
+    if profile is None:
+        return ("--profile none: the hardware spec's own efficiencies: no residuals of their own; the band is "
+                "the project profiles' residuals")
+    return (f"profile {Path(str(profile)).name}: no residuals of its own; the band is the project profiles' "
+            "residuals (validate your runs with --profile to measure its own)")
