@@ -318,10 +318,11 @@ def band_for_job(hw: HardwareSpec, model: ModelSpec, stack: str | None, seq_leng
     k = (_width(q, base.levels) / _width(base.log_ratio, base.levels)) if _width(base.log_ratio, base.levels) > 0 else 1.0
     if dims:
         why = "; ".join(DIMENSION_TEXT[d](ctx, table.validated) for d in dims)
-        note = (f"band from {base.stratum} runs, {k:.2f}x as wide (held-out groups' offsets and spread): outside "
-                f"the validated runs: {why}")
+        note = (f"band from {base.stratum} runs (model family {ctx.family}), {k:.2f}x as wide (held-out groups' "
+                f"offsets and spread): outside the validated runs: {why}")
     else:
-        note = f"band from {base.stratum} runs ({ctx.family}, stack {ctx.stack}: both among the validated runs)"
+        note = (f"band from {base.stratum} runs (model family {ctx.family}, stack {ctx.stack}: both among the "
+                "validated runs)")
     return replace(base, log_ratio=q, widening=k, note=note)
 
 

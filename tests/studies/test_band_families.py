@@ -87,6 +87,10 @@ def test_a_job_of_an_unseen_stack_gets_a_wider_band_and_says_why(monkeypatch):
     assert moe.quantile(0.5) == pytest.approx(seen.quantile(0.5) + 0.3)
     long = band.band_for_job(hw, dense, "nemo-perf", 131072, 64)
     assert long.widening == pytest.approx(1.3) and "sequence length 131072 (validated 2048-8192)" in long.note
+    outside = band.band_for_job(pm.hardware("mi300x"), pm.model("deepseek-v3"), "pytorch-eager", 4096, 64)
+    assert outside.stratum == "any/moe" and outside.note.startswith("band from any/moe runs (model family moe-fine)")
+    assert all(x in outside.note for x in ("stack pytorch-eager", "model family moe-fine (validated: dense)",
+                                          "GPU generation cdna3 (validated: hopper)"))
     monkeypatch.setattr(band, "band_table", lambda: _table(False))
     assert "refit with --fit-bands" in band.band_for_job(hw, dense, "nemo-perf", 4096, 64).note
 
