@@ -22,6 +22,7 @@ _EXPORTS = {
     "software_histories": "perfmodel.api", "BREAKDOWN_COMPONENTS": "perfmodel.api", "LENS": "perfmodel.api",
     "TIMELINE_PHASES": "perfmodel.api", "band": "perfmodel.api", "read_log": "perfmodel.api", "parse_log": "perfmodel.api",
     "load_runs": "perfmodel.api", "observed_run": "perfmodel.api", "diagnose": "perfmodel.api",
+    "load_runs_assumed": "perfmodel.api", "trace": "perfmodel.api", "compare_trace": "perfmodel.api",
     "sensitivity": "perfmodel.api", "fit_anchor": "perfmodel.api", "predict_anchored": "perfmodel.api",
     "price": "perfmodel.api", "fit_fixes": "perfmodel.api", "stage_memory": "perfmodel.api",
     # inputs

@@ -19,10 +19,12 @@ scenario's ``reliability`` section). Results are frozen objects whose
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from perfmodel.engine.band import ErrorBand
-from perfmodel.engine.band import band_for as _band_for
+from perfmodel.engine.band import band_for_job as _band_for_job
+from perfmodel.engine.band import profile_band_note
 from perfmodel.engine.evaluate import COMPONENTS as BREAKDOWN_COMPONENTS  # noqa: F401  (public)
 from perfmodel.engine.evaluate import LENS  # noqa: F401  (public)
 from perfmodel.engine.prediction import Prediction
@@ -96,7 +98,11 @@ def predict(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO, cost: Cost
     """Step time, throughput, MFU, memory, goodput (its fraction and waterfall), the error band
     and, with ``training_tokens``, time, cost and energy."""
     sc = _scenario(scenario)
-    return _predict(sc, efficiencies_for(hardware_of(sc), profile)[0], cost)
+    eff = efficiencies_for(hardware_of(sc), profile)[0]
+    p = _predict(sc, eff, cost)
+    custom = profile != AUTO and eff != efficiencies_for(hardware_of(sc), AUTO)[0]
+    note = profile_band_note(profile) if custom else ""
+    return p if not (note and p.band) else replace(p, band_note=f"{p.band_note}; {note}")
 
 
 def band(scenario: ScenarioLike) -> ErrorBand:
@@ -106,7 +112,7 @@ def band(scenario: ScenarioLike) -> ErrorBand:
     ``band.duration(t)`` give {p10, p50, p90} of a rate or a time (or cost); ``band.rank_of(
     predicted, measured)`` where a measured rate falls among such runs; ``band.cdf(r)``."""
     sc = _scenario(scenario)
-    out = _band_for(hardware_of(sc), model_of(sc))
+    out = _band_for_job(hardware_of(sc), model_of(sc), sc.software.stack, sc.seq_length, sc.num_gpus)
     if out is None:
         raise InputError("band", "no band table: run perfmodel validate perfmodel/data/published_runs.yaml "
                                  "--fit-bands")
@@ -273,6 +279,35 @@ def load_runs(path: str | Path, logs=()):
     return _load_runs(path, logs)
 
 
+def load_runs_assumed(path: str | Path, logs=(), *, stack: str = "auto"):
+    """(the runs of ``load_runs``, the assumptions made, one line each): the framework each log's
+    format shows (``perfmodel.spec.log_framework``) gives the software stack of runs whose scenario
+    names none (``stack="auto"``); a stack name sets every run's; the GPU a log names is checked
+    against the scenario's hardware."""
+    from perfmodel.spec import limits
+    from perfmodel.spec.errors import read_text_file
+    from perfmodel.spec.log_framework import assume_stack, infer_framework
+    runs = load_runs(path, logs)
+    guesses = [(Path(log).name, infer_framework(read_text_file(Path(log), f"log({Path(log).name})",
+                                                               limits.MAX_LOG_FILE_BYTES))) for log in logs]
+    return assume_stack(runs, guesses, stack)
+
+
+def trace(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO) -> dict:
+    """The predicted step as a Chrome trace (Trace Event Format: Perfetto and chrome://tracing open
+    it): each pipeline rank's ops, exposed communication, bubble and step tail on their streams."""
+    from perfmodel.studies.trace_out import chrome_trace
+    return chrome_trace(resolve(scenario, profile=profile))
+
+
+def compare_trace(scenario: ScenarioLike, path: str | Path, *, profile: ProfileChoice = AUTO):
+    """A PyTorch profiler trace the user names against the scenario's predicted step, per kernel
+    class (GEMM, attention, element-wise, communication, idle): ``TraceComparison``."""
+    from perfmodel.spec.profiler_trace import read_trace
+    from perfmodel.studies.trace_compare import compare_trace as _compare
+    return _compare(read_trace(path), resolve(scenario, profile=profile))
+
+
 def observed_run(scenario: ScenarioLike, measured, run_id: str | None = None):
     """A run of ``scenario`` measured by ``measured`` (a ``MeasuredRun`` or a ``measured:`` mapping)."""
     from perfmodel.spec.measured import MeasuredRun, bind_run, measured_from_mapping
@@ -322,17 +357,26 @@ def predict_anchored(scenario: ScenarioLike, anchor, *, profile: ProfileChoice =
     with the band of the published anchored what-ifs."""
     from perfmodel.studies.anchor import Anchor, AnchoredPrediction, anchored_band, anchored_efficiency
     from perfmodel.studies.anchor_check import load_band
+    from perfmodel.studies.anchor_limits import anchor_mismatch, widened_band
     sc = _scenario(scenario)
     runs = None if isinstance(anchor, Anchor) else _runs(anchor)
+    limits = () if runs is None else anchor_mismatch([r.scenario for r in runs], sc)
     a = anchor if runs is None else fit_anchor(runs, profile=profile)
     eff = efficiencies_for(hardware_of(sc), profile)[0]
     p = _predict(sc, anchored_efficiency(eff, a.factors), cost)
     band = load_band()
-    notes = ()
+    notes = limits
     if runs and any(hardware_of(r.scenario).reference_id != hardware_of(sc).reference_id for r in runs):
-        notes = (f"the anchor ran on {hardware_of(runs[0].scenario).reference_id}; its factors are carried to "
-                 f"{hardware_of(sc).reference_id} as they are",)
+        notes += (f"the anchor ran on {hardware_of(runs[0].scenario).reference_id}; its factors are carried to "
+                  f"{hardware_of(sc).reference_id} as they are",)
+    if runs is None:
+        notes += ("an anchor given as factors: its stack, precision and model family are not checked against the "
+                  "what-if's",)
+    b = anchored_band(p, band["error_quantiles"])
+    source = f"{band['pairs']} published anchored what-ifs (p10-p90 of their error)"
+    if limits:
+        b = widened_band(b, _band_for_job(hardware_of(sc), model_of(sc), sc.software.stack, sc.seq_length,
+                                          sc.num_gpus), p.tokens_per_s_per_gpu, p.step_time_s)
+        source += ", widened to the unanchored band where that is wider"
     return AnchoredPrediction(prediction=p, unanchored=predict(sc, profile=profile, cost=cost), anchor=a,
-                              band=anchored_band(p, band["error_quantiles"]),
-                              band_source=f"{band['pairs']} published anchored what-ifs (p10-p90 of their error)",
-                              notes=notes)
+                              band=b, band_source=source, notes=notes)

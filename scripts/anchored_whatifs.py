@@ -50,6 +50,10 @@ def main(argv=None) -> int:
             print(f"  {c:40s} {v['pairs']:4d} pairs   mean {v['mean']:.2%}   median {v['median']:.2%}")
         q = s["error_quantiles"]
         print(f"signed error quantiles: p10 {q['p10']:+.2%}  p50 {q['p50']:+.2%}  p90 {q['p90']:+.2%}")
+        print("held-out coverage of the 80% band (leave-one-source-out):")
+        for k, v in s["held_out_coverage"].items():
+            cov = "n/a" if v["coverage"] is None else f"{v['coverage']:.1%}"
+            print(f"  {k:20s} {v['pairs']:4d} pairs   {cov}")
         for line in s["unanchored"]:
             print(f"not anchored: {line}")
     if args.write_band:
@@ -61,7 +65,7 @@ def main(argv=None) -> int:
                       "measured tokens/s per GPU - 1",
             "profile": args.profile, "pairs": s["overall"]["pairs"], "groups": s["groups"],
             "mean_abs_error": s["overall"]["mean"], "median_abs_error": s["overall"]["median"],
-            "error_quantiles": q}, sort_keys=False)
+            "error_quantiles": q, "held_out_coverage": s["held_out_coverage"]}, sort_keys=False)
         write_text_file(BAND_FILE, text, "--write-band")
     return 0
 

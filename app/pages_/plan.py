@@ -68,6 +68,8 @@ def tok_s(x):
 
 st.caption(f"Ranges are the 80% error band: where the measured figure fell for 80% of published runs like this one "
            f"({page.plain(p.get('band_stratum', ''))}), fitted on other sources (docs/validation.md, 'Error band').")
+if p.get("band_note"):
+    st.caption(f"Band: {page.plain(p['band_note'])}")
 c = st.columns(4)
 metric(c[0], "Goodput", fmt.percent(p["goodput_frac"]),
        help_text="useful FLOP/s over the cluster's peak: MFU x the share of wall time that trains (failures, "

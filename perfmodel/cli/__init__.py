@@ -38,7 +38,7 @@ def _external_commands() -> dict:
 def build_parser(with_external: bool = True) -> argparse.ArgumentParser:
     """The parser of every command; ``with_external``: also list the commands other packages
     register (reading the installed packages' entry points takes longer than a prediction)."""
-    from perfmodel.cli import diagnose, job, studies, tools
+    from perfmodel.cli import diagnose, job, studies, tools, trace
 
     ap = _OneLineParser(prog="perfmodel", description="Analytical performance and cost model of distributed AI training.")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
@@ -46,6 +46,7 @@ def build_parser(with_external: bool = True) -> argparse.ArgumentParser:
     studies.register(sub)
     tools.register(sub)
     diagnose.register(sub)
+    trace.register(sub)
     for name, ep in sorted(_external_commands().items()) if with_external else ():
         sub.add_parser(name, help=f"from {ep.value.split(':')[0]} (perfmodel {name} -h)", add_help=False)
     return ap

@@ -32,11 +32,27 @@ def logs_of(args) -> list[str]:
 
 def cmd_diagnose(args) -> int:
     from perfmodel.present.diagnosis import diagnosis_text
-    d = pm.diagnose(pm.load_runs(args.runs, logs_of(args)), profile=profile_choice(args))
+    if args.trace:
+        return _diagnose_trace(args)
+    runs, assumed = pm.load_runs_assumed(args.runs, logs_of(args), stack=args.stack)
+    d = pm.diagnose(runs, profile=profile_choice(args))
     if args.format == "json":
-        emit_json(d.to_dict())
+        emit_json({**d.to_dict(), "assumptions": list(assumed)})
         return 0
-    print(diagnosis_text(d))
+    print("\n".join([*(f"Assumed: {line}" for line in assumed), diagnosis_text(d)]))
+    return 0
+
+
+def _diagnose_trace(args) -> int:
+    """``diagnose SCENARIO --trace profile.json``: the trace's kernel classes against the prediction."""
+    from perfmodel.present.trace_report import trace_text
+    if args.log:
+        raise InputError("--trace", "compares a trace with the scenario's prediction; give --log without --trace")
+    c = pm.compare_trace(pm.load_scenario(args.runs), args.trace, profile=profile_choice(args))
+    if args.format == "json":
+        emit_json(c.to_dict())
+    else:
+        print(trace_text(c))
     return 0
 
 
@@ -74,6 +90,12 @@ def register(sub) -> None:
                    help="a cases file (scenario + measured per case), one case, or a scenario measured by --log")
     p.add_argument("--log", action="append", metavar="FILE",
                    help="a training log (Megatron-LM, NeMo, torchtitan, HF Trainer, Lightning/CSV, YAML); repeatable")
+    p.add_argument("--trace", metavar="profile.json",
+                   help="a PyTorch profiler trace of the scenario (RUN.yaml is then a scenario): measured against "
+                        "predicted per kernel class")
+    p.add_argument("--stack", default="auto", metavar="auto|NAME",
+                   help="the software stack of the runs: auto (default) takes the one the logs' framework implies "
+                        "where the scenario names none; a name (perfmodel/data/stacks.yaml) sets it")
     p.add_argument("--format", choices=["table", "json"], default="table")
     add_profile_option(p)
     p.set_defaults(func=cmd_diagnose)

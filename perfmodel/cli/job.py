@@ -58,6 +58,8 @@ def cmd_predict(args) -> int:
                  ["energy", fmt.energy_kwh(p.energy_kwh), ""]]
     band_note = (f"80% band ({p.band_stratum} published runs)" if p.band else "")
     print(fmt.table(rows, header=["", "predicted", band_note]))
+    if p.band_note:
+        print(f"band: {p.band_note}")
     if p.cost_usd is not None:
         print(f"price: {price_text(pm.price(sc, cost=cost_model(args, sc)))}")
     print()
@@ -139,7 +141,8 @@ def _fit_bands(report, profiles: bool, out: str, cases: str) -> int:
 
     from perfmodel.engine.band import BAND_FILE, band_table
     from perfmodel.spec.errors import write_text_file
-    from perfmodel.studies.bands import band_file_text, coverage_table, residuals
+    from perfmodel.studies.band_families import band_file_text
+    from perfmodel.studies.bands import coverage_table, residuals
     path = BAND_FILE if out == DEFAULT_BAND_OUT else Path(out)
     write_text_file(path, band_file_text(report, profiles), "--fit-bands", inputs=(cases,))
     band_table.cache_clear()

@@ -19,7 +19,7 @@ as given.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -56,6 +56,118 @@ def kind_of(model: ModelSpec) -> str:
     return "moe" if model.moe is not None else "dense"
 
 
+DENSE_FFN_MULTIPLE = 4
+"""d_ff = 4 d_model: the dense MLP width against which Krajewski et al. 2024 ("Scaling Laws for
+Fine-Grained Mixture of Experts", arXiv 2402.07871, section 3) define granularity."""
+FINE_GRAINED_MIN_GRANULARITY = 2
+"""G = d_ff / d_expert at or above which an MoE counts as fine-grained: its experts are at most
+half a standard expert, the segmentation DeepSeekMoE introduced (Dai et al. 2024, arXiv
+2401.06066, section 3.1). Of the published runs: Grok-1 0.75 and Mixtral 1.14 are coarse; Llama 4
+Maverick 2.5, GPT-OSS 4, Qwen3 10.7 and DeepSeek-V3 14 fine. Chosen as a round threshold between
+the two groups, not tuned to residuals."""
+FAMILIES = ("dense", "moe-coarse", "moe-fine")
+
+
+def family_of(model: ModelSpec) -> str:
+    """The model family the out-of-family band holds out: dense, coarse MoE or fine-grained MoE."""
+    if model.moe is None:
+        return "dense"
+    granularity = DENSE_FFN_MULTIPLE * model.hidden_size / model.moe.expert_ffn_hidden_size
+    return "moe-fine" if granularity >= FINE_GRAINED_MIN_GRANULARITY else "moe-coarse"
+
+
+DEFAULT_STACK = "megatron-core"
+"""A scenario that names no stack runs Megatron-Core's defaults (``perfmodel.spec.software``)."""
+DIMENSIONS = ("stack", "family", "generation", "seq_length", "scale")
+"""The ways a job can lie outside the validated runs, each fitted by holding its groups out.
+Stack, family and generation are categories (outside: not among the runs); sequence length and GPU
+count are ranges (outside: beyond the runs' smallest and largest)."""
+CATEGORIES = ("stack", "family", "generation")
+"""Dimensions whose held-out groups' offsets the band adds (``shifted``): a new stack, family or
+generation sits where earlier new ones sat, a random effect like the units' offsets."""
+RANGES = ("seq_length", "scale")
+"""Dimensions whose band is widened by a factor (``widen``): beyond a range there is one held-out
+group on each side, which shows how much wider the error gets, not where a new group sits."""
+
+
+@dataclass(frozen=True)
+class Context:
+    """Where a job sits among the validated runs."""
+
+    stack: str
+    family: str
+    generation: str
+    seq_length: int
+    num_gpus: int
+
+
+@dataclass(frozen=True)
+class Validated:
+    """What the published runs behind a band span."""
+
+    stacks: frozenset
+    families: frozenset
+    generations: frozenset
+    seq_length: tuple[int, int]
+    num_gpus: tuple[int, int]
+
+
+def novel_dimensions(ctx: Context, v: Validated) -> tuple[str, ...]:
+    """The dimensions in which ``ctx`` lies outside ``v`` (a generation no run is on counts)."""
+    out = {"stack": ctx.stack not in v.stacks, "family": ctx.family not in v.families,
+           "generation": ctx.generation == ANY_GENERATION or ctx.generation not in v.generations,
+           "seq_length": not v.seq_length[0] <= ctx.seq_length <= v.seq_length[1],
+           "scale": not v.num_gpus[0] <= ctx.num_gpus <= v.num_gpus[1]}
+    return tuple(d for d in DIMENSIONS if out[d])
+
+
+DIMENSION_TEXT = {
+    "stack": lambda c, v: f"stack {c.stack} (validated: {', '.join(sorted(v.stacks))})",
+    "family": lambda c, v: f"model family {c.family} (validated: {', '.join(sorted(v.families))})",
+    "generation": lambda c, v: f"GPU generation {c.generation} (validated: {', '.join(sorted(v.generations))})",
+    "seq_length": lambda c, v: f"sequence length {c.seq_length} (validated {v.seq_length[0]}-{v.seq_length[1]})",
+    "scale": lambda c, v: f"{c.num_gpus} GPUs (validated {v.num_gpus[0]}-{v.num_gpus[1]})",
+}
+
+
+def combined_widening(factors: dict | None, dims) -> float:
+    """The factor for a job outside the runs' ranges in several dimensions (``RANGES``): each
+    dimension's extra spread adds in quadrature, k = sqrt(1 + sum(k_d^2 - 1)) (independent errors
+    add their variances). A dimension without a fitted factor adds nothing."""
+    factors = factors or {}
+    return math.sqrt(1.0 + sum(max(factors.get(d, 1.0), 1.0) ** 2 - 1.0 for d in dims if d in RANGES))
+
+
+def shifted(levels, log_ratio, offsets) -> tuple[float, ...]:
+    """Quantiles at ``levels`` of r + c, c each held-out group's offset with equal weight: the
+    mixture's distribution function G(x) = mean_c F(x - c), F read between the band's levels (and
+    held at its end levels beyond them), inverted at ``levels``. One offset moves the band by it;
+    no offsets: the band as it is."""
+    if not len(offsets):
+        return tuple(float(x) for x in log_ratio)
+    lv, q, c = (np.asarray(a, dtype=float) for a in (levels, log_ratio, offsets))
+    points = np.unique((q[:, None] + c[None, :]).ravel())
+    g = np.mean([np.interp(points - ci, q, lv) for ci in c], axis=0)
+    return tuple(float(x) for x in np.interp(lv, g, points))
+
+
+def out_of_family(levels, log_ratio, dims, offsets: dict | None, factors: dict | None) -> tuple[float, ...]:
+    """The band of a job outside the validated runs in ``dims``: each category's held-out offsets
+    added in turn (``shifted``), then widened by the ranges' factor (``widen``)."""
+    q = tuple(log_ratio)
+    for d in dims:
+        if d in CATEGORIES:
+            q = shifted(levels, q, (offsets or {}).get(d, ()))
+    return widen(levels, q, combined_widening(factors, dims))
+
+
+def widen(levels, log_ratio, k: float) -> tuple[float, ...]:
+    """Quantiles k times as far from their median: q' = q_50 + k (q - q_50)."""
+    q = np.asarray(log_ratio, dtype=float)
+    mid = float(np.interp(0.5, levels, q))
+    return tuple(float(x) for x in mid + k * (q - mid))
+
+
 def _interp(x: float, xs, ys) -> float:
     return float(np.interp(x, xs, ys))
 
@@ -75,6 +187,11 @@ class ErrorBand:
     held_out_coverage: float | None
     """Share of the stratum's published runs the p10-p90 band covered when fitted without their
     source (leave-one-source-out); None when the stratum has no runs."""
+    widening: float = 1.0
+    """This band's p10-p90 width over the stratum's: above 1 where the job lies outside the
+    validated runs (``novel_dimensions``)."""
+    note: str = ""
+    """One line: the family the band comes from, and how the job lies outside the validated runs."""
 
     def quantile(self, level: float) -> float:
         """The ``level`` quantile of r (levels outside the stored range take its ends)."""
@@ -119,7 +236,8 @@ class ErrorBand:
 
     def to_dict(self) -> dict:
         return {"stratum": self.stratum, "levels": list(self.levels), "log_ratio": list(self.log_ratio),
-                "software_stacks": self.software_stacks, "held_out_coverage": self.held_out_coverage}
+                "software_stacks": self.software_stacks, "held_out_coverage": self.held_out_coverage,
+                "widening": self.widening, "note": self.note}
 
 
 @dataclass(frozen=True)
@@ -129,6 +247,12 @@ class BandTable:
     levels: tuple[float, ...]
     strata: dict
     """``<generation>/<kind>`` -> ErrorBand."""
+    validated: Validated | None = None
+    """What the published runs span (None in a table fitted before out-of-family bands)."""
+    widening: dict | None = None
+    """Range dimension -> factor fitted by holding its groups out (``perfmodel.studies.band_families``)."""
+    offsets: dict | None = None
+    """Category dimension -> the held-out groups' offsets (``perfmodel.studies.band_families``)."""
 
     def band(self, generation: str, kind: str) -> ErrorBand:
         """The stratum's band; a generation with no published runs takes the ``any`` stratum."""
@@ -147,7 +271,19 @@ def band_table_from_dict(data: dict) -> BandTable:
         if len(q) != len(levels) or any(b < a for a, b in zip(q, q[1:])):
             raise InputError(f"error_bands.strata.{name}", "needs one non-decreasing quantile per level")
         strata[name] = ErrorBand(name, levels, q, int(s["software_stacks"]), s.get("held_out_coverage"))
-    return BandTable(levels, strata)
+    oof = data.get("out_of_family")
+    if not isinstance(oof, dict):
+        return BandTable(levels, strata)
+    v = oof["validated"]
+    validated = Validated(frozenset(v["stacks"]), frozenset(v["families"]), frozenset(v["generations"]),
+                          tuple(int(x) for x in v["seq_length"]), tuple(int(x) for x in v["num_gpus"]))
+    factors = {k: float(x) for k, x in oof["widening"].items()}
+    if any(not (1.0 <= x < 100.0) for x in factors.values()):
+        raise InputError("error_bands.out_of_family.widening", "factors must lie in [1, 100)")
+    offsets = {k: tuple(float(x) for x in v) for k, v in (oof.get("offsets") or {}).items()}
+    if any(not abs(x) < 10.0 for v in offsets.values() for x in v):
+        raise InputError("error_bands.out_of_family.offsets", "offsets must lie within (-10, 10)")
+    return BandTable(levels, strata, validated, factors, offsets)
 
 
 @lru_cache(maxsize=1)
@@ -166,6 +302,34 @@ def band_for(hw: HardwareSpec, model: ModelSpec) -> ErrorBand | None:
     return None if table is None else table.band(generation_of(hw), kind_of(model))
 
 
+def band_for_job(hw: HardwareSpec, model: ModelSpec, stack: str | None, seq_length: int, num_gpus: int) -> ErrorBand | None:
+    """The error band of a job, widened where the job lies outside the validated runs, with its
+    one-line note (None without a band table)."""
+    table = band_table()
+    if table is None:
+        return None
+    base = table.band(generation_of(hw), kind_of(model))
+    ctx = Context(stack or DEFAULT_STACK, family_of(model), generation_of(hw), seq_length, num_gpus)
+    if table.validated is None:
+        return replace(base, note=f"band from {base.stratum} runs ({ctx.family}); the band table predates "
+                                  "out-of-family widening: refit with --fit-bands")
+    dims = novel_dimensions(ctx, table.validated)
+    q = out_of_family(base.levels, base.log_ratio, dims, table.offsets, table.widening)
+    k = (_width(q, base.levels) / _width(base.log_ratio, base.levels)) if _width(base.log_ratio, base.levels) > 0 else 1.0
+    if dims:
+        why = "; ".join(DIMENSION_TEXT[d](ctx, table.validated) for d in dims)
+        note = (f"band from {base.stratum} runs (model family {ctx.family}), {k:.2f}x as wide (held-out groups' "
+                f"offsets and spread): outside the validated runs: {why}")
+    else:
+        note = (f"band from {base.stratum} runs (model family {ctx.family}, stack {ctx.stack}: both among the "
+                "validated runs)")
+    return replace(base, log_ratio=q, widening=k, note=note)
+
+
+def _width(q, levels) -> float:
+    return float(np.interp(NOMINAL_HIGH, levels, q) - np.interp(NOMINAL_LOW, levels, q))
+
+
 def band_dict(band: ErrorBand, tokens_per_s_per_gpu: float, step_time_s: float, time_to_train_s: float | None,
               cost_usd: float | None) -> dict:
     """The prediction's ``band``: {figure: {p10, p50, p90}} for the figures it has."""
@@ -175,3 +339,17 @@ def band_dict(band: ErrorBand, tokens_per_s_per_gpu: float, step_time_s: float, 
     if cost_usd is not None:
         out["cost_usd"] = band.duration(cost_usd)
     return out
+
+
+def profile_band_note(profile) -> str:
+    """A line saying the efficiencies in force, other than the project's profiles (whose residuals
+    the band is), have no residuals of their own ('' for ``"auto"``); ``profile`` as
+    ``perfmodel.spec.profile.ProfileChoice``."""
+    from pathlib import Path
+    if profile == "auto":
+        return ""
+    if profile is None:
+        return ("--profile none: the hardware spec's own efficiencies: no residuals of their own; the band is "
+                "the project profiles' residuals")
+    return (f"profile {Path(str(profile)).name}: no residuals of its own; the band is the project profiles' "
+            "residuals (validate your runs with --profile to measure its own)")

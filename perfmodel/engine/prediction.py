@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfmodel.engine.band import band_dict, band_for
+from perfmodel.engine.band import band_dict, band_for_job
 from perfmodel.engine.evaluate import COMPONENTS, LENS, StepArrays, evaluate
 from perfmodel.engine.job import Job
 from perfmodel.engine.rules import Resolved, resolve
@@ -174,6 +174,9 @@ class Prediction:
     table was ever fitted)."""
     band_stratum: str
     """The published runs the band comes from: ``<GPU generation>/<dense|moe>``."""
+    band_note: str = ""
+    """One line: the model family the band comes from, and where the job lies outside the validated
+    runs (the band then widened: ``perfmodel.engine.band.band_for_job``)."""
     time_to_train_s: float | None = None
     gpu_hours: float | None = None
     cost_usd: float | None = None
@@ -195,7 +198,8 @@ class Prediction:
             "goodput_waterfall": [dict(stage) for stage in self.goodput_waterfall],
         }
         if self.band is not None:
-            out.update(band={k: dict(v) for k, v in self.band.items()}, band_stratum=self.band_stratum)
+            out.update(band={k: dict(v) for k, v in self.band.items()}, band_stratum=self.band_stratum,
+                       band_note=self.band_note)
         for k in ("time_to_train_s", "gpu_hours", "cost_usd", "energy_kwh"):
             v = getattr(self, k)
             if v is not None:
@@ -221,7 +225,8 @@ def prediction_row(ev: Evaluation, i: int) -> Prediction:
     arrays = ev.step
     pc = param_count(ev.job.model)
     name = str(ev.bottleneck[i])
-    band = band_for(ev.job.hardware, ev.job.model)
+    job = ev.job
+    band = band_for_job(job.hardware, job.model, job.software.stack, job.seq_length, job.num_gpus)
     ttt = None if ev.time_to_train_s is None else float(ev.time_to_train_s[i])
     out = dict(
         step_time_s=float(ev.step_time_s[i]), tokens_per_s=float(ev.tokens_per_s[i]),
@@ -235,6 +240,7 @@ def prediction_row(ev: Evaluation, i: int) -> Prediction:
         num_microbatches=int(ev.layouts.num_mb[i]), dp=int(ev.layouts.dp[i]),
         goodput_frac=float(ev.goodput_frac[i]), training_time_frac=float(ev.training_time_frac[i]),
         goodput_waterfall=goodput_waterfall(ev, i), band_stratum="" if band is None else band.stratum,
+        band_note="" if band is None else band.note,
         band=None if band is None else band_dict(band, float(ev.tokens_per_s_per_gpu[i]), float(ev.step_time_s[i]),
                                                  ttt, None if ttt is None else float(ev.cost_usd[i])),
     )

@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 
 from perfmodel.present import fmt
-from perfmodel.studies.bands import LEVELS, NOMINAL, band_file_data, coverage_table, residuals
+from perfmodel.studies.band_families import band_file_data
+from perfmodel.studies.bands import LEVELS, NOMINAL, coverage_table, residuals
 
 GROUP_TITLES = {"overall": "", "generation": "GPU generation", "gpu": "GPU", "kind": "dense or MoE",
                 "stratum": "stratum"}
@@ -57,4 +58,41 @@ def band_section(report) -> list[str]:
         held = "" if s["held_out_coverage"] is None else fmt.percent(s["held_out_coverage"])
         lines.append(f"| {name} | {s['software_stacks']} | {s['cases']} | {math.exp(-_at(q, high)):.2f}x | "
                      f"{math.exp(-_at(q, 0.5)):.2f}x | {math.exp(-_at(q, low)):.2f}x | {held} |")
+    return lines + out_of_family_section(rows, data["out_of_family"])
+
+
+SCHEME_TITLES = {"source": "source", "stack": "software stack", "family": "model family",
+                 "generation": "GPU generation", "seq_length": "sequence length", "scale": "GPU count"}
+MIN_RUNS_SHOWN = 10
+"""Groups with fewer runs are counted in their scheme's total, not shown on a line of their own."""
+
+
+def out_of_family_section(rows, oof: dict) -> list[str]:
+    """Markdown lines of 'Out of family': nested leave-one-group-out coverage and the widening."""
+    from perfmodel.studies.band_families import out_of_family_table
+    table = out_of_family_table(rows)
+    k = oof["widening"]
+    lines = ["", "### Out of family", "",
+             "Held out by whole software stacks, model families (dense, coarse MoE, fine-grained MoE), GPU "
+             "generations, sequence-length bins and GPU-count bins (a factor 4 wide), not only by source "
+             "(`perfmodel/studies/band_families.py`). A job of a stack, family or generation no published run has "
+             "takes the band plus an offset drawn from where each held-out group of that kind sat against the band "
+             "fitted without it (" + "; ".join(f"{SCHEME_TITLES[d]}: " + ", ".join(f"{x:+.2f}" for x in v)
+                                               for d, v in oof["offsets"].items()) + " in r); one beyond the "
+             "validated sequence lengths or GPU counts has its band widened about its median by a factor fitted by "
+             "holding the end groups out (" + ", ".join(f"{SCHEME_TITLES[d]} x{v:.2f}" for d, v in k.items()) +
+             "). `perfmodel predict` says which family the band comes from and where a job lies outside the "
+             "validated runs (`band_note`). The coverage below is nested: each held-out group's band, offsets and "
+             "factors were fitted without it; 'outside' counts the runs that lay outside the other runs in some "
+             "dimension. Median half-width: half the 80% band's width as a share of the rate. Groups of fewer than "
+             f"{MIN_RUNS_SHOWN} runs count in their scheme's total only.", "",
+             "| held out | group | runs | outside | 50% band | 80% band | 90% band | median half-width |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for scheme, groups in table.items():
+        for label, c in groups.items():
+            if label != "all" and c["cases"] < MIN_RUNS_SHOWN:
+                continue
+            name = "**all**" if label == "all" else label[:60]
+            lines.append(f"| {SCHEME_TITLES[scheme]} | {name} | {c['cases']} | {c['widened']} | {fmt.percent(c[0.5])} | "
+                         f"{fmt.percent(c[0.8])} | {fmt.percent(c[0.9])} | ±{fmt.percent(c['median_half_width'])} |")
     return lines

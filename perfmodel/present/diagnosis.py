@@ -131,6 +131,8 @@ def diagnosis_text(d: Diagnosis) -> str:
     for i, c in enumerate(d.causes[:SHOWN_CAUSES], 1):
         out.append(f"{i:2d}. {fmt.percent(c.weight):>6}  {cause_sentence(c, d)}")
         out.append(f"            {cause_detail(c)}")
+    if d.separation_note:
+        out.append(f"Note: {d.separation_note}")
     if d.scaling:
         out += ["", f"Scaling: tokens/s per GPU against {d.scaling[0].num_gpus} GPUs",
                 fmt.table([[str(p.num_gpus), fmt.percent(p.measured_efficiency), fmt.percent(p.predicted_efficiency),

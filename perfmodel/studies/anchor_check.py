@@ -77,10 +77,30 @@ class AnchoredWhatIfs:
                 "by_change": {c: _mean_median(e) for c, e in sorted(by_change.items(), key=lambda kv: -len(kv[1]))},
                 "error_quantiles": {f"p{round(q * 100)}": float(np.quantile(signed, q)) for q in BAND_QUANTILES}
                 if signed.size else {}, "groups": len({(p.source, p.gpu, p.model) for p in self.pairs}),
-                "unanchored": list(self.unanchored)}
+                "unanchored": list(self.unanchored), "held_out_coverage": held_out_coverage(self.pairs)}
 
     def to_dict(self) -> dict:
         return {**self.summary(), "pair_rows": [p.to_dict() for p in self.pairs]}
+
+
+def held_out_coverage(pairs) -> dict:
+    """Share of pairs whose error lies within the p10-p90 of the pairs of every other source
+    (leave-one-source-out), overall and by whether the anchor's software or precision differs from
+    the target's: how the anchored band does on a source it never saw, and outside its stack."""
+    hits: dict = {"all": [], "same_software": [], "software_changed": [], "precision_changed": []}
+    for source in sorted({p.source for p in pairs}):
+        rest = np.array([p.error for p in pairs if p.source != source])
+        if rest.size == 0:
+            continue
+        lo, hi = np.quantile(rest, BAND_QUANTILES[0]), np.quantile(rest, BAND_QUANTILES[-1])
+        for p in pairs:
+            if p.source == source:
+                hit = bool(lo <= p.error <= hi)
+                hits["all"].append(hit)
+                hits["software_changed" if "software" in p.changed else "same_software"].append(hit)
+                if "precision" in p.changed:
+                    hits["precision_changed"].append(hit)
+    return {k: {"pairs": len(v), "coverage": float(np.mean(v)) if v else None} for k, v in hits.items()}
 
 
 def _changed(a: dict, b: dict) -> tuple[str, ...]:

@@ -70,7 +70,8 @@ is not a stratum.
 Coverage is measured honestly by leave-one-source-out: the band is fitted without one source and
 tested on that source's runs, for every source in turn (``held_out``).
 
-``band_file_text`` is what ``perfmodel validate ... --fit-bands`` writes to
+``band_families.band_file_text`` (this table and the out-of-family block) is what
+``perfmodel validate ... --fit-bands`` writes to
 ``perfmodel/data/error_bands.yaml``; a test keeps the committed file equal to what the current
 model's residuals give, so a change of the step model forces the band to be fitted again.
 """
@@ -82,7 +83,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfmodel.engine.band import ANY_GENERATION, BAND_FORMAT, GPU_GENERATION
+from perfmodel.engine.band import ANY_GENERATION, BAND_FORMAT, DEFAULT_STACK, GPU_GENERATION
 from perfmodel.studies.validation import Report
 
 LEVELS = tuple(round(0.05 * k, 2) for k in range(1, 20))
@@ -107,6 +108,9 @@ class Residual:
     kind: str
     log_ratio: float
     stack: str = ""
+    family: str = "dense"
+    seq_length: int = 0
+    num_gpus: int = 0
 
     @property
     def unit(self) -> tuple[str, str, str]:
@@ -116,7 +120,8 @@ class Residual:
 def residuals(report: Report) -> tuple[Residual, ...]:
     """Each validated case's residual with its strata."""
     return tuple(Residual(r.id, r.source, r.gpu, GPU_GENERATION.get(r.gpu, ANY_GENERATION), r.kind,
-                          float(np.log1p(r.error)), r.stack) for r in report.results)
+                          float(np.log1p(r.error)), r.stack or DEFAULT_STACK, r.family, r.seq_length, r.num_gpus)
+                 for r in report.results)
 
 
 def weighted_quantiles(values, weights, levels) -> np.ndarray:
@@ -243,10 +248,6 @@ HEADER = """\
 # (perfmodel.studies.bands says how); do not edit: fit again after any change of the step model.
 # held_out_coverage: share of the stratum's runs the p10-p90 band covered when fitted without their
 # source (leave-one-source-out).
+# out_of_family: what the runs span, and the factor each dimension widens the band by for a job
+# outside them (perfmodel.studies.band_families).
 """
-
-
-def band_file_text(report: Report, profiles: bool = True) -> str:
-    import yaml
-    return HEADER + yaml.safe_dump(band_file_data(report, profiles), sort_keys=False, default_flow_style=None,
-                                   width=120)

@@ -9,7 +9,10 @@ runs at once, by least squares on
     timers          (measured - predicted(x) of the terms the timer covers) / step / sigma
     utilisation     (measured - predicted(x) GPU busy fraction) / sigma
 
-plus a prior (log x / tau)^2 that makes a large departure from the calibrated figure less likely.
+plus a prior (log x / tau)^2 that makes a large departure from the calibrated figure less likely,
+and a plausibility term for a factor below what hardware and software can do (GEMMs off the
+tensor cores, NVLink fallen back to PCIe, a loader slower than on-the-fly tokenising with no data
+wait measured: ``plausibility_penalty``).
 The causes are ranked by that score; a cause's weight is its relative likelihood
 exp(-score / 2) among all causes and 'no cause' (the gap is the model's usual error). One step
 time alone fits every lever exactly, so it ranks the levers by how little change each needs (its
@@ -60,6 +63,24 @@ FACTOR_RANGE = {"input_pipeline": (1e-5, 1e5), "host_overhead": (1e-3, 1e3)}
 ends sit 6.6 prior standard deviations out), the host's and the loader's further (a loader far
 slower than local NVMe still shows)."""
 CALIBRATED_RANGE = (1e-2, 1e2)
+OFF_TENSOR_CORE_FRAC = 67.0 / 989.0
+"""The slowest GEMMs plausibly run: on the CUDA cores instead of the tensor cores (a dtype or a
+layout the tensor-core kernels do not take). NVIDIA H100 SXM datasheet: FP32 67 TFLOP/s against
+BF16 tensor core 989 TFLOP/s dense (1,979 with sparsity), 0.068."""
+PCIE_FALLBACK_FRAC = 64.0 / 450.0
+"""The slowest scale-up plausibly runs: NVLink unused and peer traffic over PCIe Gen5 x16 (64 GB/s
+per direction, PCI-SIG) instead of NVLink 4 (450 GB/s per direction, H100 SXM datasheet), 0.14."""
+ON_THE_FLY_TOKENS_PER_S_PER_GPU = 50e6 / 4.0 / 8
+"""The slowest text loader plausibly runs without a data wait showing: tokenising on the fly. Hugging
+Face tokenizers tokenise 1 GB of text in under 20 s on a server CPU (huggingface/tokenizers README),
+50 MB/s; at about 4 characters per token (OpenAI's tokenizer guide) 12.5 M tokens/s, shared by 8
+GPUs per server: 1.6 M tokens/s per GPU."""
+IMPLAUSIBLE_LOG_SD = math.log(2.0)
+"""Beyond a lever's plausible floor the prior falls off this much faster: each halving past the
+floor is another standard deviation, on top of the lever's own prior."""
+PLAUSIBLE_FLOOR = {"peak_flops": OFF_TENSOR_CORE_FRAC, "scale_up_bandwidth": PCIE_FALLBACK_FRAC}
+"""Lever -> the slowest speed factor hardware and software plausibly reach (the data loader's,
+which depends on the modelled loader rate, is ``input_floor``). Levers not listed have none."""
 GRID_POINTS_PER_DECADE = 2
 """Log-spaced factors tried (neighbours 3.2x apart), beside each run's exact fit, before refining
 around the best: a lever that only binds far from its modelled speed (a loader hidden behind the
@@ -157,9 +178,30 @@ class Cause:
                 "evidence": list(self.evidence)}
 
 
+def input_floor(runs: list[RunData]) -> float | None:
+    """The data loader's plausible floor as a speed factor: an on-the-fly tokeniser's rate over the
+    modelled loader rate (at most 1); None where a data wait was measured (the measurement, not a
+    prior, then says how slow the loader is)."""
+    from perfmodel.formulas.overheads import input_s_per_token
+    if any(r.measured.data_wait_s is not None or any(t == ("data_wait",) for t, _, _ in r.timer_groups) for r in runs):
+        return None
+    return min(min(ON_THE_FLY_TOKENS_PER_S_PER_GPU * input_s_per_token(r.model.resolved.job.input_pipeline)
+                   for r in runs), 1.0)
+
+
+def plausibility_penalty(runs: list[RunData], lever: str, log_x: float) -> float:
+    """((log floor - log x) / ``IMPLAUSIBLE_LOG_SD``)^2 for a speed factor below the lever's
+    plausible floor, else 0."""
+    floor = input_floor(runs) if lever == "input_pipeline" else PLAUSIBLE_FLOOR.get(lever)
+    if floor is None or log_x >= math.log(floor):
+        return 0.0
+    return ((math.log(floor) - log_x) / IMPLAUSIBLE_LOG_SD) ** 2
+
+
 def _score(runs: list[RunData], lever: str, log_x: float) -> float:
     tau = PRIOR_LOG_SD.get(lever, CALIBRATED_PRIOR_LOG_SD)
-    return float(np.sum(residuals(runs, Speeds().times(lever, math.exp(log_x))) ** 2)) + (log_x / tau) ** 2
+    return (float(np.sum(residuals(runs, Speeds().times(lever, math.exp(log_x))) ** 2)) + (log_x / tau) ** 2
+            + plausibility_penalty(runs, lever, log_x))
 
 
 def _step_roots(runs: list[RunData], lever: str, lo: float, hi: float) -> list[float]:

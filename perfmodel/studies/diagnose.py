@@ -137,11 +137,23 @@ class Diagnosis:
         """The first GPU count where measured and predicted efficiency part."""
         return next((p.num_gpus for p in self.scaling if p.parted), None)
 
+    @property
+    def separation_note(self) -> str:
+        """'' where the measurements tell the levers apart; else a line saying they cannot and
+        what measurement would: one step time is fitted exactly by every lever, so the ranking is
+        the priors' alone."""
+        if len(self.causes) < 2 or any(c.evidence != ("step time",) for c in self.causes):
+            return ""
+        return ("one step time cannot separate the causes: every lever reproduces it exactly, so the ranking "
+                "is the priors' (how plausible each speed is); measure a second batch or micro-batch size, "
+                "the framework's timers, or a profiler trace (perfmodel diagnose --trace) to tell them apart")
+
     def to_dict(self) -> dict:
         return {"runs": [r.to_dict() for r in self.runs], "causes": [c.to_dict() for c in self.causes],
                 "no_cause_weight": self.no_cause_weight, "scaling": [p.to_dict() for p in self.scaling],
                 "parts_at_num_gpus": self.parts_at_num_gpus, "symptoms": [s.to_dict() for s in self.symptoms],
-                "sensitivity": self.sensitivity.to_dict(), "sensitivity_run": self.sensitivity_run}
+                "sensitivity": self.sensitivity.to_dict(), "sensitivity_run": self.sensitivity_run,
+                "separation_note": self.separation_note}
 
 
 def check_run_count(runs) -> None:

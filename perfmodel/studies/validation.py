@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from perfmodel.engine.band import kind_of
+from perfmodel.engine.band import family_of, kind_of
 from perfmodel.engine.prediction import predict
 from perfmodel.spec.errors import InputError, read_data_file
 from perfmodel.spec.profile import AUTO, ProfileChoice, efficiencies_for
@@ -65,6 +65,11 @@ class CaseResult:
     stack: str = ""
     """The scenario's named software stack (``software.stack``), '' where it names none: with the
     source and the GPU generation, the unit whose offset the error band draws."""
+    family: str = "dense"
+    """'dense', 'moe-coarse' or 'moe-fine' (``perfmodel.engine.band.family_of``): the model families
+    the out-of-family band holds out."""
+    seq_length: int = 0
+    num_gpus: int = 0
 
     @property
     def memory_error(self) -> float | None:
@@ -178,6 +183,7 @@ def run_case(case: dict, profile: ProfileChoice = AUTO) -> CaseResult | Skipped:
         scenario_key=json.dumps(scenario_to_dict(sc) | {"name": "", "software": sc.software.model_dump(
             mode="json", exclude={"stack"})}, sort_keys=True),
         kind=kind_of(model_of(sc)), stack=sc.software.stack or "",
+        family=family_of(model_of(sc)), seq_length=sc.seq_length, num_gpus=sc.num_gpus,
     )
 
 

@@ -10,7 +10,8 @@ import perfmodel as pm
 from perfmodel.cli import main
 from perfmodel.engine.band import BAND_FILE
 from perfmodel.present.validation_report import markdown
-from perfmodel.studies.bands import band_file_text, coverage_table, residuals
+from perfmodel.studies.band_families import band_file_text
+from perfmodel.studies.bands import coverage_table, residuals
 
 RUNS = Path(__file__).resolve().parents[2] / "perfmodel" / "data" / "published_runs.yaml"
 
