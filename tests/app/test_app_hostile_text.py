@@ -10,13 +10,11 @@ study run, Peers with the job saved) and look at every Markdown-rendered field.
 from __future__ import annotations
 
 import ast
-import base64
-import json
 import re
-import zlib
 from pathlib import Path
 
 import pytest
+from support.hostile import EVIL, hostile_link
 
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
@@ -24,7 +22,6 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "app" / "streamlit_app.py"
 TIMEOUT_S = 180
-EVIL = "![x](https://evil.example/a.png) <img src=https://evil.example/b.png> https://evil.example/c www.evil.example"
 STUDY_BUTTONS = {"pages_/compare.py": "Compare", "pages_/scale.py": "Run the sweep", "pages_/search.py": "Search",
                  "pages_/size.py": "Size the cluster"}
 PAGES = ("pages_/plan.py", "pages_/compare.py", "pages_/scale.py", "pages_/search.py", "pages_/size.py",
@@ -33,21 +30,6 @@ ACTIVE = re.compile(r"(?<!\\)!(?<!\\)\[|(?<!\\)\]\(|(?<!\\)<|https?://|www\.evil
 """Markdown that would load or link something: an image, a link, an HTML tag, a bare URL."""
 MARKDOWN_FIELDS = ("body", "label", "help")
 """Proto fields Streamlit renders as Markdown (options too, for radio buttons)."""
-
-
-def hostile_link() -> str:
-    """A link's ``s=`` value: the example job named ``EVIL`` on an inline H100 whose names,
-    price provider and every citation are ``EVIL``."""
-    from perfmodel.spec.hardware import load_hardware
-    from perfmodel.spec.scenario import load_scenario, scenario_to_dict
-    sc = json.loads(json.dumps(scenario_to_dict(load_scenario(ROOT / "perfmodel" / "data" / "example_scenario.yaml"))))
-    hw = json.loads(json.dumps(load_hardware("h100-sxm").model_dump(mode="json")))
-    hw.update(id="h100-hostile", name=EVIL, notes=EVIL, sources={k: EVIL for k in hw["sources"]})
-    for part in ("gpu", "scale_up", "scale_out", "host_link"):
-        hw[part]["name"] = EVIL
-    hw["price"]["cloud_provider"] = EVIL
-    sc.update(name=EVIL[:64], hardware=hw)
-    return base64.urlsafe_b64encode(zlib.compress(json.dumps(sc).encode(), 9)).decode().rstrip("=")
 
 
 def markdown_fields(node, out: list) -> list:
