@@ -109,7 +109,7 @@ def band(scenario: ScenarioLike) -> ErrorBand:
     out = _band_for(hardware_of(sc), model_of(sc))
     if out is None:
         raise InputError("band", "no band table: run perfmodel validate perfmodel/data/published_runs.yaml "
-                                 "--fit-bands")
+                                 "--fit-bands perfmodel/data/error_bands.yaml")
     return out
 
 
