@@ -211,7 +211,10 @@ def _lightning_key(column: str) -> str | None:
 
 
 def parse_csv(text: str, origin: str) -> tuple[MeasuredRun, ...]:
-    rows = list(csv.DictReader(io.StringIO(text)))
+    try:   # newline="": a CSV's lines may end in \r, \r\n or \n (the csv module's own advice)
+        rows = list(csv.DictReader(io.StringIO(text, newline="")))
+    except csv.Error as exc:
+        raise InputError(origin, f"not a CSV perfmodel reads ({str(exc)[:80]})") from None
     if len(rows) > limits.MAX_RECORDS:
         raise InputError(origin, f"more than {limits.MAX_RECORDS:,} rows")
     columns = [c for c in rows[0] if c is not None] if rows else []   # None: cells past the header's last

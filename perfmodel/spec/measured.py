@@ -34,6 +34,11 @@ STEADY_STATE_FRACTION = 0.5
 """The steady-state step time is the median of the last half of the logged iterations: the
 first ones carry compilation, autotuning, allocator warm-up and data-loader start-up
 (torchtitan and Megatron-LM both report their first steps apart for that reason)."""
+MIN_FIGURE = 1e-9
+"""Smallest positive measured figure (a step time in seconds, a rate per second, an MFU): a
+nanosecond is a thousandth of one kernel launch (``Efficiencies.launch_overhead_s``, microseconds),
+so no step is shorter; below it a ratio to a prediction underflows to 0 (``5e-324`` s gave
+``diagnose`` a math domain error)."""
 MAX_TIMERS = 256
 """Named timers of one run: Megatron-LM logs 24 (``training_log``, timing_log_level 2)."""
 
@@ -179,12 +184,13 @@ def _figure(value, where: str, upper: float, inclusive_lower: bool) -> None:
     """A run's figure (a number of any float type) is finite and in range, or a one-line InputError."""
     ok = (isinstance(value, (int, float, np.floating)) and not isinstance(value, bool)
           and math.isfinite(_float_or_inf(value)))
-    if not ok or not (0 <= value if inclusive_lower else 0 < value) or value > upper:
-        raise InputError(where, f"must be a finite number in {'[' if inclusive_lower else '('}0, {upper:g}], "
-                                f"got {reprlib.repr(value)}")
+    if not ok or not (0 <= value if inclusive_lower else MIN_FIGURE < value) or value > upper:
+        raise InputError(where, f"must be a finite number in {'[0' if inclusive_lower else f'({MIN_FIGURE:g}'}, "
+                                f"{upper:g}], got {reprlib.repr(value)}")
 
 
 def _number(value, where: str, upper: float, lower: float = 0.0, inclusive_lower: bool = False) -> float:
+    lower = lower if inclusive_lower else max(lower, MIN_FIGURE)
     ok = (type(value) in (int, float) and math.isfinite(_float_or_inf(value))
           and (value >= lower if inclusive_lower else value > lower))
     if not ok or value > upper:

@@ -88,8 +88,10 @@ NEMO = "Training epoch 0, iteration {i}/49 | global_batch_size: {g} | train_step
     ("num_gpus,step_time_s\ninf,6.4\n", ("num_gpus", "positive whole number")),
     ("step_time_s: " + DIGITS_400 + "\n", ("step_time_s",)),
     ("step_time_s: -" + DIGITS_400 + "\n", ("step_time_s",)),
+    ("step_time_s: 5e-324\n", ("step_time_s", "1e-09")),
+    ("step_time_s,num_gpus\n" + "x" * 200_000 + ",8\n", ("not a CSV",)),
 ], ids=["megatron-1e309", "megatron-zero", "nemo-1e309", "nemo-gbs-1e309", "csv-nan-gpus", "csv-inf-gpus",
-        "yaml-400-digits", "yaml-minus-400-digits"])
+        "yaml-400-digits", "yaml-minus-400-digits", "yaml-subnormal", "csv-field-too-long"])
 def test_a_log_with_an_impossible_figure_is_one_line(text, words):
     with pytest.raises(InputError) as exc:
         parse_log(text, "run.log")
@@ -103,13 +105,20 @@ def test_a_csv_with_trailing_commas_is_read():
     assert run.step_times_s == (6.4, 6.41, 6.40)
 
 
+def test_a_csv_with_carriage_returns_is_read():
+    """Found by the log fuzzing: lines ending in a bare \r (an old Mac export) made csv raise."""
+    (run,) = parse_log("iteration,step_time_s\r1,6.4\r2,6.41\r", "run.csv")
+    assert run.step_times_s == (6.4, 6.41)
+
+
 def test_a_trainer_line_with_a_dotted_value_is_skipped_not_fatal():
     (run,) = parse_log("{'train_samples_per_second': ..., 'train_steps_per_second': 0.5}\n", "hf.log")
     assert run.step_time_s == 2.0
 
 
 @pytest.mark.parametrize("log", ["".join(MEGATRON.format(i=i, t="1e309") for i in (1, 2)),
-                                 "iteration,step_time_s\n1,6.4,\n2,6.41,\n"], ids=["megatron-inf", "csv-trailing-comma"])
+                                 "iteration,step_time_s\n1,6.4,\n2,6.41,\n", "step_time_s: 5e-324\n"],
+                         ids=["megatron-inf", "csv-trailing-comma", "yaml-subnormal"])
 def test_diagnose_reads_such_logs_without_a_math_error(tmp_path, capsys, log):
     run = _write(tmp_path, {"scenario": _scenario()}, "run.yaml")
     code = main(["diagnose", run, "--log", _write(tmp_path, log, "run.log" if "iteration " in log else "run.csv")])
