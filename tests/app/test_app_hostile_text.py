@@ -88,3 +88,15 @@ def test_pages_hold_no_bare_string_statements():
         found += [f"{path.name}:{s.lineno}" for s in body[1:]
                   if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str)]
     assert not found, found
+
+
+def test_the_report_escapes_hostile_names():
+    """The downloadable report is HTML: every name and source in it goes through ``html.escape``."""
+    import sys
+    sys.path.insert(0, str(ROOT / "app"))
+    from appkit import report, state
+    sc = state.decode_query(hostile_link())
+    key = state.JobInputs(sc, None, sc.cost, True).key()
+    text = report.report_html(key, state.scenario_yaml(sc))
+    assert "<img" not in text and "href=" not in text   # Markdown is inert in HTML; tags are what load
+    assert "&lt;img src=https://evil.example/b.png&gt;" in text

@@ -20,6 +20,8 @@ from support.fuzz import HOSTILE_VALUES, TINY_MODEL, Outcome, check_cli, guarded
 NUMBERS = ("5.2", "0.731", "12,345.6", "0", "0.0", "-1", "1e309", "-1e309", "nan", "NaN", "inf", "-inf",
            "1" + "0" * 400, "5e-324", "1e-300", ".", "..", "1.2.3", "", "0x10", "1_000", "９")
 """Cells and values a log may carry: ordinary, zero, negative, overflowing, not numbers at all."""
+SHALLOW_HOSTILE = tuple(v for v in HOSTILE_VALUES if not (isinstance(v, list) and v and isinstance(v[0], list)))
+"""``HOSTILE_VALUES`` but the 2,000-deep list, which ``fuzz.mutate`` cannot copy (JSON recursion)."""
 
 
 def _n(rng: random.Random, ordinary: float = 0.6) -> str:
@@ -138,7 +140,7 @@ def software_options(rng: random.Random, d: dict) -> dict:
     if d["recompute"] == "selective" and rng.random() < 0.3:
         sw["selective_recompute"] = rng.choice(["core_attn", "op_sac", "save_qkv_proj"])
     if rng.random() < 0.05:
-        sw[rng.choice(list(sw) or ["cuda_graphs"])] = rng.choice(HOSTILE_VALUES)
+        sw[rng.choice(list(sw) or ["cuda_graphs"])] = rng.choice(SHALLOW_HOSTILE)
     return sw
 
 
@@ -151,7 +153,7 @@ def studies_section(rng: random.Random) -> dict:
           "size_hardware": rng.sample(["h100-sxm", "b200", "h200-sxm", "mi300x"], rng.randint(1, 2)),
           "max_batch_tokens": rng.choice([1e6, 16.8e6, 1e9])}
     if rng.random() < 0.3:
-        st[rng.choice(list(st))] = rng.choice(HOSTILE_VALUES + ([], ["../../etc/passwd"], [0], [-8]))
+        st[rng.choice(list(st))] = rng.choice(SHALLOW_HOSTILE + ([], ["../../etc/passwd"], [0], [-8]))
     return st
 
 
