@@ -100,3 +100,21 @@ def test_the_report_escapes_hostile_names():
     text = report.report_html(key, state.scenario_yaml(sc))
     assert "<img" not in text and "href=" not in text   # Markdown is inert in HTML; tags are what load
     assert "&lt;img src=https://evil.example/b.png&gt;" in text
+
+
+def test_a_refused_links_hostile_key_shows_as_text():
+    """A link refused for an unknown key: the one-line error names the key, escaped."""
+    import base64
+    import json
+    import zlib
+
+    from perfmodel.spec.scenario import load_scenario, scenario_to_dict
+    sc = json.loads(json.dumps(scenario_to_dict(load_scenario(ROOT / "perfmodel" / "data" / "example_scenario.yaml"))))
+    sc[EVIL[:60]] = 1
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT_S)
+    at.query_params["s"] = base64.urlsafe_b64encode(zlib.compress(json.dumps(sc).encode())).decode().rstrip("=")
+    at.run()
+    assert not at.exception and at.error
+    fields = markdown_fields(at._tree, [])
+    assert any("evil" in v for _, _, v in fields)
+    assert not [(t, f, v) for t, f, v in fields if ACTIVE.search(v)]
