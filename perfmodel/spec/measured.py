@@ -160,7 +160,8 @@ class ObservedRun:
     measured: MeasuredRun
 
 
-FIGURE_BOUNDS = (("step_time_s", limits.MAX_SECONDS, False), ("tokens_per_s_per_gpu", limits.MAX_MEASURED_RATE_PER_S, False),
+FIGURE_BOUNDS = (("step_time_s", limits.MAX_SECONDS, False),
+                 ("tokens_per_s_per_gpu", limits.MAX_MEASURED_RATE_PER_S, False),
                  ("tokens_per_s", limits.MAX_MEASURED_RATE_PER_S, False),
                  ("samples_per_s", limits.MAX_MEASURED_RATE_PER_S, False),
                  ("tflop_per_s_per_gpu", limits.MAX_TFLOP_PER_S, False), ("data_wait_s", limits.MAX_SECONDS, True),

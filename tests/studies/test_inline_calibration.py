@@ -28,6 +28,12 @@ PROFILED = ("a100-sxm-80gb", "b200", "gb200-nvl72", "h100-sxm", "h200-sxm")
 """Catalogue specs with a calibration profile (calibration/profiles/)."""
 
 
+def _inline(data: dict):
+    """``data`` as a scenario's inline hardware spec."""
+    job = load_scenario(EXAMPLE).model_dump(mode="json", exclude_none=True)
+    return parse_scenario({**job, "hardware": data}).hardware
+
+
 @pytest.mark.parametrize("hw_id", PROFILED)
 def test_headline_numbers_unchanged_predict_as_the_catalogue_spec(hw_id):
     sc = load_scenario(EXAMPLE)
@@ -43,8 +49,7 @@ def test_an_edited_fabric_scales_the_profiles_collective_fits():
     base = load_hardware("h100-sxm")
     data = base.model_dump(mode="json", exclude_none=True)
     data["scale_up"]["bandwidth_per_direction_gb_per_s"] *= 2
-    edited = parse_scenario({**load_scenario(EXAMPLE).model_dump(mode="json", exclude_none=True),
-                             "hardware": data}).hardware
+    edited = _inline(data)
     eff, note = efficiencies_for(edited)
     prof, _ = efficiencies_for(base)
     assert "calibration/profiles/h100-sxm.yaml" in note and "scale-up bandwidth x2" in note
@@ -56,7 +61,7 @@ def test_an_edited_fabric_scales_the_profiles_collective_fits():
 def test_an_edited_efficiency_block_is_kept_and_said():
     data = load_hardware("h100-sxm").model_dump(mode="json", exclude_none=True)
     data["efficiency"]["memory_efficiency"] = 0.5
-    hw = parse_scenario({**load_scenario(EXAMPLE).model_dump(mode="json", exclude_none=True), "hardware": data}).hardware
+    hw = _inline(data)
     eff, note = efficiencies_for(hw)
     assert eff.memory_efficiency == 0.5
     assert "differs from h100-sxm's, so no calibration profile applies" in note and "\n" not in note
@@ -65,7 +70,7 @@ def test_an_edited_efficiency_block_is_kept_and_said():
 def test_a_spec_of_no_catalogue_lineage_says_no_profile_applies():
     data = load_hardware("h100-sxm").model_dump(mode="json", exclude_none=True)
     data.update(id="my-gpu")
-    hw = parse_scenario({**load_scenario(EXAMPLE).model_dump(mode="json", exclude_none=True), "hardware": data}).hardware
+    hw = _inline(data)
     eff, note = efficiencies_for(hw)
     assert eff == hw.efficiency and "no calibration profile applies" in note
 
@@ -85,7 +90,8 @@ HOST_BOUND_OFFLOAD = [
 
 
 @pytest.mark.parametrize("profile", [None, "auto"])
-@pytest.mark.parametrize("case,factors", HOST_BOUND_OFFLOAD, ids=["h100-zero3-cp2", "h200-zero2-tp2", "h100-500w-zero3"])
+@pytest.mark.parametrize("case,factors", HOST_BOUND_OFFLOAD,
+                         ids=["h100-zero3-cp2", "h200-zero2-tp2", "h100-500w-zero3"])
 def test_host_bound_offload_is_never_slower_on_faster_hardware(case, factors, profile):
     case = dict(case)
     d = dict(name="offload", model=harness.TINY_MODEL, recompute="none", training_tokens=1.5e13,

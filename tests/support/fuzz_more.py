@@ -35,7 +35,8 @@ def _megatron(rng: random.Random, lines: int) -> list[str]:
     for i in range(1, lines + 1):
         out.append(f" [2025-03-02 10:01:52] iteration {i:8d}/     100 | consumed samples: {128 * i} | elapsed time "
                    f"per iteration (ms): {_n(rng)} | throughput per GPU (TFLOP/s/GPU): {_n(rng)} | learning rate: "
-                   f"1.5E-07 | global batch size: {rng.choice(['128', '0', '1' + '0' * 40, '64'])} | lm loss: 1.2E+01 |")
+                   f"1.5E-07 | global batch size: {rng.choice(['128', '0', '1' + '0' * 40, '64'])} | "
+                   "lm loss: 1.2E+01 |")
         if rng.random() < 0.3:
             out += ["(min, max) time across ranks (ms):",
                     f"    forward-backward ...............................: ({_n(rng)}, {_n(rng)})",
@@ -130,7 +131,8 @@ def software_options(rng: random.Random, d: dict) -> dict:
     if rng.random() < 0.6:
         sw["overlap"] = {k: rng.choice([0.0, 0.5, 1.0]) for k in rng.sample(["tp", "cp", "ep", "pp", "dp", "fsdp"],
                                                                              rng.randint(1, 4))}
-    for key, choices in (("attention_backend", ["flash", "cudnn", "unfused"]), ("elementwise_kernels", ["fused", "eager"]),
+    for key, choices in (("attention_backend", ["flash", "cudnn", "unfused"]),
+                         ("elementwise_kernels", ["fused", "eager"]),
                          ("optimizer_kernels", ["fused", "foreach"]), ("cross_entropy", ["fused", "eager_fp32"]),
                          ("cuda_graphs", [True, False]), ("attention_dropout", [True, False]),
                          ("fsdp_collectives_per_layer", [1, 2]), ("moe_dispatcher", ["alltoall", "flex"]),
