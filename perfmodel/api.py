@@ -115,7 +115,7 @@ def band(scenario: ScenarioLike) -> ErrorBand:
     out = _band_for_job(hardware_of(sc), model_of(sc), sc.software.stack, sc.seq_length, sc.num_gpus)
     if out is None:
         raise InputError("band", "no band table: run perfmodel validate perfmodel/data/published_runs.yaml "
-                                 "--fit-bands")
+                                 "--fit-bands perfmodel/data/error_bands.yaml")
     return out
 
 

@@ -238,7 +238,19 @@ def seeded(widget, label: str, key: str, store_key: str, default, scale: float =
         st.session_state[key] = want
         st.session_state[f"_seeded_{key}"] = want
     st.session_state[f"_drawn_{key}"] = run
+    if "options" in kwargs and isinstance(want, list):
+        kwargs["options"] = with_values(kwargs["options"], want)
     return widget(label, key=key, **kwargs)
+
+
+def with_values(options, values: list) -> list:
+    """A list widget's options with the scenario's values that are not among them (a link's GPU
+    count of 24 where the page lists powers of two): shown and kept, never dropped unseen."""
+    extra = [v for v in values if v not in options]
+    if not extra:
+        return list(options)
+    merged = list(options) + extra
+    return sorted(merged) if all(isinstance(v, (int, float)) for v in merged) else merged
 
 
 def submit_sync(pairs: dict, then=None) -> callable:
@@ -251,6 +263,8 @@ def submit_sync(pairs: dict, then=None) -> callable:
             value = st.session_state.get(key)
             if isinstance(value, tuple):
                 value = list(value)
+            if isinstance(value, list) and not value:
+                continue       # an emptied list is not stored: the page says to pick one, the session stays valid
             if value == none_value:
                 stored = None
             elif isinstance(value, (int, float)) and not isinstance(value, bool):

@@ -14,10 +14,9 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 
 from perfmodel.spec.cost import CostModel
-from perfmodel.spec.errors import InputError, parse_data_text, validated
+from perfmodel.spec.errors import InputError, dump_yaml, json_object_unique_keys, parse_data_text, validated
 from perfmodel.spec.hardware import HARDWARE_DIR, HardwareSpec, list_hardware_ids, load_hardware, parse_hardware
 from perfmodel.spec.headline import Headline, headline_of, headline_spec
 from perfmodel.spec.model import ModelSpec
@@ -89,7 +88,7 @@ def decode_query(text: str) -> Scenario:
     except zlib.error:
         raise InputError("link", "the scenario in the URL is damaged (not zlib data)") from None
     try:
-        data = json.loads(raw)
+        data = json.loads(raw, object_pairs_hook=json_object_unique_keys)   # a repeated key: refused, as in files
     except RecursionError:
         raise InputError("link", f"the scenario in the URL nests deeper than {MAX_DATA_DEPTH} levels") from None
     except (json.JSONDecodeError, UnicodeDecodeError):
@@ -218,7 +217,7 @@ def hardware_from_headline(v: dict) -> HardwareSpec:
 
 
 def hardware_spec_yaml(hw: HardwareSpec) -> str:
-    return yaml.safe_dump(hw.model_dump(mode="json", exclude_none=True), sort_keys=False)
+    return dump_yaml(hw.model_dump(mode="json", exclude_none=True))
 
 
 OVERLAP_KINDS = ("tp", "cp", "ep", "pp", "dp", "fsdp")
@@ -433,7 +432,7 @@ def default_scenario() -> Scenario:
 
 
 def scenario_yaml(sc: Scenario) -> str:
-    return yaml.safe_dump(scenario_to_dict(sc), sort_keys=False)
+    return dump_yaml(scenario_to_dict(sc))
 
 
 def download_name(name: str) -> str:

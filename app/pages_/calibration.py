@@ -57,7 +57,7 @@ def fitted_curves() -> None:
         _draw_fit(fit, key="cal_family")
         if fit["left_out"]:
             with st.expander(f"{len(fit['left_out'])} records left out"):
-                st.write("\n".join(f"- {x}" for x in fit["left_out"]))
+                st.write("\n".join(f"- {page.plain(x)}" for x in fit["left_out"]))
 
 
 

@@ -132,7 +132,7 @@ if a is not None:
     m = st.columns(3)
     m[0].metric("Anchored tokens/s per GPU", fmt.si(a["tokens_per_s_per_gpu"], "tok/s"),
                 help=f"p10-p90: {fmt.si(band['p10'], 'tok/s')} - {fmt.si(band['p90'], 'tok/s')} "
-                     f"({a['anchored_band_source']})")
+                     f"({page.plain(a['anchored_band_source'])})")
     m[1].metric("Unanchored", fmt.si(a["unanchored"]["tokens_per_s_per_gpu"], "tok/s"))
     m[2].metric("Anchored step time", fmt.seconds(a["step_time_s"]))
     f = a["anchor"]["factors"]

@@ -10,8 +10,7 @@ from perfmodel.spec.errors import InputError
 from perfmodel.spec.scenario import parse_scenario, scenario_to_dict
 from perfmodel.spec.units import SECONDS_PER_DAY
 
-MAX_PEERS = 8
-"""Scenarios side by side, at most (each is one prediction; the charts stay readable)."""
+MAX_PEERS = 8   # scenarios side by side, at most (each is one prediction; the charts stay readable)
 PEERS = "_peers"
 
 j = page.job()
@@ -52,7 +51,7 @@ def _add_uploads() -> None:
 
 
 c1, c2 = st.columns([1, 2])
-c1.button(f"Save the sidebar's job as '{j.scenario.name}'", on_click=_add_current, key="peer_add")
+c1.button(page.plain(f"Save the sidebar's job as '{j.scenario.name}'"), on_click=_add_current, key="peer_add")
 c2.file_uploader(f"Load scenario YAML files (up to {state.MAX_UPLOAD_MIB} MiB each, {MAX_PEERS} scenarios in all)",
                  type=["yaml", "yml"], accept_multiple_files=True, key="peer_upload", on_change=_add_uploads,
                  max_upload_size=state.MAX_UPLOAD_MIB)

@@ -79,7 +79,7 @@ metric(c[1], "Time to train", fmt.seconds(p.get("time_to_train_s")), "time_to_tr
        "needs training tokens (Batch and precision); ideal time / goodput + start-up")
 price = v["price"]
 metric(c[2], "Cost", fmt.usd(p.get("cost_usd")), "cost_usd", fmt.usd,
-       f"{fmt.usd_per_gpu_hour(price['usd_per_gpu_hour'])}, {price['basis']}: {price['source']}")
+       page.plain(f"{fmt.usd_per_gpu_hour(price['usd_per_gpu_hour'])}, {price['basis']}: {price['source']}"))
 if p.get("cost_usd") is not None:
     c[2].caption(f"{fmt.usd_per_million_tokens(p['cost_usd'], sc.training_tokens)} at "
                  f"{fmt.usd_per_gpu_hour(price['usd_per_gpu_hour'])} ({page.plain(price['basis'])})")

@@ -43,7 +43,7 @@ with st.form("scale_form", border=False):
         "scale_objective": ("study_objective", 1.0, "time"), "scale_vot": ("purpose_vot", 1.0, 0.0),
         "scale_deadline": ("purpose_deadline_days", 1.0, 0.0)}))
 if not counts:
-    st.info("Pick at least one GPU count.")
+    st.error("GPU counts: pick at least one")
     st.stop()
 res = page.run_study("scale", (j.key(), tuple(sorted(counts)), mode, objective, threshold, vot or None,
                                deadline_d * SECONDS_PER_DAY or None, j.scenario.studies.max_batch_tokens), submitted,

@@ -17,11 +17,9 @@ WIDEN = {
     "overlap": "each communication overlap switched off and on (tp, cp, ep, pp, dp, fsdp)",
     "pipeline schedule": "every pipeline schedule on layouts with pp > 1 (1f1b, interleaved, zero-bubble, DualPipe)",
     "sequence parallelism off": "tp > 1 layouts with and without sequence parallelism",
-}
-"""Dimensions the search leaves at the scenario's settings unless asked (``SearchOptions``)."""
+}  # dimensions the search leaves at the scenario's settings unless asked (``SearchOptions``)
 
-MAX_EXTRA_COUNTS = 16
-"""GPU counts typed beside the job's own: each is a whole search."""
+MAX_EXTRA_COUNTS = 16   # GPU counts typed beside the job's own: each is a whole search
 MAX_GPU_COUNT = 2**31 - 1
 
 j = page.job()

@@ -60,7 +60,7 @@ with st.form("size_form", border=False):
         "size_limit": ("study_max_batch_mtokens", 1.0, MAX_BATCH_TOKENS_DEFAULT / MEGA),
         **constraints_inputs.SYNC}, then=_sync_tokens))
 if not hardware or not counts:
-    st.info("Pick at least one hardware type and one GPU count.")
+    st.error("Hardware: pick at least one type" if not hardware else "GPU counts to try: pick at least one")
     st.stop()
 deadline_s = deadline_d * SECONDS_PER_DAY or None
 res = page.run_study("size", (j.key(), tokens_b * GIGA, deadline_s, budget or None, tuple(hardware),

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import sys
 
-import yaml
 
 import perfmodel as pm
 from perfmodel.cli.common import add_profile_option, emit_json, profile_choice, to_json
-from perfmodel.spec.errors import InputError
+from perfmodel.spec.errors import InputError, dump_yaml
 from perfmodel.studies.sensitivity import MAX_PATH_STEPS
 
 MAX_LOGS = 64
@@ -80,7 +79,7 @@ def cmd_read_log(args) -> int:
     if args.format == "json":
         print(to_json(doc))
     else:
-        print(yaml.safe_dump(doc, sort_keys=False), end="")
+        print(dump_yaml(doc), end="")
     return 0
 
 

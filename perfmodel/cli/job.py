@@ -17,9 +17,6 @@ from perfmodel.cli.common import (
 from perfmodel.present import fmt
 from perfmodel.present.goodput import waterfall_rows
 from perfmodel.present.money import price_text
-
-DEFAULT_BAND_OUT = "project"
-"""``--fit-bands`` with no path: the project's band table."""
 from perfmodel.spec.errors import InputError
 
 
@@ -136,21 +133,26 @@ def cmd_validate(args) -> int:
 
 def _fit_bands(report, profiles: bool, out: str, cases: str) -> int:
     """Write the error-band table the report's residuals give (``perfmodel.studies.bands``) to
-    ``out`` (the project's ``perfmodel/data/error_bands.yaml`` by default)."""
-    from pathlib import Path
-
-    from perfmodel.engine.band import BAND_FILE, band_table
+    ``out``, a path the user names (the project's table, ``perfmodel/data/error_bands.yaml``, is
+    written only when named, from a source checkout: ``write_text_file`` refuses the installed
+    package)."""
+    from perfmodel.engine.band import band_table
     from perfmodel.spec.errors import write_text_file
     from perfmodel.studies.band_families import band_file_text
     from perfmodel.studies.bands import coverage_table, residuals
-    path = BAND_FILE if out == DEFAULT_BAND_OUT else Path(out)
-    write_text_file(path, band_file_text(report, profiles), "--fit-bands", inputs=(cases,))
+    path = write_text_file(out, band_file_text(report, profiles), "--fit-bands", inputs=(cases,))
     band_table.cache_clear()
     cov = coverage_table(residuals(report))
-    gens = ", ".join(f"{g} {fmt.percent(c[0.8])} of {c['cases']}" for g, c in cov["generation"].items())
+    gens = ", ".join(f"{g} {_share(c[0.8])} of {c['cases']}" for g, c in cov["generation"].items())
     print(f"wrote {path}: {len(report.results)} runs; the 80% band covers "
-          f"{fmt.percent(cov['overall']['all'][0.8])} of held-out sources' runs ({gens})")
+          f"{_share(cov['overall']['all'][0.8])} of held-out sources' runs ({gens})")
     return 0
+
+
+def _share(x: float) -> str:
+    """A held-out coverage, or why there is none: runs of one source have no other to be fitted on."""
+    import math
+    return fmt.percent(x) if math.isfinite(x) else "n/a (one source: nothing to hold out)"
 
 
 def register(sub) -> None:
@@ -174,8 +176,9 @@ def register(sub) -> None:
     p = sub.add_parser("validate", help="predicted against published runs")
     p.add_argument("cases")
     p.add_argument("--format", choices=["json", "table", "markdown"], default="table")
-    p.add_argument("--fit-bands", nargs="?", const=DEFAULT_BAND_OUT, default=None, metavar="PATH",
-                   help="fit the error bands to these runs' residuals and write them to PATH (default: the "
-                        "project's perfmodel/data/error_bands.yaml, which predictions read)")
+    p.add_argument("--fit-bands", default=None, metavar="PATH",
+                   help="fit the error bands to these runs' residuals and write them to PATH (required; "
+                        "predictions read perfmodel/data/error_bands.yaml, which a source checkout refits by "
+                        "naming it; an installed package is never written)")
     add_profile_option(p)
     p.set_defaults(func=cmd_validate)

@@ -10,7 +10,8 @@ p10..p90   the band: a measured rate lies between predicted / e^{q_.9} and predi
 =========  ==================================================================================
 
 The quantiles come from ``perfmodel/data/error_bands.yaml``, which ``perfmodel validate
-perfmodel/data/published_runs.yaml --fit-bands`` derives from the current model's residuals
+perfmodel/data/published_runs.yaml --fit-bands perfmodel/data/error_bands.yaml`` derives from the
+current model's residuals
 (``perfmodel.studies.bands`` says how, and measures the band's coverage on sources it was not
 fitted on). The band is about the step model; the failure, start-up and price inputs are taken
 as given.

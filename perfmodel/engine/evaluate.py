@@ -344,9 +344,12 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
                     for k in set(kinds)}
         copy_s = offload.offloaded_bytes_per_layer(m, n_off, per_kind) / (
             hw.host_link.bandwidth_bytes_per_s * offload.HOST_COPY_EFFICIENCY)
-        bd["offload"] = num_mb * offload.exposed_copy_s(n_off, len(kinds), copy_s,
-                                                        sum(b.fwd_s * w for b, w in blocks),
-                                                        sum(b.bwd_s * w for b, w in blocks))
+        # each layer's pass lasts as long as its GPU work or its host dispatch, whichever is slower
+        host_layer = host_s_per_mb / layers_per_stage
+        bd["offload"] = num_mb * offload.exposed_copy_s(
+            n_off, len(kinds), copy_s,
+            np.maximum(sum(b.fwd_s * w for b, w in blocks), (1.0 - bwd_host_frac) * host_layer),
+            np.maximum(sum(b.bwd_s * w for b, w in blocks), bwd_host_frac * host_layer))
 
     # Optimizer over the parameters this GPU owns.
     n_dp = (L.dp * L.cp).astype(float)

@@ -33,6 +33,7 @@ from perfmodel.formulas.layouts import Layouts
 from perfmodel.spec.capacity import CAPACITY
 from perfmodel.spec.cost import CostModel
 from perfmodel.spec.efficiency import Efficiencies
+from perfmodel.spec.errors import InputError
 from perfmodel.spec.scenario import Scenario
 
 RECOMPUTE_FRAC_FLOOR = 1e-30
@@ -118,13 +119,21 @@ def measure(job: Job, layouts: Layouts, arrays: StepArrays, cost_model: CostMode
     peak = job.hardware.gpu.peak_flop_per_s(job.precision)
     mfu = arrays.flop_per_token * tokens / (step * job.num_gpus * peak)
     recompute_frac = arrays.breakdown["recompute"] / np.maximum(arrays.breakdown["compute"], RECOMPUTE_FRAC_FLOOR)
-    g = float(run_goodput(job, cost_model).fraction)
+    gp = run_goodput(job, cost_model)
+    g = float(gp.fraction)
     ideal = None if not job.training_tokens else job.training_tokens / tps
     su = job.startup
     frac = np.atleast_1d(training_time_frac(0.0 if ideal is None else ideal, g,
                                             startup_s(su.launch_s, su.compile_s, su.warmup_steps, step)))
-    ttt = None if ideal is None else ideal / frac
-    cost = job_cost(job.num_gpus, step if ttt is None else ttt, job.hardware, cost_model)
+    with np.errstate(divide="ignore", over="ignore"):
+        ttt = None if ideal is None else ideal / frac
+        cost = (job_cost(job.num_gpus, step if ttt is None else ttt, job.hardware, cost_model)
+                if g > 0 and (ttt is None or np.all(np.isfinite(ttt))) else None)
+    if cost is None or not all(np.all(np.isfinite(x)) for x in (cost.gpu_hours, cost.cost_usd, cost.energy_kwh)):
+        raise InputError("reliability", f"a checkpoint every {float(gp.checkpoint_interval_s):.3g} s, each written "
+                                        f"in {float(gp.checkpoint_write_s):.3g} s, restarts of "
+                                        f"{float(gp.restart_s):.3g} s and a failure every {float(gp.mtbf_s):.3g} s "
+                                        f"leave a goodput of {g:.3g}: the run would never finish")
     return Evaluation(
         job=job, layouts=layouts, step=arrays, step_time_s=step, tokens_per_s=tps, mfu=mfu,
         hfu=mfu * (1.0 + recompute_frac),

@@ -34,7 +34,8 @@ def band_section(report) -> list[str]:
              "scatter of runs about their stack's offset, dense or MoE as the job is (MoE runs scatter about 2.8 "
              "times as widely), every published run weighing the same; a generation with fewer than two such stacks "
              "takes every stack's offsets. "
-             "`perfmodel validate perfmodel/data/published_runs.yaml --fit-bands` writes the band table "
+             "`perfmodel validate perfmodel/data/published_runs.yaml --fit-bands perfmodel/data/error_bands.yaml` "
+             "writes the band table "
              "(`perfmodel/data/error_bands.yaml`) from the current model; a test keeps the two equal.", "",
              f"Coverage is measured on sources the band never saw: fitted on {sources - 1} of the {sources} sources and "
              "tested on the runs of the one left out, for each source in turn. Nominal against measured:", "",

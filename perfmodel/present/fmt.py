@@ -16,6 +16,8 @@ def seconds(x: float) -> str:
     if x is None or not math.isfinite(x):
         return "-"
     a = abs(x)
+    if a >= YEAR_S * 1e6:  # past a million years, digits say nothing: '2.27e+12 years'
+        return f"{x / YEAR_S:.3g} years"
     if a >= YEAR_S * 10:   # a 100T model on today's GPUs: centuries, not 317280.4 d
         return f"{x / YEAR_S:,.0f} years"
     if a >= 86400 * 2:
@@ -77,12 +79,14 @@ def bytes_binary(x: float) -> str:
 
 
 def percent(x: float) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
+    return "-" if x is None or not math.isfinite(x) else f"{100 * x:.1f}%"
 
 
 def usd(x: float) -> str:
-    if x is None:
+    if x is None or not math.isfinite(x):
         return "-"
+    if abs(x) >= 1e15:     # past a thousand trillion: '$3.16e+16', not 16 digits of T
+        return f"${x:.3g}"
     if abs(x) >= 1e12:
         return f"${x / 1e12:,.2f}T"
     if abs(x) >= 1e9:

@@ -27,6 +27,11 @@ class InputError(ValueError):
         self.reason = one_line(reason)
         super().__init__(f"{self.field}: {self.reason}")
 
+    def __reduce__(self):
+        """Pickled as its field and reason: a worker process's error reaches the caller as itself
+        (``perfmodel size`` over several hardware types), not as a broken process pool."""
+        return type(self), (self.field, self.reason)
+
 
 _TYPE_MISMATCH = {"string_type", "int_type", "float_type", "bool_type", "dict_type", "list_type",
                   "model_type", "model_attributes_type", "is_instance_of"}
@@ -175,6 +180,18 @@ def _strict_loader():
 
 YAML12_EXPONENT_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
 """A float with an exponent, as YAML 1.2 writes it (``1e12``, ``1.5e13``, ``2E-3``)."""
+
+
+def dump_yaml(data) -> str:
+    """``yaml.safe_dump`` (keys in order) with the reader's resolvers: a string ``safe_load_yaml``
+    would read as a number (a scenario named ``1e3``) is written quoted, so it reads back as text."""
+    import yaml
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    Dumper.add_implicit_resolver("tag:yaml.org,2002:float", YAML12_EXPONENT_FLOAT, list("-+0123456789."))
+    return yaml.dump(data, Dumper=Dumper, sort_keys=False)
 _LOADER = None
 
 
@@ -208,6 +225,10 @@ def _json_object(pairs):
             raise ValueError(f"duplicate key {key!r}")
         out[key] = value
     return out
+
+
+json_object_unique_keys = _json_object
+"""``object_pairs_hook`` for ``json.loads``: a repeated key is a ValueError."""
 
 
 def _json_constant(name: str):
@@ -321,6 +342,8 @@ def check_output_path(path, field: str, inputs=()) -> None:
     p = Path(path)
     if p.is_dir():
         raise InputError(field, f"{p} is a directory; give a file name")
+    if _in_installed_package(p):
+        raise InputError(field, f"{p} is inside the installed perfmodel package; write it elsewhere")
     for source in inputs:
         try:
             same = p.exists() and os.path.samefile(p, source)
@@ -329,6 +352,14 @@ def check_output_path(path, field: str, inputs=()) -> None:
         if same:
             raise InputError(field, f"{p} is also an input of this command; writing it would overwrite "
                                     "what it reads")
+
+
+def _in_installed_package(p) -> bool:
+    """Whether ``p`` lies in the perfmodel package of an installation (site-packages). A source
+    checkout (``pyproject.toml`` beside the package) may refit its own data when a path names it."""
+    from perfmodel.spec.paths import PACKAGE_DIR, PROJECT_DIR
+
+    return not (PROJECT_DIR / "pyproject.toml").is_file() and p.resolve().is_relative_to(PACKAGE_DIR)
 
 
 def write_text_file(path, text: str, field: str, inputs=()):

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 from pathlib import Path
 
@@ -83,11 +84,17 @@ _TITAN_TFLOPS = re.compile(r"\btflops:\s*" + _NUM)
 _TITAN_MFU = re.compile(r"\bmfu:\s*" + _NUM + "%")
 _TITAN_MEMORY = re.compile(r"\bmemory:\s*" + _NUM + "GiB")
 _YAML_KEY = re.compile(r"^\s*[A-Za-z_][A-Za-z0-9_]*\s*:(\s|$)")
+_NUMBER = re.compile(r"-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 _HF_PAIR = re.compile(r"""['"]([a-z_]+)['"]\s*:\s*""" + r"(-?[0-9.]+(?:[eE][-+]?[0-9]+)?)")
 
 
 def _float(text: str) -> float:
     return float(text.replace(",", ""))
+
+
+def _whole(x: float) -> int | float:
+    """``x`` as an int where it is a finite whole number; else as it is (``MeasuredRun`` refuses it)."""
+    return int(x) if math.isfinite(x) and x == int(x) else x
 
 
 def _lines(text: str) -> list[str]:
@@ -151,7 +158,7 @@ def parse_nemo(lines: list[str], origin: str) -> MeasuredRun:
         if m:
             times.append(_float(m.group(1)))
             g = _NEMO_GBS.search(line)
-            gbs = int(_float(g.group(1))) if g else gbs
+            gbs = _whole(_float(g.group(1))) if g else gbs
     if not times:
         raise InputError(origin, "a NeMo log with no 'train_step_timing in s' value")
     return MeasuredRun(source=f"{origin} (NeMo)", global_batch_size=gbs, step_times_s=tuple(times))
@@ -183,7 +190,7 @@ def parse_hf_trainer(lines: list[str], origin: str) -> MeasuredRun:
     found: dict = {}
     for line in lines:
         if "train_samples_per_second" in line or "train_tokens_per_second" in line or "train_steps_per_second" in line:
-            found.update({k: float(v) for k, v in _HF_PAIR.findall(line)})
+            found.update({k: float(v) for k, v in _HF_PAIR.findall(line) if _NUMBER.fullmatch(v)})
     out: dict = {}
     if found.get("train_tokens_per_second", 0) > 0:
         out["tokens_per_s_per_gpu"] = found["train_tokens_per_second"]
@@ -204,10 +211,13 @@ def _lightning_key(column: str) -> str | None:
 
 
 def parse_csv(text: str, origin: str) -> tuple[MeasuredRun, ...]:
-    rows = list(csv.DictReader(io.StringIO(text)))
+    try:   # newline="": a CSV's lines may end in \r, \r\n or \n (the csv module's own advice)
+        rows = list(csv.DictReader(io.StringIO(text, newline="")))
+    except csv.Error as exc:
+        raise InputError(origin, f"not a CSV perfmodel reads ({str(exc)[:80]})") from None
     if len(rows) > limits.MAX_RECORDS:
         raise InputError(origin, f"more than {limits.MAX_RECORDS:,} rows")
-    columns = list(rows[0]) if rows else []
+    columns = [c for c in rows[0] if c is not None] if rows else []   # None: cells past the header's last
     keys = {c: c for c in columns if c in CSV_KEYS + CSV_JOB_KEYS}
     lightning = {c: _lightning_key(c) for c in columns if _lightning_key(c)}
     if not any(k in CSV_KEYS for k in keys) and not lightning:
@@ -239,12 +249,12 @@ def parse_csv(text: str, origin: str) -> tuple[MeasuredRun, ...]:
                 d["step_times_s"] = series
             else:
                 d[key] = _steady(series)
+        bad = [k for k, v in zip(CSV_JOB_KEYS, job) if v is not None and (not 0 < v <= 2**40 or v != int(v))]
+        if bad:
+            raise InputError(origin, f"{bad[0]} must be a positive whole number")
         where = f"{origin}" + "".join(f" {k}={int(v)}" for k, v in zip(CSV_JOB_KEYS, job) if v is not None)
         m = measured_from_mapping(d, where, source=f"{origin} (CSV)")
         sizes = {k: int(v) for k, v in zip(CSV_JOB_KEYS, job) if v is not None}
-        bad = [k for k, v in zip(CSV_JOB_KEYS, job) if v is not None and (v != int(v) or not 0 < v <= 2**40)]
-        if bad:
-            raise InputError(origin, f"{bad[0]} must be a positive whole number")
         runs.append(MeasuredRun(**{**m.__dict__, **sizes}))
     return tuple(runs)
 

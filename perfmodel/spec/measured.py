@@ -34,6 +34,11 @@ STEADY_STATE_FRACTION = 0.5
 """The steady-state step time is the median of the last half of the logged iterations: the
 first ones carry compilation, autotuning, allocator warm-up and data-loader start-up
 (torchtitan and Megatron-LM both report their first steps apart for that reason)."""
+MIN_FIGURE = 1e-9
+"""Smallest positive measured figure (a step time in seconds, a rate per second, an MFU): a
+nanosecond is a thousandth of one kernel launch (``Efficiencies.launch_overhead_s``, microseconds),
+so no step is shorter; below it a ratio to a prediction underflows to 0 (``5e-324`` s gave
+``diagnose`` a math domain error)."""
 MAX_TIMERS = 256
 """Named timers of one run: Megatron-LM logs 24 (``training_log``, timing_log_level 2)."""
 
@@ -78,6 +83,22 @@ class MeasuredRun:
     """For a log of rates (tokens/s) without times: the steady rate over the first logged one."""
     notes: tuple[str, ...] = ()
     """What the reader assumed (a warm-up left out, a unit converted)."""
+
+    def __post_init__(self) -> None:
+        """Every figure finite and in range, whichever reader made the run (a log's ``1e309`` or
+        ``inf`` step time is refused here, in one line naming the log, not later as a math error)."""
+        where = self.source or "measured"
+        for key, upper, inclusive_lower in FIGURE_BOUNDS:
+            if getattr(self, key) is not None:
+                _figure(getattr(self, key), f"{where}: {key}", upper, inclusive_lower)
+        for i, t in enumerate(self.step_times_s):
+            _figure(t, f"{where}: step_times_s[{i}]", limits.MAX_SECONDS, False)
+        for name, t in self.timers_s.items():
+            _figure(t, f"{where}: timers_s.{name}", limits.MAX_SECONDS, True)
+        for key in ("num_gpus", "global_batch_size", "seq_length"):
+            v = getattr(self, key)
+            if v is not None and (type(v) is not int or not 0 < v <= limits.MAX_NUM_GPUS * limits.MAX_SEQ_LENGTH):
+                raise InputError(f"{where}: {key}", f"must be a positive whole number, got {reprlib.repr(v)}")
 
     def steady_step_s(self) -> float | None:
         """The step time as logged: ``step_time_s``, else the median of the last half of the
@@ -139,8 +160,40 @@ class ObservedRun:
     measured: MeasuredRun
 
 
+FIGURE_BOUNDS = (("step_time_s", limits.MAX_SECONDS, False),
+                 ("tokens_per_s_per_gpu", limits.MAX_MEASURED_RATE_PER_S, False),
+                 ("tokens_per_s", limits.MAX_MEASURED_RATE_PER_S, False),
+                 ("samples_per_s", limits.MAX_MEASURED_RATE_PER_S, False),
+                 ("tflop_per_s_per_gpu", limits.MAX_TFLOP_PER_S, False), ("data_wait_s", limits.MAX_SECONDS, True),
+                 ("mfu", 1.0, False), ("gpu_utilisation", 1.0, True),
+                 ("peak_memory_bytes", limits.MAX_GIB * GIBI, False),
+                 ("first_over_steady", math.inf, False))
+"""(figure, upper bound, whether 0 is allowed): the bounds ``measured_from_mapping`` puts on a
+``measured:`` block, which a run from any log reader meets too."""
+
+
+def _float_or_inf(value) -> float:
+    """``float(value)``, or inf for a whole number too large for a float (YAML reads ``10**400``
+    as an int, which ``math.isfinite`` cannot take)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
+
+
+def _figure(value, where: str, upper: float, inclusive_lower: bool) -> None:
+    """A run's figure (a number of any float type) is finite and in range, or a one-line InputError."""
+    ok = (isinstance(value, (int, float, np.floating)) and not isinstance(value, bool)
+          and math.isfinite(_float_or_inf(value)))
+    if not ok or not (0 <= value if inclusive_lower else MIN_FIGURE < value) or value > upper:
+        raise InputError(where, f"must be a finite number in {'[0' if inclusive_lower else f'({MIN_FIGURE:g}'}, "
+                                f"{upper:g}], got {reprlib.repr(value)}")
+
+
 def _number(value, where: str, upper: float, lower: float = 0.0, inclusive_lower: bool = False) -> float:
-    ok = type(value) in (int, float) and math.isfinite(value) and (value >= lower if inclusive_lower else value > lower)
+    lower = lower if inclusive_lower else max(lower, MIN_FIGURE)
+    ok = (type(value) in (int, float) and math.isfinite(_float_or_inf(value))
+          and (value >= lower if inclusive_lower else value > lower))
     if not ok or value > upper:
         bound = "[" if inclusive_lower else "("
         raise InputError(where, f"must be a finite number in {bound}{lower:g}, {upper:g}], got {reprlib.repr(value)}")

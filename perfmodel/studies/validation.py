@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import reprlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,7 +137,16 @@ def _check_case(case: dict, where: str) -> None:
 
 
 def _positive_number(value) -> bool:
-    return type(value) in (int, float) and np.isfinite(value) and value > 0
+    return type(value) in (int, float) and value > 0 and math.isfinite(_float_or_inf(value))
+
+
+def _float_or_inf(value: int | float) -> float:
+    """``float(value)``, or inf for a whole number too large for a float (``-10**400`` and
+    ``10**400`` are YAML's whole numbers, not floats)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
 
 
 def measured_tps(case: dict) -> tuple[float | None, str]:

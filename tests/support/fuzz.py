@@ -151,8 +151,9 @@ def guarded(call) -> Outcome:
 
 
 # ----------------------------------------------------------------------------- generators
-def valid_scenario(rng: random.Random) -> dict:
-    """A scenario that is often valid: a known model and GPU, degrees that often divide."""
+def valid_scenario(rng: random.Random, software: bool = False) -> dict:
+    """A scenario that is often valid: a known model and GPU, degrees that often divide; with
+    ``software``, random software options and a studies section too (``fuzz_more``)."""
     model = rng.choice(SMALL_MODELS + (TINY_MODEL, TINY_MOE))
     n = rng.choice([1, 2, 4, 8, 16, 32, 64, 128, 256])
     tp = rng.choice([d for d in (1, 2, 4, 8) if n % d == 0])
@@ -174,6 +175,11 @@ def valid_scenario(rng: random.Random) -> dict:
              precision=rng.choice(["bf16", "bf16", "fp8", "fp16"]))
     if rng.random() < 0.5:
         d["training_tokens"] = rng.choice([1e9, 1e11, 1.5e13])
+    if software:
+        from support.fuzz_more import software_options, studies_section
+        d["software"] = software_options(rng, d)
+        if rng.random() < 0.3:
+            d["studies"] = studies_section(rng)
     return d
 
 
@@ -228,8 +234,8 @@ def finite_prediction(p) -> str:
 
 
 def check_api(d) -> Outcome:
-    """parse, then predict, through the Python API."""
-    from perfmodel.engine.prediction import predict
+    """parse, then predict, through the Python API (the default calibration profile on)."""
+    from perfmodel.api import predict
     from perfmodel.spec.scenario import parse_scenario
 
     def call():
@@ -309,8 +315,7 @@ def scaled_hardware(hw_id: str, factors: dict) -> dict:
     """The catalogue spec ``hw_id`` as an inline mapping with some rates multiplied (>= 1)."""
     from perfmodel.spec.hardware import load_hardware
 
-    data = load_hardware(hw_id).model_dump(mode="json", exclude_none=True)
-    data["id"] = f"{hw_id}-faster"
+    data = load_hardware(hw_id).model_dump(mode="json", exclude_none=True)   # an edited spec: its id kept
     g = data["gpu"]
     f = factors.get("flops", 1.0)
     g["peak_dense_tflop_per_s"] = {k: v * f for k, v in g["peak_dense_tflop_per_s"].items()}
@@ -321,17 +326,18 @@ def scaled_hardware(hw_id: str, factors: dict) -> dict:
     return data
 
 
-def check_faster_hardware(d: dict, rng: random.Random) -> Outcome:
-    """The same job on hardware no slower in any rate is never slower (and no less fitting)."""
-    from perfmodel.engine.prediction import predict
+def check_faster_hardware(d: dict, rng: random.Random, profile="auto") -> Outcome:
+    """The same job on hardware no slower in any rate is never slower (and no less fitting), under
+    ``profile`` (default: the calibration profile, which the edited spec keeps, scaled)."""
+    from perfmodel.api import predict
     from perfmodel.spec.scenario import parse_scenario
 
     def call():
-        p0 = predict(parse_scenario(d))
+        p0 = predict(parse_scenario(d), profile=profile)
         hw_id = d["hardware"]
         factors = {k: rng.choice([1.0, 1.0, 1.5, 2.0, 10.0]) for k in ("flops", "hbm", "scale_up", "scale_out",
                                                                         "host_link")}
-        p1 = predict(parse_scenario({**d, "hardware": scaled_hardware(hw_id, factors)}))
+        p1 = predict(parse_scenario({**d, "hardware": scaled_hardware(hw_id, factors)}), profile=profile)
         if p1.step_time_s > p0.step_time_s * (1 + 1e-12):
             return Outcome("violation", f"{hw_id} x {factors}: {p1.step_time_s!r} s > {p0.step_time_s!r} s "
                                         f"({p1.breakdown_s} vs {p0.breakdown_s})")
