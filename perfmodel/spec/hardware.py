@@ -252,6 +252,10 @@ class HardwareSpec(_Frozen):
     power-capped or differently-memoried SKU). The variant inherits that spec's efficiencies
     (they are fractions of each SKU's own peaks) and its calibration profile, and validation
     reports it under that GPU."""
+    availability: Literal["shipping", "announced"] = "shipping"
+    """``announced``: the vendor has published figures but the system cannot be bought or rented
+    yet (its notes cite the announcement); studies that recommend hardware leave it out unless
+    the user names it (``perfmodel.studies.sizing.recommendable``)."""
     gpu: GpuSpec
     scale_up: ScaleUpSpec
     scale_out: ScaleOutSpec

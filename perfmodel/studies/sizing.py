@@ -50,6 +50,7 @@ from perfmodel.spec.reliability import FailureModel
 from perfmodel.spec.scenario import Scenario, hardware_of, model_of
 from perfmodel.spec.studies import MAX_STUDY_HARDWARE
 from perfmodel.studies.batch import batch_rungs
+from perfmodel.studies.recommendable import placeholder_price, recommendable
 from perfmodel.studies.search import Candidate, SearchOptions, search
 
 GPU_COUNTS_DEFAULT = tuple(2 ** k for k in range(3, 15))
@@ -164,6 +165,10 @@ class SizingRow:
     allowed), ``gpu_counts`` when it is the largest count tried (more GPUs may meet it)."""
     price_reason: str = ""
     """Why the hardware could not be priced on the cost model's basis ('' when it could)."""
+    announced: bool = False
+    """Announced, not shipped (``HardwareSpec.availability``); sized only when named."""
+    placeholder_price: bool = False
+    """Charged at the spec's placeholder price (``recommendable``); sized only when named."""
 
     @property
     def batch_grown(self) -> bool:
@@ -180,6 +185,7 @@ class SizingRow:
                "max_batch_tokens": self.max_batch_tokens, "fixed_rule": self.fixed_rule,
                "fixed_num_gpus": self.fixed_binding.num_gpus if self.fixed_binding else None,
                "limited_by": self.limited_by}
+        out.update(announced=self.announced, placeholder_price=self.placeholder_price)
         if self.price_reason:
             out["price_reason"] = self.price_reason
         if self.none_reason:
@@ -266,10 +272,13 @@ class SizingResult:
 
     tokens: float
     rows: tuple[SizingRow, ...]
+    left_out: tuple[tuple[str, str], ...] = ()
+    """(hardware id, why) of each type left out because no hardware was named
+    (``not_recommended_reason``); name it to size it."""
 
     def to_dict(self) -> dict:
         """The CLI's JSON (``perfmodel size --format json``)."""
-        return {"tokens": self.tokens, "rows": [r.to_dict() for r in self.rows]}
+        return {"tokens": self.tokens, "rows": [r.to_dict() for r in self.rows], "left_out": dict(self.left_out)}
 
 
 def _row(hw_id: str, eff: Efficiencies | None, scenario_like: Scenario, tokens: float, deadline_s, budget_usd,
@@ -277,6 +286,8 @@ def _row(hw_id: str, eff: Efficiencies | None, scenario_like: Scenario, tokens: 
          step=None) -> SizingRow:
     """One hardware type's row of ``size_cluster``."""
     hw = load_hardware(hw_id)
+    common = {**common, "announced": hw.availability == "announced",
+              "placeholder_price": placeholder_price(hw, cost_model)}
     try:
         job_cost(1, 0.0, hw, cost_model)      # can it be priced on this basis at all?
     except InputError as exc:
@@ -341,13 +352,15 @@ def size_cluster(scenario_like: Scenario, tokens: float, deadline_s: float | Non
     type (None: the spec's defaults), as ``predict`` uses. ``progress(done, total)`` counts
     (hardware, GPU count) pairs. ``workers`` > 1 sizes that many hardware types at a time, each
     in a process of its own (the same rows; the progress then moves a hardware type at a time).
+    Without ``hardware_ids``, announced hardware and placeholder prices are left out
+    (``recommendable``; the result's ``left_out`` says which); named, they are sized and flagged.
     """
     if not tokens or tokens <= 0:
         raise InputError("tokens", f"must be > 0, got {tokens}")
     for name, v in (("deadline", deadline_s), ("budget_usd", budget_usd)):
         if v is not None and not v > 0:
             raise InputError(name, f"must be > 0, got {v}")
-    ids = list(dict.fromkeys(hardware_ids)) if hardware_ids else list_hardware_ids()
+    ids, left_out = (list(dict.fromkeys(hardware_ids)), {}) if hardware_ids else (list_hardware_ids(), None)
     counts = sorted(set(int(n) for n in (gpu_counts or GPU_COUNTS_DEFAULT)))
     if not counts or counts[0] < 1 or counts[-1] > MAX_NUM_GPUS:
         raise InputError("gpu_counts", f"give one or more GPU counts from 1 to {MAX_NUM_GPUS:,}")
@@ -362,6 +375,8 @@ def size_cluster(scenario_like: Scenario, tokens: float, deadline_s: float | Non
     if failure_model is not None:
         scenario_like = scenario_like.model_copy(update={"reliability": failure_model})
     cost_model = cost_model or scenario_like.cost
+    if left_out is None:
+        ids, left_out = recommendable(ids, cost_model)
     common = dict(deadline_s=deadline_s, budget_usd=budget_usd, gpu_counts=tuple(counts),
                   global_batch_size=scenario_like.global_batch_size, seq_length=scenario_like.seq_length,
                   max_batch_tokens=max_batch_tokens if len(rungs) > 1 else None)
@@ -370,7 +385,8 @@ def size_cluster(scenario_like: Scenario, tokens: float, deadline_s: float | Non
     total = len(ids) * len(counts)
     workers = min(int(workers), len(tasks))
     if workers > 1:
-        return SizingResult(float(tokens), _rows_in_processes(tasks, shared, workers, progress, len(counts), total))
+        return SizingResult(float(tokens), _rows_in_processes(tasks, shared, workers, progress, len(counts), total),
+                            tuple(left_out.items()))
     rows = []
     for k, (hw_id, eff) in enumerate(tasks):
         def step(i: int, todo: int, _k=k) -> None:
@@ -380,4 +396,4 @@ def size_cluster(scenario_like: Scenario, tokens: float, deadline_s: float | Non
         rows.append(_row(hw_id, eff, *shared, step=step))
         if progress is not None:
             progress((k + 1) * len(counts), total)
-    return SizingResult(float(tokens), tuple(rows))
+    return SizingResult(float(tokens), tuple(rows), tuple(left_out.items()))
