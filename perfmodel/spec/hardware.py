@@ -42,13 +42,13 @@ from perfmodel.spec.limits import (
     int_field,
     real_field,
 )
-from perfmodel.spec.paths import PROJECT_DIR
+from perfmodel.spec.paths import HARDWARE_SPECS_DIR
 from perfmodel.spec.units import BITS_PER_BYTE, GIBI, GIGA, MEBI, MICRO, TERA
 
 PRECISIONS = ("fp64", "tf32", "bf16", "fp16", "fp8", "fp4")
 
 HARDWARE_DIR = Path(
-    os.environ.get("PERFMODEL_HARDWARE_DIR", PROJECT_DIR / "hardware")
+    os.environ.get("PERFMODEL_HARDWARE_DIR", HARDWARE_SPECS_DIR)
 )
 
 
