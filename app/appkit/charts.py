@@ -163,10 +163,11 @@ def _band_columns(df: pd.DataFrame, rows: list[dict], band_key: str | None, scal
 
 
 def hardware_bars(rows: list[dict], field: str, title: str, scale: float = 1.0, band_key: str | None = None,
-                  category: str = "hardware", money: bool = False) -> alt.LayerChart:
+                  category: str = "hardware", money: bool = False, percent: bool = False) -> alt.LayerChart:
     """One bar per hardware (or per ``category``: the software stack) and layout, for one metric,
     its value written at the bar's end; with ``band_key``, the error band's p10-p90 as an error
-    bar on each; ``money``: the axis and labels in $ with SI prefixes."""
+    bar on each; ``money``: the axis and labels in $ with SI prefixes; ``percent``: a fraction
+    shown as a percentage (MFU 0.436 is "43.6%", never SI's "436m")."""
     rows = [r for r in rows if r.get(field) is not None and not r.get("reason")]
     df = pd.DataFrame(rows)
     if df.empty:
@@ -176,16 +177,17 @@ def hardware_bars(rows: list[dict], field: str, title: str, scale: float = 1.0, 
     tip = [alt.Tooltip(f"{category}:N"), alt.Tooltip("layout:N"), alt.Tooltip("value:Q", format=".4g", title=title)]
     if banded:
         tip += [alt.Tooltip("lo:Q", format=".4g", title="p10"), alt.Tooltip("hi:Q", format=".4g", title="p90")]
-    fmt_ = USD_FORMAT if money else "~s"
+    fmt_ = USD_FORMAT if money else ".0%" if percent else "~s"
     top = float(max(df["hi"].max() if banded else 0.0, df["value"].max() if len(df) else 0.0) or 1.0)
     x = alt.X("value:Q", title=title, axis=alt.Axis(format=fmt_, tickCount=4), scale=alt.Scale(domainMax=top * 1.25))
-    y = alt.Y(f"{category}:N", title=None, sort="x")
+    y = alt.Y(f"{category}:N", title=None, sort="x", axis=alt.Axis(labelLimit=160))
     bars = alt.Chart(df).mark_bar().encode(
-        x=x, y=y, color=alt.Color("layout:N", title="layout"), yOffset=alt.YOffset("layout:N"), tooltip=tip)
+        x=x, y=y, color=alt.Color("layout:N", title="layout", legend=alt.Legend(orient="top")),
+        yOffset=alt.YOffset("layout:N"), tooltip=tip)
     labels = alt.Chart(df).mark_text(align="left", dx=4, fontSize=11).encode(
         x=alt.X("hi:Q" if banded else "value:Q", title=title), y=y, yOffset=alt.YOffset("layout:N"),
-        text=alt.Text("value:Q", format=".3~s" if not money else "$.3~s"))
-    height = max(80, 30 * df[category].nunique() * max(1, df["layout"].nunique() if "layout" in df else 1))
+        text=alt.Text("value:Q", format="$.3~s" if money else ".1%" if percent else ".3~s"))
+    height = max(80, 18 * df[category].nunique() * max(1, df["layout"].nunique() if "layout" in df else 1) + 20)
     layers = [bars, labels]
     if banded:
         layers.insert(1, alt.Chart(df).mark_rule(color="black").encode(
@@ -232,9 +234,12 @@ def rejected(reasons: dict, top: int = 10) -> alt.Chart:
 
 
 def scaling(rows: list[dict], y: str, title: str, scale: float = 1.0, y_format: str | None = None,
-            band_key: str | None = None, rule: float | None = None, rule_label: str = "") -> alt.Chart | alt.LayerChart:
+            band_key: str | None = None, rule: float | None = None, rule_label: str = "",
+            y_scale: str = "linear") -> alt.Chart | alt.LayerChart:
     """One figure across GPU counts; with ``band_key``, the error band's p10-p90 as error bars;
-    with ``rule``, a dashed horizontal line (a threshold or the value of time) labelled ``rule_label``."""
+    with ``rule``, a dashed horizontal line (a threshold or the value of time) labelled ``rule_label``;
+    ``y_scale``: linear, log (times and costs that fall by orders of magnitude across counts) or
+    symlog (a log-like axis that also holds zero and negative values)."""
     rows = [r for r in rows if r.get(y) is not None]
     df = pd.DataFrame(rows)
     if df.empty:
@@ -246,13 +251,16 @@ def scaling(rows: list[dict], y: str, title: str, scale: float = 1.0, y_format: 
     tip = [alt.Tooltip("num_gpus:Q", title="GPUs"), alt.Tooltip("value:Q", format=".4g", title=title)]
     if banded:
         tip += [alt.Tooltip("lo:Q", format=".4g", title="p10"), alt.Tooltip("hi:Q", format=".4g", title="p90")]
-    layers = [alt.Chart(df).mark_line(point=True).encode(x=x, y=alt.Y("value:Q", title=title, axis=axis), tooltip=tip)]
+    ys = alt.Scale(type=y_scale) if y_scale != "linear" else alt.Scale()
+    title = f"{title}, {y_scale} scale" if y_scale != "linear" else title
+    layers = [alt.Chart(df).mark_line(point=True).encode(
+        x=x, y=alt.Y("value:Q", title=title, axis=axis, scale=ys), tooltip=tip)]
     if banded:
         layers.append(alt.Chart(df).mark_errorbar(ticks=True).encode(
-            x=x, y=alt.Y("lo:Q", title=title, axis=axis), y2="hi:Q", tooltip=tip))
+            x=x, y=alt.Y("lo:Q", title=title, axis=axis, scale=ys), y2="hi:Q", tooltip=tip))
     if rule is not None:
         layers.append(alt.Chart(pd.DataFrame({"value": [rule / scale], "label": [rule_label]})).mark_rule(
-            color="#d62728", strokeDash=[6, 3]).encode(y=alt.Y("value:Q", title=title),
+            color="#d62728", strokeDash=[6, 3]).encode(y=alt.Y("value:Q", title=title, scale=ys),
                                                          tooltip=[alt.Tooltip("label:N", title="")]))
     chart = layers[0] if len(layers) == 1 else alt.layer(*layers)
     return chart.properties(height=260, width=WIDTH)
@@ -298,6 +306,23 @@ def breakdown_by(rows: list[dict], by: str, title: str) -> alt.Chart:
     ).properties(height=280, width=WIDTH)
 
 
+def breakdown_lines(rows: list[dict], by: str, title: str) -> alt.LayerChart:
+    """The step time and each of its components (seconds) against ``by`` (the GPU count), on log
+    axes: what falls with more GPUs, and what does not, across orders of magnitude."""
+    df = pd.DataFrame(rows)
+    df = df[df["seconds"] > 0]
+    total = df.groupby(by, as_index=False)["seconds"].sum().assign(component="step (total)")
+    x = alt.X(f"{by}:Q", scale=alt.Scale(type="log", base=2), title=f"{title}, log scale")
+    y = alt.Y("seconds:Q", scale=alt.Scale(type="log"), title="time per optimizer step (s), log scale")
+    tip = [alt.Tooltip(f"{by}:Q", title=title), alt.Tooltip("component:N"),
+           alt.Tooltip("seconds:Q", format=".4g", title="seconds")]
+    parts = alt.Chart(df).mark_line(point=True).encode(
+        x=x, y=y, color=alt.Color("component:N", sort=list(COMPONENTS), title="component",
+                                  scale=alt.Scale(scheme=PALETTE)), tooltip=tip)
+    step = alt.Chart(total).mark_line(point=True, color="black", strokeWidth=3).encode(x=x, y=y, tooltip=tip)
+    return alt.layer(parts, step).properties(height=300, width=WIDTH)
+
+
 def sizing(options: list[dict], deadline_s: float | None, budget_usd: float | None) -> alt.LayerChart:
     """Each (hardware, GPU count, batch) that runs: time to train against cost, the choices ringed,
     the deadline and budget as rules; one of twenty distinct colours per hardware type."""
@@ -313,11 +338,15 @@ def sizing(options: list[dict], deadline_s: float | None, budget_usd: float | No
            alt.Tooltip("batch_tokens:Q", format=".3~s", title="batch (tokens)"),
            alt.Tooltip("days:Q", format=".3g", title="days"), alt.Tooltip("cost_usd:Q", format="$.3~s", title="USD")]
     lines = alt.Chart(df).mark_line(point=True, opacity=0.75).encode(
-        x=x, y=y, color=alt.Color("hardware:N", title="hardware", scale=alt.Scale(scheme=PALETTE)),
+        x=x, y=y, color=alt.Color("hardware:N", title="hardware", scale=alt.Scale(scheme=PALETTE),
+                                  legend=alt.Legend(orient="bottom", columns=4)),
         detail="series:N", order="num_gpus:Q", tooltip=tip)
-    picks = alt.Chart(df[df["chosen"]]).mark_point(size=260, shape="circle", color="black", strokeWidth=2).encode(
+    chosen = df[df["chosen"]].assign(label=lambda d: [f"{h}: {n:,} GPUs" for h, n in zip(d["hardware"], d["num_gpus"])])
+    picks = alt.Chart(chosen).mark_point(size=260, shape="circle", color="black", strokeWidth=2).encode(
         x=x, y=y, tooltip=tip)
-    layers = [lines, picks]
+    names = alt.Chart(chosen).mark_text(align="left", dx=11, dy=-9, fontSize=11, color="black").encode(
+        x=x, y=y, text="label:N")       # each ring says whose choice it is
+    layers = [lines, picks, names]
     if deadline_s:
         layers.append(alt.Chart(pd.DataFrame({"days": [deadline_s / SECONDS_PER_DAY]})).mark_rule(
             color="#d62728", strokeDash=[6, 3]).encode(x="days:Q"))

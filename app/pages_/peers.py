@@ -10,8 +10,8 @@ from perfmodel.spec.errors import InputError
 from perfmodel.spec.scenario import parse_scenario, scenario_to_dict
 from perfmodel.spec.units import SECONDS_PER_DAY
 
-MAX_PEERS = 8
-"""Scenarios side by side, at most (each is one prediction; the charts stay readable)."""
+MAX_PEERS = 8   # scenarios side by side, at most (each is one prediction; the charts stay readable)
+# (a page's bare strings are drawn by Streamlit, so notes here are comments)
 PEERS = "_peers"
 
 j = page.job()
@@ -72,7 +72,7 @@ ok = [r for r in rows if not r["reason"]]
 if ok:
     page.bar_row([(ok, "step_time_s", "step time (s)", {}),
                   (ok, "tokens_per_s_per_gpu", "throughput (tokens/s per GPU)", {}),
-                  (ok, "mfu", "MFU (fraction)", {})], category="scenario")
+                  (ok, "mfu", "MFU (%)", {"percent": True})], category="scenario")
     timed = [r for r in ok if r.get("time_to_train_s")]
     if timed:
         page.bar_row([(timed, "time_to_train_s", "time to train (days)", {"scale": SECONDS_PER_DAY}),
