@@ -182,12 +182,11 @@ def hardware_bars(rows: list[dict], field: str, title: str, scale: float = 1.0, 
     x = alt.X("value:Q", title=title, axis=alt.Axis(format=fmt_, tickCount=4), scale=alt.Scale(domainMax=top * 1.25))
     y = alt.Y(f"{category}:N", title=None, sort="x", axis=alt.Axis(labelLimit=160))
     bars = alt.Chart(df).mark_bar().encode(
-        x=x, y=y, color=alt.Color("layout:N", title="layout", legend=alt.Legend(orient="top")),
-        yOffset=alt.YOffset("layout:N"), tooltip=tip)
+        x=x, y=y, color=alt.Color("layout:N", title="layout"), yOffset=alt.YOffset("layout:N"), tooltip=tip)
     labels = alt.Chart(df).mark_text(align="left", dx=4, fontSize=11).encode(
         x=alt.X("hi:Q" if banded else "value:Q", title=title), y=y, yOffset=alt.YOffset("layout:N"),
         text=alt.Text("value:Q", format="$.3~s" if money else ".1%" if percent else ".3~s"))
-    height = max(80, 18 * df[category].nunique() * max(1, df["layout"].nunique() if "layout" in df else 1) + 20)
+    height = max(100, 22 * df[category].nunique() * max(1, df["layout"].nunique() if "layout" in df else 1))
     layers = [bars, labels]
     if banded:
         layers.insert(1, alt.Chart(df).mark_rule(color="black").encode(
@@ -310,15 +309,16 @@ def breakdown_lines(rows: list[dict], by: str, title: str) -> alt.LayerChart:
     """The step time and each of its components (seconds) against ``by`` (the GPU count), on log
     axes: what falls with more GPUs, and what does not, across orders of magnitude."""
     df = pd.DataFrame(rows)
-    df = df[df["seconds"] > 0]
     total = df.groupby(by, as_index=False)["seconds"].sum().assign(component="step (total)")
+    df = df[df["seconds"] >= 1e-3 * total["seconds"].max()]    # parts under 0.1% of the longest step: not drawn
     x = alt.X(f"{by}:Q", scale=alt.Scale(type="log", base=2), title=f"{title}, log scale")
     y = alt.Y("seconds:Q", scale=alt.Scale(type="log"), title="time per optimizer step (s), log scale")
     tip = [alt.Tooltip(f"{by}:Q", title=title), alt.Tooltip("component:N"),
            alt.Tooltip("seconds:Q", format=".4g", title="seconds")]
     parts = alt.Chart(df).mark_line(point=True).encode(
-        x=x, y=y, color=alt.Color("component:N", sort=list(COMPONENTS), title="component",
-                                  scale=alt.Scale(scheme=PALETTE)), tooltip=tip)
+        x=x, y=y, color=alt.Color("component:N", sort=list(COMPONENTS), title="component (black: the step)",
+                                  scale=alt.Scale(scheme=PALETTE), legend=alt.Legend(orient="bottom", columns=5)),
+        tooltip=tip)
     step = alt.Chart(total).mark_line(point=True, color="black", strokeWidth=3).encode(x=x, y=y, tooltip=tip)
     return alt.layer(parts, step).properties(height=300, width=WIDTH)
 

@@ -59,14 +59,12 @@ def offer_to_job(job: dict, page_values: dict) -> None:
     job's; just after that button: what changed, with a button that undoes it."""
     done = st.session_state.get(UNDO)
     if done and same(done["new"], job):
-        c1, c2 = st.columns([4, 1])
-        c1.success(f"The job in the sidebar now has {text(done['new'])} (it had {text(done['old'])}).")
-        c2.button("Undo", key="size_targets_undo", on_click=_undo)
+        st.success(f"The job in the sidebar now has {text(done['new'])} (it had {text(done['old'])}).")
+        st.button("Undo", key="size_targets_undo", on_click=_undo)
         return
     st.session_state.pop(UNDO, None)
     if same(job, page_values):
         return
-    c1, c2 = st.columns([4, 1])
-    c1.info(f"This sizing uses {text(page_values)}; the job in the sidebar has {text(job)}, and Plan, Scale and "
+    st.info(f"This sizing uses {text(page_values)}; the job in the sidebar has {text(job)}, and Plan, Scale and "
             "the link keep the job's until you choose otherwise.")
-    c2.button("Make them the job's", key="size_targets_apply", on_click=_apply, args=(job, page_values))
+    st.button("Make them the job's", key="size_targets_apply", on_click=_apply, args=(job, page_values))

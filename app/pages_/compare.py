@@ -50,10 +50,10 @@ st.caption("The job from the sidebar on each hardware type, with its layout as g
 ids = list_hardware_ids()
 default_ids, left_out = recommendable(reference_hardware_ids(), j.cost_model)
 with st.form("cmp_form", border=False):
-    c1, c2, c3 = st.columns([3, 2, 1])
+    c1, c3 = st.columns([4, 1])
     chosen = run_inputs.seeded(c1.multiselect, "Hardware", "cmp_hardware", "study_compare_hardware", default_ids,
                                options=ids, help="kept in the link (studies.compare_hardware) when you press Compare")
-    with_search = c2.checkbox("Also search the best layout on each", value=True, key="cmp_search")
+    with_search = st.checkbox("Also search the best layout on each", value=True, key="cmp_search")
     objective = c3.selectbox("Best by", ("time", "cost", "tokens_per_usd"), key="cmp_objective")
     c1, c2 = st.columns([3, 1])
     c1.caption(f"Price basis: **{BASIS_WORDS[run_inputs.cost_basis(j.cost_model)]}** (sidebar, 'Failures, start-up, "

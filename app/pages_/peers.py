@@ -51,9 +51,8 @@ def _add_uploads() -> None:
         _show(sc.name)
 
 
-c1, c2 = st.columns([1, 2])
-c1.button(f"Save the sidebar's job as '{j.scenario.name}'", on_click=_add_current, key="peer_add")
-c2.file_uploader(f"Load scenario YAML files (up to {state.MAX_UPLOAD_MIB} MiB each, {MAX_PEERS} scenarios in all)",
+st.button(f"Save the sidebar's job as '{j.scenario.name}'", on_click=_add_current, key="peer_add")
+st.file_uploader(f"Load scenario YAML files (up to {state.MAX_UPLOAD_MIB} MiB each, {MAX_PEERS} scenarios in all)",
                  type=["yaml", "yml"], accept_multiple_files=True, key="peer_upload", on_change=_add_uploads,
                  max_upload_size=state.MAX_UPLOAD_MIB)
 if st.session_state.get("_peer_error"):

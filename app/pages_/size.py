@@ -45,7 +45,7 @@ with st.form("size_form", border=False):
                                  help="announced hardware and placeholder prices are left out unless you add them")
     counts = run_inputs.seeded(c2.multiselect, "GPU counts to try", "size_counts", "study_size_counts",
                                DEFAULT_COUNTS, options=COUNTS)
-    c1, c2, c3 = st.columns([1, 1, 2])
+    c1, c2, c3 = st.columns([2, 1, 2])
     grow = run_inputs.seeded(c1.checkbox, "Let the batch grow", "size_grow", "study_grow_batch", True,
                              help="where the sidebar's global batch cannot meet the deadline or the budget, double "
                                   "it up to the limit; off: the sidebar's batch at every count")
@@ -102,6 +102,8 @@ if fits:
                    + ". Leave room, or choose a larger count.")
 else:
     st.warning("No hardware type meets both the deadline and the budget; the table says why for each.")
+size_targets.offer_to_job(job_targets, {"tokens_b": float(tokens_b), "deadline_days": float(deadline_d),
+                                        "budget_usd": float(budget)})
 grown = [r for r in rows if r.get("batch_grown")]
 if grown:
     st.info("**The batch, not the hardware, was what limited** " + ", ".join(page.plain(r["hardware"]) for r in grown)
@@ -134,14 +136,12 @@ st.dataframe(pd.DataFrame([{
     "cost 80% band": fmt.band((r.get("band") or {}).get("cost_usd"), fmt.usd),
     "MFU": fmt.percent(r.get("mfu")), "goodput": fmt.percent(r.get("goodput_frac")),
 } for r in rows]), hide_index=True, width="stretch",
-    column_config={k: st.column_config.TextColumn(width="small") for k in ("meets both", "GPUs")})
+    column_config={**{k: st.column_config.TextColumn(width="small") for k in ("meets both", "GPUs")},
+                   "layout": st.column_config.TextColumn(width="medium")})
 st.markdown("**Why, per hardware type**\n" + "\n".join(f"- **{page.plain(r['hardware'])}**: {page.plain(r['reason'])}"
                                                           for r in rows))
 with st.expander("Where each price comes from"):
     st.write("\n".join(f"- {page.plain(r['hardware'])}: {page.plain(r['price']['text'])}" for r in rows))
-
-size_targets.offer_to_job(job_targets, {"tokens_b": float(tokens_b), "deadline_days": float(deadline_d),
-                                        "budget_usd": float(budget)})
 
 st.subheader("Buy or rent")
 money = [r for r in rows if r.get("buy_vs_rent")]
