@@ -117,11 +117,12 @@ top = pd.DataFrame([{        # the decision's columns first (no scrolling sidewa
     "rank": i + 1, "GPUs": c["num_gpus"],
     "layout": " ".join(f"{k}{c[k]}" for k in ("tp", "pp", "vpp", "cp", "ep", "dp")),
     "step time": fmt.seconds(c["step_time_s"]), cost_label: fmt.usd(c["cost_usd"]), "bottleneck": c["bottleneck"],
+    # then what 'Also search' can vary, so a widened search shows its choices in view at 1440 px
+    "schedule": c["pipeline_schedule"] if c["pp"] > 1 else "-", "SP": "on" if c["sequence_parallel"] else "off",
+    "precision": c["precision"], "overlapped": ", ".join(c["overlapped"]) or "none",
     "memory (fits)": fmt.bytes_binary(c["memory_per_gpu_bytes"]), "MFU": fmt.percent(c["mfu"]),
     "tokens/s per GPU": fmt.si(c["tokens_per_s_per_gpu"], "tok/s"),
     "ZeRO": c["zero_stage"], "mbs": c["micro_batch_size"], "recompute": c["recompute"],
-    "schedule": c["pipeline_schedule"] if c["pp"] > 1 else "-", "SP": "on" if c["sequence_parallel"] else "off",
-    "precision": c["precision"], "overlapped": ", ".join(c["overlapped"]) or "none",
 } for i, c in enumerate(res["top"])])
 st.subheader(f"Top {len(res['top'])} by {objective}")
 others = sorted({c["num_gpus"] for c in res["top"]} - {n_job})
