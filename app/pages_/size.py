@@ -126,9 +126,9 @@ def chance(r):
 st.dataframe(pd.DataFrame([{
     "hardware": r["hardware"] + badge(r), "meets both": "yes" if r["num_gpus"] else "no",
     "GPUs": f"{r['num_gpus']:,}" if r["num_gpus"] else "-",
+    "time to train": fmt.seconds(r.get("time_to_train_s")), "cost": fmt.usd(r.get("cost_usd")),
     "layout": " ".join(f"{k}{r['layout'][k]}" for k in ("tp", "pp", "vpp", "cp", "dp")) if r.get("layout") else "",
-    "time to train": fmt.seconds(r.get("time_to_train_s")),
-    "cost": fmt.usd(r.get("cost_usd")), "per M tokens": fmt.usd_per_million_tokens(r.get("cost_usd"), tokens_b * GIGA),
+    "per M tokens": fmt.usd_per_million_tokens(r.get("cost_usd"), tokens_b * GIGA),
     "batch": f"{fmt.compact(r['global_batch_size'] * seq)} tokens" + (" (grown)" if r.get("batch_grown") else ""),
     "$/GPU-h": fmt.usd_per_gpu_hour(r["price"]["usd_per_gpu_hour"]) + " (placeholder)" * bool(r.get("placeholder_price")),
     "P(on time and budget)": chance(r),

@@ -209,8 +209,9 @@ def test_size_recommends_only_shipped_hardware_and_its_tokens_stay_on_the_page(p
     # the job keeps its 2,000 B tokens: the page says so and offers the change
     assert _scenario_in_url(page).training_tokens == plan_link.training_tokens == 2.0e12
     assert "the job in the sidebar has 2,000 B tokens" in _text(page)
-    _at_both_widths(page, "size", lambda pg, w: _headers(pg)[:6] == ["hardware", "meets both", "GPUs", "layout",
-                                                                     "time to train", "cost"] or pytest.fail(str(w)))
+    _at_both_widths(page, "size", lambda pg, w: _headers(pg)[:6] == ["hardware", "meets both", "GPUs",
+                                                                     "time to train", "cost", "layout"]
+                    or pytest.fail(str(w)))
     page.get_by_role("button", name="Make them the job's").click()
     _idle(page)
     assert _scenario_in_url(page).training_tokens == 1.5e13

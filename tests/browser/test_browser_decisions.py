@@ -117,7 +117,7 @@ def test_size_grows_the_batch_and_says_the_batch_limited(page, server):  # noqa:
     assert "The batch, not the hardware, was what limited" in text
     assert "at $4.54/GPU-h" in text and "the global batch grown to 16.8M tokens" in text
     headers, cells = _grid(page)
-    assert headers[:4] == ["hardware", "meets both", "GPUs", "layout"]
+    assert headers[:6] == ["hardware", "meets both", "GPUs", "time to train", "cost", "layout"]
     assert "16.8M tokens (grown)" in cells
     _shot(page, "size")
 
