@@ -274,3 +274,11 @@ def test_peers_shows_mfu_as_a_percentage(page, server):  # noqa: F811
     assert "MFU (%)" in labels and re.search(r"\b\d{1,2}\.\d%", labels)
     assert not re.search(r"\b\d+(\.\d+)?m\b", labels), labels             # never SI's "436m"
     _at_both_widths(page, "peers", _bars_drawn(3))
+
+
+# ----------------------------------------------------------------- Diagnose, Calibration
+@pytest.mark.parametrize("path, heading", [("diagnose", "Diagnose"), ("calibration", "Calibration")])
+def test_the_other_pages_fit_both_widths(page, server, path, heading):  # noqa: F811
+    _open(page, f"{server}/{path}", heading)
+    _no_errors(page)
+    _at_both_widths(page, path)
