@@ -251,7 +251,8 @@ def scaling(rows: list[dict], y: str, title: str, scale: float = 1.0, y_format: 
     if banded:
         tip += [alt.Tooltip("lo:Q", format=".4g", title="p10"), alt.Tooltip("hi:Q", format=".4g", title="p90")]
     ys = alt.Scale(type=y_scale) if y_scale != "linear" else alt.Scale()
-    title = f"{title}, {y_scale} scale" if y_scale != "linear" else title
+    if y_scale == "log":         # "cost (USD)" -> "cost (USD, log scale)"
+        title = f"{title[:-1]}, log scale)" if title.endswith(")") else f"{title} (log scale)"
     layers = [alt.Chart(df).mark_line(point=True).encode(
         x=x, y=alt.Y("value:Q", title=title, axis=axis, scale=ys), tooltip=tip)]
     if banded:
@@ -296,7 +297,7 @@ def breakdown_by(rows: list[dict], by: str, title: str) -> alt.Chart:
     df = pd.DataFrame(rows)
     df["order"] = df["component"].map({c: i for i, c in enumerate(COMPONENTS)})
     return alt.Chart(df).mark_bar().encode(
-        x=alt.X(f"{by}:O", title=title),
+        x=alt.X(f"{by}:O", title=title, axis=alt.Axis(labelLimit=240, labelAngle=-30)),   # whole scenario names
         y=alt.Y("seconds:Q", stack="zero", title="time per optimizer step (s)"),
         color=alt.Color("component:N", sort=list(COMPONENTS), title="component", scale=alt.Scale(scheme=PALETTE)),
         order=alt.Order("order:Q"),
@@ -311,8 +312,8 @@ def breakdown_lines(rows: list[dict], by: str, title: str) -> alt.LayerChart:
     df = pd.DataFrame(rows)
     total = df.groupby(by, as_index=False)["seconds"].sum().assign(component="step (total)")
     df = df[df["seconds"] >= 1e-3 * total["seconds"].max()]    # parts under 0.1% of the longest step: not drawn
-    x = alt.X(f"{by}:Q", scale=alt.Scale(type="log", base=2), title=f"{title}, log scale")
-    y = alt.Y("seconds:Q", scale=alt.Scale(type="log"), title="time per optimizer step (s), log scale")
+    x = alt.X(f"{by}:Q", scale=alt.Scale(type="log", base=2), title=f"{title[:-1]}, log scale)")
+    y = alt.Y("seconds:Q", scale=alt.Scale(type="log"), title="step time (s, log scale)")
     tip = [alt.Tooltip(f"{by}:Q", title=title), alt.Tooltip("component:N"),
            alt.Tooltip("seconds:Q", format=".4g", title="seconds")]
     parts = alt.Chart(df).mark_line(point=True).encode(
@@ -362,7 +363,7 @@ def sensitivity_bars(effects: list[dict]) -> alt.Chart:
     return alt.Chart(df).mark_bar().encode(
         x=alt.X("gain_frac:Q", title="step removed by 2x of the resource (share of the step)",
                 axis=alt.Axis(format="%")),
-        y=alt.Y("resource:N", sort="-x", title=None),
+        y=alt.Y("resource:N", sort="-x", title=None, axis=alt.Axis(labelLimit=240)),
         color=alt.Color("lens:N", title="lens"),
         tooltip=[alt.Tooltip("resource:N"), alt.Tooltip("gain_frac:Q", format=".1%", title="2x buys"),
                  alt.Tooltip("elasticity:Q", format=".3f"), alt.Tooltip("lens:N")],
@@ -376,7 +377,7 @@ def cause_weights(causes: list[dict]) -> alt.Chart:
     return alt.Chart(df).mark_bar().encode(
         x=alt.X("weight:Q", title="relative likelihood (share)", axis=alt.Axis(format="%"),
                 scale=alt.Scale(domain=[0, 1])),
-        y=alt.Y("cause:N", sort="-x", title=None),
+        y=alt.Y("cause:N", sort="-x", title=None, axis=alt.Axis(labelLimit=240)),
         color=alt.Color("lens:N", title="lens"),
         tooltip=[alt.Tooltip("cause:N"), alt.Tooltip("weight:Q", format=".1%"), alt.Tooltip("lens:N")],
     ).properties(height=30 * len(df), width=WIDTH)

@@ -119,8 +119,8 @@ def test_scale_time_and_cost_on_log_axes_with_a_linear_option():
         return {layer["encoding"]["y"].get("title"): layer["encoding"]["y"].get("scale", {}).get("type", "linear")
                 for s in _specs(at) for layer in _layers(s) if "y" in layer.get("encoding", {})}
     log = y_scales()
-    assert log["time to solution (days), log scale"] == "log" and log["cost (USD), log scale"] == "log"
-    assert log["time per optimizer step (s), log scale"] == "log"
+    assert log["time to solution (days, log scale)"] == "log" and log["cost (USD, log scale)"] == "log"
+    assert log["step time (s, log scale)"] == "log"
     at.radio(key="scale_axes").set_value("linear").run()
     linear = y_scales()
     assert linear["time to solution (days)"] == "linear" and linear["cost (USD)"] == "linear"

@@ -137,6 +137,7 @@ def _at_both_widths(pg, name: str, check=None) -> None:
         pg.set_viewport_size({"width": width, "height": HEIGHT})
         pg.wait_for_timeout(900)
         assert _cut_off(pg) == [], f"{name} at {width} px"
+        assert "\u2026" not in _chart_text(pg), f"a chart's text cut off in {name} at {width} px"    # Vega's ellipsis
         if check is not None:
             check(pg, width)
         height = pg.evaluate("document.querySelector('[data-testid=stMain]').scrollHeight")
@@ -230,8 +231,8 @@ def test_scale_reads_on_log_axes_with_a_linear_option(page, server):  # noqa: F8
     page.locator('[data-testid="stVegaLiteChart"]').first.wait_for()
     _idle(page)
     _no_errors(page)
-    assert "time to solution (days), log scale" in _chart_text(page)
-    assert "cost (USD), log scale" in _chart_text(page)
+    assert "time to solution (days, log scale)" in _chart_text(page)
+    assert "cost (USD, log scale)" in _chart_text(page)
     _at_both_widths(page, "scale")
     page.locator('[data-testid="stRadio"]').filter(has_text="Time and cost axes").get_by_text(
         "linear", exact=True).click()
