@@ -38,6 +38,7 @@ PAGES = [
 nav = st.navigation(PAGES)
 st.session_state["_run"] = st.session_state.get("_run", 0) + 1   # runs of this session (appkit.run_inputs.seeded)
 try:
+    page.layout_css()
     sidebar.init()
     st.session_state[page.JOB_KEY] = sidebar.job_editor()
     nav.run()

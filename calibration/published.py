@@ -90,15 +90,14 @@ MEASURED_RUNS = {
 
 
 DATA_COPY = REPO_ROOT / "calibration" / "data" / "microbenchmarks.yaml"
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data" / "microbenchmarks.yaml"
 
 
 def default_data_path() -> Path:
-    """$PERFMODEL_MICROBENCHMARKS, else the project copy, else shared/ beside the repository."""
+    """$PERFMODEL_MICROBENCHMARKS, else the project's copy (the package data of ``calibration``)."""
     env = os.environ.get("PERFMODEL_MICROBENCHMARKS")
     if env:
         return Path(env)
-    return DATA_COPY if DATA_COPY.exists() else SHARED_DATA
+    return DATA_COPY
 
 
 @dataclass(frozen=True)

@@ -19,4 +19,9 @@ if [ ! -x /usr/bin/chromium ]; then
     echo "warning: not root, cannot apt-get install chromium; the browser test will be skipped" >&2
   fi
 fi
+# The installed package must be whole: build the wheel, install it in a fresh venv outside the
+# checkout and predict there (about 20-45 s; PERFMODEL_SKIP_WHEEL_CHECK=1 skips it locally).
+if [ "${PERFMODEL_SKIP_WHEEL_CHECK:-0}" != "1" ]; then
+  bash scripts/wheel_check.sh
+fi
 exec .venv/bin/python -m pytest "$@"

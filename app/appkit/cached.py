@@ -137,7 +137,8 @@ def compare_view(key: str, hardware_ids: tuple[str, ...], with_search: bool, obj
         s = sc.model_copy(update={"hardware": hw_id})
         price = _price(s, cost)
         base = {"hardware": hw_id, "hardware_name": pm.hardware(hw_id).name, "price": price,
-                "listed_class": pm.hardware(hw_id).price.listed_class}
+                "listed_class": pm.hardware(hw_id).price.listed_class,
+                "announced": pm.hardware(hw_id).availability == "announced"}
         try:
             p = pm.predict(s, profile=profile, cost=cost)
             reason = "" if p.fits_in_memory else (f"does not fit: {p.memory_per_gpu_bytes / 2**30:,.0f} GiB per GPU "

@@ -16,17 +16,17 @@ from .state import parse_text
 
 # ------------------------------------------------------------------------ calibration
 def published_runs_path() -> Path:
-    """The project's copy of the published runs, else the shared original."""
-    for p in (REPO / "perfmodel" / "data" / "published_runs.yaml", REPO.parent / "shared" / "data" / "published_runs.yaml"):
-        if p.exists():
-            return p
+    """The project's copy of the published runs."""
+    p = REPO / "perfmodel" / "data" / "published_runs.yaml"
+    if p.exists():
+        return p
     raise InputError("published runs", "perfmodel/data/published_runs.yaml not found")
 
 
 def microbenchmarks_path() -> Path:
-    for p in (REPO / "calibration" / "data" / "microbenchmarks.yaml", REPO.parent / "shared" / "data" / "microbenchmarks.yaml"):
-        if p.exists():
-            return p
+    p = REPO / "calibration" / "data" / "microbenchmarks.yaml"
+    if p.exists():
+        return p
     raise InputError("microbenchmarks", "calibration/data/microbenchmarks.yaml not found")
 
 
@@ -35,7 +35,7 @@ def validation_view(use_profile: bool) -> dict:
     """Predicted against measured tokens/s per GPU for every runnable published case."""
     path = published_runs_path()
     report = pm.validate(path, profile=_profile(use_profile))
-    shown = path.relative_to(REPO) if REPO in path.parents else path.relative_to(REPO.parent)
+    shown = path.relative_to(REPO)
     return {"path": str(shown),
             "results": [r.to_dict() for r in report.results],
             "skipped": [s.__dict__ for s in report.skipped],

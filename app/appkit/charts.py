@@ -163,10 +163,11 @@ def _band_columns(df: pd.DataFrame, rows: list[dict], band_key: str | None, scal
 
 
 def hardware_bars(rows: list[dict], field: str, title: str, scale: float = 1.0, band_key: str | None = None,
-                  category: str = "hardware", money: bool = False) -> alt.LayerChart:
+                  category: str = "hardware", money: bool = False, percent: bool = False) -> alt.LayerChart:
     """One bar per hardware (or per ``category``: the software stack) and layout, for one metric,
     its value written at the bar's end; with ``band_key``, the error band's p10-p90 as an error
-    bar on each; ``money``: the axis and labels in $ with SI prefixes."""
+    bar on each; ``money``: the axis and labels in $ with SI prefixes; ``percent``: a fraction
+    shown as a percentage (MFU 0.436 is "43.6%", never SI's "436m")."""
     rows = [r for r in rows if r.get(field) is not None and not r.get("reason")]
     df = pd.DataFrame(rows)
     if df.empty:
@@ -176,16 +177,16 @@ def hardware_bars(rows: list[dict], field: str, title: str, scale: float = 1.0, 
     tip = [alt.Tooltip(f"{category}:N"), alt.Tooltip("layout:N"), alt.Tooltip("value:Q", format=".4g", title=title)]
     if banded:
         tip += [alt.Tooltip("lo:Q", format=".4g", title="p10"), alt.Tooltip("hi:Q", format=".4g", title="p90")]
-    fmt_ = USD_FORMAT if money else "~s"
+    fmt_ = USD_FORMAT if money else ".0%" if percent else "~s"
     top = float(max(df["hi"].max() if banded else 0.0, df["value"].max() if len(df) else 0.0) or 1.0)
     x = alt.X("value:Q", title=title, axis=alt.Axis(format=fmt_, tickCount=4), scale=alt.Scale(domainMax=top * 1.25))
-    y = alt.Y(f"{category}:N", title=None, sort="x")
+    y = alt.Y(f"{category}:N", title=None, sort="x", axis=alt.Axis(labelLimit=160))
     bars = alt.Chart(df).mark_bar().encode(
         x=x, y=y, color=alt.Color("layout:N", title="layout"), yOffset=alt.YOffset("layout:N"), tooltip=tip)
     labels = alt.Chart(df).mark_text(align="left", dx=4, fontSize=11).encode(
         x=alt.X("hi:Q" if banded else "value:Q", title=title), y=y, yOffset=alt.YOffset("layout:N"),
-        text=alt.Text("value:Q", format=".3~s" if not money else "$.3~s"))
-    height = max(80, 30 * df[category].nunique() * max(1, df["layout"].nunique() if "layout" in df else 1))
+        text=alt.Text("value:Q", format="$.3~s" if money else ".1%" if percent else ".3~s"))
+    height = max(100, 22 * df[category].nunique() * max(1, df["layout"].nunique() if "layout" in df else 1))
     layers = [bars, labels]
     if banded:
         layers.insert(1, alt.Chart(df).mark_rule(color="black").encode(
@@ -232,9 +233,12 @@ def rejected(reasons: dict, top: int = 10) -> alt.Chart:
 
 
 def scaling(rows: list[dict], y: str, title: str, scale: float = 1.0, y_format: str | None = None,
-            band_key: str | None = None, rule: float | None = None, rule_label: str = "") -> alt.Chart | alt.LayerChart:
+            band_key: str | None = None, rule: float | None = None, rule_label: str = "",
+            y_scale: str = "linear") -> alt.Chart | alt.LayerChart:
     """One figure across GPU counts; with ``band_key``, the error band's p10-p90 as error bars;
-    with ``rule``, a dashed horizontal line (a threshold or the value of time) labelled ``rule_label``."""
+    with ``rule``, a dashed horizontal line (a threshold or the value of time) labelled ``rule_label``;
+    ``y_scale``: linear, log (times and costs that fall by orders of magnitude across counts) or
+    symlog (a log-like axis that also holds zero and negative values)."""
     rows = [r for r in rows if r.get(y) is not None]
     df = pd.DataFrame(rows)
     if df.empty:
@@ -246,13 +250,17 @@ def scaling(rows: list[dict], y: str, title: str, scale: float = 1.0, y_format: 
     tip = [alt.Tooltip("num_gpus:Q", title="GPUs"), alt.Tooltip("value:Q", format=".4g", title=title)]
     if banded:
         tip += [alt.Tooltip("lo:Q", format=".4g", title="p10"), alt.Tooltip("hi:Q", format=".4g", title="p90")]
-    layers = [alt.Chart(df).mark_line(point=True).encode(x=x, y=alt.Y("value:Q", title=title, axis=axis), tooltip=tip)]
+    ys = alt.Scale(type=y_scale) if y_scale != "linear" else alt.Scale()
+    if y_scale == "log":         # "cost (USD)" -> "cost (USD, log scale)"
+        title = f"{title[:-1]}, log scale)" if title.endswith(")") else f"{title} (log scale)"
+    layers = [alt.Chart(df).mark_line(point=True).encode(
+        x=x, y=alt.Y("value:Q", title=title, axis=axis, scale=ys), tooltip=tip)]
     if banded:
         layers.append(alt.Chart(df).mark_errorbar(ticks=True).encode(
-            x=x, y=alt.Y("lo:Q", title=title, axis=axis), y2="hi:Q", tooltip=tip))
+            x=x, y=alt.Y("lo:Q", title=title, axis=axis, scale=ys), y2="hi:Q", tooltip=tip))
     if rule is not None:
         layers.append(alt.Chart(pd.DataFrame({"value": [rule / scale], "label": [rule_label]})).mark_rule(
-            color="#d62728", strokeDash=[6, 3]).encode(y=alt.Y("value:Q", title=title),
+            color="#d62728", strokeDash=[6, 3]).encode(y=alt.Y("value:Q", title=title, scale=ys),
                                                          tooltip=[alt.Tooltip("label:N", title="")]))
     chart = layers[0] if len(layers) == 1 else alt.layer(*layers)
     return chart.properties(height=260, width=WIDTH)
@@ -289,13 +297,31 @@ def breakdown_by(rows: list[dict], by: str, title: str) -> alt.Chart:
     df = pd.DataFrame(rows)
     df["order"] = df["component"].map({c: i for i, c in enumerate(COMPONENTS)})
     return alt.Chart(df).mark_bar().encode(
-        x=alt.X(f"{by}:O", title=title),
+        x=alt.X(f"{by}:O", title=title, axis=alt.Axis(labelLimit=240, labelAngle=-30)),   # whole scenario names
         y=alt.Y("seconds:Q", stack="zero", title="time per optimizer step (s)"),
         color=alt.Color("component:N", sort=list(COMPONENTS), title="component", scale=alt.Scale(scheme=PALETTE)),
         order=alt.Order("order:Q"),
         tooltip=[alt.Tooltip(f"{by}:O", title=title), alt.Tooltip("component:N"),
                  alt.Tooltip("seconds:Q", format=".4g", title="seconds")],
     ).properties(height=280, width=WIDTH)
+
+
+def breakdown_lines(rows: list[dict], by: str, title: str) -> alt.LayerChart:
+    """The step time and each of its components (seconds) against ``by`` (the GPU count), on log
+    axes: what falls with more GPUs, and what does not, across orders of magnitude."""
+    df = pd.DataFrame(rows)
+    total = df.groupby(by, as_index=False)["seconds"].sum().assign(component="step (total)")
+    df = df[df["seconds"] >= 1e-3 * total["seconds"].max()]    # parts under 0.1% of the longest step: not drawn
+    x = alt.X(f"{by}:Q", scale=alt.Scale(type="log", base=2), title=f"{title[:-1]}, log scale)")
+    y = alt.Y("seconds:Q", scale=alt.Scale(type="log"), title="step time (s, log scale)")
+    tip = [alt.Tooltip(f"{by}:Q", title=title), alt.Tooltip("component:N"),
+           alt.Tooltip("seconds:Q", format=".4g", title="seconds")]
+    parts = alt.Chart(df).mark_line(point=True).encode(
+        x=x, y=y, color=alt.Color("component:N", sort=list(COMPONENTS), title="component (black: the step)",
+                                  scale=alt.Scale(scheme=PALETTE), legend=alt.Legend(orient="bottom", columns=5)),
+        tooltip=tip)
+    step = alt.Chart(total).mark_line(point=True, color="black", strokeWidth=3).encode(x=x, y=y, tooltip=tip)
+    return alt.layer(parts, step).properties(height=300, width=WIDTH)
 
 
 def sizing(options: list[dict], deadline_s: float | None, budget_usd: float | None) -> alt.LayerChart:
@@ -313,11 +339,15 @@ def sizing(options: list[dict], deadline_s: float | None, budget_usd: float | No
            alt.Tooltip("batch_tokens:Q", format=".3~s", title="batch (tokens)"),
            alt.Tooltip("days:Q", format=".3g", title="days"), alt.Tooltip("cost_usd:Q", format="$.3~s", title="USD")]
     lines = alt.Chart(df).mark_line(point=True, opacity=0.75).encode(
-        x=x, y=y, color=alt.Color("hardware:N", title="hardware", scale=alt.Scale(scheme=PALETTE)),
+        x=x, y=y, color=alt.Color("hardware:N", title="hardware", scale=alt.Scale(scheme=PALETTE),
+                                  legend=alt.Legend(orient="bottom", columns=4)),
         detail="series:N", order="num_gpus:Q", tooltip=tip)
-    picks = alt.Chart(df[df["chosen"]]).mark_point(size=260, shape="circle", color="black", strokeWidth=2).encode(
+    chosen = df[df["chosen"]].assign(label=lambda d: [f"{h}: {n:,} GPUs" for h, n in zip(d["hardware"], d["num_gpus"])])
+    picks = alt.Chart(chosen).mark_point(size=260, shape="circle", color="black", strokeWidth=2).encode(
         x=x, y=y, tooltip=tip)
-    layers = [lines, picks]
+    names = alt.Chart(chosen).mark_text(align="left", dx=11, dy=-9, fontSize=11, color="black").encode(
+        x=x, y=y, text="label:N")       # each ring says whose choice it is
+    layers = [lines, picks, names]
     if deadline_s:
         layers.append(alt.Chart(pd.DataFrame({"days": [deadline_s / SECONDS_PER_DAY]})).mark_rule(
             color="#d62728", strokeDash=[6, 3]).encode(x="days:Q"))
@@ -333,7 +363,7 @@ def sensitivity_bars(effects: list[dict]) -> alt.Chart:
     return alt.Chart(df).mark_bar().encode(
         x=alt.X("gain_frac:Q", title="step removed by 2x of the resource (share of the step)",
                 axis=alt.Axis(format="%")),
-        y=alt.Y("resource:N", sort="-x", title=None),
+        y=alt.Y("resource:N", sort="-x", title=None, axis=alt.Axis(labelLimit=240)),
         color=alt.Color("lens:N", title="lens"),
         tooltip=[alt.Tooltip("resource:N"), alt.Tooltip("gain_frac:Q", format=".1%", title="2x buys"),
                  alt.Tooltip("elasticity:Q", format=".3f"), alt.Tooltip("lens:N")],
@@ -347,7 +377,7 @@ def cause_weights(causes: list[dict]) -> alt.Chart:
     return alt.Chart(df).mark_bar().encode(
         x=alt.X("weight:Q", title="relative likelihood (share)", axis=alt.Axis(format="%"),
                 scale=alt.Scale(domain=[0, 1])),
-        y=alt.Y("cause:N", sort="-x", title=None),
+        y=alt.Y("cause:N", sort="-x", title=None, axis=alt.Axis(labelLimit=240)),
         color=alt.Color("lens:N", title="lens"),
         tooltip=[alt.Tooltip("cause:N"), alt.Tooltip("weight:Q", format=".1%"), alt.Tooltip("lens:N")],
     ).properties(height=30 * len(df), width=WIDTH)

@@ -56,7 +56,7 @@ def fit_curve(points: list[dict], family: str) -> alt.Chart:
             x=alt.X("label:N", title=x_title), xOffset=alt.XOffset("kind:N"), y=y.scale(zero=True),
             color=alt.Color("kind:N", title="value"), tooltip=tip,
         ).properties(height=260, width=WIDTH)
-    x = alt.X("x:Q", scale=alt.Scale(type="log"), title=x_title)
+    x = alt.X("x:Q", scale=alt.Scale(type="log"), title=x_title, axis=alt.Axis(format="~s"))   # 10M, 1G, 10T
     ylog = y.scale(type="log")
     meas = alt.Chart(df[df["kind"] == "measured"]).mark_point(filled=True, size=70).encode(
         x=x, y=ylog, color=alt.Color("group:N", title="group"), shape=alt.Shape("used:N", title="point"), tooltip=tip)

@@ -89,10 +89,39 @@ def chart(c) -> None:
 def bar_row(bars, columns: int | None = None, **common) -> None:
     """``charts.hardware_bars`` side by side, one per column: ``bars`` holds ``(rows, field,
     title, options)``, ``common`` the options they share; ``columns`` (default one per bar) keeps
-    a row's widths when it has fewer bars than its neighbours."""
-    for column, (rows, field, title, options) in zip(st.columns(columns or len(bars)), bars):
+    a row's widths when it has fewer bars than its neighbours. In a window narrower than
+    ``WIDE_PX`` the columns stack (``LAYOUT_CSS``), so that every bar keeps a readable width."""
+    for column, (rows, field, title, options) in zip(stacking_columns(columns or len(bars)), bars):
         with column:
             chart(charts.hardware_bars(rows, field, title, **{**common, **options}))
+
+
+def stacking_columns(spec) -> list:
+    """``st.columns(spec)`` for charts: side by side in a wide window, stacked (each full width)
+    in one narrower than ``WIDE_PX`` (``LAYOUT_CSS``)."""
+    n = st.session_state.get("_chart_rows", (None, 0))
+    k = n[1] + 1 if n[0] == st.session_state.get("_run") else 0     # container keys must differ in a run
+    st.session_state["_chart_rows"] = (st.session_state.get("_run"), k)
+    return st.container(key=f"chart_row_{k}").columns(spec)
+
+
+WIDE_PX = 1280
+"""Below this window width, a row of bar charts stacks: beside a 300 px sidebar, three charts in
+1024 px get under 200 px each, too little for the hardware names and the bars."""
+LAYOUT_CSS = f"""<style>
+/* a figure wraps or shrinks rather than end in "..." (st.metric cuts a long value at its column) */
+[data-testid="stMetricValue"] {{ font-size: clamp(1.35rem, 2.3vw, 2.25rem); }}
+[data-testid="stMetricValue"] > div {{ white-space: normal; overflow: visible; text-overflow: clip; }}
+@media (max-width: {WIDE_PX - 1}px) {{
+  [class*="st-key-chart_row_"] [data-testid="stHorizontalBlock"] {{ flex-wrap: wrap; }}
+  [class*="st-key-chart_row_"] [data-testid="stColumn"] {{ flex: 1 1 100% !important; min-width: 100% !important; }}
+}}
+</style>"""
+
+
+def layout_css() -> None:
+    """The app's few layout rules (``LAYOUT_CSS``), once per page run."""
+    st.html(LAYOUT_CSS)
 
 
 def draw(spec: dict) -> None:

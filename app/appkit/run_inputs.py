@@ -93,7 +93,7 @@ hardware, your own price, or owning the hardware (``perfmodel.present.money.BASI
 STUDY = {"study_grow_batch": "grow_batch", "study_max_batch_mtokens": "max_batch_tokens",
          "study_objective": "objective", "study_scale_counts": "scale_gpu_counts", "study_scale_mode": "scale_mode",
          "study_size_hardware": "size_hardware", "study_size_counts": "size_gpu_counts",
-         "study_search_counts": "search_gpu_counts"}
+         "study_search_counts": "search_gpu_counts", "study_compare_hardware": "compare_hardware"}
 """Session keys (not widgets, so they outlive a page switch) -> the scenario's ``studies`` fields:
 the pages' options, carried by the link and the YAML. None means the page's default."""
 STUDY_SCALE = {"study_max_batch_mtokens": MEGA}

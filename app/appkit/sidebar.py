@@ -223,7 +223,7 @@ def _hardware_widgets() -> None:
 
 
 def _layout_widgets() -> None:
-    st.number_input("GPUs", min_value=1, step=8, key="num_gpus")
+    st.number_input("GPUs", min_value=0, step=8, key="num_gpus")   # 0 reaches the one-line error, not a clamp
     c1, c2, c3 = st.columns(3)
     c1.number_input("tp", min_value=1, step=1, key="tp", help="tensor parallel")
     c2.number_input("pp", min_value=1, step=1, key="pp", help="pipeline parallel")

@@ -10,6 +10,7 @@ from perfmodel.present.money import BASIS_WORDS
 from perfmodel.spec.hardware import list_hardware_ids, reference_hardware_ids
 from perfmodel.spec.stacks import list_stacks
 from perfmodel.spec.units import KILO, SECONDS_PER_DAY
+from perfmodel.studies.recommendable import recommendable
 
 j = page.job()
 st.title("Compare hardware and software")
@@ -47,16 +48,22 @@ st.caption("The job from the sidebar on each hardware type, with its layout as g
            "layout the search finds there (lens: co-design: what the same work costs on different silicon). Every "
            "row is priced on one basis, the sidebar's, with its $/GPU-hour and source.")
 ids = list_hardware_ids()
+default_ids, left_out = recommendable(reference_hardware_ids(), j.cost_model)
 with st.form("cmp_form", border=False):
-    c1, c2, c3 = st.columns([3, 2, 1])
-    chosen = c1.multiselect("Hardware", ids, default=reference_hardware_ids(), key="cmp_hardware")
-    with_search = c2.checkbox("Also search the best layout on each", value=True, key="cmp_search")
+    c1, c3 = st.columns([4, 1])
+    chosen = run_inputs.seeded(c1.multiselect, "Hardware", "cmp_hardware", "study_compare_hardware", default_ids,
+                               options=ids, help="kept in the link (studies.compare_hardware) when you press Compare")
+    with_search = st.checkbox("Also search the best layout on each", value=True, key="cmp_search")
     objective = c3.selectbox("Best by", ("time", "cost", "tokens_per_usd"), key="cmp_objective")
     c1, c2 = st.columns([3, 1])
     c1.caption(f"Price basis: **{BASIS_WORDS[run_inputs.cost_basis(j.cost_model)]}** (sidebar, 'Failures, start-up, "
                "input and cost'): listed prices are of different provider classes, hyperscaler or neocloud compare "
                "on one.")
-    submitted = c2.form_submit_button("Compare", type="primary")
+    submitted = c2.form_submit_button("Compare", type="primary", on_click=run_inputs.submit_sync(
+        {"cmp_hardware": ("study_compare_hardware", 1.0, default_ids)}))
+if left_out:
+    st.caption("Not shown unless you add them (not yet buyable, or priced by a placeholder): "
+               + page.plain("; ".join(f"{h} ({why})" for h, why in left_out.items())) + ".")
 if not chosen:
     st.info("Pick at least one hardware type.")
     st.stop()
@@ -74,10 +81,19 @@ tokens = j.scenario.training_tokens
 if not tokens:
     st.warning("Set training tokens (Batch and precision) to compare time to train, cost and energy; "
                "step time is compared meanwhile.")
-unfit = sorted({r["hardware"] for r in rows if r.get("reason")})
+drawn = {r["hardware"] for r in ok}
+unfit = sorted({r["hardware"] for r in rows if r.get("reason")} - drawn)
 if unfit:
-    st.warning("Not drawn (no fitting layout on the basis chosen, or no price on it): " + ", ".join(unfit)
+    st.warning("Not drawn (no fitting layout on the basis chosen, or no price on it): " + page.plain(", ".join(unfit))
                + ". The table's 'why not' column, and the list under it, say why.")
+as_given = sorted({r["hardware"] for r in rows if r.get("reason") and r["layout"] == "as given"} & drawn)
+if as_given:
+    st.caption("The sidebar's layout does not run on " + page.plain(", ".join(as_given)) + "; only the best "
+               "layout found there is drawn.")
+flagged = sorted({r["hardware"] for r in rows if r.get("announced") or r.get("listed_class") == "placeholder"})
+if flagged:
+    st.caption("Announced (not yet buyable) or at a placeholder price, as the table marks them: "
+               + page.plain(", ".join(flagged)) + ".")
 mixed = money.mixed_classes_text({r["hardware"]: r["listed_class"] for r in rows}) \
     if run_inputs.cost_basis(j.cost_model) == "listed" else ""
 if mixed:
@@ -96,21 +112,24 @@ if ok:
 
     st.caption("Black whiskers: the 80% error band of each prediction (docs/validation.md, 'Error band').")
 
-table = pd.DataFrame([{
-    "hardware": r["hardware"], "layout": r["layout"], "fits": "no" if r.get("reason") else "yes",
-    "why not": r.get("reason", ""),
+table = pd.DataFrame([{      # the decision's columns first (no scrolling sideways for them at 1024 px)
+    "hardware": r["hardware"] + " (announced)" * bool(r.get("announced")), "layout": r["layout"],
+    "fits": "no" if r.get("reason") else "yes",
     "time to train": fmt.seconds(r.get("time_to_train_s")), "cost": fmt.usd(r.get("cost_usd")),
+    "bottleneck": r.get("bottleneck") or "", "why not": r.get("reason", ""),
+    "parallelism": r.get("layout_text", ""), "MFU": fmt.percent(r.get("mfu")),
+    "$/GPU-h": fmt.usd_per_gpu_hour(r["price"]["usd_per_gpu_hour"])
+    + (" (placeholder)" if r.get("listed_class") == "placeholder" and r["price"]["basis"] == "listed" else ""),
     "per M tokens": fmt.usd_per_million_tokens(r.get("cost_usd"), tokens),
-    "$/GPU-h": fmt.usd_per_gpu_hour(r["price"]["usd_per_gpu_hour"]),
     "step time": fmt.seconds(r["step_time_s"]) if r.get("step_time_s") else "-",
     "tokens/s per GPU": fmt.si(r["tokens_per_s_per_gpu"], "tok/s") if r.get("tokens_per_s_per_gpu") else "-",
-    "MFU": fmt.percent(r.get("mfu")),
     "memory per GPU": fmt.bytes_binary(r["memory_per_gpu_bytes"]) if r.get("memory_per_gpu_bytes") else "-",
     "energy": fmt.si(r["energy_kwh"] * KILO, "Wh") if r.get("energy_kwh") else "-",
-    "bottleneck": r.get("bottleneck") or "", "parallelism": r.get("layout_text", ""),
 } for r in rows])
 st.dataframe(table, hide_index=True, width="stretch",
-             column_config={"why not": st.column_config.TextColumn(width="medium")})
+             column_config={"why not": st.column_config.TextColumn(width="medium"),
+                            "layout": st.column_config.TextColumn(width="small"),
+                            "fits": st.column_config.TextColumn(width="small")})
 why = {(r["hardware"], r["layout"]): r["reason"] for r in rows if r.get("reason")}
 if why:
     st.markdown("**Why not**, in full\n" + "\n".join(f"- {page.plain(h)} ({page.plain(lay)}): {page.plain(t)}"

@@ -50,9 +50,8 @@ def _add_uploads() -> None:
         _show(sc.name)
 
 
-c1, c2 = st.columns([1, 2])
-c1.button(page.plain(f"Save the sidebar's job as '{j.scenario.name}'"), on_click=_add_current, key="peer_add")
-c2.file_uploader(f"Load scenario YAML files (up to {state.MAX_UPLOAD_MIB} MiB each, {MAX_PEERS} scenarios in all)",
+st.button(page.plain(f"Save the sidebar's job as '{j.scenario.name}'"), on_click=_add_current, key="peer_add")
+st.file_uploader(f"Load scenario YAML files (up to {state.MAX_UPLOAD_MIB} MiB each, {MAX_PEERS} scenarios in all)",
                  type=["yaml", "yml"], accept_multiple_files=True, key="peer_upload", on_change=_add_uploads,
                  max_upload_size=state.MAX_UPLOAD_MIB)
 if st.session_state.get("_peer_error"):
@@ -71,7 +70,7 @@ ok = [r for r in rows if not r["reason"]]
 if ok:
     page.bar_row([(ok, "step_time_s", "step time (s)", {}),
                   (ok, "tokens_per_s_per_gpu", "throughput (tokens/s per GPU)", {}),
-                  (ok, "mfu", "MFU (fraction)", {})], category="scenario")
+                  (ok, "mfu", "MFU (%)", {"percent": True})], category="scenario")
     timed = [r for r in ok if r.get("time_to_train_s")]
     if timed:
         page.bar_row([(timed, "time_to_train_s", "time to train (days)", {"scale": SECONDS_PER_DAY}),

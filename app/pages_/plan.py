@@ -101,7 +101,7 @@ if not p["fits_in_memory"]:
                f"{fmt.bytes_binary(v['usable_hbm_bytes'])} usable HBM.")
     show_fixes(cached.fixes_view(key))
 
-left, right = st.columns(2)
+left, right = page.stacking_columns(2)
 with left:
     st.subheader("Where the step time goes")
     page.draw(specs.plan_spec(key, "breakdown"))

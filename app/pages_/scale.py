@@ -65,33 +65,40 @@ st.caption("Parallel efficiency is each count's goodput-adjusted tokens/s per GP
            "against the cheapest count. Error bars are the 80% band of the prediction; counts of one sweep share it, "
            "so the ratios between them are surer than the levels.")
 pts = [p for p in res["points"] if not p["skipped_reason"]]
+axes = st.radio("Time and cost axes", ("log", "linear"), key="scale_axes", horizontal=True,
+                help="log: counts that differ by orders of magnitude in time and cost stay readable; linear: "
+                     "differences in absolute days and dollars")
+log = axes == "log"
 per_day = (vot or 0.0) / 24.0
-c = st.columns(2)
+c = page.stacking_columns(2)
 with c[0]:
     page.chart(charts.scaling(pts, "tokens_per_s_per_gpu", "throughput (tokens/s per GPU)",
                               band_key="tokens_per_s_per_gpu"))
 with c[1]:
     page.chart(charts.scaling(pts, "parallel_efficiency", "parallel efficiency against the best (fraction)",
                               y_format="%", rule=threshold, rule_label="efficiency threshold"))
-c = st.columns(2)
+c = page.stacking_columns(2)
 with c[0]:
     page.chart(charts.scaling(pts, "time_to_solution_s", "time to solution (days)", SECONDS_PER_DAY,
                               band_key="time_to_train_s",
-                              rule=deadline_d * SECONDS_PER_DAY or None, rule_label="deadline"))
+                              rule=deadline_d * SECONDS_PER_DAY or None, rule_label="deadline", y_scale=axes))
 with c[1]:
-    page.chart(charts.scaling(pts, "cost_usd", "cost (USD)", band_key="cost_usd", y_format=charts.USD_FORMAT))
+    page.chart(charts.scaling(pts, "cost_usd", "cost (USD)", band_key="cost_usd", y_format=charts.USD_FORMAT,
+                              y_scale=axes))
 marginal = [p for p in pts if p["marginal_usd_per_hour_saved"] is not None]
 if marginal:
     st.subheader("What each hour saved costs (lens: scale serves purpose)")
     page.chart(charts.scaling(marginal, "marginal_usd_per_hour_saved", "marginal cost per hour saved (USD/h)",
-                              rule=per_day or None, rule_label="value of time", y_format=charts.USD_FORMAT))
+                              rule=per_day or None, rule_label="value of time", y_format=charts.USD_FORMAT,
+                              y_scale="symlog" if log else "linear"))
     st.caption("From the count before to this one: extra dollars over hours of wall time saved. Above the dashed value "
                "of time, the hours are not worth their price. Negative: the larger count is also cheaper.")
 bd = [{"num_gpus": p["num_gpus"], "component": k, "seconds": s}
       for p in pts if p["breakdown_s"] for k, s in p["breakdown_s"].items() if s > 0]
 if bd:
     st.subheader("Where the step time goes at each count")
-    page.chart(charts.breakdown_by(bd, "num_gpus", "GPUs (count)"))
+    page.chart(charts.breakdown_lines(bd, "num_gpus", "GPUs (count)") if log else
+               charts.breakdown_by(bd, "num_gpus", "GPUs (count)"))
 
 
 def band_text(p, key, formatter):

@@ -21,6 +21,7 @@ WIDEN = {
 
 MAX_EXTRA_COUNTS = 16   # GPU counts typed beside the job's own: each is a whole search
 MAX_GPU_COUNT = 2**31 - 1
+HELD = "_search_held"   # {"args": the search shown when a layout was loaded, "rank": its rank, "for": the job after}
 
 j = page.job()
 n_job = j.scenario.num_gpus
@@ -82,9 +83,20 @@ if "pipeline schedule" in widen:
     options["schedules"] = list(PIPELINE_SCHEDULES)
 if "sequence parallelism off" in widen:
     options["sequence_parallel"] = [True, False]
-res = page.run_study("search", (j.key(), json.dumps(options, sort_keys=True)), submitted, cached.search_view,
-                     f"Searching the layouts at {', '.join(str(n) for n in options.get('gpu_counts', [n_job]))} GPUs",
-                     "Search")
+args = (j.key(), json.dumps(options, sort_keys=True))
+held = st.session_state.get(HELD)     # the search shown when a layout was loaded: kept until the job changes again
+if held is not None and "for" not in held:
+    held["for"] = list(args)            # the first run after the load: the job it made
+if held is not None and not submitted and held["for"] == list(args):
+    res = page.call(cached.search_view, *held["args"])
+    st.info(page.plain(f"These are the results of the search you ran before loading layout {held['rank']}, which the "
+                       "sidebar now holds (the search ignores the sidebar's layout, so they still stand). Press "
+                       "Search to search again."))
+else:
+    st.session_state.pop(HELD, None)
+    res = page.run_study("search", args, submitted, cached.search_view,
+                         f"Searching the layouts at {', '.join(str(n) for n in options.get('gpu_counts', [n_job]))} "
+                         "GPUs", "Search")
 if res is None:
     st.stop()
 
@@ -100,14 +112,16 @@ if not res["top"]:
     st.stop()
 
 cost_label = "cost of training" if res["cost_basis"] == "training_tokens" else "cost of one step"
-top = pd.DataFrame([{
-    "rank": i + 1, "GPUs": c["num_gpus"], "tp": c["tp"], "pp": c["pp"], "vpp": c["vpp"], "cp": c["cp"],
-    "ep": c["ep"], "dp": c["dp"], "ZeRO": c["zero_stage"], "mbs": c["micro_batch_size"], "recompute": c["recompute"],
+top = pd.DataFrame([{        # the decision's columns first (no scrolling sideways for them at 1024 px)
+    "rank": i + 1, "GPUs": c["num_gpus"],
+    "layout": " ".join(f"{k}{c[k]}" for k in ("tp", "pp", "vpp", "cp", "ep", "dp")),
+    "step time": fmt.seconds(c["step_time_s"]), cost_label: fmt.usd(c["cost_usd"]), "bottleneck": c["bottleneck"],
+    # then what 'Also search' can vary, so a widened search shows its choices in view at 1440 px
     "schedule": c["pipeline_schedule"] if c["pp"] > 1 else "-", "SP": "on" if c["sequence_parallel"] else "off",
     "precision": c["precision"], "overlapped": ", ".join(c["overlapped"]) or "none",
-    "step time": fmt.seconds(c["step_time_s"]), "tokens/s per GPU": fmt.si(c["tokens_per_s_per_gpu"], "tok/s"),
-    "MFU": fmt.percent(c["mfu"]), "memory": fmt.bytes_binary(c["memory_per_gpu_bytes"]),
-    cost_label: fmt.usd(c["cost_usd"]), "bottleneck": c["bottleneck"],
+    "memory (fits)": fmt.bytes_binary(c["memory_per_gpu_bytes"]), "MFU": fmt.percent(c["mfu"]),
+    "tokens/s per GPU": fmt.si(c["tokens_per_s_per_gpu"], "tok/s"),
+    "ZeRO": c["zero_stage"], "mbs": c["micro_batch_size"], "recompute": c["recompute"],
 } for i, c in enumerate(res["top"])])
 st.subheader(f"Top {len(res['top'])} by {objective}")
 others = sorted({c["num_gpus"] for c in res["top"]} - {n_job})
@@ -119,6 +133,7 @@ st.dataframe(top, hide_index=True, width="stretch")
 
 def _use(i: int) -> None:
     data = res["top_scenarios"][i]
+    st.session_state[HELD] = {"args": held["args"] if held and held.get("for") == list(args) else args, "rank": i + 1}
     sidebar.load_scenario_data(data)
     if data.get("num_gpus") != n_job and "_notice" not in st.session_state:
         st.session_state["_loaded_note"] = (f"Loaded layout {i + 1}: the GPU count changed from {n_job:,} to "

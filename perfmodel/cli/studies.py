@@ -126,11 +126,12 @@ def cmd_size(args) -> int:
     table, money = [], []
     for r in res.rows:
         c, shown = r.choice, r.choice or r.binding
+        hw_text = r.hardware_id + " (announced)" * r.announced + " (placeholder price)" * r.placeholder_price
         p_met = fmt.probability(shown.probability_met) if shown else "-"
         if c is None:
-            table.append([r.hardware_id, "-", "-", "-", "-", "-", "-", "-", p_met, sizing_reason_text(r)])
+            table.append([hw_text, "-", "-", "-", "-", "-", "-", "-", p_met, sizing_reason_text(r)])
         else:
-            table.append([r.hardware_id, str(c.num_gpus), layout_text(c.candidate),
+            table.append([hw_text, str(c.num_gpus), layout_text(c.candidate),
                           fmt.compact(c.global_batch_size * r.seq_length), fmt.seconds(c.time_to_train_s),
                           fmt.usd(c.cost_usd), fmt.usd_per_million_tokens(c.cost_usd, res.tokens),
                           fmt.percent(c.goodput_frac), p_met, sizing_reason_text(r)])
@@ -141,6 +142,9 @@ def cmd_size(args) -> int:
                           f"{bvr.break_even_months:.1f}"])
     print(fmt.table(table, header=["hardware", "GPUs", "layout", "batch (tokens)", "time to train", "cost",
                                    "per M tokens", "goodput", "P(on time, budget)", "why"]))
+    if res.left_out:
+        print("Left out (name them with --hardware to size them): "
+              + "; ".join(f"{i} ({why})" for i, why in res.left_out))
     for r in res.rows:
         if r.rule != "no_price":
             print(f"{r.hardware_id} price: {price_text(pm.price(sc.model_copy(update={'hardware': r.hardware_id}), cost=cost_model(args, sc)))}")

@@ -8,6 +8,7 @@ import sys
 import perfmodel as pm
 from perfmodel.cli.common import emit_json
 from perfmodel.present import fmt
+from perfmodel.spec.errors import InputError
 from perfmodel.spec.paths import PROJECT_DIR
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -51,6 +52,9 @@ def cmd_app(args) -> int:
     """Run ``app/serve.py``: Streamlit with ``app/.streamlit/config.toml`` (loopback only, no
     usage statistics, no address look-ups), listening on ``--host``:``--port``."""
     serve = PROJECT_DIR / "app" / "serve.py"
+    if not serve.is_file():
+        raise InputError("app", "the app runs from a source checkout (app/ is not in the wheel): clone the "
+                                "repository and run `perfmodel app` there")
     cmd = [sys.executable, str(serve), "--server.port", str(args.port), "--server.address", args.host]
     if args.host not in LOOPBACK_HOSTS:
         # Clients will name this machine however they reach it: accept any Host header.

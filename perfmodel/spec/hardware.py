@@ -43,13 +43,13 @@ from perfmodel.spec.limits import (
     int_field,
     real_field,
 )
-from perfmodel.spec.paths import PROJECT_DIR
+from perfmodel.spec.paths import HARDWARE_SPECS_DIR
 from perfmodel.spec.units import BITS_PER_BYTE, GIBI, GIGA, MEBI, MICRO, TERA
 
 PRECISIONS = ("fp64", "tf32", "bf16", "fp16", "fp8", "fp4")
 
 HARDWARE_DIR = Path(
-    os.environ.get("PERFMODEL_HARDWARE_DIR", PROJECT_DIR / "hardware")
+    os.environ.get("PERFMODEL_HARDWARE_DIR", HARDWARE_SPECS_DIR)
 )
 
 
@@ -275,6 +275,10 @@ class HardwareSpec(_Frozen):
     power-capped or differently-memoried SKU). The variant inherits that spec's efficiencies
     (they are fractions of each SKU's own peaks) and its calibration profile, and validation
     reports it under that GPU."""
+    availability: Literal["shipping", "announced"] = "shipping"
+    """``announced``: the vendor has published figures but the system cannot be bought or rented
+    yet (its notes cite the announcement); studies that recommend hardware leave it out unless
+    the user names it (``perfmodel.studies.sizing.recommendable``)."""
     gpu: GpuSpec
     scale_up: ScaleUpSpec
     scale_out: ScaleOutSpec

@@ -9,17 +9,17 @@ dense, gated MLP                  num_hidden_layers, hidden_size, num_attention_
 (llama, mistral, qwen2, qwen3)    num_key_value_heads?, head_dim?, intermediate_size, vocab_size,
                                   tie_word_embeddings?
 nemotron (squared ReLU, no gate)  as dense
-mixtral, gpt_oss                  dense keys + num_local_experts, num_experts_per_tok
+mixtral, gpt_oss                  dense keys + num_local_experts*, num_experts_per_tok
                                   (gpt_oss: or experts_per_token); experts have width
                                   intermediate_size
-qwen2_moe, qwen3_moe              dense keys + num_experts, num_experts_per_tok,
+qwen2_moe, qwen3_moe              dense keys + num_experts*, num_experts_per_tok,
                                   moe_intermediate_size, shared_expert_intermediate_size?,
                                   decoder_sparse_step?, mlp_only_layers?
 deepseek_v2, deepseek_v3          dense keys + q_lora_rank (null allowed), kv_lora_rank,
                                   qk_nope_head_dim, qk_rope_head_dim, v_head_dim,
-                                  n_routed_experts, n_shared_experts, num_experts_per_tok,
+                                  n_routed_experts*, n_shared_experts, num_experts_per_tok,
                                   moe_intermediate_size, first_k_dense_replace?,
-                                  moe_layer_freq?, num_nextn_predict_layers?
+                                  moe_layer_freq?, num_nextn_predict_layers*?
 gpt2                              n_layer, n_embd, n_head, n_inner?, vocab_size,
                                   tie_word_embeddings?
 gpt_neox                          num_hidden_layers, hidden_size, num_attention_heads,
@@ -30,7 +30,16 @@ Sliding-window attention (llama-like, Mixtral-like and Qwen-MoE families): ``lay
 ``sliding_window``?, ``use_sliding_window``? and ``max_window_layers``? (Qwen), read as
 ``_window_fields`` describes; a pattern other than "every n-th layer full" is refused.
 
-``?`` marks a key that may be absent; it then takes the default of the matching
+Transformers 4 and 5 spell some keys differently (5 saves ``qwen3_moe``'s expert count as
+``num_local_experts``, 4 as ``num_experts``), and each config class accepts its aliases
+(``attribute_map``: ``num_experts`` for ``num_local_experts`` in Mixtral, GPT-OSS and Qwen3-MoE,
+``num_local_experts`` for ``n_routed_experts`` and ``num_mtp_layers`` for
+``num_nextn_predict_layers`` in DeepSeek-V3 under Transformers 5). ``SPELLINGS`` lists, per key
+read, every spelling either version saves or maps; a file may use any one of them (two that
+disagree are refused). tests/data/hf/transformers-4 and -5 hold a config of every model_type as
+each version's ``save_pretrained`` writes it (scripts/save_hf_fixtures.py).
+
+``*`` marks a key with other spellings (``SPELLINGS``). ``?`` marks a key that may be absent; it then takes the default of the matching
 ``transformers`` configuration class (``tie_word_embeddings``: true for gpt2, false for the
 others; ``n_inner``: 4 x ``n_embd``; ``head_dim``: hidden / heads). Anything this importer
 cannot represent (interleaved dense/MoE layers, a shared-expert width that is not a whole
@@ -61,8 +70,27 @@ SUPPORTED_MODEL_TYPES = tuple(sorted(
 ))
 
 
+SPELLINGS = {
+    "num_local_experts": ("num_local_experts", "num_experts"),
+    "num_experts": ("num_experts", "num_local_experts"),
+    "n_routed_experts": ("n_routed_experts", "num_local_experts", "num_experts"),
+    "num_nextn_predict_layers": ("num_nextn_predict_layers", "num_mtp_layers"),
+}
+"""Key read -> the spellings Transformers 4 and 5 save or map to it (``attribute_map`` of
+MixtralConfig, GptOssConfig, Qwen3MoeConfig, DeepseekV2Config, DeepseekV3Config in 4.57 and 5.17)."""
+
+
 def _fail(reason: str) -> InputError:
     return InputError(FIELD, reason)
+
+
+def _spelled(cfg: dict, key: str) -> str:
+    """The spelling of ``key`` this file uses (``SPELLINGS``); ``key`` itself when it has none."""
+    present = [k for k in SPELLINGS.get(key, (key,)) if cfg.get(k) is not None]
+    if len(present) > 1 and len({repr(cfg[k]) for k in present}) > 1:
+        raise _fail("keys " + " and ".join(f"{k!r} ({cfg[k]!r})" for k in present) + " name the same figure "
+                    "(Transformers 4 and 5 spellings) and disagree")
+    return present[0] if present else key
 
 
 def _int(cfg: dict, key: str, default: Any = ..., *, allow_zero: bool = False) -> int | None:
@@ -160,7 +188,7 @@ def _mixtral_like(cfg: dict) -> dict:
     top_k_key = "num_experts_per_tok"
     if cfg.get("model_type") == "gpt_oss" and cfg.get(top_k_key) is None:
         top_k_key = "experts_per_token"   # the name in OpenAI's original gpt-oss config
-    fields["moe"] = _moe(cfg, "num_local_experts", top_k_key,
+    fields["moe"] = _moe(cfg, _spelled(cfg, "num_local_experts"), top_k_key,
                          expert_ffn_hidden_size=fields["ffn_hidden_size"])
     return fields
 
@@ -173,7 +201,7 @@ def _qwen_moe(cfg: dict) -> dict:
         raise _fail(f"key 'shared_expert_intermediate_size' ({shared}) is not a multiple of "
                     f"'moe_intermediate_size' ({fe})")
     fields["moe"] = _moe(
-        cfg, "num_experts", "num_experts_per_tok",
+        cfg, _spelled(cfg, "num_experts"), "num_experts_per_tok",
         expert_ffn_hidden_size=fe,
         num_shared_experts=shared // fe,
         num_dense_layers=_leading_dense_layers(cfg, fields["num_layers"]),
@@ -192,8 +220,9 @@ def _deepseek(cfg: dict) -> dict:
         qk_rope_head_dim=_int(cfg, "qk_rope_head_dim"),
         v_head_dim=_int(cfg, "v_head_dim"),
     )
-    fields["mtp_layers"] = _int(cfg, "num_nextn_predict_layers", 0, allow_zero=True)
-    if cfg.get("n_routed_experts") is None:
+    fields["mtp_layers"] = _int(cfg, _spelled(cfg, "num_nextn_predict_layers"), 0, allow_zero=True)
+    experts_key = _spelled(cfg, "n_routed_experts")
+    if cfg.get(experts_key) is None:
         return fields   # DeepSeek configs write null routed experts for a dense model
     freq = _int(cfg, "moe_layer_freq", 1)
     if freq != 1:
@@ -203,7 +232,7 @@ def _deepseek(cfg: dict) -> dict:
         raise _fail(f"key 'first_k_dense_replace' ({num_dense}) exceeds "
                     f"'num_hidden_layers' ({fields['num_layers']})")
     fields["moe"] = _moe(
-        cfg, "n_routed_experts", "num_experts_per_tok",
+        cfg, experts_key, "num_experts_per_tok",
         expert_ffn_hidden_size=_int(cfg, "moe_intermediate_size"),
         num_shared_experts=_int(cfg, "n_shared_experts", allow_zero=True),
         num_dense_layers=num_dense,

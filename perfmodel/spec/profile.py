@@ -38,10 +38,10 @@ from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.errors import InputError, read_data_file, validated
 from perfmodel.spec.hardware import HardwareSpec, list_hardware_ids, load_hardware
 from perfmodel.spec.limits import Name
-from perfmodel.spec.paths import PROJECT_DIR
+from perfmodel.spec.paths import PROFILES_DIR
 
 PROFILE_FORMAT = "perfmodel-calibration-profile/1"
-PROFILE_DIR = Path(os.environ.get("PERFMODEL_PROFILE_DIR", PROJECT_DIR / "calibration" / "profiles"))
+PROFILE_DIR = Path(os.environ.get("PERFMODEL_PROFILE_DIR", PROFILES_DIR))
 """The project's profiles, ``<hardware-id>.yaml`` (the environment variable points elsewhere)."""
 ProfileChoice = Union[Literal["auto"], None, str, Path]
 AUTO = "auto"

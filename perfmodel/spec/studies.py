@@ -53,12 +53,14 @@ class Studies(BaseModel):
     GPUs; grow: it doubles with the GPUs up to ``max_batch_tokens``, never below the scenario's."""
     size_hardware: Annotated[tuple[Name, ...], Field(min_length=1, max_length=MAX_STUDY_HARDWARE)] | None = None
     """Catalogue ids ``size`` compares (None: every reference spec)."""
+    compare_hardware: Annotated[tuple[Name, ...], Field(min_length=1, max_length=MAX_STUDY_HARDWARE)] | None = None
+    """Catalogue ids the app's Compare page shows (None: those a buyer can get, ``recommendable``)."""
     size_gpu_counts: GpuCounts | None = None
     """The GPU counts ``size`` tries (None: the command's or the page's default)."""
     search_gpu_counts: GpuCounts | None = None
     """GPU counts ``search`` tries beside the scenario's own (None: its own only)."""
 
-    @field_validator("size_hardware")
+    @field_validator("size_hardware", "compare_hardware")
     @classmethod
     def _catalogue_ids(cls, v):
         """Ids only, never a path: each must name a catalogue spec."""

@@ -21,10 +21,7 @@ The probability that an option meets the deadline and the budget comes from the 
 error band (``perfmodel.engine.band``): time and cost both scale with the same e^r, so
 P(W <= D and C <= B) = P(r <= min(log(D / W), log(B / C))).
 
-Buy or rent (``cost.buy_vs_rent_break_even_hours``): the chosen option's cost rented and owned
-(TCO) side by side, and where buying breaks even: after h GPU-hours of use per GPU, that is at a
-utilisation of h / (Y x 8766 h) over the amortisation life Y, or after h / (u x 730.5 h) months
-at the cost model's utilisation u.
+Buy or rent: ``studies.buy_rent`` prices the chosen option rented and owned.
 """
 
 from __future__ import annotations
@@ -35,12 +32,7 @@ from typing import Callable, Literal
 
 from perfmodel.engine.band import ErrorBand, band_for
 from perfmodel.engine.prediction import predict as _predict
-from perfmodel.formulas.cost import (
-    HOURS_PER_YEAR,
-    buy_vs_rent_break_even_hours,
-    buy_vs_rent_break_even_months,
-    job_cost,
-)
+from perfmodel.formulas.cost import job_cost
 from perfmodel.spec.cost import CostModel
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.errors import InputError
@@ -51,7 +43,9 @@ from perfmodel.spec.reliability import FailureModel
 from perfmodel.spec.scenario import Scenario, hardware_of, model_of
 from perfmodel.spec.studies import MAX_STUDY_HARDWARE
 from perfmodel.studies.batch import batch_rungs
+from perfmodel.studies.buy_rent import BuyVsRent, buy_vs_rent_or_none
 from perfmodel.studies.constraints import RowConstraints, at_site, bought, capped_counts, power_cap, row_constraints
+from perfmodel.studies.recommendable import placeholder_price, recommendable
 from perfmodel.studies.search import Candidate, SearchOptions, search
 
 GPU_COUNTS_DEFAULT = tuple(2 ** k for k in range(3, 15))
@@ -86,45 +80,6 @@ class SizingOption:
 
 
 SizingRule = Literal["cheapest", "deadline_missed", "over_budget", "deadline_costs_more", "none_runs", "no_price"]
-
-
-@dataclass(frozen=True)
-class BuyVsRent:
-    """One option of one hardware type, rented and owned."""
-
-    num_gpus: int
-    rent_usd: float
-    """The run's cost at the cloud price."""
-    tco_usd: float
-    """The run's cost owning the hardware: capital over its life at the utilisation, networking, energy."""
-    break_even_gpu_hours: float
-    """GPU-hours of use per GPU after which buying is cheaper than renting (inf: never)."""
-    break_even_utilisation_frac: float
-    """The utilisation over the amortisation life at which owning costs what renting does (above
-    it buying is cheaper; more than 1: never within the life)."""
-    break_even_months: float
-    """Calendar months to the break-even at the cost model's utilisation."""
-
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
-
-
-def buy_vs_rent(option: SizingOption, hw, cost_model: CostModel) -> BuyVsRent:
-    """The option's cost rented and owned, and where buying breaks even."""
-    rent = job_cost(option.num_gpus, option.time_to_train_s, hw, cost_model.model_copy(update={"mode": "cloud"}))
-    tco = job_cost(option.num_gpus, option.time_to_train_s, hw, cost_model.model_copy(update={"mode": "tco"}))
-    hours = buy_vs_rent_break_even_hours(hw, cost_model)
-    return BuyVsRent(option.num_gpus, float(rent.cost_usd), float(tco.cost_usd), hours,
-                     hours / (cost_model.amortisation_years * HOURS_PER_YEAR),
-                     buy_vs_rent_break_even_months(hw, cost_model))
-
-
-def _buy_vs_rent_or_none(option: SizingOption, hw, cost_model: CostModel) -> BuyVsRent | None:
-    """``buy_vs_rent``, or None when the hardware has no rental price on the cost model's basis."""
-    try:
-        return buy_vs_rent(option, hw, cost_model)
-    except InputError:
-        return None
 
 
 @dataclass(frozen=True)
@@ -168,6 +123,10 @@ class SizingRow:
     """Why the hardware could not be priced on the cost model's basis ('' when it could)."""
     constraints: RowConstraints | None = None
     """What binds, the power envelope's cap and what relaxing it buys (``studies.constraints``)."""
+    announced: bool = False
+    """Announced, not shipped (``HardwareSpec.availability``); sized only when named."""
+    placeholder_price: bool = False
+    """Charged at the spec's placeholder price (``recommendable``); sized only when named."""
 
     @property
     def batch_grown(self) -> bool:
@@ -184,6 +143,7 @@ class SizingRow:
                "max_batch_tokens": self.max_batch_tokens, "fixed_rule": self.fixed_rule,
                "fixed_num_gpus": self.fixed_binding.num_gpus if self.fixed_binding else None,
                "limited_by": self.limited_by}
+        out.update(announced=self.announced, placeholder_price=self.placeholder_price)
         if self.price_reason:
             out["price_reason"] = self.price_reason
         if self.none_reason:
@@ -271,10 +231,13 @@ class SizingResult:
 
     tokens: float
     rows: tuple[SizingRow, ...]
+    left_out: tuple[tuple[str, str], ...] = ()
+    """(hardware id, why) of each type left out because no hardware was named
+    (``not_recommended_reason``); name it to size it."""
 
     def to_dict(self) -> dict:
         """The CLI's JSON (``perfmodel size --format json``)."""
-        return {"tokens": self.tokens, "rows": [r.to_dict() for r in self.rows]}
+        return {"tokens": self.tokens, "rows": [r.to_dict() for r in self.rows], "left_out": dict(self.left_out)}
 
 
 def _row(hw_id: str, eff: Efficiencies | None, scenario_like: Scenario, tokens: float, deadline_s, budget_usd,
@@ -282,6 +245,9 @@ def _row(hw_id: str, eff: Efficiencies | None, scenario_like: Scenario, tokens: 
          step=None) -> SizingRow:
     """One hardware type's row of ``size_cluster``."""
     hw = bought(load_hardware(hw_id), scenario_like)
+    hw = load_hardware(hw_id)
+    common = {**common, "announced": hw.availability == "announced",
+              "placeholder_price": placeholder_price(hw, cost_model)}
     try:
         job_cost(1, 0.0, hw, cost_model)      # can it be priced on this basis at all?
     except InputError as exc:
@@ -308,7 +274,7 @@ def _row(hw_id: str, eff: Efficiencies | None, scenario_like: Scenario, tokens: 
         sc, n, rungs[-1], options, cost_model, eff, band_for(hw, model_of(sc)), deadline_s, budget_usd)[0],
         lambda s, c=cost_model: _predict(s, eff, c).time_to_train_s, deadline_s, hw, cost_model)
     return SizingRow(hw.id, hw.name, choice, rule, binding, none_reason=reason, options=tuple(opts),
-                     buy_vs_rent=None if shown is None else _buy_vs_rent_or_none(shown, hw, cost_model),
+                     buy_vs_rent=None if shown is None else buy_vs_rent_or_none(shown, hw, cost_model),
                      fixed_rule=fixed_rule, fixed_binding=fixed_binding, limited_by=limited_by,
                      constraints=cons, **common)
 
@@ -357,13 +323,15 @@ def size_cluster(scenario_like: Scenario, tokens: float, deadline_s: float | Non
     (hardware, GPU count) pairs. ``workers`` > 1 sizes that many hardware types at a time, each
     in a process of its own (the same rows; the progress then moves a hardware type at a time).
     ``facility`` (None: the scenario's) caps each count at its power envelope (``studies.constraints``).
+    common = {**common, "announced": hw.availability == "announced",
+              "placeholder_price": placeholder_price(hw, cost_model)}
     """
     if not tokens or tokens <= 0:
         raise InputError("tokens", f"must be > 0, got {tokens}")
     for name, v in (("deadline", deadline_s), ("budget_usd", budget_usd)):
         if v is not None and not v > 0:
             raise InputError(name, f"must be > 0, got {v}")
-    ids = list(dict.fromkeys(hardware_ids)) if hardware_ids else list_hardware_ids()
+    ids, left_out = (list(dict.fromkeys(hardware_ids)), {}) if hardware_ids else (list_hardware_ids(), None)
     counts = sorted(set(int(n) for n in (gpu_counts or GPU_COUNTS_DEFAULT)))
     if not counts or counts[0] < 1 or counts[-1] > MAX_NUM_GPUS:
         raise InputError("gpu_counts", f"give one or more GPU counts from 1 to {MAX_NUM_GPUS:,}")
@@ -379,6 +347,8 @@ def size_cluster(scenario_like: Scenario, tokens: float, deadline_s: float | Non
         scenario_like = scenario_like.model_copy(update={"reliability": failure_model})
     cost_model = cost_model or scenario_like.cost
     scenario_like, cost_model = at_site(scenario_like, cost_model, facility)
+    if left_out is None:
+        ids, left_out = recommendable(ids, cost_model)
     common = dict(deadline_s=deadline_s, budget_usd=budget_usd, gpu_counts=tuple(counts),
                   global_batch_size=scenario_like.global_batch_size, seq_length=scenario_like.seq_length,
                   max_batch_tokens=max_batch_tokens if len(rungs) > 1 else None)
@@ -387,7 +357,8 @@ def size_cluster(scenario_like: Scenario, tokens: float, deadline_s: float | Non
     total = len(ids) * len(counts)
     workers = min(int(workers), len(tasks))
     if workers > 1:
-        return SizingResult(float(tokens), _rows_in_processes(tasks, shared, workers, progress, len(counts), total))
+        return SizingResult(float(tokens), _rows_in_processes(tasks, shared, workers, progress, len(counts), total),
+                            tuple(left_out.items()))
     rows = []
     for k, (hw_id, eff) in enumerate(tasks):
         def step(i: int, todo: int, _k=k) -> None:
@@ -397,4 +368,4 @@ def size_cluster(scenario_like: Scenario, tokens: float, deadline_s: float | Non
         rows.append(_row(hw_id, eff, *shared, step=step))
         if progress is not None:
             progress((k + 1) * len(counts), total)
-    return SizingResult(float(tokens), tuple(rows))
+    return SizingResult(float(tokens), tuple(rows), tuple(left_out.items()))

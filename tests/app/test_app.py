@@ -304,7 +304,8 @@ def test_compare_widget_changes_the_figures():
     assert _charts(at) != charts
     table = at.dataframe[0].value
     assert set(table["hardware"]) == {"h100-sxm", "b200"}
-    assert list(table.columns[:4]) == ["hardware", "layout", "fits", "why not"]    # never off-screen
+    # never off-screen: the decision's columns, then why not (issue 50)
+    assert list(table.columns[:7]) == ["hardware", "layout", "fits", "time to train", "cost", "bottleneck", "why not"]
     assert all(p.endswith("/GPU-h") for p in table["$/GPU-h"])
 
 
@@ -358,8 +359,10 @@ def test_search_load_layout_into_sidebar():
     best = at.dataframe[0].value.iloc[0]
     at.button(key="search_load").click().run()
     _assert_clean(at)
-    assert at.number_input(key="tp").value == best["tp"]
-    assert at.number_input(key="pp").value == best["pp"]
+    layout = {w.rstrip("0123456789"): int(w.lstrip("abcdefghijklmnopqrstuvwxyz")) for w in best["layout"].split()}
+    assert at.number_input(key="tp").value == layout["tp"]
+    assert at.number_input(key="pp").value == layout["pp"]
+    assert at.dataframe[0].value.iloc[0]["layout"] == best["layout"]     # the results stay (issue 50)
 
 
 def test_search_bad_gpu_counts_show_error():

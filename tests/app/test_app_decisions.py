@@ -90,6 +90,10 @@ def test_size_options_travel_in_the_link_and_come_back():
     at.number_input(key="size_deadline").set_value(30.0)
     _submit(at, "Size the cluster")
     _clean(at)
+    # the deadline is the page's until the user makes it the job's (issue 50), then it travels too
+    assert _link(at).purpose.deadline_days is None
+    at.button(key="size_targets_apply").click().run()
+    _clean(at)
     sc = _link(at)
     assert sc.studies.size_hardware == ("b200", "gb200-nvl72") and sc.studies.size_gpu_counts == (1024, 4096)
     assert sc.studies.grow_batch is False and sc.purpose.deadline_days == 30.0

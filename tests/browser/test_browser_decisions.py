@@ -117,7 +117,7 @@ def test_size_grows_the_batch_and_says_the_batch_limited(page, server):  # noqa:
     assert "The batch, not the hardware, was what limited" in text
     assert "at $4.54/GPU-h" in text and "the global batch grown to 16.8M tokens" in text
     headers, cells = _grid(page)
-    assert headers[:4] == ["hardware", "meets both", "GPUs", "batch"]
+    assert headers[:6] == ["hardware", "meets both", "GPUs", "time to train", "cost", "layout"]
     assert "16.8M tokens (grown)" in cells
     _shot(page, "size")
 
@@ -212,9 +212,9 @@ def test_compare_prices_every_row_on_one_basis_with_its_source(page, server):  #
     assert "spheron.network" in text and "mercatus-ai.com" in text
     assert "no neocloud on-demand price is sourced for gb300-nvl72" in text
     headers, cells = _grid(page)
-    # 1440 px: whether a row fits, and why not, are the third and fourth columns, never off-screen,
-    # and the 405B rows that do not fit say so in them
-    assert headers[:4] == ["hardware", "layout", "fits", "why not"]
+    # 1440 px: whether a row fits, its time, cost and bottleneck, and why not, are never off-screen
+    # (issue 50 put time, cost and bottleneck before why not), and the 405B rows that do not fit say so
+    assert headers[:7] == ["hardware", "layout", "fits", "time to train", "cost", "bottleneck", "why not"]
     box = page.locator('[data-testid="stDataFrame"]').first.bounding_box()
     assert box["x"] + box["width"] <= VIEWPORT["width"]
     assert "does not fit: 320 GiB per GPU > 79 GiB usable" in cells

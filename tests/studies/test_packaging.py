@@ -1,0 +1,43 @@
+"""The installed package is whole (issue 50): the wheel carries the hardware specs and the
+calibration profiles, and nothing reads files beside the checkout. The build itself is checked by
+scripts/wheel_check.sh (run by scripts/test.sh); these tests keep its inputs honest."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+from perfmodel.spec import paths
+from perfmodel.spec.hardware import HARDWARE_DIR
+from perfmodel.spec.profile import PROFILE_DIR
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_a_checkout_reads_the_specs_people_edit():
+    assert paths.IN_CHECKOUT
+    assert HARDWARE_DIR == REPO / "hardware" and PROFILE_DIR == REPO / "calibration" / "profiles"
+
+
+def test_the_build_carries_hardware_and_profiles():
+    setup = (REPO / "setup.py").read_text()
+    assert '"hardware"' in setup and '"perfmodel" / "data" / "hardware"' in setup
+    data = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert "profiles/*.yaml" in data["calibration"]
+    manifest = (REPO / "MANIFEST.in").read_text()
+    assert "recursive-include hardware *.yaml" in manifest and "calibration/profiles" in manifest
+
+
+def test_no_code_falls_back_to_a_shared_folder_beside_the_checkout():
+    pattern = re.compile(r"""(parent|PROJECT_DIR|REPO|REPO_ROOT)\S*\s*/\s*["']shared["']""")
+    offenders = [str(p.relative_to(REPO)) for d in ("perfmodel", "calibration", "app")
+                 for p in (REPO / d).rglob("*.py") if pattern.search(p.read_text())]
+    assert offenders == []
+
+
+def test_the_ci_script_runs_the_wheel_check():
+    assert "scripts/wheel_check.sh" in (REPO / "scripts" / "test.sh").read_text()
+    check = (REPO / "scripts" / "wheel_check.sh").read_text()
+    assert "perfmodel predict" in check.replace('/bin/perfmodel" predict', " perfmodel predict")
+    assert "pm.predict(" in check
