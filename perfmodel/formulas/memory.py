@@ -112,7 +112,7 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
                                                      rp.vocab)
     r = np.where(L.sp, t, 1.0)
     group_dense = L.dp * L.cp
-    w, g, o = rank_state_bytes(rp, L, precision, grad_reduce_in_fp32)
+    w, g, o = rank_state_bytes(rp, L, precision, sw)
 
     # activations
     def act(kind, rc):

@@ -41,9 +41,18 @@ its own pass (multi_tensor_apply batches tensors into a kernel, not ops): weight
 denominator, write p: 16): 84 bytes per parameter, against the fused pass's 30."""
 
 
+BF16_MOMENTS_BYTES_SAVED_PER_PARAM = 2 * 2 * 2
+"""With bf16 Adam moments (``SoftwareStack.optimizer_moments``) the fused step reads and writes m
+and v at 2 bytes instead of 4: 2 moments x (read + write) x 2 bytes fewer."""
+
+
 def optimizer_bytes_per_param(sw: SoftwareStack) -> float:
-    """HBM bytes the optimizer step moves per parameter it owns (``sw.optimizer_kernels``)."""
-    return FOREACH_ADAMW_BYTES_PER_PARAM if sw.optimizer_kernels == "foreach" else OPTIMIZER_BYTES_PER_PARAM
+    """HBM bytes the optimizer step moves per parameter it owns (``sw.optimizer_kernels``,
+    ``sw.optimizer_moments``)."""
+    if sw.optimizer_kernels == "foreach":
+        return FOREACH_ADAMW_BYTES_PER_PARAM
+    saved = BF16_MOMENTS_BYTES_SAVED_PER_PARAM if sw.optimizer_moments == "bf16" else 0
+    return OPTIMIZER_BYTES_PER_PARAM - saved
 
 
 STEP_SYNC_COLLECTIVES = 2

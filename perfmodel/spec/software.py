@@ -38,6 +38,7 @@ RecomputeModule = Literal["core_attn", "layernorm", "mla_up_proj", "moe_act", "m
 CrossEntropy = Literal["fused", "eager_fp32"]
 OptimizerKernels = Literal["fused", "foreach"]
 Fp8Casts = Literal["separate", "fused"]
+OptimizerMoments = Literal["fp32", "bf16"]
 ATTENTION_BACKEND_CHOICES: tuple[str, ...] = get_args(AttentionBackend)
 MOE_DISPATCHER_CHOICES: tuple[str, ...] = get_args(MoeDispatcher)
 ELEMENTWISE_KERNELS_CHOICES: tuple[str, ...] = get_args(ElementwiseKernels)
@@ -46,6 +47,7 @@ RECOMPUTE_MODULE_CHOICES: tuple[str, ...] = get_args(RecomputeModule)
 CROSS_ENTROPY_CHOICES: tuple[str, ...] = get_args(CrossEntropy)
 OPTIMIZER_KERNELS_CHOICES: tuple[str, ...] = get_args(OptimizerKernels)
 FP8_CASTS_CHOICES: tuple[str, ...] = get_args(Fp8Casts)
+OPTIMIZER_MOMENTS_CHOICES: tuple[str, ...] = get_args(OptimizerMoments)
 
 NAMED_POLICIES = ("op_sac", "save_qkv_proj")
 """Selective policies of other frameworks, each a whole policy rather than a module list."""
@@ -224,6 +226,31 @@ class SoftwareStack(_Frozen):
     torch.optim.AdamW(fused=True)), 30 bytes per parameter; foreach = PyTorch's default
     multi-tensor AdamW, one pass per elementwise op, 84 bytes per parameter
     (``perfmodel.formulas.overheads.FOREACH_ADAMW_BYTES_PER_PARAM``)."""
+    optimizer_moments: OptimizerMoments = "fp32"
+    """Dtype of Adam's two moments (m, v): fp32 = Megatron-Core's default; bf16 = 2 bytes each
+    beside the fp32 master weight, as Megatron-Core's ``--use-precision-aware-optimizer`` with
+    ``--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16`` keeps them (megatron/training/arguments.py,
+    core_r0.12+) and DeepSeek-V3 trained (arXiv 2412.19437 sec. 3.3.3, 'Low-Precision Optimizer
+    States'). Optimizer states 8 bytes per parameter instead of 12
+    (``perfmodel.formulas.model_states.stack_state_bytes_per_param``), and the optimizer step
+    moves 8 bytes fewer (``perfmodel.formulas.overheads.optimizer_bytes_per_param``)."""
+    moe_fp8_activation_cache: StrictBool = False
+    """The SwiGLU inputs of the experts (routed and shared) kept for the backward in FP8, 1 byte
+    per element instead of 2 (DeepSeek-V3 report, arXiv 2412.19437, sec. 3.3.2, 'Low-Precision
+    Storage and Communication': 'we cache the inputs of the SwiGLU operator and recompute its
+    output in the backward pass. These activations are also stored in FP8 with our fine-grained
+    quantization method'). Recomputing the SwiGLU output is the ``moe_act`` recompute module.
+    Default off: Megatron-Core keeps them 16-bit. Ignored for dense models
+    (``perfmodel.formulas.activations``)."""
+    moe_probs_in_activation: StrictBool = False
+    """The router probabilities travel with the dispatched tokens and multiply the experts' SwiGLU
+    output (a weighted SwiGLU), so the combine sums unweighted copies and the probabilities'
+    gradient needs only the SwiGLU output, not the h-wide expert output: that tensor is not kept
+    for the backward (Megatron-Core megatron/core/transformer/moe/experts.py, TEGroupedMLP with
+    ``weighted_bias_swiglu_impl`` on ``permuted_probs``; DeepEP's dispatch returns the top-k
+    weights beside the received tokens, deepseek-ai/DeepEP README). Default off: the older
+    Megatron-Core unpermute multiplies each expert output by its probability and keeps it
+    (moe_utils.unpermute, core_r0.13). Ignored for dense models (``perfmodel.formulas.activations``)."""
     selective_recompute: SelectiveRecompute | Annotated[tuple[RecomputeModule, ...], Field(
         max_length=len(RECOMPUTE_MODULE_CHOICES))] = "core_attn"
     """What ``recompute: selective`` recomputes (unused for none and full, but always checked
