@@ -148,8 +148,9 @@ def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerT
         phi_ep = ov.ep if pipeline.only_defaults(L.schedule) else np.where(
             pipeline.is_in(L.schedule, pipeline.PAIRED), 1.0, ov.ep)
         left_b, left_f = blk.bwd_s - used_b, blk.fwd_s - used_f
-        ep_f = exposed_s(ep_raw, left_b, phi_ep, slowdown)
-        ep_b = exposed_s(ep_raw, left_f, phi_ep, slowdown)
+        ep_slowdown = 0.0 if sw.moe_comm_reserved_sms else slowdown   # its SMs are kept apart
+        ep_f = exposed_s(ep_raw, left_b, phi_ep, ep_slowdown)
+        ep_b = exposed_s(ep_raw, left_f, phi_ep, ep_slowdown)
         used_b = used_b + window_used_s(ep_raw, left_b, phi_ep)
         used_f = used_f + window_used_s(ep_raw, left_f, phi_ep)
         # A recomputed forward runs inside its own backward, with no other micro-batch's compute
