@@ -74,6 +74,26 @@ def host_exposed_s(host_s_per_mb, gpu_time_per_mb_s, num_mb):
     return np.asarray(num_mb) * np.maximum(0.0, np.asarray(host_s_per_mb) - np.asarray(gpu_time_per_mb_s))
 
 
+def host_syncs_per_pass(m, sw: SoftwareStack) -> bool:
+    """Whether the host waits for the GPU inside every forward pass: a dropless MoE layer copies its
+    tokens-per-expert counts to the host before its expert GEMMs (their sizes are host-side
+    arguments), a device-to-host sync in every MoE layer (Megatron-Core MoE README, 'dropless';
+    Megatron-LM docs/discussions/deepseek-v3-gb200-optimization sec. 3.1: 'eliminate the
+    device-host sync in the MoE model (its purpose is to get the tokens per expert information)').
+    Padded to capacity (static shapes) there is none."""
+    return m.moe is not None and not sw.moe_pad_expert_input_to_capacity
+
+
+def synced_host_exposed_s(host_s_per_mb, bwd_host_frac, fwd_gpu_s, bwd_gpu_s, num_mb):
+    """``host_exposed_s`` when the host syncs with the GPU in every forward: the forward's host work
+    cannot run ahead into the backward's GPU time, so each pass exposes its own excess:
+    m * (max(0, H_f - G_f) + max(0, H_b - G_b)) >= m * max(0, H - G)."""
+    h = np.asarray(host_s_per_mb, dtype=float)
+    h_f, h_b = (1.0 - bwd_host_frac) * h, bwd_host_frac * h
+    return np.asarray(num_mb) * (np.maximum(0.0, h_f - np.asarray(fwd_gpu_s))
+                                 + np.maximum(0.0, h_b - np.asarray(bwd_gpu_s)))
+
+
 def fixed_step_s(allreduce_latency_s):
     return STEP_SYNC_COLLECTIVES * np.asarray(allreduce_latency_s)
 
