@@ -62,19 +62,42 @@ def _stage_totals_gib(scenario) -> list[float]:
     return [sum(stage.values()) / GIBI for stage in st.stages]
 
 
-def test_deepseek_v3_h800_inner_ranks_fit_with_the_report_options():
-    """DeepSeek-V3 on 2,048 H800 (PP16 DualPipe, EP64, TP1, ZeRO-1, FP8, 1 x 4096): every rank that
-    holds only decoder layers (ranks 1-14) fits in the H800's 79.1 GiB with the deepseek-v3 stack
-    (BF16 moments, FP8 SwiGLU inputs, SwiGLU output, RMSNorm and MLA up-projections recomputed,
-    probabilities on the expert side), and none of them does on Megatron-Core's defaults with
-    the same recompute modules."""
+def test_deepseek_v3_h800_fits_with_the_report_options():
+    """DeepSeek-V3 on 2,048 H800 (PP16 DualPipe, EP64, TP1, ZeRO-1, FP8, 1 x 4096): every rank fits
+    in the H800's 79.1 GiB with the deepseek-v3 stack (BF16 moments, FP8 SwiGLU inputs, SwiGLU
+    output, RMSNorm and MLA up-projections recomputed, probabilities on the expert side); on
+    Megatron-Core's defaults with the same recompute modules the inner ranks do not."""
     sc = pm.load_scenario(DATA / "deepseek_v3_h800.yaml")
     usable_gib = pm.hardware("h800-sxm").gpu.hbm_usable_gib
-    inner = _stage_totals_gib(sc)[1:-1]
-    assert len(inner) == 14
-    assert max(inner) < usable_gib, inner
+    per_rank = _stage_totals_gib(sc)
+    assert len(per_rank) == 16
+    assert max(per_rank) < usable_gib, per_rank
+    assert pm.predict(sc).fits_in_memory
     plain = sc.model_dump(mode="json")
-    plain["software"] = {"selective_recompute": ["layernorm", "mla_up_proj", "moe_act"]}
-    plain_inner = _stage_totals_gib(pm.load_scenario(plain))[1:-1]
-    assert min(plain_inner) > usable_gib, plain_inner
-    assert np.all(np.array(plain_inner) > np.array(inner))
+    plain["software"] = {"selective_recompute": ["layernorm", "mla_up_proj", "moe_act"],
+                         "pipeline_layout": sc.software.pipeline_layout}
+    plain_ranks = _stage_totals_gib(pm.load_scenario(plain))
+    assert min(plain_ranks[1:-1]) > usable_gib, plain_ranks
+    assert np.all(np.array(plain_ranks) > np.array(per_rank))
+
+
+def test_dualpipe_rank_holds_both_ends_of_a_layout():
+    """Under DualPipe rank r holds stages r and pp - 1 - r: with the layout Et*3|(t*4|)*14t*2mL the
+    end ranks hold 3 + 2 decoder layers, the embedding, the head and the MTP module; the inner
+    ranks 4 + 4. The two end ranks are mirror images and hold the same memory."""
+    sc = pm.load_scenario(DATA / "deepseek_v3_h800.yaml")
+    per_rank = _stage_totals_gib(sc)
+    assert per_rank[0] == pytest.approx(per_rank[-1], rel=1e-9)
+    assert per_rank[1:-1] == pytest.approx([per_rank[1]] * 14, rel=1e-9)
+
+
+def test_mirrored_load_is_the_mean_of_both_directions():
+    """pipeline_layout.mirrored: rank r runs stage r and stage pp - 1 - r for half the micro-batches
+    each; the mean keeps the layout's total."""
+    from perfmodel.spec.pipeline_layout import mirrored, parse, rank_load
+    load = rank_load(parse("Et*3|(t*4|)*2t*2mL"), 4)
+    two = mirrored(load)
+    assert list(load.decoder) == [3, 4, 4, 2]
+    assert list(two.decoder) == [2.5, 4, 4, 2.5]
+    assert list(two.mtp) == [0.5, 0, 0, 0.5] and list(two.loss) == [0.5, 0, 0, 0.5]
+    assert two.decoder.sum() == load.decoder.sum()
