@@ -14,6 +14,7 @@ from perfmodel.formulas.layouts import Layouts, layouts_from_arrays
 from perfmodel.formulas.pipeline import schedule_code
 from perfmodel.formulas.placement import placed
 from perfmodel.spec.efficiency import Efficiencies
+from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import HardwareSpec
 from perfmodel.spec.input_pipeline import InputPipeline
 from perfmodel.spec.model import ModelSpec
@@ -55,6 +56,10 @@ def bind(scenario: Scenario, model: ModelSpec, hardware: HardwareSpec, efficienc
          num_gpus: int | None = None, precision: str | None = None) -> Job:
     """The scenario as a ``Job`` (at another GPU count or precision where given: the search's)."""
     n = scenario.num_gpus if num_gpus is None else num_gpus
+    reserved = scenario.software.moe_comm_reserved_sms
+    if reserved >= hardware.gpu.num_sms:
+        raise InputError("software.moe_comm_reserved_sms", f"{reserved} SMs reserved for communication leave "
+                                                           f"none of the GPU's num_sms({hardware.gpu.num_sms})")
     return Job(model=model, hardware=placed(hardware, n), efficiency=efficiency, software=scenario.software,
                seq_length=scenario.seq_length, global_batch_size=scenario.global_batch_size, num_gpus=n,
                precision=scenario.precision if precision is None else precision, recompute=scenario.recompute,

@@ -101,3 +101,17 @@ def test_mirrored_load_is_the_mean_of_both_directions():
     assert list(two.decoder) == [2.5, 4, 4, 2.5]
     assert list(two.mtp) == [0.5, 0, 0, 0.5] and list(two.loss) == [0.5, 0, 0, 0.5]
     assert two.decoder.sum() == load.decoder.sum()
+
+
+def test_bad_moe_inputs_are_one_line_errors():
+    """More reserved SMs than the GPU has, and a group limit that does not split the experts, are
+    refused naming the field."""
+    from perfmodel.spec.errors import InputError
+    sc = pm.load_scenario(DATA / "deepseek_v3_h800.yaml").model_dump(mode="json")
+    sc["software"]["moe_comm_reserved_sms"] = 132
+    with pytest.raises(InputError, match="software.moe_comm_reserved_sms"):
+        pm.predict(sc)
+    model = dict(MOE.model_dump(mode="json"))
+    model["moe"] = dict(model["moe"], router_num_groups=3, router_group_topk=1)
+    with pytest.raises(ValueError, match="router_num_groups"):
+        ModelSpec(**model)
