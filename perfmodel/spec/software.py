@@ -133,9 +133,10 @@ class SoftwareStack(_Frozen):
     name (docs/calibration.md, 'Attention inside a step'). A stack whose own recipe names cuDNN
     (MaxText's ``attention=cudnn_flash_te``) runs ``cudnn``. fa3 = FlashAttention-3 (Shah et al.
     2024, arXiv 2407.08608), the Hopper kernels of DeepSeek's trace (``flash::FlashAttnBwd``,
-    ``flash::compute_attn_ws``); like cuDNN's it is a warp-specialised TMA/WGMMA kernel, and with no
-    FA3 measurement in calibration/ it runs at cuDNN's measured curve (``Efficiencies.
-    attention_cudnn``): at 4k tokens and DeepSeek-V3's head dims that curve gives 481 TFLOP/s
+    ``flash::compute_attn_ws``); like cuDNN's it is a warp-specialised TMA/WGMMA kernel, within 5%
+    of cuDNN at 4k tokens in the FA3 paper's own H100 benchmark (fig. 5, forward, head dim 128: 638
+    against 609 TFLOP/s), and with no FA3 measurement in calibration/ it runs at cuDNN's measured
+    curve (``Efficiencies.attention_cudnn``): at 4k tokens and DeepSeek-V3's head dims that curve gives 481 TFLOP/s
     forward and 403 backward on an H100-class GPU, where the trace's FA3 kernels reach 555 and
     404 (calibration/data/deepseek_v3_train_trace.yaml)."""
     attention_dropout: StrictBool = False
