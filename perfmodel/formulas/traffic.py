@@ -33,6 +33,7 @@ from perfmodel.formulas.comm import Collective, group_domains, group_time_s, p2p
 from perfmodel.formulas.compute import memory_time_s, moe_tokens, tokens_per_microbatch
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.model_states import GRAD_16BIT_BYTES, GRAD_FP32_BYTES
+from perfmodel.formulas.moe_kernels import flex_layer_s
 from perfmodel.formulas.workload import ACT_BYTES, LayerKind, routed_load
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.hardware import HardwareSpec
@@ -162,7 +163,9 @@ def ep_layer_s(model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpec, e
     github deepseek-ai/DeepEP, internode kernels; NVIDIA HybridEP; Megatron-Core
     MoEFlexTokenDispatcher) sends a token across the network at most once per destination
     domain and fans it out over NVLink there; combine reduces inside the domain first and
-    returns one copy. Inside one domain both are the same all-to-all."""
+    returns one copy. Inside one domain both are the same all-to-all, except where the flex
+    backend's kernels were measured on this GPU at this EP size: they run at their measured
+    bandwidth (``perfmodel.formulas.moe_kernels.flex_layer_s``)."""
     k = model.moe.top_k
     copy = moe_tokens(layouts, seq) * model.hidden_size * ACT_BYTES * routed_load(sw)
     dispatch_share = FP8_DISPATCH_BYTES_PER_ELEMENT / ACT_BYTES if sw.moe_dispatch_fp8 else 1.0
@@ -173,7 +176,11 @@ def ep_layer_s(model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpec, e
     dispatch, combine = (group_time_s(Collective.ALL_TO_ALL, share * copy * k, layouts.ep, layouts.etp, hw, eff,
                                       None if network is None else share * network)
                          for share in (dispatch_share, 1.0))
-    return dispatch + combine
+    if sw.moe_dispatcher != "flex":
+        return dispatch + combine
+    kernels_s, measured = flex_layer_s(model, moe_tokens(layouts, seq), layouts.ep, layouts.etp, routed_load(sw),
+                                       hw, sw, FP8_DISPATCH_BYTES_PER_ELEMENT)
+    return np.where(measured, kernels_s, dispatch + combine)
 
 
 def pp_transfer_s(model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpec, eff: Efficiencies):

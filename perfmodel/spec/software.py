@@ -32,6 +32,7 @@ from perfmodel.spec.stacks import list_stacks, stack_options, unknown_stack_reas
 
 AttentionBackend = Literal["flash", "cudnn", "fa3", "unfused"]
 MoeDispatcher = Literal["alltoall", "flex"]
+MoeFlexBackend = Literal["deepep", "hybridep"]
 ElementwiseKernels = Literal["fused", "eager"]
 SelectiveRecompute = Literal["core_attn", "op_sac", "save_qkv_proj"]
 RecomputeModule = Literal["core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp", "moe", "shared_experts"]
@@ -172,6 +173,15 @@ class SoftwareStack(_Frozen):
     destination domain and fans out over NVLink. Across scale-up domains they differ in
     network bytes; inside one they send the same all-to-all, and only alltoall sorts tokens
     by local expert after it. Ignored for dense models."""
+    moe_flex_backend: MoeFlexBackend = "deepep"
+    """The flex dispatcher's kernels (--moe-flex-dispatcher-backend; Megatron-Core's default deepep).
+    Inside one NVLink domain, on GPUs where they were benchmarked, dispatch and combine run at the
+    backend's measured algorithm bandwidth (``perfmodel.formulas.moe_kernels``)."""
+    moe_flex_num_sms: int_field(MAX_RESERVED_SMS) = 20
+    """SMs the flex dispatcher's kernels run on (--moe-flex-dispatcher-num-sms, formerly
+    --moe-deepep-num-sms and --moe-hybridep-num-sms; DeepEP's historical default 20, Megatron-Core
+    transformer_config.py). It picks the measured bandwidth; it does not reserve SMs from compute
+    (that is ``moe_comm_reserved_sms``)."""
     moe_router_fusion: StrictBool = False
     """The router's score function, top-k and auxiliary-loss arithmetic in fused kernels
     (Megatron-Core --moe-router-fusion, core_r0.14, Transformer Engine PR 1883): 31 kernels per
