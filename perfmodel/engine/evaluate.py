@@ -148,8 +148,9 @@ def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerT
         phi_ep = ov.ep if pipeline.only_defaults(L.schedule) else np.where(
             pipeline.is_in(L.schedule, pipeline.PAIRED), 1.0, ov.ep)
         left_b, left_f = blk.bwd_s - used_b, blk.fwd_s - used_f
-        ep_f = exposed_s(ep_raw, left_b, phi_ep, slowdown)
-        ep_b = exposed_s(ep_raw, left_f, phi_ep, slowdown)
+        ep_slowdown = 0.0 if sw.moe_comm_reserved_sms else slowdown   # its SMs are kept apart
+        ep_f = exposed_s(ep_raw, left_b, phi_ep, ep_slowdown)
+        ep_b = exposed_s(ep_raw, left_f, phi_ep, ep_slowdown)
         used_b = used_b + window_used_s(ep_raw, left_b, phi_ep)
         used_f = used_f + window_used_s(ep_raw, left_f, phi_ep)
         # A recomputed forward runs inside its own backward, with no other micro-batch's compute
@@ -360,7 +361,13 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
     bd["optimizer"] = overheads.optimizer_s(owned, hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency, sw)
 
     world_latency = comm.scale_out_fabric(hw, eff).latency_s * np.ceil(np.log2(max(c.num_gpus, 2)))
-    bd["overheads"] = (overheads.host_exposed_s(host_s_per_mb, t_max, num_mb)
+    # Dropless MoE syncs the host with the GPU in every MoE layer's forward (token counts to the
+    # host), so the host cannot run ahead from one pass into the next (perfmodel.formulas.overheads).
+    synced = overheads.host_syncs_per_pass(m, sw)
+    fwd_gpu = sum(b.fwd_s * w for b, w in blocks) * layers_per_stage
+    bd["overheads"] = (np.where(synced, overheads.synced_host_exposed_s(host_s_per_mb, bwd_host_frac, fwd_gpu,
+                                                                        t_max - fwd_gpu, num_mb),
+                                overheads.host_exposed_s(host_s_per_mb, t_max, num_mb))
                        + overheads.fixed_step_s(world_latency) * np.ones(len(L)))
     busy = sum(bd.values())
     tokens_per_gpu = c.global_batch_size * seq / c.num_gpus

@@ -16,6 +16,7 @@ from perfmodel.formulas.pipeline import schedule_code
 from perfmodel.formulas.power import capped
 from perfmodel.formulas.placement import placed
 from perfmodel.spec.efficiency import Efficiencies
+from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import HardwareSpec
 from perfmodel.spec.input_pipeline import InputPipeline
 from perfmodel.spec.model import ModelSpec
@@ -57,6 +58,10 @@ def bind(scenario: Scenario, model: ModelSpec, hardware: HardwareSpec, efficienc
          num_gpus: int | None = None, precision: str | None = None) -> Job:
     """The scenario as a ``Job`` (at another GPU count or precision where given: the search's)."""
     n = scenario.num_gpus if num_gpus is None else num_gpus
+    reserved = scenario.software.moe_comm_reserved_sms
+    if reserved >= hardware.gpu.num_sms:
+        raise InputError("software.moe_comm_reserved_sms", f"{reserved} SMs reserved for communication leave "
+                                                           f"none of the GPU's num_sms({hardware.gpu.num_sms})")
     hardware = capped(hardware, scenario.facility.gpu_power_cap_w)
     if scenario.fabric is not None:
         fabric = for_job(scenario.fabric, n, host_gpus(hardware), hardware.scale_out.nics_per_gpu)

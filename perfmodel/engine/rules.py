@@ -56,7 +56,8 @@ def schedule_rules(rule, sched, pp, vpp, pipeline_stages: int) -> None:
     rule(field, (sched == pipeline.DUALPIPE) & (pp % 2 == 1),
          lambda pp: f"dualpipe feeds micro-batches in from both ends: it needs an even pp (pp = {pp})", pp=pp)
     if pipeline_stages:
-        rule(field, ~own & ~pipeline.is_in(sched, (pipeline.ZB_H1, pipeline.ZB_H2)),
+        # DualPipe runs stage r and stage pp - 1 - r of the layout on rank r (pipeline_layout.mirrored).
+        rule(field, ~own & ~pipeline.is_in(sched, (pipeline.ZB_H1, pipeline.ZB_H2, pipeline.DUALPIPE)),
              lambda s: f"{_name(s)} places its stages in its own order; pipeline_layout places virtual stage k on "
                        f"rank k mod pp (Megatron-Core): drop one of them", s=sched)
 

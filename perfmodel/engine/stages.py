@@ -56,19 +56,22 @@ def layout_stages(stages_text: tuple[str, ...], L: Layouts, per_layer: dict, hea
     for pp in np.unique(L.pp):
         rows = np.flatnonzero(L.pp == pp)
         load = pipeline_layout.rank_load(stages_text, int(pp))
-        counts = {"t": load.decoder, "m": load.mtp, "L": load.loss}
+        two = pipeline_layout.mirrored(load)     # DualPipe: stage r and stage pp - 1 - r on rank r
+        dual = (np.asarray(L.schedule)[rows] == pipeline.DUALPIPE)[None, :]
+        counts = {c: np.where(dual, b[:, None], a[:, None]) for c, a, b in
+                  (("t", load.decoder, two.decoder), ("m", load.mtp, two.mtp), ("L", load.loss, two.loss))}
         # rank totals, (pp, rows)
-        t_rank = (counts["t"][:, None] * layer_s[rows] + counts["m"][:, None] * mtp_s[rows]
-                  + counts["L"][:, None] * head_s[rows])
+        t_rank = counts["t"] * layer_s[rows] + counts["m"] * mtp_s[rows] + counts["L"] * head_s[rows]
         slow = np.argmax(t_rank, axis=0)
         inner = t_rank[1:-1] if pp > 2 else np.zeros((1, rows.size))
         mid_rank = 1 + np.argmax(inner, axis=0)
+        cols = np.arange(rows.size)
         for key, cnt in counts.items():
-            coef[key][0, rows] = cnt[slow]
+            coef[key][0, rows] = cnt[slow, cols]
             coef[key][1, rows] = cnt[0]
             coef[key][2, rows] = cnt[-1]
-            mid[key][rows] = np.where(pp > 2, cnt[np.minimum(mid_rank, pp - 1)], 0.0)
-            rank_sum[key][rows] = cnt.sum()
+            mid[key][rows] = np.where(pp > 2, cnt[np.minimum(mid_rank, pp - 1), cols], 0.0)
+            rank_sum[key][rows] = cnt.sum(axis=0)
 
     def parts(tc, mc, lc):
         return add(scaled(per_layer, tc), scaled(mtp_parts, mc), scaled(head_parts, lc))

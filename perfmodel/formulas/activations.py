@@ -19,6 +19,8 @@ DROPOUT_MASK_BYTES = 1
 """Dropout masks are stored as one byte per element (Korthikanti et al. 2022, sec. 4.1)."""
 SOFTMAX_BYTES = 2
 """The s x s attention probabilities are 16-bit (Korthikanti et al. 2022, sec. 4.1: 2*a*s^2*b)."""
+FP8_BYTES = 1
+"""An activation cached in FP8 (``SoftwareStack.moe_fp8_activation_cache``)."""
 
 
 def korthikanti_activation_bytes_per_layer(s, b, h, a, t, sp: bool, recompute: str, flash: bool) -> float:
@@ -109,11 +111,13 @@ def activation_bytes_per_layer(m: ModelSpec, kind: LayerKind, s, b, t, sp, cp, e
         if "layernorm" not in mods:                                 # the pre-MLP norm's output
             replicated = replicated + G * h
         replicated = replicated + B * e.num_experts                 # router probabilities
+        A = FP8_BYTES if sw.moe_fp8_activation_cache else B         # SwiGLU input kept (sec. 3.3.2)
         if "shared_experts" not in mods:
-            split = split + (B * mats * sf + G * sf) / t            # shared experts
+            split = split + (A * mats * sf + G * sf) / t            # shared experts
         etp = np.asarray(etp, dtype=float)
         act_out = 0 if "moe_act" in mods else G * fe                # fc2 input, freed by moe_act
         # per token entering the layer on this GPU: k_e copies, each seen by etp ranks
-        routed = e.top_k * (G * h * etp + B * mats * fe + act_out + B * h)
+        combine_in = 0 if sw.moe_probs_in_activation else B * h     # expert output kept for d(probs)
+        routed = e.top_k * (G * h * etp + A * mats * fe + act_out + combine_in)
     per_token = replicated / r + split + routed / r + scores
     return tokens * per_token

@@ -40,6 +40,7 @@ import numpy as np
 from perfmodel.formulas.counts import attention_fwd_flop_per_token, attention_layer_mix
 from perfmodel.formulas.distinct import once_per_shape
 from perfmodel.formulas.layouts import Layouts
+from perfmodel.formulas.overlap import on_fewer_sms, reserved_sm_scale
 from perfmodel.formulas.workload import Op, OpKind, TpSplit, routed_load
 from perfmodel.spec.efficiency import Efficiencies, saturating_attention_efficiency, saturating_gemm_efficiency
 from perfmodel.spec.hardware import HardwareSpec
@@ -93,13 +94,29 @@ into the producer too. At 3 the anchored what-ifs of 2026-11-27 (HEAD 57c7de1) w
 of 5.22%."""
 
 
+HOPPER_CLASS_ATTENTION = ("cudnn", "fa3")
+"""Attention backends priced at the measured cuDNN curve (``SoftwareStack.attention_backend``:
+FlashAttention-3 has no measurement of its own in calibration/)."""
+
+
+GEMM_CURVES = {"fp8_blockwise": "fp8"}
+"""GEMM curves that are not a precision of their own -> the precision whose peak and bytes they run
+at (``gemm_curve``)."""
+
+
+def gemm_curve(precision: str, sw: SoftwareStack) -> str:
+    """The ``Efficiencies.gemm`` curve a GEMM of ``precision`` runs at: ``fp8_blockwise`` for fp8
+    under ``sw.fp8_scaling: blockwise``, else its precision."""
+    return "fp8_blockwise" if precision == "fp8" and sw.fp8_scaling == "blockwise" else precision
+
+
 def gemm_efficiency(m, n, k, precision: str, eff: Efficiencies):
     """GEMM efficiency of one (m x k) @ (k x n) problem, for dense and expert GEMMs alike: expert
     GEMMs issued back to back run at the dense rate of their per-expert shape (measured on an
     H100 with one torch.mm per expert and with torch._grouped_mm: calibration/results/
     nvidia-h100-80gb-hbm3-2026-11-22, docs/calibration.md); each expert's kernel pays its own
     ``kernel_overhead_s`` (``gemm_time_s``)."""
-    g = eff.gemm.get(precision) or eff.gemm["bf16"]
+    g = eff.gemm.get(precision) or eff.gemm.get(GEMM_CURVES.get(precision, "bf16")) or eff.gemm["bf16"]
     return saturating_gemm_efficiency(m, n, k, g.efficiency_max, g.half_dim)
 
 
@@ -108,9 +125,10 @@ def gemm_roofline_s(m, n, k, count, precision: str, hw: HardwareSpec, eff: Effic
     the forward GEMM, which training stacks run with fp8 fast accumulation
     (``Efficiencies.fp8_fast_accum_speedup``)."""
     flop = 2.0 * m * n * k * count
-    bpe = BYTES_PER_ELEMENT[precision]
+    base = GEMM_CURVES.get(precision, precision)
+    bpe = BYTES_PER_ELEMENT[base]
     bytes_moved = count * bpe * (m * k + k * n + m * n)
-    rate = hw.gpu.peak_flop_per_s(precision) * np.maximum(gemm_efficiency(m, n, k, precision, eff), 1e-9)
+    rate = hw.gpu.peak_flop_per_s(base) * np.maximum(gemm_efficiency(m, n, k, precision, eff), 1e-9)
     if fast_accum and precision == "fp8":
         rate = rate * eff.fp8_fast_accum_speedup
     t_math = flop / rate
@@ -135,7 +153,8 @@ def attention_efficiency(seq, eff: Efficiencies, backward: bool = False, backend
     backward: the benchmarked curve of ``backend`` (``cudnn``: ``Efficiencies.attention_cudnn``
     where measured, else the flash curve) at the clock a step runs at
     (``Efficiencies.attention_clock_ratio``)."""
-    a = eff.attention_cudnn if backend == "cudnn" and eff.attention_cudnn is not None else eff.attention
+    hopper_class = backend in HOPPER_CLASS_ATTENTION
+    a = eff.attention_cudnn if hopper_class and eff.attention_cudnn is not None else eff.attention
     if backward:
         curve = saturating_attention_efficiency(seq, a.bwd_efficiency_max, a.backward_half_seq)
     else:
@@ -208,6 +227,11 @@ class OpTime:
     linear launches one GEMM per local expert: Transformer Engine GroupedLinear)."""
     wgrad_s: np.ndarray | float = 0.0
     """The weight-gradient GEMM's part of ``bwd_s`` (0 for attention and memory-bound ops)."""
+    cast_fwd_s: np.ndarray | float = 0.0
+    """The low-precision input casts' part of ``fwd_s`` (HBM-bound kernels of their own, which a
+    profiler trace counts apart from the GEMMs; 0 for 16-bit GEMMs and other ops)."""
+    cast_bwd_s: np.ndarray | float = 0.0
+    """The same for ``bwd_s``."""
 
 
 def unfused_attention_s(op: Op, layouts: Layouts, seq_length: int, hw: HardwareSpec, eff: Efficiencies,
@@ -248,24 +272,28 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
     if op.kind is OpKind.GEMM:
         sh = gemm_shape(op, model, layouts, seq_length, sw)
         prec = gemm_precision(op, precision)
-        fwd = gemm_time_s(sh.m, sh.n, sh.k, sh.count, prec, hw, eff, fast_accum=True)
-        wgrad = gemm_time_s(sh.k, sh.n, sh.m, sh.count, prec, hw, eff)     # weight gradient
-        bwd = (gemm_time_s(sh.m, sh.k, sh.n, sh.count, prec, hw, eff)      # input gradient
+        curve = gemm_curve(prec, sw)
+        fwd = gemm_time_s(sh.m, sh.n, sh.k, sh.count, curve, hw, eff, fast_accum=True)
+        wgrad = gemm_time_s(sh.k, sh.n, sh.m, sh.count, curve, hw, eff)     # weight gradient
+        bwd = (gemm_time_s(sh.m, sh.k, sh.n, sh.count, curve, hw, eff)      # input gradient
                + wgrad)
         bpe = BYTES_PER_ELEMENT[prec]
         fwd_bytes = sh.count * bpe * (sh.m * sh.k + sh.k * sh.n + sh.m * sh.n)
         host_ops = 1
         extra = (sh.count - 1) * GEMMS_PER_LINEAR_FWD_BWD
+        cast_f = cast_b = 0.0
         if prec in LOW_PRECISION:
             cast_bytes = FP8_CAST_BYTES_PER_ELEMENT[sw.fp8_casts]
             cast_fwd = sh.count * sh.m * sh.k * cast_bytes
             cast_bwd = sh.count * sh.m * sh.n * cast_bytes
-            fwd = fwd + memory_time_s(cast_fwd, hw, eff)
-            bwd = bwd + memory_time_s(cast_bwd, hw, eff)
+            cast_f, cast_b = memory_time_s(cast_fwd, hw, eff), memory_time_s(cast_bwd, hw, eff)
+            fwd = fwd + cast_f
+            bwd = bwd + cast_b
             host_ops = 2
         flop = 2.0 * sh.m * sh.n * sh.k * sh.count
-        t_math, t_mem = gemm_roofline_s(sh.m, sh.n, sh.k, sh.count, prec, hw, eff, fast_accum=True)
-        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, t_mem > t_math, host_ops, extra, wgrad)
+        t_math, t_mem = gemm_roofline_s(sh.m, sh.n, sh.k, sh.count, curve, hw, eff, fast_accum=True)
+        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, t_mem > t_math, host_ops, extra, wgrad,
+                      cast_f, cast_b)
     if op.kind is OpKind.ATTENTION and not sw.flash_attention:
         fwd, bwd, flop, fwd_bytes = unfused_attention_s(op, layouts, seq_length, hw, eff, sw)
         bound = memory_time_s(fwd_bytes, hw, eff, kernels=0) > flop / hw.gpu.peak_flop_per_s("bf16")
@@ -354,6 +382,7 @@ def host_dispatched(times: tuple[OpTime, ...], sw: SoftwareStack) -> tuple[tuple
 def block_time(ops: tuple[Op, ...], model: ModelSpec, layouts: Layouts, seq_length: int,
                precision: str, hw: HardwareSpec, eff: Efficiencies, sw: SoftwareStack) -> BlockTime:
     times = tuple(once_per_shape(op_time, op, model, layouts, seq_length, precision, hw, eff, sw) for op in ops)
+    times = on_fewer_sms(times, reserved_sm_scale(hw.gpu.num_sms, sw.moe_comm_reserved_sms))
     zero = np.zeros(len(layouts))
     eager, graphs = host_dispatched(times, sw)
 

@@ -46,6 +46,7 @@ from perfmodel.formulas.model_states import (
 )
 from perfmodel.formulas.offload import resident_activation_bytes
 from perfmodel.formulas.pipeline import (
+    DUALPIPE,
     chunks_in_flight,
 )
 from perfmodel.formulas.workload import (
@@ -55,7 +56,7 @@ from perfmodel.formulas.workload import (
 )
 from perfmodel.spec.hardware import HardwareSpec
 from perfmodel.spec.model import ModelSpec
-from perfmodel.spec.pipeline_layout import rank_load
+from perfmodel.spec.pipeline_layout import mirrored, rank_load
 from perfmodel.spec.software import SoftwareStack
 from perfmodel.spec.units import GIBI, MEBI
 
@@ -112,7 +113,7 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
                                                      rp.vocab)
     r = np.where(L.sp, t, 1.0)
     group_dense = L.dp * L.cp
-    w, g, o = rank_state_bytes(rp, L, precision, grad_reduce_in_fp32)
+    w, g, o = rank_state_bytes(rp, L, precision, sw)
 
     # activations
     def act(kind, rc):
@@ -200,15 +201,25 @@ def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision:
     shape = np.shape(layouts.pp)
     peak = None
     leading = model.moe.num_dense_layers if model.moe is not None else 0
+    dual = np.asarray(layouts.schedule) == DUALPIPE
     for pp in np.unique(layouts.pp):
         load = rank_load(pipeline_layout, int(pp), leading)
         rows = layouts.pp == pp
         for r in range(int(pp)):
-            held = RankLayers(*(np.full(shape, float(x[r])) for x in (load.decoder, load.leading, load.mtp)))
+            held = _held(load, r, np.broadcast_to(dual, shape))
             mb = stage(np.where(rows, r, layouts.pp - 1), held)
             # rank 0 of each pp group resets that group's rows (they may hold another group's)
             peak = mb if peak is None else larger(peak, mb, rows & ((r == 0) | (mb.total > peak.total)))
     return peak
+
+
+def _held(load, r: int, dual) -> RankLayers:
+    """Rank r's layers under a layout; under DualPipe (``dual``) the mean of stages r and pp - 1 - r,
+    which ``rank_params`` doubles as the rank holds both, and both stages' MTP modules."""
+    two = mirrored(load)
+    return RankLayers(decoder=np.where(dual, two.decoder[r], load.decoder[r]).astype(float),
+                      dense=np.where(dual, two.leading[r], load.leading[r]).astype(float),
+                      mtp=np.where(dual, 2 * two.mtp[r], load.mtp[r]).astype(float))
 
 
 def memory_per_stage(model: ModelSpec, seq_length: int, recompute: str, precision: str, layouts: Layouts,
@@ -222,8 +233,7 @@ def memory_per_stage(model: ModelSpec, seq_length: int, recompute: str, precisio
     load = rank_load(sw.pipeline_stages, pp, leading) if sw.pipeline_stages is not None else None
     out = []
     for r in range(pp):
-        held = None if load is None else RankLayers(*(np.full(1, float(x[r]))
-                                                      for x in (load.decoder, load.leading, load.mtp)))
+        held = None if load is None else _held(load, r, np.asarray(one.schedule) == DUALPIPE)
         out.append(_stage(model, seq_length, recompute, precision, one, np.full(1, r), sw, dropout, held))
     return out
 

@@ -52,11 +52,26 @@ transient and small next to the states (TransformerEngine "Using FP8" docs). Meg
 optional ``--fp8-param-gather`` (1-byte weights) is not modelled.
 """
 
+MOMENT_BYTES = {"fp32": FP32_BYTES, "bf16": ACT_BYTES}
+"""Bytes of each Adam moment (m and v) by ``SoftwareStack.optimizer_moments``."""
+ADAM_MOMENTS = 2
+"""Adam keeps two moments per parameter, m and v (Kingma & Ba 2015, Algorithm 1)."""
+
+
 def state_bytes_per_param(precision: str, grad_reduce_in_fp32: bool) -> tuple[int, int, int]:
     """(weights, gradients, optimizer) bytes per parameter: ``STATE_BYTES_PER_PARAM``, with a
     16-bit gradient buffer where gradients are not reduced in fp32 (fp16 has one already)."""
     w, g, o = STATE_BYTES_PER_PARAM[precision]
     return w, (g if grad_reduce_in_fp32 else min(g, GRAD_16BIT_BYTES)), o
+
+
+def stack_state_bytes_per_param(precision: str, sw: SoftwareStack) -> tuple[int, int, int]:
+    """``state_bytes_per_param`` under the stack's gradient dtype and Adam moment dtype: with
+    ``optimizer_moments: bf16`` the two moments take 2 bytes each instead of 4, the fp32 master
+    weight stays (Megatron-Core --use-precision-aware-optimizer with --exp-avg-dtype and
+    --exp-avg-sq-dtype bf16; DeepSeek-V3 report, arXiv 2412.19437, sec. 3.3.3)."""
+    w, g, o = state_bytes_per_param(precision, sw.grad_reduce_in_fp32)
+    return w, g, o - ADAM_MOMENTS * (MOMENT_BYTES["fp32"] - MOMENT_BYTES[sw.optimizer_moments])
 
 
 # ----------------------------------------------------------------------------- parameters
@@ -88,7 +103,14 @@ def layer_params_per_gpu(m: ModelSpec, kind: LayerKind, t, ep, etp) -> tuple[np.
 def model_state_bytes(params_dense, params_expert, zero_stage, group_dense, group_expert,
                       precision: str, grad_reduce_in_fp32: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(weights, gradients, optimizer states) bytes; ZeRO stage z shards the last z of them."""
-    w, g, o = state_bytes_per_param(precision, grad_reduce_in_fp32)
+    return sharded_state_bytes(params_dense, params_expert, zero_stage, group_dense, group_expert,
+                               state_bytes_per_param(precision, grad_reduce_in_fp32))
+
+
+def sharded_state_bytes(params_dense, params_expert, zero_stage, group_dense, group_expert,
+                        per_param: tuple[int, int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``model_state_bytes`` at ``per_param`` (weights, gradients, optimizer) bytes per parameter."""
+    w, g, o = per_param
     z = np.asarray(zero_stage)
 
     def held(stage: int):
@@ -204,12 +226,12 @@ def rank_params(m: ModelSpec, L: Layouts, rank, held: RankLayers | None) -> Rank
     return RankParams(t, first, last, c, n_mtp, kinds, count, split, vocab, p_dense, p_expert)
 
 
-def rank_state_bytes(rp: RankParams, L: Layouts, precision: str, grad_reduce_in_fp32: bool):
+def rank_state_bytes(rp: RankParams, L: Layouts, precision: str, sw: SoftwareStack):
     """(weights, gradients, optimizer states) bytes of a rank's parameters under its ZeRO stage."""
     group_dense = L.dp * L.cp
     group_expert = L.dp * L.cp * L.tp / (L.ep * L.etp)
-    return model_state_bytes(rp.p_dense, rp.p_expert, L.zero_stage, group_dense, group_expert, precision,
-                             grad_reduce_in_fp32)
+    return sharded_state_bytes(rp.p_dense, rp.p_expert, L.zero_stage, group_dense, group_expert,
+                               stack_state_bytes_per_param(precision, sw))
 
 
 def first_rank_state_bytes(model: ModelSpec, precision: str, layouts: Layouts, sw: SoftwareStack) -> np.ndarray:
@@ -220,5 +242,5 @@ def first_rank_state_bytes(model: ModelSpec, precision: str, layouts: Layouts, s
     if sw.pipeline_stages is not None:
         return np.zeros(np.shape(layouts.pp))
     rp = rank_params(model, layouts, np.zeros_like(layouts.pp), None)
-    w, g, o = rank_state_bytes(rp, layouts, precision, sw.grad_reduce_in_fp32)
+    w, g, o = rank_state_bytes(rp, layouts, precision, sw)
     return np.broadcast_to(np.asarray(w + g + o, dtype=float), np.shape(layouts.pp))

@@ -41,9 +41,18 @@ its own pass (multi_tensor_apply batches tensors into a kernel, not ops): weight
 denominator, write p: 16): 84 bytes per parameter, against the fused pass's 30."""
 
 
+BF16_MOMENTS_BYTES_SAVED_PER_PARAM = 2 * 2 * 2
+"""With bf16 Adam moments (``SoftwareStack.optimizer_moments``) the fused step reads and writes m
+and v at 2 bytes instead of 4: 2 moments x (read + write) x 2 bytes fewer."""
+
+
 def optimizer_bytes_per_param(sw: SoftwareStack) -> float:
-    """HBM bytes the optimizer step moves per parameter it owns (``sw.optimizer_kernels``)."""
-    return FOREACH_ADAMW_BYTES_PER_PARAM if sw.optimizer_kernels == "foreach" else OPTIMIZER_BYTES_PER_PARAM
+    """HBM bytes the optimizer step moves per parameter it owns (``sw.optimizer_kernels``,
+    ``sw.optimizer_moments``)."""
+    if sw.optimizer_kernels == "foreach":
+        return FOREACH_ADAMW_BYTES_PER_PARAM
+    saved = BF16_MOMENTS_BYTES_SAVED_PER_PARAM if sw.optimizer_moments == "bf16" else 0
+    return OPTIMIZER_BYTES_PER_PARAM - saved
 
 
 STEP_SYNC_COLLECTIVES = 2
@@ -63,6 +72,26 @@ def host_time_s(host_ops, host_op_s: float, launches, launch_s: float):
 def host_exposed_s(host_s_per_mb, gpu_time_per_mb_s, num_mb):
     """GPU idle time when the host cannot keep ahead: m * max(0, t_host - t_gpu)."""
     return np.asarray(num_mb) * np.maximum(0.0, np.asarray(host_s_per_mb) - np.asarray(gpu_time_per_mb_s))
+
+
+def host_syncs_per_pass(m, sw: SoftwareStack) -> bool:
+    """Whether the host waits for the GPU inside every forward pass: a dropless MoE layer copies its
+    tokens-per-expert counts to the host before its expert GEMMs (their sizes are host-side
+    arguments), a device-to-host sync in every MoE layer (Megatron-Core MoE README, 'dropless';
+    Megatron-LM docs/discussions/deepseek-v3-gb200-optimization sec. 3.1: 'eliminate the
+    device-host sync in the MoE model (its purpose is to get the tokens per expert information)').
+    Padded to capacity (static shapes) there is none."""
+    return m.moe is not None and not sw.moe_pad_expert_input_to_capacity
+
+
+def synced_host_exposed_s(host_s_per_mb, bwd_host_frac, fwd_gpu_s, bwd_gpu_s, num_mb):
+    """``host_exposed_s`` when the host syncs with the GPU in every forward: the forward's host work
+    cannot run ahead into the backward's GPU time, so each pass exposes its own excess:
+    m * (max(0, H_f - G_f) + max(0, H_b - G_b)) >= m * max(0, H - G)."""
+    h = np.asarray(host_s_per_mb, dtype=float)
+    h_f, h_b = (1.0 - bwd_host_frac) * h, bwd_host_frac * h
+    return np.asarray(num_mb) * (np.maximum(0.0, h_f - np.asarray(fwd_gpu_s))
+                                 + np.maximum(0.0, h_b - np.asarray(bwd_gpu_s)))
 
 
 def fixed_step_s(allreduce_latency_s):

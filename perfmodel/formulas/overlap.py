@@ -32,6 +32,8 @@ window per extra kind).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from perfmodel.spec.software import Overlap
@@ -54,3 +56,20 @@ def tp_phi(overlap: Overlap, tp):
         return np.full(np.shape(tp), overlap.tp, dtype=float)
     tp = np.asarray(tp, dtype=float)
     return (tp - 1.0) / tp
+
+
+def reserved_sm_scale(num_sms: int, reserved_sms: int) -> float:
+    """How much longer compute takes on the SMs a framework leaves it when it reserves
+    ``reserved_sms`` for communication (``SoftwareStack.moe_comm_reserved_sms``): num_sms /
+    (num_sms - reserved). Work spread over fewer SMs takes proportionally longer."""
+    if not 0 <= reserved_sms < num_sms:
+        raise ValueError(f"software.moe_comm_reserved_sms({reserved_sms}) must be below the GPU's num_sms({num_sms})")
+    return num_sms / (num_sms - reserved_sms)
+
+
+def on_fewer_sms(times: tuple, scale: float) -> tuple:
+    """Operation times (``perfmodel.formulas.compute.OpTime``) stretched by ``reserved_sm_scale``."""
+    if scale == 1.0:
+        return times
+    fields = ("fwd_s", "bwd_s", "wgrad_s", "cast_fwd_s", "cast_bwd_s")
+    return tuple(replace(t, **{f: scale * getattr(t, f) for f in fields}) for t in times)

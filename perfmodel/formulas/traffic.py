@@ -33,10 +33,11 @@ from perfmodel.formulas.comm import Collective, group_domains, group_time_s, p2p
 from perfmodel.formulas.compute import memory_time_s, moe_tokens, tokens_per_microbatch
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.model_states import GRAD_16BIT_BYTES, GRAD_FP32_BYTES
+from perfmodel.formulas.moe_kernels import flex_layer_s
 from perfmodel.formulas.workload import ACT_BYTES, LayerKind, routed_load
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.hardware import HardwareSpec
-from perfmodel.spec.model import ModelSpec
+from perfmodel.spec.model import ModelSpec, MoeSpec
 from perfmodel.spec.software import SoftwareStack
 
 PARAM_BYTES = 2
@@ -115,6 +116,11 @@ CP_BWD_OVER_FWD = 2
 """Backward ring sends K, V and their gradients: twice the forward traffic."""
 
 
+FP8_DISPATCH_BYTES_PER_ELEMENT = 1 + 4 / 128
+"""An FP8 element and its share of a 4-byte scale per 128 elements (``SoftwareStack.moe_dispatch_fp8``;
+DeepSeek-V3 report sec. 3.3.2: 1 x 128 activation tiles, one scale each)."""
+
+
 def remote_domains_per_token(num_experts: int, top_k: int, n_domains):
     """Expected number of other scale-up domains holding at least one of a token's top-k
     experts, for n_domains domains of num_experts / n_domains experts each and routing
@@ -133,6 +139,20 @@ def remote_domains_per_token(num_experts: int, top_k: int, n_domains):
     return (n_dom - 1.0) * (1.0 - p_none)
 
 
+def routed_remote_domains(moe: MoeSpec, n_domains):
+    """``remote_domains_per_token`` under the router's group limit (``MoeSpec.router_num_groups``):
+    a token reaches at most the domains of its router_group_topk groups, each group spanning
+    max(1, n_domains / groups) domains, each of which is another domain than the token's own
+    with probability (n_domains - 1) / n_domains (DeepSeek-V3 report sec. 2.1.2: at most M = 4
+    nodes per token)."""
+    uniform = remote_domains_per_token(moe.num_experts, moe.top_k, n_domains)
+    if moe.router_num_groups is None:
+        return uniform
+    n_dom = np.asarray(n_domains, dtype=float)
+    reach = np.minimum(moe.router_group_topk * np.maximum(1.0, n_dom / moe.router_num_groups), n_dom)
+    return np.minimum(uniform, reach * (n_dom - 1.0) / n_dom)
+
+
 def ep_layer_s(model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpec, eff: Efficiencies,
                sw: SoftwareStack):
     """Dispatch + combine of one MoE layer in one direction.
@@ -143,15 +163,24 @@ def ep_layer_s(model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpec, e
     github deepseek-ai/DeepEP, internode kernels; NVIDIA HybridEP; Megatron-Core
     MoEFlexTokenDispatcher) sends a token across the network at most once per destination
     domain and fans it out over NVLink there; combine reduces inside the domain first and
-    returns one copy. Inside one domain both are the same all-to-all."""
-    E, k = model.moe.num_experts, model.moe.top_k
+    returns one copy. Inside one domain both are the same all-to-all, except where the flex
+    backend's kernels were measured on this GPU at this EP size: they run at their measured
+    bandwidth (``perfmodel.formulas.moe_kernels.flex_layer_s``)."""
+    k = model.moe.top_k
     copy = moe_tokens(layouts, seq) * model.hidden_size * ACT_BYTES * routed_load(sw)
+    dispatch_share = FP8_DISPATCH_BYTES_PER_ELEMENT / ACT_BYTES if sw.moe_dispatch_fp8 else 1.0
     network = None
     if sw.moe_dispatcher == "flex":
         _, n_out = group_domains(layouts.ep, layouts.etp, hw.scale_up.domain_size)
-        network = copy * remote_domains_per_token(E, k, n_out)
-    one = group_time_s(Collective.ALL_TO_ALL, copy * k, layouts.ep, layouts.etp, hw, eff, network)
-    return 2 * one
+        network = copy * routed_remote_domains(model.moe, n_out)
+    dispatch, combine = (group_time_s(Collective.ALL_TO_ALL, share * copy * k, layouts.ep, layouts.etp, hw, eff,
+                                      None if network is None else share * network)
+                         for share in (dispatch_share, 1.0))
+    if sw.moe_dispatcher != "flex":
+        return dispatch + combine
+    kernels_s, measured = flex_layer_s(model, moe_tokens(layouts, seq), layouts.ep, layouts.etp, routed_load(sw),
+                                       hw, sw, FP8_DISPATCH_BYTES_PER_ELEMENT)
+    return np.where(measured, kernels_s, dispatch + combine)
 
 
 def pp_transfer_s(model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpec, eff: Efficiencies):

@@ -62,6 +62,13 @@ class MoeSpec(_Frozen):
     ``(j + 1) % interleave_step == 0`` and a dense-MLP layer otherwise: 1 = every layer MoE,
     2 = dense and MoE alternate (Llama 4 Maverick: transformers' interleave_moe_layer_step,
     Megatron-Core moe_layer_freq [0, 1] * 24; Qwen-MoE's decoder_sparse_step counts the same way)."""
+    router_num_groups: int_field(MAX_NUM_EXPERTS) | None = None
+    """Group-limited routing: the experts split into this many equal groups of consecutive
+    experts, and a token picks its top-k among the ``router_group_topk`` best groups only
+    (DeepSeek-V3 report sec. 2.1.2, node-limited routing, M = 4 of 8 nodes; HF config ``n_group``;
+    Megatron-Core ``--moe-router-num-groups``). null = routing over all experts."""
+    router_group_topk: int_field(MAX_NUM_EXPERTS) | None = None
+    """Groups a token may route to (HF ``topk_group``; Megatron-Core ``--moe-router-group-topk``)."""
 
     @model_validator(mode="after")
     def _check(self) -> "MoeSpec":
@@ -69,6 +76,17 @@ class MoeSpec(_Frozen):
             raise ValueError(
                 f"top_k({self.top_k}) exceeds num_experts({self.num_experts})"
             )
+        g, gk = self.router_num_groups, self.router_group_topk
+        if (g is None) != (gk is None):
+            raise ValueError("router_num_groups and router_group_topk come together (group-limited routing)")
+        if g is not None:
+            if self.num_experts % g:
+                raise ValueError(f"router_num_groups({g}) does not divide num_experts({self.num_experts})")
+            if gk > g:
+                raise ValueError(f"router_group_topk({gk}) exceeds router_num_groups({g})")
+            if self.top_k > gk * (self.num_experts // g):
+                raise ValueError(f"top_k({self.top_k}) exceeds the experts of router_group_topk({gk}) groups "
+                                 f"of {self.num_experts // g}")
         return self
 
 

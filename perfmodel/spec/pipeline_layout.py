@@ -92,6 +92,16 @@ def validate(stages: tuple[str, ...], num_layers: int, mtp_layers: int) -> None:
         raise InputError(FIELD, "decoder layers t must come before the MTP modules m")
 
 
+def mirrored(load: RankLoad) -> RankLoad:
+    """A layout's load per rank under DualPipe, which runs stage r of one direction and stage
+    pp - 1 - r of the other on rank r, each for half the micro-batches (deepseek-ai/DualPipe;
+    DeepSeek-V3 report sec. 3.2.1): per micro-batch, the mean of the two stages. The rank holds
+    both stages' parameters (``perfmodel.formulas.pipeline.parameter_copies``: twice the mean)."""
+    def mean(x):
+        return (x + x[::-1]) / 2.0
+    return RankLoad(decoder=mean(load.decoder), mtp=mean(load.mtp), loss=mean(load.loss), leading=mean(load.leading))
+
+
 def rank_load(stages: tuple[str, ...], pp: int, num_leading: int = 0) -> RankLoad:
     """Per-rank sums over the rank's virtual stages k, k + pp, k + 2 pp, ..."""
     rank = np.arange(len(stages)) % pp

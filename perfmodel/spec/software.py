@@ -30,14 +30,17 @@ from perfmodel.spec.limits import (
 )
 from perfmodel.spec.stacks import list_stacks, stack_options, unknown_stack_reason
 
-AttentionBackend = Literal["flash", "cudnn", "unfused"]
+AttentionBackend = Literal["flash", "cudnn", "fa3", "unfused"]
 MoeDispatcher = Literal["alltoall", "flex"]
+MoeFlexBackend = Literal["deepep", "hybridep"]
 ElementwiseKernels = Literal["fused", "eager"]
 SelectiveRecompute = Literal["core_attn", "op_sac", "save_qkv_proj"]
 RecomputeModule = Literal["core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp", "moe", "shared_experts"]
 CrossEntropy = Literal["fused", "eager_fp32"]
 OptimizerKernels = Literal["fused", "foreach"]
 Fp8Casts = Literal["separate", "fused"]
+OptimizerMoments = Literal["fp32", "bf16"]
+Fp8Scaling = Literal["tensorwise", "blockwise"]
 ATTENTION_BACKEND_CHOICES: tuple[str, ...] = get_args(AttentionBackend)
 MOE_DISPATCHER_CHOICES: tuple[str, ...] = get_args(MoeDispatcher)
 ELEMENTWISE_KERNELS_CHOICES: tuple[str, ...] = get_args(ElementwiseKernels)
@@ -46,6 +49,8 @@ RECOMPUTE_MODULE_CHOICES: tuple[str, ...] = get_args(RecomputeModule)
 CROSS_ENTROPY_CHOICES: tuple[str, ...] = get_args(CrossEntropy)
 OPTIMIZER_KERNELS_CHOICES: tuple[str, ...] = get_args(OptimizerKernels)
 FP8_CASTS_CHOICES: tuple[str, ...] = get_args(Fp8Casts)
+OPTIMIZER_MOMENTS_CHOICES: tuple[str, ...] = get_args(OptimizerMoments)
+FP8_SCALING_CHOICES: tuple[str, ...] = get_args(Fp8Scaling)
 
 NAMED_POLICIES = ("op_sac", "save_qkv_proj")
 """Selective policies of other frameworks, each a whole policy rather than a module list."""
@@ -62,6 +67,8 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+MAX_RESERVED_SMS = 1024
+"""More SMs than any GPU of the catalogue has (the count is checked against the GPU's own)."""
 Phi = real_field(1.0, 0.0, exclusive_minimum=False)
 """An overlap fraction in [0, 1]."""
 
@@ -125,7 +132,14 @@ class SoftwareStack(_Frozen):
     cuDNN; they keep ``flash`` as a stand-in chosen from their published runs, which at cuDNN's
     curve come out 25-43% fast: they lose time beside their attention that the model does not
     name (docs/calibration.md, 'Attention inside a step'). A stack whose own recipe names cuDNN
-    (MaxText's ``attention=cudnn_flash_te``) runs ``cudnn``."""
+    (MaxText's ``attention=cudnn_flash_te``) runs ``cudnn``. fa3 = FlashAttention-3 (Shah et al.
+    2024, arXiv 2407.08608), the Hopper kernels of DeepSeek's trace (``flash::FlashAttnBwd``,
+    ``flash::compute_attn_ws``); like cuDNN's it is a warp-specialised TMA/WGMMA kernel, within 5%
+    of cuDNN at 4k tokens in the FA3 paper's own H100 benchmark (fig. 5, forward, head dim 128: 638
+    against 609 TFLOP/s), and with no FA3 measurement in calibration/ it runs at cuDNN's measured
+    curve (``Efficiencies.attention_cudnn``): at 4k tokens and DeepSeek-V3's head dims that curve gives 481 TFLOP/s
+    forward and 403 backward on an H100-class GPU, where the trace's FA3 kernels reach 555 and
+    404 (calibration/data/deepseek_v3_train_trace.yaml)."""
     attention_dropout: StrictBool = False
     """Dropout on the attention probabilities. Unfused attention runs it as a kernel of its own
     after the fused scale-mask-softmax (Megatron-LM v2 megatron/model/transformer.py
@@ -159,6 +173,15 @@ class SoftwareStack(_Frozen):
     destination domain and fans out over NVLink. Across scale-up domains they differ in
     network bytes; inside one they send the same all-to-all, and only alltoall sorts tokens
     by local expert after it. Ignored for dense models."""
+    moe_flex_backend: MoeFlexBackend = "deepep"
+    """The flex dispatcher's kernels (--moe-flex-dispatcher-backend; Megatron-Core's default deepep).
+    Inside one NVLink domain, on GPUs where they were benchmarked, dispatch and combine run at the
+    backend's measured algorithm bandwidth (``perfmodel.formulas.moe_kernels``)."""
+    moe_flex_num_sms: int_field(MAX_RESERVED_SMS) = 20
+    """SMs the flex dispatcher's kernels run on (--moe-flex-dispatcher-num-sms, formerly
+    --moe-deepep-num-sms and --moe-hybridep-num-sms; DeepEP's historical default 20, Megatron-Core
+    transformer_config.py). It picks the measured bandwidth; it does not reserve SMs from compute
+    (that is ``moe_comm_reserved_sms``)."""
     moe_router_fusion: StrictBool = False
     """The router's score function, top-k and auxiliary-loss arithmetic in fused kernels
     (Megatron-Core --moe-router-fusion, core_r0.14, Transformer Engine PR 1883): 31 kernels per
@@ -209,6 +232,14 @@ class SoftwareStack(_Frozen):
     tensor, which writes the 8-bit copy and its transpose, 2 bytes per element (XLA with
     flax's delayed-scaling ``Fp8DotGeneralOp``, as MaxText's ``quantization: fp8`` runs;
     ``perfmodel.formulas.compute.FP8_CAST_BYTES_PER_ELEMENT``)."""
+    fp8_scaling: Fp8Scaling = "tensorwise"
+    """How an fp8 GEMM scales its inputs: tensorwise = one scale per tensor (Transformer Engine's
+    delayed and current scaling), the ``gemm.fp8`` curve with fast accumulation in the forward;
+    blockwise = a scale per 1 x 128 activation tile and 128 x 128 weight block, the partial sums
+    promoted to FP32 on CUDA cores (DeepSeek-V3 report, arXiv 2412.19437, sec. 3.3.2), at the
+    ``gemm.fp8_blockwise`` curve where the GPU has one (Hopper: DeepSeek's CUTLASS 3.6 kernels,
+    fitted to DeepGEMM's published H800 table by calibration/blockwise_fp8.py), else the fp8 curve
+    without fast accumulation. fp8 runs only (``perfmodel.formulas.compute.gemm_curve``)."""
     cuda_graphs: StrictBool = False
     """Each transformer layer's forward and backward replay as captured CUDA graphs, so the host
     launches a graph per layer and pass instead of dispatching every operation (Megatron-Core
@@ -224,6 +255,46 @@ class SoftwareStack(_Frozen):
     torch.optim.AdamW(fused=True)), 30 bytes per parameter; foreach = PyTorch's default
     multi-tensor AdamW, one pass per elementwise op, 84 bytes per parameter
     (``perfmodel.formulas.overheads.FOREACH_ADAMW_BYTES_PER_PARAM``)."""
+    optimizer_moments: OptimizerMoments = "fp32"
+    """Dtype of Adam's two moments (m, v): fp32 = Megatron-Core's default; bf16 = 2 bytes each
+    beside the fp32 master weight, as Megatron-Core's ``--use-precision-aware-optimizer`` with
+    ``--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16`` keeps them (megatron/training/arguments.py,
+    core_r0.12+) and DeepSeek-V3 trained (arXiv 2412.19437 sec. 3.3.3, 'Low-Precision Optimizer
+    States'). Optimizer states 8 bytes per parameter instead of 12
+    (``perfmodel.formulas.model_states.stack_state_bytes_per_param``), and the optimizer step
+    moves 8 bytes fewer (``perfmodel.formulas.overheads.optimizer_bytes_per_param``)."""
+    moe_fp8_activation_cache: StrictBool = False
+    """The SwiGLU inputs of the experts (routed and shared) kept for the backward in FP8, 1 byte
+    per element instead of 2 (DeepSeek-V3 report, arXiv 2412.19437, sec. 3.3.2, 'Low-Precision
+    Storage and Communication': 'we cache the inputs of the SwiGLU operator and recompute its
+    output in the backward pass. These activations are also stored in FP8 with our fine-grained
+    quantization method'). Recomputing the SwiGLU output is the ``moe_act`` recompute module.
+    Default off: Megatron-Core keeps them 16-bit. Ignored for dense models
+    (``perfmodel.formulas.activations``)."""
+    moe_dispatch_fp8: StrictBool = False
+    """Tokens dispatched to the experts in FP8 with a 4-byte scale per 128 elements, 1 + 4/128
+    bytes per element instead of 2; the combine stays 16-bit (DeepSeek-V3 report, arXiv
+    2412.19437, sec. 3.3.2, 'Low-Precision Communication'; DeepEP's dispatch takes FP8 tokens with
+    their scales, deepseek-ai/DeepEP README). Default off. Ignored for dense models
+    (``perfmodel.formulas.traffic.ep_layer_s``)."""
+    moe_comm_reserved_sms: int_field(MAX_RESERVED_SMS, minimum=0) = 0
+    """SMs the framework keeps for its expert-parallel communication kernels for the whole step:
+    its compute kernels are launched on the others only, so every layer computes at
+    (num_sms - reserved) / num_sms of its rate, and the dispatch and combine beside it slow it
+    no further (``perfmodel.formulas.overlap.reserved_sm_scale``). DeepSeek-V3 report sec. 3.2.2:
+    20 of the H800's 132 SMs run the all-to-alls (DeepEP ``Buffer.set_num_sms``); in
+    deepseek-ai/profile-data train.json the persistent GEMM kernels run grids of 112 blocks.
+    0 = none reserved: the collectives share the SMs while they run
+    (``Efficiencies.overlap_compute_slowdown``), as Megatron-Core's cuBLAS GEMMs beside DeepEP do."""
+    moe_probs_in_activation: StrictBool = False
+    """The router probabilities travel with the dispatched tokens and multiply the experts' SwiGLU
+    output (a weighted SwiGLU), so the combine sums unweighted copies and the probabilities'
+    gradient needs only the SwiGLU output, not the h-wide expert output: that tensor is not kept
+    for the backward (Megatron-Core megatron/core/transformer/moe/experts.py, TEGroupedMLP with
+    ``weighted_bias_swiglu_impl`` on ``permuted_probs``; DeepEP's dispatch returns the top-k
+    weights beside the received tokens, deepseek-ai/DeepEP README). Default off: the older
+    Megatron-Core unpermute multiplies each expert output by its probability and keeps it
+    (moe_utils.unpermute, core_r0.13). Ignored for dense models (``perfmodel.formulas.activations``)."""
     selective_recompute: SelectiveRecompute | Annotated[tuple[RecomputeModule, ...], Field(
         max_length=len(RECOMPUTE_MODULE_CHOICES))] = "core_attn"
     """What ``recompute: selective`` recomputes (unused for none and full, but always checked

@@ -35,6 +35,10 @@ CITED = {
                                 "grad_reduce_in_fp32": False, "overlap.fsdp": 0.0, "optimizer_kernels": "foreach"},
     "pytorch-eager": {"elementwise_kernels": "eager", "cross_entropy": "eager_fp32", "grad_reduce_in_fp32": True,
                       "overlap.dp": 1.0, "optimizer_kernels": "foreach"},
+    "deepseek-v3": {"moe_dispatcher": "flex", "moe_dispatch_fp8": True, "moe_comm_reserved_sms": 20,
+                    "moe_probs_in_activation": True, "moe_fp8_activation_cache": True, "optimizer_moments": "bf16",
+                    "selective_recompute": ["layernorm", "mla_up_proj", "moe_act"], "grad_reduce_in_fp32": True,
+                    "fp8_scaling": "blockwise", "attention_backend": "fa3"},
 }
 """What each preset's sources say, option by option (the sources are in stacks.yaml):
 Megatron-LM v2 train_step all-reduces after the backward and waits on every pipeline transfer;

@@ -117,7 +117,7 @@ def test_unfused_attention_is_slower_and_stores_the_scores():
 def test_unknown_attention_backend_is_a_one_line_input_error():
     with pytest.raises(InputError) as err:
         scenario(attention_backend="xformers")
-    assert "attention_backend: Input should be 'flash', 'cudnn' or 'unfused'" in str(err.value)
+    assert "attention_backend: Input should be 'flash', 'cudnn', 'fa3' or 'unfused'" in str(err.value)
     assert "\n" not in str(err.value)
 
 
