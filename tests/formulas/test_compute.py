@@ -17,6 +17,8 @@ from perfmodel.formulas.layouts import layouts_from_arrays
 from perfmodel.formulas.workload import LayerKind, OpKind, layer_ops
 from perfmodel.spec.hardware import load_hardware
 from perfmodel.spec.model import ModelSpec
+from perfmodel.spec.errors import InputError
+from perfmodel.spec.scenario import parse_scenario
 from perfmodel.spec.software import SoftwareStack
 
 H100 = load_hardware("h100-sxm")
@@ -351,3 +353,8 @@ def test_a_transformer_engine_module_cheaper_than_a_torch_op_is_one_line():
     with pytest.raises(ValueError) as err:
         SoftwareStack(te_module_host_ops=0.5)
     assert "te_module_host_ops" in str(err.value) and "greater than or equal to 1" in str(err.value)
+    job = {"name": "j", "hardware": "h100-sxm", "num_gpus": 8, "model": "llama3-8b", "seq_length": 4096,
+           "global_batch_size": 16, "software": {"te_module_host_ops": 0.2}}
+    with pytest.raises(InputError) as err:
+        parse_scenario(job)
+    assert str(err.value) == "scenario: software.te_module_host_ops: Input should be greater than or equal to 1"
