@@ -24,7 +24,9 @@ NeMo Framework Performance Summary - NeMo 24.07        megatron-core            
 NeMo Framework Performance Summary - NeMo 25.0x        nemo-perf                 NeMo 2 performance recipes
 NeMo Long Sequence Performance, NeMo 24.03.01 tables   megatron-core             NeMo 1 container
 NeMo Long Sequence Performance, NeMo 25.04 tables      nemo-perf                 NeMo 2 container
-NeMo Megatron-Bridge Performance Summary (any)         megatron-bridge-perf      scripts/performance recipes
+NeMo Megatron-Bridge Performance Summary - 25.09,      megatron-bridge-25.09,    scripts/performance recipes,
+  25.11, 26.04.01, 26.06 containers                    -25.11, -26.04, -26.06    with the container's TE release
+NeMo Megatron-Bridge Performance Summary (other)       megatron-bridge-perf      scripts/performance recipes
 DGX Cloud Benchmarking recipes, MaxText/JAX tables     maxtext                   maxtext/ recipe
 DGX Cloud Benchmarking recipes, other tables           nemo-perf                 NeMo performance configs
                                                                                  (v25.03 NeMo 1, v25.05 NeMo 2)
@@ -55,6 +57,10 @@ STACK_RULES: tuple[tuple[str, str, str], ...] = (
     ("NVIDIA NeMo Framework Performance Summary - NeMo 25.", "", "nemo-perf"),
     ("NVIDIA NeMo Long Sequence Performance", "source:NeMo 24.03", "megatron-core"),
     ("NVIDIA NeMo Long Sequence Performance", "source:NeMo 25.04", "nemo-perf"),
+    ("NVIDIA NeMo Megatron-Bridge Performance Summary - 25.09 ", "", "megatron-bridge-25.09"),
+    ("NVIDIA NeMo Megatron-Bridge Performance Summary - 25.11 ", "", "megatron-bridge-25.11"),
+    ("NVIDIA NeMo Megatron-Bridge Performance Summary - 26.04", "", "megatron-bridge-26.04"),
+    ("NVIDIA NeMo Megatron-Bridge Performance Summary - 26.06 ", "", "megatron-bridge-26.06"),
     ("NVIDIA NeMo Megatron-Bridge Performance Summary", "", "megatron-bridge-perf"),
     ("NVIDIA DGX Cloud Benchmarking recipes", "source:MaxText/JAX", "maxtext"),
     ("NVIDIA DGX Cloud Benchmarking recipes", "", "nemo-perf"),

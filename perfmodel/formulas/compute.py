@@ -219,7 +219,7 @@ class OpTime:
     fwd_bytes: np.ndarray
     fwd_memory_bound: np.ndarray
     """True where the forward kernel sits under the memory roof (HBM time > math time)."""
-    host_ops_fwd: int
+    host_ops_fwd: float
     """Framework-level operations the host dispatches in the forward (autograd issues about
     twice as many in the backward)."""
     extra_launches: np.ndarray
@@ -279,7 +279,7 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
                + wgrad)
         bpe = BYTES_PER_ELEMENT[prec]
         fwd_bytes = sh.count * bpe * (sh.m * sh.k + sh.k * sh.n + sh.m * sh.n)
-        host_ops = 1
+        host_ops = sw.te_module_host_ops
         extra = (sh.count - 1) * GEMMS_PER_LINEAR_FWD_BWD
         cast_f = cast_b = 0.0
         if prec in LOW_PRECISION:
@@ -289,7 +289,7 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
             cast_f, cast_b = memory_time_s(cast_fwd, hw, eff), memory_time_s(cast_bwd, hw, eff)
             fwd = fwd + cast_f
             bwd = bwd + cast_b
-            host_ops = 2
+            host_ops = host_ops + 1
         flop = 2.0 * sh.m * sh.n * sh.k * sh.count
         t_math, t_mem = gemm_roofline_s(sh.m, sh.n, sh.k, sh.count, curve, hw, eff, fast_accum=True)
         return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, t_mem > t_math, host_ops, extra, wgrad,
@@ -345,7 +345,7 @@ class BlockTime:
     attn_bwd_s: np.ndarray
     mem_fwd_s: np.ndarray
     mem_bwd_s: np.ndarray
-    host_ops: int
+    host_ops: float
     """Host dispatches, forward + backward."""
     extra_launches: np.ndarray
     ops: tuple[OpTime, ...]

@@ -249,6 +249,13 @@ class SoftwareStack(_Frozen):
     A MoE layer is a graph whole only with ``moe_pad_expert_input_to_capacity`` (static shapes, as
     the recipes that graph MoE models set through token drop); dropless, its attention part is
     graphed and the router, permutations and experts stay eager. Default false, Megatron-Core's."""
+    te_module_host_ops: real_field(10.0, 1.0, exclusive_minimum=False) = 1.0
+    """Host cost of one Transformer Engine GEMM module call (Linear, GroupedLinear) in eager
+    framework operations (``Efficiencies.host_op_overhead_s``). TransformerEngine issue #2053
+    (2025-08, BF16 Linear forward, h 2048, 8192 tokens): 99.66 us of CPU time per TE Linear against
+    37.08 per torch.nn.Linear on GB200 (2.69x; GH200 90.53 against 33.17), before TE's CPU-overhead
+    work (PRs #2377 and #2400, TE 2.10; #2439, 2.13; #2559, 2.14). Default 1, a TE module as cheap
+    as a torch op, as TE issue #2126 reports from 2026-01 on (``perfmodel.formulas.compute``)."""
     optimizer_kernels: OptimizerKernels = "fused"
     """How the Adam step runs: fused = one pass over gradient, master weight and states (apex /
     Transformer Engine FusedAdam under Megatron-Core's distributed optimizer,

@@ -17,6 +17,9 @@ from perfmodel.formulas.layouts import layouts_from_arrays
 from perfmodel.formulas.workload import LayerKind, OpKind, layer_ops
 from perfmodel.spec.hardware import load_hardware
 from perfmodel.spec.model import ModelSpec
+from perfmodel.spec.errors import InputError
+from perfmodel.spec.scenario import parse_scenario
+from perfmodel.spec.software import SoftwareStack
 
 H100 = load_hardware("h100-sxm")
 
@@ -319,3 +322,39 @@ def test_cuda_graphs_replace_a_layers_host_dispatches_by_hand():
     assert float(moe.extra_launches[0]) == sum(float(t.extra_launches[0]) for t in left)
     padded = block(LayerKind.MOE, cuda_graphs=True, moe_expert_capacity_factor=1.0, moe_pad_expert_input_to_capacity=True)
     assert padded.host_ops == 2 and float(padded.extra_launches[0]) == 0.0
+
+
+def test_a_transformer_engine_module_costs_the_host_its_measured_ratio_by_hand():
+    """te_module_host_ops r: each GEMM module call costs the host r eager operations instead of 1
+    (TE issue #2053: 99.66 us per TE Linear against 37.08 per torch.nn.Linear, r = 2.69); a
+    low-precision GEMM's cast stays one more. The GPU time does not change. Elementwise and
+    attention operations keep their counts."""
+    m = ModelSpec(num_layers=2, hidden_size=4096, num_attention_heads=32, num_query_groups=8, ffn_hidden_size=14336,
+                  vocab_size=32000)
+    L = _layouts(mbs=1)
+
+    def block(precision, **options):
+        return block_time(layer_ops(m, LayerKind.DENSE, sw(**options)), m, L, 4096, precision, H100, H100.efficiency,
+                          sw(**options))
+
+    for precision, cast_ops in (("bf16", 0), ("fp8", 1)):
+        base, te = block(precision), block(precision, te_module_host_ops=2.69)
+        for a, b in zip(base.ops, te.ops):
+            if a.kind is OpKind.GEMM:
+                assert a.host_ops_fwd == 1 + cast_ops and b.host_ops_fwd == pytest.approx(2.69 + cast_ops)
+            else:
+                assert a.host_ops_fwd == b.host_ops_fwd
+        num_gemms = sum(t.kind is OpKind.GEMM for t in base.ops)
+        assert te.host_ops == pytest.approx(base.host_ops + (1 + BACKWARD_HOST_OPS_OVER_FORWARD) * 1.69 * num_gemms)
+        assert float(te.fwd_s[0]) == float(base.fwd_s[0]) and float(te.bwd_s[0]) == float(base.bwd_s[0])
+
+
+def test_a_transformer_engine_module_cheaper_than_a_torch_op_is_one_line():
+    with pytest.raises(ValueError) as err:
+        SoftwareStack(te_module_host_ops=0.5)
+    assert "te_module_host_ops" in str(err.value) and "greater than or equal to 1" in str(err.value)
+    job = {"name": "j", "hardware": "h100-sxm", "num_gpus": 8, "model": "llama3-8b", "seq_length": 4096,
+           "global_batch_size": 16, "software": {"te_module_host_ops": 0.2}}
+    with pytest.raises(InputError) as err:
+        parse_scenario(job)
+    assert str(err.value) == "scenario: software.te_module_host_ops: Input should be greater than or equal to 1"
