@@ -363,10 +363,13 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
     world_latency = comm.scale_out_fabric(hw, eff).latency_s * np.ceil(np.log2(max(c.num_gpus, 2)))
     # Dropless MoE syncs the host with the GPU in every MoE layer's forward (token counts to the
     # host), so the host cannot run ahead from one pass into the next (perfmodel.formulas.overheads).
+    # Each pass's window is its GPU work with the communication it waits on (the host dispatches
+    # meanwhile): the forward, its exposed TP/CP/EP traffic and its share of the ZeRO-3 collectives.
     synced = overheads.host_syncs_per_pass(m, sw)
-    fwd_gpu = sum(b.fwd_s * w for b, w in blocks) * layers_per_stage
-    bd["overheads"] = (np.where(synced, overheads.synced_host_exposed_s(host_s_per_mb, bwd_host_frac, fwd_gpu,
-                                                                        t_max - fwd_gpu, num_mb),
+    fwd_window = np.minimum(t_max, layers_per_stage * sum(
+        (lt.fwd_pass_s + traffic.ZERO3_FORWARD_SHARE * lt.fsdp_s) * w for lt, w in layers))
+    bd["overheads"] = (np.where(synced, overheads.synced_host_exposed_s(host_s_per_mb, bwd_host_frac, fwd_window,
+                                                                        t_max - fwd_window, num_mb),
                                 overheads.host_exposed_s(host_s_per_mb, t_max, num_mb))
                        + overheads.fixed_step_s(world_latency) * np.ones(len(L)))
     busy = sum(bd.values())

@@ -191,6 +191,12 @@ def pp_transfer_s(model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpec
     return np.where(layouts.pp > 1, p2p_time_s(size, crosses, layouts.tp * layouts.cp * layouts.dp, hw, eff), 0.0)
 
 
+ZERO3_FORWARD_SHARE = 1.0 / 3.0
+"""Of the three ZeRO-3 collectives per unit and micro-batch (``dp_traffic``: the forward's parameter
+all-gather, the backward's all-gather and its gradient reduce-scatter; Rajbhandari et al. 2020,
+sec. 7.2.2, 3 Psi per step), the share the forward runs."""
+
+
 @dataclass(frozen=True)
 class DpTraffic:
     grad_sync_s: np.ndarray
