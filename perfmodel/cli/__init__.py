@@ -35,17 +35,26 @@ def _external_commands() -> dict:
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name not in CORE_COMMANDS}
 
 
-def build_parser(with_external: bool = True) -> argparse.ArgumentParser:
+OBSERVED_RUN_COMMANDS = ("diagnose", "sensitivity", "read-log")
+"""The commands of ``perfmodel.cli.diagnose``, whose imports (the sensitivity study) no other
+command needs."""
+
+
+def build_parser(with_external: bool = True, command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every command; ``with_external``: also list the commands other packages
-    register (reading the installed packages' entry points takes longer than a prediction)."""
-    from perfmodel.cli import diagnose, job, studies, tools
+    register (reading the installed packages' entry points takes longer than a prediction);
+    ``command``: a core command about to run, so that the observed-run commands are left out
+    unless it is one of them."""
+    from perfmodel.cli import job, studies, tools
 
     ap = _OneLineParser(prog="perfmodel", description="Analytical performance and cost model of distributed AI training.")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
     job.register(sub)
     studies.register(sub)
     tools.register(sub)
-    diagnose.register(sub)
+    if command is None or command in OBSERVED_RUN_COMMANDS:
+        from perfmodel.cli import diagnose
+        diagnose.register(sub)
     for name, ep in sorted(_external_commands().items()) if with_external else ():
         sub.add_parser(name, help=f"from {ep.value.split(':')[0]} (perfmodel {name} -h)", add_help=False)
     return ap
@@ -79,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     if external is not None:
         return _run(lambda: external.load()(argv[1:]))
     core = bool(argv) and argv[0] in CORE_COMMANDS and not {"-h", "--help"} & set(argv[1:])
-    args = build_parser(with_external=not core).parse_args(argv)
+    args = build_parser(with_external=not core, command=argv[0] if core else None).parse_args(argv)
     return _run(lambda: args.func(args))
 
 
