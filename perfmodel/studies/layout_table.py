@@ -214,7 +214,11 @@ def table_of(base: Scenario, ev: Evaluation, rows: np.ndarray, group: int, posit
     n = len(rows)
 
     def each(value, dtype):
-        return np.full(n, value, dtype=dtype)
+        """``value`` in every row (``fill``: np.full first converts a string or a model to an
+        array, 10x slower for an object column)."""
+        out = np.empty(n, dtype=dtype)
+        out.fill(value)
+        return out
 
     job = ev.job
     return LayoutTable(
