@@ -9,17 +9,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from perfmodel.engine.enumerate import enumerate_layouts, keep
 from perfmodel.engine.evaluate import COMPONENTS, evaluate
+from perfmodel.engine.job import bind
 from perfmodel.engine.prediction import measure
-from perfmodel.engine.rules import resolve
+from perfmodel.engine.rules import layout_rule_fields, layout_violations, resolve
 from perfmodel.formulas.comm import FEW_ROWS
 from perfmodel.formulas.distinct import MIN_ROWS
-from perfmodel.formulas.layouts import Layouts
+from perfmodel.formulas.layouts import Layouts, layouts_from_arrays
 from perfmodel.formulas.memory import COMPONENTS as MEMORY_COMPONENTS
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.profile import AUTO, efficiencies_for
-from perfmodel.spec.scenario import hardware_of, parse_scenario
-from perfmodel.studies.search import SearchOptions, search
+from perfmodel.spec.scenario import hardware_of, model_of, parse_scenario
+from perfmodel.studies.search import SearchOptions, bounds_for, search
 from perfmodel.studies.validation import load_cases
 
 CASES = Path(__file__).resolve().parents[2] / "perfmodel" / "data" / "published_runs.yaml"
@@ -108,3 +110,41 @@ def test_random_layouts_alone_equal_them_among_many(model, kw, options):
         _assert_rows_equal(one, many, at)
         checked += 1
     assert checked >= 10
+
+
+def _valid_layouts(s) -> Layouts:
+    """Every layout of the search's enumeration that passes the rules."""
+    m, hw = model_of(s), hardware_of(s)
+    c = enumerate_layouts(m, hw, s.num_gpus, s.global_batch_size, s.seq_length, bounds_for(s, SearchOptions()))
+    ok = layout_violations(m, hw, s.seq_length, s.global_batch_size, s.num_gpus, s.precision, tp=c["tp"], pp=c["pp"],
+                           vpp=c["vpp"], cp=c["cp"], ep=c["ep"], etp=c["etp"], sp=c["sp"], micro_batch_size=c["mbs"],
+                           schedule=c["schedule"], **layout_rule_fields(s)).ok
+    c = keep(c, ok)
+    dp = s.num_gpus // (c["tp"] * c["pp"] * c["cp"])
+    return layouts_from_arrays(**{k: c[k] for k in ("tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero_stage", "mbs",
+                                                    "schedule")}, dp=dp, num_mb=s.global_batch_size // (c["mbs"] * dp))
+
+
+@pytest.mark.parametrize("hardware", ["h100-sxm", "gb200-nvl72"])
+def test_what_a_study_keeps_of_its_layer_shapes_is_what_each_batch_computes(hardware, monkeypatch):
+    """The layer shapes a study's batches share (``evaluate._per_shape``: one memo per
+    ``shared_job``, whatever the batch's size, across GPU counts): every figure of a batch
+    evaluated after others of the study, against the same batch worked out alone."""
+    import perfmodel.engine.evaluate as evaluate_module
+
+    kept = []
+    for n in (128, 256, 512):
+        sc = scen("deepseek-v3", hardware=hardware, num_gpus=n, seq_length=4096, global_batch_size=2 * n,
+                  recompute="selective")
+        job = bind(sc, model_of(sc), hardware_of(sc), hardware_of(sc).efficiency)
+        L = _valid_layouts(sc)
+        rng = np.random.default_rng(n)
+        for rows in (np.sort(rng.choice(len(L), size=40, replace=False)), np.arange(len(L))):   # small, then all
+            kept.append((job, L.take(rows), sc.cost))
+    shared = [_figures(job, L, cost) for job, L, cost in kept]
+    monkeypatch.setattr(evaluate_module, "_per_shape", lambda fn, first, c, L, recompute: fn(first, c, L))
+    for (job, L, cost), figures in zip(kept, shared):
+        alone = _figures(job, L, cost)
+        assert alone.keys() == figures.keys()
+        for name in alone:
+            assert np.array_equal(np.asarray(alone[name]), np.asarray(figures[name])), name
