@@ -228,7 +228,7 @@ def table_of(base: Scenario, ev: Evaluation, rows: np.ndarray, group: int, posit
         memory_per_gpu_bytes=ev.step.memory.total[rows], fits=ev.step.fits[rows].astype(bool),
         cost_usd=ev.cost_usd[rows], energy_kwh=ev.energy_kwh[rows],
         time_to_train_s=None if ev.time_to_train_s is None else ev.time_to_train_s[rows],
-        bottleneck=ev.bottleneck[rows], breakdown={k: ev.step.breakdown[k][rows] for k in COMPONENTS},
+        bottleneck=ev.bottleneck_of(rows), breakdown={k: ev.step.breakdown[k][rows] for k in COMPONENTS},
         group=each(group, np.int64), position=np.asarray(position, dtype=np.int64)[rows])
 
 

@@ -47,7 +47,8 @@ def _figures(job, L: Layouts, cost_model) -> dict:
     out |= {f"memory.{k}": getattr(arrays.memory, k) for k in MEMORY_COMPONENTS}
     out |= {k: np.broadcast_to(getattr(arrays, k), len(L)) for k in ("gemm_s", "attention_s", "memory_bound_s")}
     out |= {k: getattr(ev, k) for k in ("step_time_s", "tokens_per_s", "mfu", "hfu", "training_time_frac", "gpu_hours",
-                                        "cost_usd", "energy_kwh", "bottleneck")}
+                                        "cost_usd", "energy_kwh")}
+    out["bottleneck"] = ev.bottleneck_of(np.arange(len(L)))
     out["fits"] = arrays.fits
     if ev.time_to_train_s is not None:
         out["time_to_train_s"] = ev.time_to_train_s
