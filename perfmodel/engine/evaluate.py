@@ -272,8 +272,10 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
     layers_per_stage = len(kinds) / pp
     per_layer_units = sw.fsdp_collectives_per_layer
     by_schedule = not pipeline.only_defaults(L.schedule)
-    dense_params, expert_params, dp = once_per_shape(_data_parallel, c, L, by_schedule,
-                                                     guess=DATA_PARALLEL_COLUMNS + (("schedule",) if by_schedule else ()))
+    study = len(L) >= 2          # a study's batch: one memo per shared_job, as ``_per_shape``
+    dense_params, expert_params, dp = once_per_shape(
+        _data_parallel, shared_job(c, recompute=False) if study else c, L, by_schedule, memo=study, min_rows=2,
+        guess=DATA_PARALLEL_COLUMNS + (("schedule",) if by_schedule else ()))
     fsdp_per_layer = per_layer_units * dp.fsdp_per_unit_s
 
     per_layer: dict = {}

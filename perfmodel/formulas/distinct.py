@@ -315,3 +315,8 @@ def once_per_shape(fn, *args, guess: tuple[str, ...] = SHAPE_COLUMNS, memo: bool
             return scatter(out, group, len(first))
         key |= read
     return fn(*args)
+
+
+def forget() -> None:
+    """Drop the rows every memo keeps (a benchmark's cold start: ``perfmodel.studies.bench``)."""
+    _memos.clear()

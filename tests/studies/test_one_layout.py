@@ -15,7 +15,7 @@ from perfmodel.engine.job import bind
 from perfmodel.engine.prediction import measure
 from perfmodel.engine.rules import layout_rule_fields, layout_violations, resolve
 from perfmodel.formulas.comm import FEW_ROWS
-from perfmodel.formulas.distinct import MIN_ROWS
+from perfmodel.formulas.distinct import MIN_ROWS, forget
 from perfmodel.formulas.layouts import Layouts, layouts_from_arrays
 from perfmodel.formulas.memory import COMPONENTS as MEMORY_COMPONENTS
 from perfmodel.spec.errors import InputError
@@ -145,6 +145,7 @@ def test_what_a_study_keeps_of_its_layer_shapes_is_what_each_batch_computes(hard
     shared = [_figures(job, L, cost) for job, L, cost in kept]
     monkeypatch.setattr(evaluate_module, "_per_shape", lambda fn, first, c, L, recompute: fn(first, c, L))
     for (job, L, cost), figures in zip(kept, shared):
+        forget()                              # the data-parallel parts: from this batch alone
         alone = _figures(job, L, cost)
         assert alone.keys() == figures.keys()
         for name in alone:
