@@ -33,7 +33,7 @@ from perfmodel.formulas import comm, offload, overheads, pipeline, traffic
 from perfmodel.formulas.activations import activation_bytes_per_layer
 from perfmodel.formulas.compute import BACKWARD_HOST_OPS_OVER_FORWARD, BlockTime, block_time
 from perfmodel.formulas.counts import training_flop_per_token
-from perfmodel.formulas.distinct import once_per_shape
+from perfmodel.formulas.distinct import MIN_ROWS, once_per_shape
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.memory import COMPONENTS as MEMORY_COMPONENTS
 from perfmodel.formulas.memory import MemoryBreakdown, fits_in_memory, memory_per_gpu
@@ -272,9 +272,9 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
     layers_per_stage = len(kinds) / pp
     per_layer_units = sw.fsdp_collectives_per_layer
     by_schedule = not pipeline.only_defaults(L.schedule)
-    study = len(L) >= 2          # a study's batch: one memo per shared_job, as ``_per_shape``
+    small = 2 <= len(L) < MIN_ROWS   # a pruned study's batch: one memo per shared_job, as ``_per_shape``
     dense_params, expert_params, dp = once_per_shape(
-        _data_parallel, shared_job(c, recompute=False) if study else c, L, by_schedule, memo=study, min_rows=2,
+        _data_parallel, shared_job(c, recompute=False) if small else c, L, by_schedule, memo=small, min_rows=2,
         guess=DATA_PARALLEL_COLUMNS + (("schedule",) if by_schedule else ()))
     fsdp_per_layer = per_layer_units * dp.fsdp_per_unit_s
 

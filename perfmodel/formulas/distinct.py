@@ -274,8 +274,8 @@ def once_per_shape(fn, *args, guess: tuple[str, ...] = SHAPE_COLUMNS, memo: bool
     for the next call with the same function and other arguments (for functions of the batch
     alone, no other per-layout array); ``memo_rows``: the most rows it keeps (a function of few
     numbers a row may keep more); ``min_rows``: below this many layouts ``fn`` runs on the batch
-    as it is (a memo shared by many small batches pays below ``MIN_ROWS``, and then is kept even
-    where a batch has few repeats)."""
+    as it is (a memo shared by many small batches pays below ``MIN_ROWS``, and a batch that
+    small adds its rows to it even where it has few repeats)."""
     at = next(i for i, a in enumerate(args) if isinstance(a, Layouts))
     L = args[at]
     n = len(L)
@@ -296,7 +296,7 @@ def once_per_shape(fn, *args, guess: tuple[str, ...] = SHAPE_COLUMNS, memo: bool
     key = set(_learned.get(signature, guess))
     for _ in range(MAX_TRIES):
         first, group = row_groups([_column(L, c) for c in _COLUMNS if c in key] + [args[i] for i in per_row])
-        if 2 * len(first) > n and not (memo and min_rows < MIN_ROWS and len(first) <= memo_rows):
+        if 2 * len(first) > n and not (memo and n < MIN_ROWS and len(first) <= memo_rows):
             break                              # little to share: run on every row
         part = list(args)
         part[at] = _recording(L, first)
