@@ -1,5 +1,3 @@
-import sys
+from perfmodel.cli import run
 
-from perfmodel.cli import main
-
-sys.exit(main())
+run()

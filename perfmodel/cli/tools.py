@@ -16,6 +16,8 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 def cmd_bench(args) -> int:
+    from perfmodel.studies.bench import IMPORT_FLOOR
+
     res = pm.bench(args.repeat)
     if args.format == "json":
         emit_json(res.to_dict())
@@ -31,14 +33,18 @@ def cmd_bench(args) -> int:
         ["layout evaluations/s (in evaluate, during the search)", f"{res.evaluations_in_search_per_s:,.0f}"],
         [f"layout evaluations/s (evaluate over all {res.raw_layouts:,} valid layouts)",
          f"{res.raw_evaluations_per_s:,.0f}"],
+        ["whole search over evaluate alone (evaluations/s)", f"{res.search_over_raw_rate:.2f}"],
         ["best layout", f"tp{lay['tp']} pp{lay['pp']} vpp{lay['vpp']} {lay['pipeline_schedule']} dp{lay['dp']} "
                         f"mb{lay['micro_batch_size']} {lay['recompute']} ({fmt.seconds(res.best_step_time_s)} per step)"],
         ["widened search (bf16, fp16, fp8; SP on and off; every overlap switch and pipeline schedule)",
          f"{res.wide_candidates:,} candidates, {res.wide_evaluated:,} timed, {fmt.seconds(res.wide_search_wall_s)}, "
          f"{res.wide_evaluations_per_s:,.0f} evaluations/s"],
     ]
+    rows.append(["predict in a warm process (median)", fmt.seconds(res.warm_predict_s)])
     if res.predict_wall_s is not None:
         rows.append(["perfmodel predict, one process (median)", fmt.seconds(res.predict_wall_s)])
+        rows.append([f"python -c '{IMPORT_FLOOR}' (median); predict over it (median of the run-by-run ratios)",
+                     f"{fmt.seconds(res.import_floor_wall_s)}; {res.predict_over_import_floor:.2f}"])
     if res.large_search_peak_rss_bytes is not None:
         rows.append(["DeepSeek-V3 on 2,048 GB200 NVL72, bf16 + fp8: peak memory (before the search)",
                      f"{fmt.bytes_binary(res.large_search_peak_rss_bytes)} "

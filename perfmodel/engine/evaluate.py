@@ -27,13 +27,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from perfmodel.engine.job import Job
+from perfmodel.engine.job import Job, shared_job
 from perfmodel.engine.stages import add, even_stages, layout_stages, scaled, total
 from perfmodel.formulas import comm, offload, overheads, pipeline, traffic
 from perfmodel.formulas.activations import activation_bytes_per_layer
 from perfmodel.formulas.compute import BACKWARD_HOST_OPS_OVER_FORWARD, BlockTime, block_time
 from perfmodel.formulas.counts import training_flop_per_token
-from perfmodel.formulas.distinct import once_per_shape
+from perfmodel.formulas.distinct import MIN_ROWS, once_per_shape
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.memory import COMPONENTS as MEMORY_COMPONENTS
 from perfmodel.formulas.memory import MemoryBreakdown, fits_in_memory, memory_per_gpu
@@ -197,8 +197,17 @@ def layer_parts(kind: LayerKind, c: Job, L: Layouts) -> dict:
 def _layer_time_per_shape(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerTime:
     """``_layer_time``, the same to the last bit, with its per-shape part worked out once per
     distinct layer shape."""
-    lt = once_per_shape(_layer_totals, kind, c, L, memo=True)
+    lt = _per_shape(_layer_totals, kind, c, L, recompute=True)
     return replace(lt, fsdp_s=_fsdp_exposed_s(fsdp_per_layer_s, lt.block, lt.used_fwd_s, lt.used_bwd_s, c))
+
+
+def _per_shape(fn, first, c: Job, L: Layouts, *, recompute: bool):
+    """``fn(first, c, L)``, a function of the layer shapes alone, looked up in and added to one
+    memo per ``shared_job``, whatever the batch's size: every batch and GPU count of a study
+    shares it (``perfmodel.formulas.distinct``). One layout (``predict``) is worked out as it is."""
+    if len(L) < 2:
+        return fn(first, c, L)
+    return once_per_shape(fn, first, shared_job(c, recompute=recompute), L, memo=True, min_rows=2)
 
 
 def block_totals(ops, c: Job, L: Layouts) -> BlockTime:
@@ -264,8 +273,10 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
     layers_per_stage = len(kinds) / pp
     per_layer_units = sw.fsdp_collectives_per_layer
     by_schedule = not pipeline.only_defaults(L.schedule)
-    dense_params, expert_params, dp = once_per_shape(_data_parallel, c, L, by_schedule,
-                                                     guess=DATA_PARALLEL_COLUMNS + (("schedule",) if by_schedule else ()))
+    small = 2 <= len(L) < MIN_ROWS   # a pruned study's batch: one memo per shared_job, as ``_per_shape``
+    dense_params, expert_params, dp = once_per_shape(
+        _data_parallel, shared_job(c, recompute=False) if small else c, L, by_schedule, memo=small, min_rows=2,
+        guess=DATA_PARALLEL_COLUMNS + (("schedule",) if by_schedule else ()))
     fsdp_per_layer = per_layer_units * dp.fsdp_per_unit_s
 
     per_layer: dict = {}
@@ -282,12 +293,12 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
         layers.append((lt, count / len(kinds)))
     middle = scaled(per_layer, layers_per_stage)
 
-    head = once_per_shape(block_totals, head_ops(m, sw), c, L, memo=True)
+    head = _per_shape(block_totals, head_ops(m, sw), c, L, recompute=False)
     head_parts = {"compute": head.fwd_s + head.bwd_s}
     mtp_parts: dict = {}   # one MTP module: its layer, its projection and its own head
     if m.mtp_layers:
         mtp_lt = _layer_time_per_shape(mtp_layer_kind(m), c, L, fsdp_per_layer)
-        mtp_proj = once_per_shape(block_totals, mtp_extra_ops(m), c, L, memo=True)
+        mtp_proj = _per_shape(block_totals, mtp_extra_ops(m), c, L, recompute=False)
         mtp_parts = add(_layer_parts(mtp_lt), {"compute": mtp_proj.fwd_s + mtp_proj.bwd_s + head.fwd_s + head.bwd_s})
 
     if sw.pipeline_stages is None:

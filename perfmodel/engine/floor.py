@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from dataclasses import replace
-
 import numpy as np
-from pydantic import BaseModel
 
 from perfmodel.engine.evaluate import block_totals, layer_parts
 from perfmodel.engine.job import Job
+from perfmodel.engine.job import _shared_jobs  # noqa: F401  (the jobs the floors share, kept there)
+from perfmodel.engine.job import shared_job as _shared
 from perfmodel.engine.stages import total
 from perfmodel.formulas import pipeline
 from perfmodel.formulas.distinct import once_per_shape
@@ -21,44 +19,8 @@ FLOOR_MARGIN = 1e-9
 (a few units in the 16th digit) never lifts a floor above the step."""
 FLOOR_MEMO_ROWS = 1 << 18
 """Layer shapes whose floor parts are kept per job (two numbers and a key of a few columns a
-row, 20 MB at most): every GPU count of a hardware type shares them (``_shared``)."""
-SHARED_JOBS = 64
-"""Jobs kept by ``_shared`` (the least recently used go first)."""
-_shared_jobs: OrderedDict = OrderedDict()
-
-
-def _identity(x):
-    """What tells ``x`` apart for ``_shared``: a model's fields, each by value where it is
-    hashable and by identity where not (a copy that changes one field shares the others)."""
-    if isinstance(x, BaseModel):
-        return type(x), tuple((k, _identity(v)) for k, v in x.__dict__.items())
-    try:
-        hash(x)
-    except TypeError:
-        return "id", id(x)
-    return x
-
-
-def _shared(c: Job, *, recompute: bool) -> Job:
-    """One ``Job`` for every job that the floors' per-shape parts cannot tell apart: the same
-    model, software, efficiencies, sequence length and precision (and recompute, where
-    ``recompute``) on the same hardware as placed, whatever the GPU count, batch, tokens,
-    failures, start-up and input pipeline. Those fields are None in it, so that a part that
-    read one would fail rather than be shared wrongly; their memos (keyed by the job's
-    identity) then serve every GPU count of the hardware that places it alike. Held, so that
-    the identities in the key stay theirs."""
-    key = (id(c.model), _identity(c.hardware), id(c.efficiency), id(c.software), c.seq_length, c.precision,
-           c.recompute if recompute else None)
-    job = _shared_jobs.get(key)
-    if job is None:
-        if len(_shared_jobs) >= SHARED_JOBS:
-            _shared_jobs.popitem(last=False)
-        job = _shared_jobs[key] = replace(c, num_gpus=None, global_batch_size=None, training_tokens=None,
-                                          reliability=None, startup=None, input_pipeline=None,
-                                          recompute=c.recompute if recompute else None)
-    else:
-        _shared_jobs.move_to_end(key)
-    return job
+row, 20 MB at most): every GPU count of a hardware type shares them
+(``perfmodel.engine.job.shared_job``)."""
 
 
 def _kind_shares(c: Job):

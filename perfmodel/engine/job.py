@@ -3,12 +3,16 @@ software stack, everything but the parallel layout (which the engine varies as a
 
 ``bind`` is the one place a scenario's fields become a ``Job``; the layout search binds the same
 scenario at other GPU counts and precisions. ``scenario_layouts`` is the scenario's own layout as
-a batch of one.
+a batch of one. ``shared_job`` is the one job that every GPU count of a study shares for the
+work that depends on the layer shapes alone.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+
+from pydantic import BaseModel
 
 from perfmodel.formulas.fabric import for_job, host_gpus, with_fabric
 from perfmodel.formulas.layouts import Layouts, layouts_from_arrays
@@ -81,3 +85,43 @@ def scenario_layouts(scenario: Scenario, dp: int, num_microbatches: int) -> Layo
         zero_stage=[p.zero_stage], mbs=[s.micro_batch_size], dp=[dp], num_mb=[num_microbatches],
         schedule=[schedule_code(p.schedule)],
     )
+
+
+SHARED_JOBS = 64
+"""Jobs kept by ``shared_job`` (the least recently used go first)."""
+_shared_jobs: OrderedDict = OrderedDict()
+
+
+def _identity(x):
+    """What tells ``x`` apart for ``shared_job``: a model's fields, each by value where it is
+    hashable and by identity where not (a copy that changes one field shares the others)."""
+    if isinstance(x, BaseModel):
+        return type(x), tuple((k, _identity(v)) for k, v in x.__dict__.items())
+    try:
+        hash(x)
+    except TypeError:
+        return "id", id(x)
+    return x
+
+
+def shared_job(c: Job, *, recompute: bool) -> Job:
+    """One ``Job`` for every job that the per-shape parts (a layer's time, the output layer's,
+    the floors' parts) cannot tell apart: the same model, software, efficiencies, sequence
+    length and precision (and recompute, where ``recompute``) on the same hardware as placed,
+    whatever the GPU count, batch, tokens, failures, start-up and input pipeline. Those fields
+    are None in it, so that a part that read one would fail rather than be shared wrongly;
+    their memos (``perfmodel.formulas.distinct``, keyed by the job's identity) then serve every
+    GPU count and every batch of a study on the hardware that places it alike. Held, so that
+    the identities in the key stay theirs."""
+    key = (id(c.model), _identity(c.hardware), id(c.efficiency), id(c.software), c.seq_length, c.precision,
+           c.recompute if recompute else None)
+    job = _shared_jobs.get(key)
+    if job is None:
+        if len(_shared_jobs) >= SHARED_JOBS:
+            _shared_jobs.popitem(last=False)
+        job = _shared_jobs[key] = replace(c, num_gpus=None, global_batch_size=None, training_tokens=None,
+                                          reliability=None, startup=None, input_pipeline=None,
+                                          recompute=c.recompute if recompute else None)
+    else:
+        _shared_jobs.move_to_end(key)
+    return job

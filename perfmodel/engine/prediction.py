@@ -66,7 +66,6 @@ class Evaluation:
     mfu: np.ndarray
     hfu: np.ndarray
     """Executed FLOPs (with recompute) over peak: Megatron 2021's '% of peak'."""
-    bottleneck: np.ndarray
     failure_goodput_frac: float
     """Useful over wall time under failures, checkpoints and restarts (Young 1974), for the
     job's GPU count and checkpoint: ``perfmodel.formulas.goodput.job_goodput``."""
@@ -98,6 +97,13 @@ class Evaluation:
 
     def __len__(self) -> int:
         return len(self.layouts)
+
+    def bottleneck_of(self, rows) -> np.ndarray:
+        """``bottleneck`` of rows ``rows`` (worked out only for the rows a caller keeps: the
+        search's tables, one prediction)."""
+        s, n = self.step, len(self)
+        return bottleneck({k: np.broadcast_to(s.breakdown[k], n)[rows] for k in COMPONENTS},
+                          *(np.broadcast_to(x, n)[rows] for x in (s.gemm_s, s.attention_s, s.memory_bound_s)))
 
 
 def run_goodput(job: Job, cost_model: CostModel):
@@ -136,9 +142,7 @@ def measure(job: Job, layouts: Layouts, arrays: StepArrays, cost_model: CostMode
                                         f"leave a goodput of {g:.3g}: the run would never finish")
     return Evaluation(
         job=job, layouts=layouts, step=arrays, step_time_s=step, tokens_per_s=tps, mfu=mfu,
-        hfu=mfu * (1.0 + recompute_frac),
-        bottleneck=bottleneck(arrays.breakdown, arrays.gemm_s, arrays.attention_s, arrays.memory_bound_s),
-        failure_goodput_frac=g, training_time_frac=frac,
+        hfu=mfu * (1.0 + recompute_frac), failure_goodput_frac=g, training_time_frac=frac,
         time_to_train_s=ttt, gpu_hours=np.atleast_1d(cost.gpu_hours), cost_usd=np.atleast_1d(cost.cost_usd),
         energy_kwh=np.atleast_1d(cost.energy_kwh))
 
@@ -233,7 +237,7 @@ def prediction_row(ev: Evaluation, i: int) -> Prediction:
     """Row ``i`` of an evaluation as a ``Prediction``."""
     arrays = ev.step
     pc = param_count(ev.job.model)
-    name = str(ev.bottleneck[i])
+    name = str(ev.bottleneck_of([i])[0])
     job = ev.job
     band = band_for_job(job.hardware, job.model, job.software.stack, job.seq_length, job.num_gpus)
     ttt = None if ev.time_to_train_s is None else float(ev.time_to_train_s[i])

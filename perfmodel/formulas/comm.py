@@ -280,6 +280,10 @@ def across_domains_s(op: Collective, size_bytes, n, g_in, n_out, up: Fabric, out
     return np.minimum(best, nvls_tree) if nvls else best
 
 
+FEW_ROWS = 64
+"""Up to this many layouts, ``_apply_measured`` groups them in Python (``predict``: one)."""
+
+
 def _apply_measured(op: Collective, size, n, n_domains, eff: Efficiencies, t_default):
     """The calibrated time where a fit measured this group: same op, n GPUs over n_domains
     domains (``CollectiveFit.describes``); the modelled time elsewhere.
@@ -292,8 +296,11 @@ def _apply_measured(op: Collective, size, n, n_domains, eff: Efficiencies, t_def
         return t_default
     n, n_domains, size, t = np.broadcast_arrays(np.asarray(n), np.asarray(n_domains),
                                                 np.asarray(size, dtype=float), np.asarray(t_default, dtype=float))
-    groups = np.unique(np.stack([n.ravel(), n_domains.ravel()], axis=1), axis=0)
-    for num_gpus, num_domains in groups.tolist():
+    pairs = np.stack([n.ravel(), n_domains.ravel()], axis=1)
+    # distinct (n, n_domains) groups; each writes only its own rows, so their order is free. A few
+    # rows (predict) are grouped in Python: np.unique costs 40 us and imports numpy.ma (9 ms).
+    groups = set(map(tuple, pairs.tolist())) if len(pairs) <= FEW_ROWS else np.unique(pairs, axis=0).tolist()
+    for num_gpus, num_domains in groups:
         mine = [f for f in fits if f.describes(num_gpus, num_domains)]
         if mine:
             fitted = np.min([f.latency_s + bus_factor(op, num_gpus) * size / f.busbw_bytes_per_s for f in mine],

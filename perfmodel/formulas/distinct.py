@@ -265,7 +265,7 @@ MAX_LEARNED = 4096
 
 
 def once_per_shape(fn, *args, guess: tuple[str, ...] = SHAPE_COLUMNS, memo: bool = False,
-                   memo_rows: int = MEMO_ROWS):
+                   memo_rows: int = MEMO_ROWS, min_rows: int = MIN_ROWS):
     """``fn(*args)``, where one argument is the batch (a ``Layouts``) and any array argument as
     long as the batch holds one value per layout: computed once per distinct combination of the
     columns ``fn`` reads and of those arrays, and scattered back to every layout. ``guess``: the
@@ -273,11 +273,13 @@ def once_per_shape(fn, *args, guess: tuple[str, ...] = SHAPE_COLUMNS, memo: bool
     wrong guess costs a run on the distinct rows, never a wrong row). ``memo``: keep the rows
     for the next call with the same function and other arguments (for functions of the batch
     alone, no other per-layout array); ``memo_rows``: the most rows it keeps (a function of few
-    numbers a row may keep more)."""
+    numbers a row may keep more); ``min_rows``: below this many layouts ``fn`` runs on the batch
+    as it is (a memo shared by many small batches pays below ``MIN_ROWS``, and a batch that
+    small adds its rows to it even where it has few repeats)."""
     at = next(i for i, a in enumerate(args) if isinstance(a, Layouts))
     L = args[at]
     n = len(L)
-    if n < MIN_ROWS:
+    if n < min_rows:
         return fn(*args)
     per_row = [i for i, a in enumerate(args) if isinstance(a, np.ndarray) and a.shape == (n,)]
     signature = _signature(fn, args)
@@ -294,7 +296,7 @@ def once_per_shape(fn, *args, guess: tuple[str, ...] = SHAPE_COLUMNS, memo: bool
     key = set(_learned.get(signature, guess))
     for _ in range(MAX_TRIES):
         first, group = row_groups([_column(L, c) for c in _COLUMNS if c in key] + [args[i] for i in per_row])
-        if 2 * len(first) > n:
+        if 2 * len(first) > n and not (memo and n < MIN_ROWS and len(first) <= memo_rows):
             break                              # little to share: run on every row
         part = list(args)
         part[at] = _recording(L, first)
@@ -313,3 +315,8 @@ def once_per_shape(fn, *args, guess: tuple[str, ...] = SHAPE_COLUMNS, memo: bool
             return scatter(out, group, len(first))
         key |= read
     return fn(*args)
+
+
+def forget() -> None:
+    """Drop the rows every memo keeps (a benchmark's cold start: ``perfmodel.studies.bench``)."""
+    _memos.clear()

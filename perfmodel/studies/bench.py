@@ -4,7 +4,11 @@
   Narayanan et al. 2021's batch) timed end to end, and ``evaluate`` alone over every valid
   layout; then the same job with the widened search (precisions bf16 and fp8, every overlap
   setting);
-- the wall time of one ``perfmodel predict`` process, start-up included;
+- the wall time of one ``perfmodel predict`` process, start-up included, beside a process that
+  only imports the libraries perfmodel stands on (``IMPORT_FLOOR``), run in turn;
+- the time of one ``predict`` in a warm process (the app, ``sensitivity`` and the fits call it
+  hundreds of times);
+- the whole search's rate over ``evaluate``'s alone (what the search spends outside the model);
 - the peak memory of a large search (DeepSeek-V3 on GB200 NVL72), in a process of its own.
 """
 
@@ -22,8 +26,12 @@ from perfmodel.engine.enumerate import enumerate_layouts
 from perfmodel.engine.evaluate import evaluate
 from perfmodel.engine.job import bind
 from perfmodel.engine.rules import layout_rule_fields, layout_violation, with_recompute
+from perfmodel.formulas.distinct import forget
 from perfmodel.formulas.layouts import layouts_from_arrays
-from perfmodel.spec.scenario import PIPELINE_SCHEDULES, hardware_of, model_of, parse_scenario
+from perfmodel.engine.prediction import predict
+from perfmodel.spec.paths import DATA_DIR
+from perfmodel.spec.profile import AUTO, efficiencies_for
+from perfmodel.spec.scenario import PIPELINE_SCHEDULES, hardware_of, load_scenario, model_of, parse_scenario
 from perfmodel.studies.job_variants import OVERLAP_KINDS
 from perfmodel.studies.search import CHUNK, SearchOptions, bounds_for, search
 
@@ -46,6 +54,8 @@ LARGE_SCENARIO = dict(
 """DeepSeek-V3 with its pre-training batch, sequence and tokens (DeepSeek-AI 2024, sec. 4.2:
 15,360 x 4,096, 14.8T tokens) on 2,048 GPUs of GB200 NVL72 racks."""
 LARGE_OPTIONS = dict(precisions=("bf16", "fp8"))
+EXAMPLE_SCENARIO = DATA_DIR / "example_scenario.yaml"
+"""What ``perfmodel predict`` predicts when it is given no scenario."""
 
 
 @dataclass(frozen=True)
@@ -76,9 +86,19 @@ class BenchResult:
     """... its wall time (median), ..."""
     wide_evaluations_per_s: float
     """... and layouts timed per second of it."""
+    search_over_raw_rate: float
+    """``evaluations_per_s`` over ``raw_evaluations_per_s``: 1 would be a search that spends no
+    time outside ``evaluate``."""
+    warm_predict_s: float
+    """Median time of one ``predict`` of the built-in example in this (warm) process, the
+    calibration profile's efficiencies, as ``perfmodel.predict`` gives it."""
     predict_wall_s: float | None
     """Median wall time of ``perfmodel predict --format json`` (the built-in example) as a new
-    process, start-up included."""
+    process, start-up included, ..."""
+    import_floor_wall_s: float | None
+    """... of a process that only runs ``IMPORT_FLOOR``, in turn with it, ..."""
+    predict_over_import_floor: float | None
+    """... and the median of their ratios, run by run (both with one BLAS thread)."""
     large_search_peak_rss_bytes: float | None
     """Peak resident memory of a process that runs the large search (interpreter and imports
     included), ..."""
@@ -94,13 +114,39 @@ class BenchResult:
                 **self.__dict__}
 
 
-def predict_wall_s(runs: int) -> float:
-    """Median wall time of ``runs`` ``perfmodel predict`` processes."""
-    cmd = [sys.executable, "-m", "perfmodel.cli", "predict", "--format", "json"]
+IMPORT_FLOOR = "import numpy, pydantic, yaml"
+"""The libraries every ``perfmodel predict`` process imports before any of perfmodel's own code
+runs: a floor under its start-up."""
+WARM_PREDICT_CALLS = 200
+
+
+def _wall_s(cmd: list[str], env: dict) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
+    return time.perf_counter() - t0
+
+
+def predict_wall_s(runs: int) -> tuple[float, float, float]:
+    """(median wall time of ``runs`` ``perfmodel predict`` processes, of as many processes that
+    run ``IMPORT_FLOOR``, the median of their ratios), the two run in turn so that a change in the
+    machine's load falls on both; one BLAS thread, as ``perfmodel predict`` sets it."""
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    predict_cmd = [sys.executable, "-m", "perfmodel.cli", "predict", "--format", "json"]
+    floor_cmd = [sys.executable, "-c", IMPORT_FLOOR]
+    pairs = [(_wall_s(predict_cmd, env), _wall_s(floor_cmd, env)) for _ in range(runs)]
+    return (statistics.median(p for p, _ in pairs), statistics.median(f for _, f in pairs),
+            statistics.median(p / f for p, f in pairs))
+
+
+def warm_predict_s(calls: int = WARM_PREDICT_CALLS) -> float:
+    """Median time of ``calls`` predictions of the built-in example in this process, after one."""
+    sc = load_scenario(EXAMPLE_SCENARIO)
+    eff = efficiencies_for(hardware_of(sc), AUTO)[0]
+    predict(sc, eff)
     times = []
-    for _ in range(runs):
+    for _ in range(calls):
         t0 = time.perf_counter()
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        predict(sc, eff)
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
@@ -135,6 +181,12 @@ def large_search_memory() -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+def _cold(study, *args):
+    """``study(*args)`` with no layer shape kept from an earlier one (as in a new process)."""
+    forget()
+    return study(*args)
+
+
 def bench(repeat: int, *, predict_runs: int = 5, large: bool = True) -> BenchResult:
     """Search the bench job ``repeat`` times (after one warm-up), time ``evaluate`` over every
     valid layout, fitting or not, and run the widened search, on one core; then time
@@ -144,8 +196,8 @@ def bench(repeat: int, *, predict_runs: int = 5, large: bool = True) -> BenchRes
     sc = parse_scenario(BENCH_SCENARIO)
     opts = SearchOptions()
     search(sc, opts)   # warm caches (presets, hardware, imports)
-    results = [search(sc, opts) for _ in range(repeat)]
-    walls = sorted(r.elapsed_s for r in results)
+    results = [_cold(search, sc, opts) for _ in range(repeat)]
+    walls_sorted = sorted(r.elapsed_s for r in results)
     res = results[-1]
     m, hw = model_of(sc), hardware_of(sc)
     cols = enumerate_layouts(m, hw, sc.num_gpus, sc.global_batch_size, sc.seq_length, bounds_for(sc, opts))
@@ -158,23 +210,27 @@ def bench(repeat: int, *, predict_runs: int = 5, large: bool = True) -> BenchRes
                             dp=dp, num_mb=sc.global_batch_size // (cols["mbs"] * dp))
     best = float("inf")
     for _ in range(repeat):
-        job = bind(with_recompute(sc, "selective"), m, hw, hw.efficiency)   # a new job: nothing kept from the last
+        job = bind(with_recompute(sc, "selective"), m, hw, hw.efficiency)
+        forget()                               # nothing kept from the last (layer shapes, perfmodel.formulas.distinct)
         t0 = time.perf_counter()
         for s in range(0, len(L), CHUNK):
             evaluate(job, L.take(slice(s, s + CHUNK)))
         best = min(best, time.perf_counter() - t0)
-    wide = [search(sc, SearchOptions(**WIDE_OPTIONS)) for _ in range(repeat)]
+    wide = [_cold(search, sc, SearchOptions(**WIDE_OPTIONS)) for _ in range(repeat)]
     wide_wall = statistics.median(w.elapsed_s for w in wide)
     large = large_search_memory() if large else None
+    walls = predict_wall_s(predict_runs) if predict_runs else (None, None, None)
+    rate = res.num_evaluated / walls_sorted[len(walls_sorted) // 2]
     return BenchResult(
         cores=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         layouts_enumerated=res.num_enumerated, layouts_valid=res.num_valid, layouts_fit=res.num_fit,
-        full_search_wall_s_best=walls[0], full_search_wall_s_median=walls[len(walls) // 2],
-        evaluations_per_s=res.num_evaluated / walls[len(walls) // 2],
+        full_search_wall_s_best=walls_sorted[0], full_search_wall_s_median=walls_sorted[len(walls_sorted) // 2],
+        evaluations_per_s=rate,
         evaluations_in_search_per_s=res.num_evaluated / res.evaluate_s, raw_layouts=len(L), raw_evaluate_s=best,
         raw_evaluations_per_s=len(L) / best, best_layout=res.best.layout(), best_step_time_s=res.best.step_time_s,
         wide_candidates=wide[-1].num_enumerated, wide_evaluated=wide[-1].num_evaluated, wide_search_wall_s=wide_wall,
         wide_evaluations_per_s=wide[-1].num_evaluated / wide_wall,
-        predict_wall_s=predict_wall_s(predict_runs) if predict_runs else None,
+        search_over_raw_rate=rate / (len(L) / best), warm_predict_s=warm_predict_s(),
+        predict_wall_s=walls[0], import_floor_wall_s=walls[1], predict_over_import_floor=walls[2],
         large_search_peak_rss_bytes=large and large["peak"], large_search_baseline_rss_bytes=large and large["before"],
         large_search_candidates=large and large["candidates"], large_search_wall_s=large and large["wall_s"])

@@ -27,7 +27,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from perfmodel.engine.enumerate import Bounds, enumeration, keep
-from perfmodel.engine.evaluate import evaluate, memory_and_fit
+from perfmodel.engine.evaluate import evaluate, job_state_floor_bytes, memory_and_fit
 from perfmodel.engine.floor import by_floor, compute_floor_s, step_time_floor_s
 from perfmodel.engine.job import bind
 from perfmodel.engine.prediction import Evaluation, measure
@@ -241,7 +241,7 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
     only the top-k is wanted (``scale``, ``size``): no Pareto front and no sample, and with the
     time objective a layout whose step cannot be shorter than the k-th best so far
     (``perfmodel.engine.floor.step_time_floor_s``) is neither checked for memory nor timed, and
-    the layouts that fit are timed lowest floor first (``perfmodel.engine.floor.by_floor``), in
+    the layouts are checked and timed lowest floor first (``perfmodel.engine.floor.by_floor``), in
     chunks of ``PRUNED_CHUNK``; the top-k and the counts of broken rules are the same (the
     ranking does not depend on the order; ``num_fit`` and the count of layouts that do not fit
     cover the layouts checked)."""
@@ -331,20 +331,28 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
                 if not checked.size:
                     continue
             L_checked = L_all.take(checked)
-            mem, fit = memory_and_fit(job, L_checked)        # the same under every overlap setting
-            rejected[DOES_NOT_FIT] += int(wanted[:, checked][:, ~fit].sum())
+            groups = [((ni * len(precisions) + pi) * nrc + ri) * len(job_variants) + vi for vi in range(len(job_vs))]
+            if not prune:
+                mem, fit = memory_and_fit(job, L_checked)        # the same under every overlap setting
+                rejected[DOES_NOT_FIT] += int(wanted[:, checked][:, ~fit].sum())
+            else:   # lowest floors first, memory checked as timed; rank 0's model states first, as memory_and_fit
+                fit = job_state_floor_bytes(job, L_checked) <= job.hardware.gpu.hbm_usable_bytes
             for vi, variant in enumerate(job_variants):
                 rows = np.flatnonzero(fit & wanted[vi, checked])
-                num_fit += rows.size
-                group = ((ni * len(precisions) + pi) * nrc + ri) * len(job_variants) + vi
+                num_fit += 0 if prune else rows.size
+                rejected[DOES_NOT_FIT] += int(wanted[vi, checked].sum()) - rows.size if prune else 0
                 if not (prune and rows.size):
-                    if rows.size:
-                        time_rows(group, job_vs[vi], variant, L_checked, mem, rows, position[checked])
+                    if rows.size and not prune:
+                        time_rows(groups[vi], job_vs[vi], variant, L_checked, mem, rows, position[checked])
                     continue
-                # Lowest floors first, so that the best so far soon skips the rest.
                 floor_v = floor[rows] if floor is not None else step_time_floor_s(job_vs[vi], L_checked.take(rows))
                 for batch in by_floor(floor_v, bound):
-                    time_rows(group, job_vs[vi], variant, L_checked, mem, rows[batch], position[checked])
+                    L_some, at = L_checked.take(rows[batch]), position[checked][rows[batch]]
+                    mem, fits = memory_and_fit(job, L_some)   # the same under every overlap setting
+                    rejected[DOES_NOT_FIT] += int((~fits).sum())
+                    num_fit += int(fits.sum())
+                    if fits.any():
+                        time_rows(groups[vi], job_vs[vi], variant, L_some, mem, np.flatnonzero(fits), at)
 
     for ni, (N, enum) in enumerate(zip(counts, enumerations)):
         pending = {pi: [] for pi in range(len(precisions))}   # valid layouts not yet evaluated

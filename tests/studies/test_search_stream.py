@@ -289,7 +289,17 @@ def test_bench_reports_its_figures(monkeypatch):
     assert res.wide_candidates > 10 * res.layouts_enumerated          # 3 precisions, SP, every overlap switch
     assert res.evaluations_per_s == pytest.approx(res.layouts_fit / res.full_search_wall_s_median)
     assert d["predict_wall_s"] is None and d["large_search_peak_rss_bytes"] is None
+    assert d["import_floor_wall_s"] is None and d["predict_over_import_floor"] is None
+    assert res.search_over_raw_rate == pytest.approx(res.evaluations_per_s / res.raw_evaluations_per_s)
+    assert 0 < res.warm_predict_s < 1
     assert bench_module.peak_rss_bytes() > 10 * 2**20
+
+
+def test_bench_times_predict_beside_the_import_floor():
+    """Issue 54: each predict process runs in turn with one that only imports the libraries."""
+    predict_s, floor_s, ratio = bench_module.predict_wall_s(3)
+    assert 0 < floor_s and 0 < predict_s
+    assert ratio > 1     # a predict imports the same libraries and then works
 
 
 def test_concat_keeps_order():
