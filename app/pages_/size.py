@@ -56,7 +56,7 @@ with st.form("size_form", border=False):
                                      "would need more tokens")
     c3.caption(f"Price basis: **{BASIS_WORDS[run_inputs.cost_basis(j.cost_model)]}** for every row (sidebar, "
                "'Failures, start-up, input and cost').")
-    site = constraints_inputs.draw(run_inputs.seeded)
+    constraints_inputs.draw(run_inputs.seeded)
     submitted = st.form_submit_button("Size the cluster", type="primary", on_click=run_inputs.submit_sync({
         "size_hardware": ("study_size_hardware", 1.0, default_ids),
         "size_counts": ("study_size_counts", 1.0, DEFAULT_COUNTS), "size_grow": ("study_grow_batch", 1.0, True),

@@ -12,26 +12,14 @@ import pytest
 import yaml
 
 pytest.importorskip("streamlit")
+from support.apptest import assert_clean as _clean  # noqa: E402
+from support.apptest import open_app as _app  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 APP = Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"
 sys.path.insert(0, str(APP.parent))
 from appkit import report, state  # noqa: E402
 
-TIMEOUT_S = 120
-
-
-def _app(query: dict | None = None) -> AppTest:
-    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT_S)
-    if query is not None:
-        data = {**state.scenario_to_dict(state.default_scenario()), **query}
-        at.query_params[state.QUERY_KEY] = state.encode_query(json.loads(json.dumps(data)))
-    return at.run()
-
-
-def _clean(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
 
 
 def _open(at: AppTest, group: str) -> AppTest:

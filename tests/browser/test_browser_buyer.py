@@ -7,7 +7,6 @@ the link. Screenshots go to ``artifacts/screenshots/<page>-<width>.png``."""
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 import urllib.parse
@@ -21,6 +20,7 @@ pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "app"))
 from appkit import state  # noqa: E402
+from support.apptest import link as _link  # noqa: E402
 
 WIDTHS = (1024, 1440)
 HEIGHT = 900
@@ -38,11 +38,6 @@ def page(server):  # noqa: F811
         pg.set_default_timeout(TIMEOUT_MS)
         yield pg
         browser.close()
-
-
-def _link(server_url: str, path: str, **over) -> str:
-    data = {**state.scenario_to_dict(state.default_scenario()), **over}
-    return f"{server_url}/{path}?s={state.encode_query(json.loads(json.dumps(data)))}"
 
 
 def _scenario_in_url(pg):

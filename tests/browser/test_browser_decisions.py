@@ -6,7 +6,6 @@ each page go to ``artifacts/screenshots/*-1440.png``."""
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 import time
@@ -21,6 +20,7 @@ pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "app"))
 from appkit import state  # noqa: E402
+from support.apptest import link as _link  # noqa: E402
 
 VIEWPORT = {"width": 1440, "height": 1000}
 TIMEOUT_MS = 120_000
@@ -41,11 +41,6 @@ def page(server):  # noqa: F811
         pg.set_default_timeout(TIMEOUT_MS)
         yield pg
         browser.close()
-
-
-def _link(server_url: str, path: str, **over) -> str:
-    data = {**state.scenario_to_dict(state.default_scenario()), **over}
-    return f"{server_url}/{path}?s={state.encode_query(json.loads(json.dumps(data)))}"
 
 
 def _idle(pg) -> None:

@@ -103,7 +103,7 @@ def test_a_custom_profile_says_it_has_no_residuals():
 
 def test_nested_coverage_fits_the_offsets_without_the_held_out_group(rows):
     """A held-out stack's runs get the band, offsets and factors fitted on the other stacks alone."""
-    from perfmodel.studies.band_families import _base_band, validated
+    from perfmodel.studies.band_families import _base_band
     from perfmodel.studies.bands import parts
     stack = "torchtitan-2412-compile"
     held = held_out_nested(rows, "stack")

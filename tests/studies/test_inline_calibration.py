@@ -18,7 +18,7 @@ import pytest
 from support import fuzz as harness
 
 import perfmodel as pm
-from perfmodel.spec.hardware import list_hardware_ids, load_hardware
+from perfmodel.spec.hardware import load_hardware
 from perfmodel.spec.headline import Headline, headline_of, headline_spec
 from perfmodel.spec.profile import efficiencies_for
 from perfmodel.spec.scenario import load_scenario, parse_scenario
