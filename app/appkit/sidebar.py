@@ -228,7 +228,7 @@ def _layout_widgets() -> None:
     c1.number_input("tp", min_value=1, step=1, key="tp", help="tensor parallel")
     c2.number_input("pp", min_value=1, step=1, key="pp", help="pipeline parallel")
     c3.number_input("vpp", min_value=1, step=1, key="vpp", help="virtual stages per pipeline rank")
-    st.selectbox("Pipeline schedule", state.SCHEDULE_CHOICES, key="pipeline_schedule",
+    st.selectbox("Pipeline schedule", state.schedule_choices(), key="pipeline_schedule",
                  help="default: 1f1b, or interleaved when vpp > 1. zb-h1, zb-h2, zb-v: zero-bubble schedules "
                       "(Qi et al. 2023, 2024; zb-v needs vpp 2); dualpipe, dualpipe-v: DeepSeek-V3's "
                       "(dualpipe-v needs vpp 2)")

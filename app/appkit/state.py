@@ -21,7 +21,8 @@ from perfmodel.spec.hardware import HARDWARE_DIR, HardwareSpec, list_hardware_id
 from perfmodel.spec.headline import Headline, headline_of, headline_spec
 from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.presets import list_presets, load_model, parse_model
-from perfmodel.spec.scenario import PIPELINE_SCHEDULES, Scenario, load_scenario, parse_scenario, scenario_to_dict
+from perfmodel.spec.schedules import schedule_names
+from perfmodel.spec.scenario import Scenario, load_scenario, parse_scenario, scenario_to_dict
 from perfmodel.spec.software import NAMED_POLICIES, RECOMPUTE_MODULE_CHOICES, Overlap, SoftwareStack
 from perfmodel.spec.units import GIGA, KIBI, MEBI
 
@@ -62,8 +63,12 @@ CUSTOM_INT_FIELDS = ("num_layers", "hidden_size", "num_attention_heads", "num_qu
 """Custom-model number fields (widget key ``m_<field>``); 0 means 'default' or 'no MoE'."""
 LAYOUT_FIELDS = ("tp", "pp", "vpp", "cp", "ep", "etp")
 DEFAULT_SCHEDULE = "default"
-SCHEDULE_CHOICES = (DEFAULT_SCHEDULE,) + PIPELINE_SCHEDULES
-"""The schedule selectbox: ``default`` is a scenario that names none (1f1b, interleaved by vpp)."""
+
+
+def schedule_choices() -> tuple[str, ...]:
+    """The schedule selectbox: ``default`` is a scenario that names none (1f1b, interleaved by
+    vpp), then every schedule record (``perfmodel.spec.schedules``)."""
+    return (DEFAULT_SCHEDULE,) + schedule_names()
 
 
 # --------------------------------------------------------------------------- pure helpers

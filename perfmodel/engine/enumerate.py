@@ -47,7 +47,7 @@ class Bounds:
     pinned: dict
     """column -> the one value it takes (tp, pp, vpp, cp, ep, etp, zero_stage, mbs, sp, schedule)."""
     schedules: tuple[int, ...] | None = None
-    """Pipeline schedule codes to try (``perfmodel.formulas.pipeline.SCHEDULES``); None = each
+    """Pipeline schedule codes to try (``perfmodel.formulas.pipeline.schedule_code``); None = each
     layout's default."""
     sequence_parallel: tuple[bool, ...] | None = None
     """Sequence parallelism settings to try where tp > 1; None = on wherever tp > 1."""

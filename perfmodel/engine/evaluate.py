@@ -144,9 +144,9 @@ def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerT
         # Batch-level overlap: the forward all-to-alls of one micro-batch hide behind the
         # layer's backward compute of another, and vice versa (Megatron-Core
         # combined_1f1b, overlap_moe_expert_parallel_comm); DualPipe's paired chunks always do
-        # (perfmodel.formulas.pipeline.PAIRED).
+        # (their records' ``paired``, perfmodel.spec.schedules).
         phi_ep = ov.ep if pipeline.only_defaults(L.schedule) else np.where(
-            pipeline.is_in(L.schedule, pipeline.PAIRED), 1.0, ov.ep)
+            pipeline.schedule_property(L.schedule, "paired"), 1.0, ov.ep)
         left_b, left_f = blk.bwd_s - used_b, blk.fwd_s - used_f
         ep_slowdown = 0.0 if sw.moe_comm_reserved_sms else slowdown   # its SMs are kept apart
         ep_f = exposed_s(ep_raw, left_b, phi_ep, ep_slowdown)
@@ -322,7 +322,7 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
     t_p2p = traffic.pp_transfer_s(m, L, seq, hw, eff)
     steady_p2p = 2.0 * L.vpp * t_p2p   # forward activation + backward gradient, per chunk
     phi_pp = ov.pp if pipeline.only_defaults(L.schedule) else np.where(
-        pipeline.is_in(L.schedule, pipeline.PAIRED), 1.0, ov.pp)
+        pipeline.schedule_property(L.schedule, "paired"), 1.0, ov.pp)
     bd["pp_comm"] = (num_mb * exposed_s(steady_p2p, np.maximum(t_max, host_s_per_mb), phi_pp, slowdown)
                      + pipeline.fill_drain_transfers(L.pp, L.vpp, L.schedule) * t_p2p)
     bd["pipeline_bubble"] = bubble

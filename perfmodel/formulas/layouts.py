@@ -33,7 +33,7 @@ class Layouts:
     num_mb: np.ndarray
     """micro-batches per pipeline per step"""
     schedule: np.ndarray
-    """The pipeline schedule, as its index in ``perfmodel.formulas.pipeline.SCHEDULES``."""
+    """The pipeline schedule, as its code (``perfmodel.formulas.pipeline.schedule_code``)."""
 
     def __len__(self) -> int:
         return int(self.tp.shape[0])

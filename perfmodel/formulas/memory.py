@@ -45,10 +45,7 @@ from perfmodel.formulas.model_states import (
     state_bytes_per_param,
 )
 from perfmodel.formulas.offload import resident_activation_bytes
-from perfmodel.formulas.pipeline import (
-    DUALPIPE,
-    chunks_in_flight,
-)
+from perfmodel.formulas.pipeline import chunks_in_flight, schedule_property
 from perfmodel.formulas.workload import (
     ACT_BYTES,
     FP32_BYTES,
@@ -201,7 +198,7 @@ def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision:
     shape = np.shape(layouts.pp)
     peak = None
     leading = model.moe.num_dense_layers if model.moe is not None else 0
-    dual = np.asarray(layouts.schedule) == DUALPIPE
+    dual = schedule_property(layouts.schedule, "bidirectional")
     for pp in np.unique(layouts.pp):
         load = rank_load(pipeline_layout, int(pp), leading)
         rows = layouts.pp == pp
@@ -233,7 +230,7 @@ def memory_per_stage(model: ModelSpec, seq_length: int, recompute: str, precisio
     load = rank_load(sw.pipeline_stages, pp, leading) if sw.pipeline_stages is not None else None
     out = []
     for r in range(pp):
-        held = None if load is None else _held(load, r, np.asarray(one.schedule) == DUALPIPE)
+        held = None if load is None else _held(load, r, schedule_property(one.schedule, "bidirectional"))
         out.append(_stage(model, seq_length, recompute, precision, one, np.full(1, r), sw, dropout, held))
     return out
 

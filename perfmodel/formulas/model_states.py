@@ -12,7 +12,7 @@ import numpy as np
 
 from perfmodel.formulas.counts import embedding_params, layer_params, mtp_params, output_params
 from perfmodel.formulas.layouts import Layouts
-from perfmodel.formulas.pipeline import DUALPIPE, V_SHAPED, is_in, only_defaults, parameter_copies
+from perfmodel.formulas.pipeline import only_defaults, parameter_copies, schedule_property
 from perfmodel.formulas.workload import (
     ACT_BYTES,
     FP32_BYTES,
@@ -187,8 +187,9 @@ def rank_params(m: ModelSpec, L: Layouts, rank, held: RankLayers | None) -> Rank
     # the end ranks hold the embedding and the head of both directions). The V schedules end
     # where they start: rank 0's second chunk is the last stage, with the head.
     if not only_defaults(L.schedule):
-        mirrored = L.schedule == DUALPIPE
-        first, last = first | (mirrored & last), np.where(is_in(L.schedule, V_SHAPED), first, last | (mirrored & first))
+        mirrored = schedule_property(L.schedule, "bidirectional")
+        v_shaped = schedule_property(L.schedule, "v_shaped")
+        first, last = first | (mirrored & last), np.where(v_shaped, first, last | (mirrored & first))
     if held is None:
         c = -(-m.num_layers // (L.pp * L.vpp))            # ceil: the fullest chunk
         n = L.vpp * c
