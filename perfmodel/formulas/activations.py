@@ -13,13 +13,14 @@ import numpy as np
 from perfmodel.formulas.recompute import op_sac_saved_bytes_per_token, save_qkv_saved_bytes_per_token
 from perfmodel.formulas.workload import ACT_BYTES, LayerKind
 from perfmodel.spec.model import ModelSpec
+from perfmodel.spec.precision import FORMAT_BYTES, precision_mode
 from perfmodel.spec.software import SoftwareStack, selective_modules
 
 DROPOUT_MASK_BYTES = 1
 """Dropout masks are stored as one byte per element (Korthikanti et al. 2022, sec. 4.1)."""
 SOFTMAX_BYTES = 2
 """The s x s attention probabilities are 16-bit (Korthikanti et al. 2022, sec. 4.1: 2*a*s^2*b)."""
-FP8_BYTES = 1
+FP8_BYTES = FORMAT_BYTES["fp8"]
 """An activation cached in FP8 (``SoftwareStack.moe_fp8_activation_cache``)."""
 
 
@@ -42,11 +43,11 @@ def korthikanti_activation_bytes_per_layer(s, b, h, a, t, sp: bool, recompute: s
     return sbh * (replicated + split / t + scores / t)
 
 
-SAVED_GEMM_INPUT_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "fp4": 1}
-"""Bytes per element of a GEMM input kept for the weight-gradient GEMM. With fp8 (and NVFP4,
-whose recipes keep an fp8/MX copy for the backward), Transformer Engine saves the quantised
-input tensor, not the 16-bit one (TE "Using FP8 with Transformer Engine": Float8Tensor inputs
-saved for backward); norm inputs and attention tensors stay 16-bit."""
+# A GEMM input kept for the weight-gradient GEMM: the ``saved_gemm_input`` role of the
+# precision's record (``perfmodel.spec.precision``). With fp8 (and NVFP4, whose recipes keep an
+# fp8/MX copy for the backward), Transformer Engine saves the quantised input tensor, not the
+# 16-bit one (TE "Using FP8 with Transformer Engine": Float8Tensor inputs saved for backward);
+# norm inputs and attention tensors stay 16-bit.
 
 
 def activation_bytes_per_layer(m: ModelSpec, kind: LayerKind, s, b, t, sp, cp, etp, recompute: str,
@@ -65,7 +66,7 @@ def activation_bytes_per_layer(m: ModelSpec, kind: LayerKind, s, b, t, sp, cp, e
     r = np.where(sp, t, 1.0)
     tokens = np.asarray(s) / np.asarray(cp) * np.asarray(b)
     B, h, a = ACT_BYTES, m.hidden_size, m.num_attention_heads
-    G = SAVED_GEMM_INPUT_BYTES[precision]
+    G = precision_mode(precision).bytes_of("saved_gemm_input")
     flash, selective_policy = sw.flash_attention, sw.selective_recompute
     if recompute == "full":
         return tokens * B * h / r

@@ -45,6 +45,7 @@ from perfmodel.formulas.workload import Op, OpKind, TpSplit, routed_load
 from perfmodel.spec.efficiency import Efficiencies, saturating_attention_efficiency, saturating_gemm_efficiency
 from perfmodel.spec.hardware import HardwareSpec
 from perfmodel.spec.model import ModelSpec
+from perfmodel.spec.precision import LOW_PRECISION
 from perfmodel.spec.software import SoftwareStack
 
 CAUSAL = True
@@ -60,7 +61,6 @@ DROPOUT_BYTES_PER_SCORE = 2 + 2 + 1
 """Attention dropout as its own kernel (``SoftwareStack.attention_dropout``, unfused attention):
 forward reads P and writes the dropped P and a 1-byte mask; backward reads dP' and the mask and
 writes dP, 5 bytes per score each way (torch.nn.functional.dropout and its backward)."""
-LOW_PRECISION = ("fp8", "fp4")
 GEMMS_PER_LINEAR_FWD_BWD = 3
 """A linear layer runs one GEMM forward and two backward (input and weight gradients)."""
 BACKWARD_HOST_OPS_OVER_FORWARD = 2
