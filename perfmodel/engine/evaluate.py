@@ -354,7 +354,7 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
 
     # Optimizer over the parameters this GPU owns.
     n_dp = (L.dp * L.cp).astype(float)
-    n_edp = np.maximum(L.dp * L.cp * L.tp // (L.ep * L.etp), 1).astype(float)
+    n_edp = L.edp.astype(float)
     sharded = L.zero_stage >= 1
     owned = (dense_params / np.where(sharded, n_dp, 1.0)
              + expert_params / np.where(sharded, n_edp, 1.0))

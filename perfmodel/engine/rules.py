@@ -16,7 +16,7 @@ import numpy as np
 from perfmodel.engine.job import Job, bind, scenario_layouts
 from perfmodel.formulas import pipeline
 from perfmodel.formulas.distinct import row_groups
-from perfmodel.formulas.layouts import Layouts
+from perfmodel.formulas.layouts import Layouts, data_parallel_size, micro_batches
 from perfmodel.spec import pipeline_layout
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.errors import InputError
@@ -160,7 +160,7 @@ def layout_violations(model: ModelSpec, hw: HardwareSpec, seq_length: int, globa
     rule("num_gpus", ~_divides(model_par, n),
          lambda tp, pp, cp, n: f"tp({tp}) * pp({pp}) * cp({cp}) = {tp * pp * cp} does not divide num_gpus({n})",
          tp=tp, pp=pp, cp=cp, n=n)
-    dp = np.maximum(n // model_par, 1)
+    dp = data_parallel_size(n, tp, pp, cp)
     m_heads, m_kv = model.num_attention_heads, model.kv_heads
     rule("parallelism.tp", ~_divides(tp, m_heads),
          lambda tp: f"tp({tp}) does not divide num_attention_heads({m_heads})", tp=tp)
@@ -211,7 +211,7 @@ def layout_violations(model: ModelSpec, hw: HardwareSpec, seq_length: int, globa
          lambda mbs, dp, gbs: (f"micro_batch_size({mbs}) * dp({dp}) = {mbs * dp} does not divide "
                                f"global_batch_size({gbs})"),
          mbs=mbs, dp=dp, gbs=gbs)
-    num_mb = gbs // per_step
+    num_mb = micro_batches(gbs, mbs, dp)
     schedule_batch_rules(rule, sched, pp, num_mb)
     if not hw.gpu.supports(precision):
         name = hw.gpu.name
@@ -257,8 +257,8 @@ def check_layout(s: Scenario, m: ModelSpec, hw: HardwareSpec) -> tuple[int, int]
         schedule=pipeline.schedule_code(p.schedule), **layout_rule_fields(s))
     if reason[0]:
         raise InputError(field[0], reason[0])
-    dp = s.num_gpus // (p.tp * p.pp * p.cp)
-    return dp, s.global_batch_size // (s.micro_batch_size * dp)
+    dp = int(data_parallel_size(s.num_gpus, p.tp, p.pp, p.cp))
+    return dp, int(micro_batches(s.global_batch_size, s.micro_batch_size, dp))
 
 
 def check_job(s: Scenario, m: ModelSpec) -> None:

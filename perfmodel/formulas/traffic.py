@@ -220,7 +220,7 @@ def dp_traffic(dense_params_per_gpu, expert_params_per_gpu, layouts: Layouts, hw
     (after the all-gather, before the reduce-scatter): n more HBM-bound kernels moving the
     buffer once more, read and write, per collective."""
     n_dp = layouts.dp * layouts.cp
-    n_edp = np.maximum(layouts.dp * layouts.cp * layouts.tp // (layouts.ep * layouts.etp), 1)
+    n_edp = layouts.edp
     z = layouts.zero_stage
     grad_reduce_in_fp32, fsdp_list_api = sw.grad_reduce_in_fp32, sw.fsdp_list_api
 

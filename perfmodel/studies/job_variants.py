@@ -36,6 +36,7 @@ from typing import Literal, get_args
 import numpy as np
 
 from perfmodel.formulas import pipeline
+from perfmodel.formulas.layouts import data_parallel_size, expert_data_parallel_size
 from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.software import Overlap
 
@@ -73,8 +74,8 @@ def has_traffic(kind: str, cols: dict, model: ModelSpec, num_gpus: int) -> np.nd
     given, ``schedule``) send traffic of ``kind`` that its overlap setting can change."""
     tp, pp, cp, ep, etp = (np.asarray(cols[k]) for k in ("tp", "pp", "cp", "ep", "etp"))
     moe = model.moe is not None
-    dp = np.maximum(num_gpus // (tp * pp * cp), 1)
-    edp = np.maximum(dp * cp * tp // (ep * etp), 1)
+    dp = data_parallel_size(num_gpus, tp, pp, cp)
+    edp = expert_data_parallel_size(dp, cp, tp, ep, etp)
     data_parallel = (dp * cp > 1) | (moe & (edp > 1))
     paired = pipeline.schedule_property(cols["schedule"], "paired") if "schedule" in cols else np.zeros(tp.shape, bool)
     if kind == "tp":

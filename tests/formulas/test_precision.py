@@ -56,3 +56,8 @@ def test_every_mode_has_a_source_and_low_precision_follows_compute():
 def test_unknown_mode_is_a_one_line_error():
     with pytest.raises(InputError, match="'int3' is not one of bf16, fp16, fp8, fp4"):
         precision_mode("int3")
+
+
+def test_the_scenario_precisions_are_the_records():
+    from perfmodel.spec.scenario import PRECISION_CHOICES
+    assert PRECISION_CHOICES == tuple(SCENARIO_MODES)
