@@ -36,7 +36,7 @@ from perfmodel.formulas.counts import training_flop_per_token
 from perfmodel.formulas.distinct import once_per_shape
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.memory import COMPONENTS as MEMORY_COMPONENTS
-from perfmodel.formulas.memory import MemoryBreakdown, fits_in_memory, memory_per_gpu
+from perfmodel.formulas.memory import HIDDEN_DROPOUT, MemoryBreakdown, fits_in_memory, memory_per_gpu
 from perfmodel.formulas.model_states import first_rank_state_bytes
 from perfmodel.formulas.overlap import exposed_s, tp_phi, window_used_s
 from perfmodel.formulas.recompute import recomputed_layer_fraction, selective_recompute_s
@@ -341,7 +341,8 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
     # Activation offload: host copies beside the layers' compute (perfmodel.formulas.offload).
     n_off = sw.activation_offload_layers
     if n_off:
-        per_kind = {k: activation_bytes_per_layer(m, k, seq, L.mbs, L.tp, L.sp, L.cp, L.etp, "none", c.precision, sw)
+        per_kind = {k: activation_bytes_per_layer(m, k, seq, L.mbs, L.tp, L.sp, L.cp, L.etp, "none", c.precision, sw,
+                                                  hidden_dropout=HIDDEN_DROPOUT)
                     for k in set(kinds)}
         copy_s = offload.offloaded_bytes_per_layer(m, n_off, per_kind) / (
             hw.host_link.bandwidth_bytes_per_s * offload.HOST_COPY_EFFICIENCY)
@@ -385,11 +386,3 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
         memory_bound_s=w_layers * sum((b.mem_fwd_s + b.mem_bwd_s) * w for b, w in blocks),
         stage_s=stages,
     )
-
-
-def bottleneck(breakdown_row: dict, gemm_s: float, attention_s: float, memory_bound_s: float) -> str:
-    """The largest component; compute is named memory_bandwidth when HBM-bound ops dominate it."""
-    name = max(breakdown_row, key=breakdown_row.get)
-    if name == "compute" and memory_bound_s > gemm_s + attention_s:
-        return "memory_bandwidth"
-    return name

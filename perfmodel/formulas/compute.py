@@ -148,7 +148,7 @@ def memory_time_s(bytes_moved, hw: HardwareSpec, eff: Efficiencies, kernels: int
             + np.asarray(bytes_moved, dtype=float) / (hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency))
 
 
-def attention_efficiency(seq, eff: Efficiencies, backward: bool = False, backend: str = "flash"):
+def attention_efficiency(seq, eff: Efficiencies, backward: bool, backend: str):
     """The fused attention kernel's efficiency at ``seq`` keys in a training step, forward or
     backward: the benchmarked curve of ``backend`` (``cudnn``: ``Efficiencies.attention_cudnn``
     where measured, else the flash curve) at the clock a step runs at
@@ -309,9 +309,9 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
             f = share * attention_fwd_flop_per_token(op, seq_length, CAUSAL, window) * T * head_share
             s_kernel = s_local if window is None else np.minimum(s_local, window)
             flop = flop + f
-            fwd = fwd + f / (peak * attention_efficiency(s_kernel, eff, backend=sw.attention_backend))
+            fwd = fwd + f / (peak * attention_efficiency(s_kernel, eff, False, sw.attention_backend))
             bwd = bwd + ATTENTION_BWD_OVER_FWD_EXECUTED * f / (
-                peak * attention_efficiency(s_kernel, eff, backward=True, backend=sw.attention_backend))
+                peak * attention_efficiency(s_kernel, eff, True, sw.attention_backend))
         fwd = eff.kernel_overhead_s + fwd
         bwd = eff.kernel_overhead_s + bwd
         heads = op.attn_heads * head_share

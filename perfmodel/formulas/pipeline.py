@@ -213,13 +213,13 @@ def parameter_copies(schedule) -> np.ndarray:
     return schedule_property(schedule, "parameter_copies")
 
 
-def fill_drain_transfers(pp, vpp=1, schedule=None):
+def fill_drain_transfers(pp, vpp, schedule):
     """Activation sends on the critical path of fill and drain, both ways: twice the record's
     ``fill_drain_hops`` (p * v - 1 for the linear schedules, 2p - 2 for a V, whose turn stays on
     one rank, p - 1 for DualPipe); 0 at p = 1."""
     pp, vpp = np.asarray(pp), np.asarray(vpp)
     linear = np.where(pp > 1, 2 * (pp * vpp - 1), 0)
-    if schedule is None or only_defaults(schedule):
+    if only_defaults(schedule):
         return linear
     s = np.asarray(schedule)
     records = list(SCHEDULES.values())
