@@ -252,10 +252,11 @@ SP_WORDS = {"on": True, "off": False}
 
 
 def layout_text(c) -> str:
+    from perfmodel.spec.schedules import schedule
     lay = c.layout()
     s = f"tp{lay['tp']} pp{lay['pp']}"
     s += f" v{lay['vpp']}" if lay["vpp"] > 1 else ""
-    s += f" {lay['pipeline_schedule']}" if lay["pipeline_schedule"] not in ("1f1b", "interleaved") else ""
+    s += "" if schedule(lay["pipeline_schedule"]).megatron_order else f" {lay['pipeline_schedule']}"
     s += f" cp{lay['cp']}" if lay["cp"] > 1 else ""
     s += f" ep{lay['ep']}" if lay["ep"] > 1 else ""
     s += f" etp{lay['etp']}" if lay["etp"] > 1 else ""
