@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from perfmodel.engine.prediction import predict  # noqa: E402
-from perfmodel.spec.scenario import parse_scenario  # noqa: E402
+from perfmodel.spec.scenario import hardware_of, parse_scenario  # noqa: E402
 from perfmodel.studies.validation import load_cases  # noqa: E402
 
 CASE = "torchtitan_2412_llama3_70b_256gpu_2dfsdp_tp_compile_float8"
@@ -39,7 +39,8 @@ WITHOUT_TPS, WITH_TPS = 829.0, 876.0
 def _tps(scenario: dict, phi: float) -> float:
     s = copy.deepcopy(scenario)
     s["software"]["overlap"] = {**s["software"].get("overlap", {}), "tp": phi}
-    return predict(parse_scenario(s)).tokens_per_s_per_gpu
+    sc = parse_scenario(s)
+    return predict(sc, hardware_of(sc).efficiency).tokens_per_s_per_gpu
 
 
 def fitted_phi() -> float:

@@ -18,18 +18,11 @@ from perfmodel.spec.hardware import list_hardware_ids
 from perfmodel.spec.hf_config import model_from_hf_config
 from perfmodel.spec.presets import list_presets, load_model
 from perfmodel.spec.scenario import PRECISION_CHOICES, RECOMPUTE_CHOICES, parse_scenario
-from perfmodel.spec.software import (
-    ATTENTION_BACKEND_CHOICES,
-    CROSS_ENTROPY_CHOICES,
-    ELEMENTWISE_KERNELS_CHOICES,
-    FP8_CASTS_CHOICES,
-    MOE_DISPATCHER_CHOICES,
-    OPTIMIZER_KERNELS_CHOICES,
-)
 from perfmodel.spec.stacks import list_stacks, stack_info
 
 from . import run_inputs, state
 from .page import plain
+from .software_labels import IMPLEMENTATION_CHOICES, OVERLAP_HELP
 from .widget_store import GROUP_KEY, GROUPS
 from .widget_store import apply as _apply
 from .widget_store import keep as _keep
@@ -228,7 +221,7 @@ def _layout_widgets() -> None:
     c1.number_input("tp", min_value=1, step=1, key="tp", help="tensor parallel")
     c2.number_input("pp", min_value=1, step=1, key="pp", help="pipeline parallel")
     c3.number_input("vpp", min_value=1, step=1, key="vpp", help="virtual stages per pipeline rank")
-    st.selectbox("Pipeline schedule", state.SCHEDULE_CHOICES, key="pipeline_schedule",
+    st.selectbox("Pipeline schedule", state.schedule_choices(), key="pipeline_schedule",
                  help="default: 1f1b, or interleaved when vpp > 1. zb-h1, zb-h2, zb-v: zero-bubble schedules "
                       "(Qi et al. 2023, 2024; zb-v needs vpp 2); dualpipe, dualpipe-v: DeepSeek-V3's "
                       "(dualpipe-v needs vpp 2)")
@@ -251,7 +244,7 @@ def _batch_widgets() -> None:
     c1.checkbox("Reduce gradients in fp32", key="grad_reduce_in_fp32",
                 help="on: 4-byte gradient buffer and data-parallel reduction (Megatron-LM bf16 default, "
                      "FSDP2 in torchtitan); off: 16-bit, half the bytes (NVIDIA performance recipes)")
-    for i, (label, choices, key, help_text) in enumerate(_IMPLEMENTATION_CHOICES):
+    for i, (label, choices, key, help_text) in enumerate(IMPLEMENTATION_CHOICES):
         (c2 if i % 2 == 0 else c1).selectbox(label, choices, key=key, help=help_text)
     st.multiselect("Selective recompute", state.SELECTIVE_RECOMPUTE_OPTIONS, key="selective_recompute",
                    help="used with Recompute = selective. Megatron-Core recompute_modules (core_attn: the "
@@ -272,47 +265,13 @@ def _batch_widgets() -> None:
                        "Et*4|(t*4|)*14tmL. The slowest rank sets the pace")
 
 
-_IMPLEMENTATION_CHOICES = (
-    ("Attention kernel", ATTENTION_BACKEND_CHOICES, "attention_backend",
-     ("flash: fused kernel at FlashAttention-2's measured rate; cudnn: cuDNN's fused kernel at its own, "
-      "about 1.7x faster on H100 (where not measured, flash's); unfused: s x s scores written to HBM "
-      "(Megatron-LM before 2022)")),
-    ("MoE dispatcher", MOE_DISPATCHER_CHOICES, "moe_dispatcher",
-     "alltoall: every routed copy is its own message; flex: DeepEP/HybridEP, one copy per remote NVLink "
-     "domain, fanned out over NVLink; alltoall also sorts tokens by local expert"),
-    ("Elementwise kernels", ELEMENTWISE_KERNELS_CHOICES, "elementwise_kernels",
-     "fused: one kernel per norm and activation (Transformer Engine, torch.compile); eager: PyTorch eager, "
-     "one kernel and HBM round trip per op, norms and rotary in fp32"),
-    ("Cross-entropy", CROSS_ENTROPY_CHOICES, "cross_entropy",
-     "fused: Megatron-Core vocab-parallel loss or a compiled one, 4 bytes per logit kept; eager_fp32: "
-     "F.cross_entropy(logits.float()) in eager PyTorch, 12 bytes per logit at the start of the backward"),
-    ("Optimizer kernels", OPTIMIZER_KERNELS_CHOICES, "optimizer_kernels",
-     "fused: one Adam pass (FusedAdam, AdamW(fused=True)), 30 bytes per parameter; foreach: PyTorch's default "
-     "multi-tensor AdamW, one pass per op, 84 bytes"),
-    ("FP8 casts", FP8_CASTS_CHOICES, "fp8_casts",
-     ("fp8/fp4 only. separate: a cast-transpose kernel per GEMM input (Transformer Engine, torchao), 4 bytes "
-      "per element; fused: the compiler writes the 8-bit copy from the producing kernel (XLA, MaxText), 2 bytes")),
-)
-"""Which kernel or framework implementation the job runs: (label, choices, widget key, help)."""
-
-_OVERLAP_HELP = {
-    "tp": "TP collectives behind the layer's GEMMs (Megatron-Core default 0: tp_comm_overlap off)",
-    "cp": "ring-attention KV exchange behind attention",
-    "ep": "MoE dispatch/combine behind another micro-batch's layer compute (batch-level overlap, "
-          "Megatron-Core overlap_moe_expert_parallel_comm; 0: in the critical path)",
-    "pp": "steady-state pipeline send/recv behind compute",
-    "dp": "gradient reduce-scatter / parameter all-gather behind the first and last micro-batch",
-    "fsdp": "ZeRO-3 gathers and reduce-scatters behind the layer's compute (FSDP prefetch)",
-}
-
-
 def _overlap_widgets() -> None:
     st.caption("Fraction of each communication hidden behind compute: exposed = max(0, comm - phi x window).")
     c1, c2 = st.columns(2)
     for i, kind in enumerate(state.OVERLAP_KINDS):
         col = (c1, c2)[i % 2]
         col.number_input(f"{kind} overlap", min_value=0.0, max_value=1.0, step=0.05, key=f"ov_{kind}",
-                         help=_OVERLAP_HELP[kind],
+                         help=OVERLAP_HELP[kind],
                          disabled=kind == "tp" and bool(st.session_state.get("ov_tp_ideal")))
     st.checkbox("TP: ideal chunked overlap, (tp - 1) / tp", key="ov_tp_ideal",
                 help="Transformer Engine userbuffers-style decomposition (Wang et al., ASPLOS 2023)")

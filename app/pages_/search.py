@@ -9,7 +9,8 @@ import streamlit as st
 
 from appkit import cached, charts, page, run_inputs, sidebar
 from perfmodel.present import fmt
-from perfmodel.spec.scenario import PIPELINE_SCHEDULES, Precision, hardware_of
+from perfmodel.spec.scenario import Precision, hardware_of
+from perfmodel.spec.schedules import schedule_names
 from perfmodel.studies.job_variants import OVERLAP_KINDS
 
 WIDEN = {
@@ -80,7 +81,7 @@ if "precision" in widen:
 if "overlap" in widen:
     options["overlap"] = list(OVERLAP_KINDS)
 if "pipeline schedule" in widen:
-    options["schedules"] = list(PIPELINE_SCHEDULES)
+    options["schedules"] = list(schedule_names())
 if "sequence parallelism off" in widen:
     options["sequence_parallel"] = [True, False]
 args = (j.key(), json.dumps(options, sort_keys=True))

@@ -236,8 +236,8 @@ def search_options(args, **extra):
         d["overlap"] = OVERLAP_KINDS if overlap == ["all"] else tuple(overlap)
     schedules = csv_list(getattr(args, "schedules", None), str, "schedules")
     if schedules:
-        from perfmodel.spec.scenario import PIPELINE_SCHEDULES
-        d["schedules"] = PIPELINE_SCHEDULES if schedules == ["all"] else tuple(schedules)
+        from perfmodel.spec.schedules import schedule_names
+        d["schedules"] = schedule_names() if schedules == ["all"] else tuple(schedules)
     sp = csv_list(getattr(args, "sequence_parallel", None), str, "--sequence-parallel")
     if sp:
         bad = [v for v in sp if v not in SP_WORDS]
@@ -252,10 +252,11 @@ SP_WORDS = {"on": True, "off": False}
 
 
 def layout_text(c) -> str:
+    from perfmodel.spec.schedules import schedule
     lay = c.layout()
     s = f"tp{lay['tp']} pp{lay['pp']}"
     s += f" v{lay['vpp']}" if lay["vpp"] > 1 else ""
-    s += f" {lay['pipeline_schedule']}" if lay["pipeline_schedule"] not in ("1f1b", "interleaved") else ""
+    s += "" if schedule(lay["pipeline_schedule"]).megatron_order else f" {lay['pipeline_schedule']}"
     s += f" cp{lay['cp']}" if lay["cp"] > 1 else ""
     s += f" ep{lay['ep']}" if lay["ep"] > 1 else ""
     s += f" etp{lay['etp']}" if lay["etp"] > 1 else ""
@@ -285,6 +286,7 @@ def add_cost_options(p) -> None:
 
 def add_study_options(p, objective: bool = True) -> None:
     """The options of the commands that search (search, scale, size)."""
+    from perfmodel.spec.schedules import schedule_names
     p.add_argument("scenario")
     add_set_option(p)
     p.add_argument("--format", choices=["table", "json", "csv"], default="table")
@@ -298,8 +300,7 @@ def add_study_options(p, objective: bool = True) -> None:
                                      "comma-separated subset of tp,cp,ep,pp,dp,fsdp, or all (default: none, the "
                                      "scenario's settings)")
     p.add_argument("--schedules", help="pipeline schedules to try on every layout with pp > 1: a comma-separated "
-                                       "subset of 1f1b,interleaved,zb-h1,zb-h2,zb-v,dualpipe,dualpipe-v, or all "
-                                       "(default: the scenario's)")
+                                       f"subset of {','.join(schedule_names())}, or all (default: the scenario's)")
     p.add_argument("--sequence-parallel", help="sequence parallelism to try on every layout with tp > 1: on, off, "
                                                 "or on,off (default: on wherever tp > 1)")
     p.add_argument("--max-micro-batch-size", type=int, default=8)

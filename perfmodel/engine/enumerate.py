@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfmodel.formulas import pipeline
+from perfmodel.formulas.layouts import data_parallel_size
 from perfmodel.spec.hardware import HardwareSpec
 from perfmodel.spec.model import ModelSpec
 
@@ -47,7 +48,7 @@ class Bounds:
     pinned: dict
     """column -> the one value it takes (tp, pp, vpp, cp, ep, etp, zero_stage, mbs, sp, schedule)."""
     schedules: tuple[int, ...] | None = None
-    """Pipeline schedule codes to try (``perfmodel.formulas.pipeline.SCHEDULES``); None = each
+    """Pipeline schedule codes to try (``perfmodel.formulas.pipeline.schedule_code``); None = each
     layout's default."""
     sequence_parallel: tuple[bool, ...] | None = None
     """Sequence parallelism settings to try where tp > 1; None = on wherever tp > 1."""
@@ -148,7 +149,7 @@ def _expand(c: dict, num_gpus: int, global_batch_size: int, bounds: Bounds) -> d
     """Prefix rows crossed with the zero stages and micro-batch sizes, and sequence parallelism."""
     N, pin = num_gpus, bounds.pinned
     c = _cross(c, "zero_stage", [pin["zero_stage"]] if "zero_stage" in pin else sorted(set(bounds.zero_stages)))
-    dp = np.maximum(N // (c["tp"] * c["pp"] * c["cp"]), 1)
+    dp = data_parallel_size(N, c["tp"], c["pp"], c["cp"])
     mbs = [pin["mbs"]] if "mbs" in pin else np.arange(1, bounds.max_micro_batch_size + 1)
     c = _cross(c, "mbs", mbs)
     dp = np.repeat(dp, len(mbs))

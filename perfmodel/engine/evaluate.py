@@ -36,7 +36,7 @@ from perfmodel.formulas.counts import training_flop_per_token
 from perfmodel.formulas.distinct import MIN_ROWS, once_per_shape
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.memory import COMPONENTS as MEMORY_COMPONENTS
-from perfmodel.formulas.memory import MemoryBreakdown, fits_in_memory, memory_per_gpu
+from perfmodel.formulas.memory import HIDDEN_DROPOUT, MemoryBreakdown, fits_in_memory, memory_per_gpu
 from perfmodel.formulas.model_states import first_rank_state_bytes
 from perfmodel.formulas.overlap import exposed_s, tp_phi, window_used_s
 from perfmodel.formulas.recompute import recomputed_layer_fraction, selective_recompute_s
@@ -144,9 +144,9 @@ def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerT
         # Batch-level overlap: the forward all-to-alls of one micro-batch hide behind the
         # layer's backward compute of another, and vice versa (Megatron-Core
         # combined_1f1b, overlap_moe_expert_parallel_comm); DualPipe's paired chunks always do
-        # (perfmodel.formulas.pipeline.PAIRED).
+        # (their records' ``paired``, perfmodel.spec.schedules).
         phi_ep = ov.ep if pipeline.only_defaults(L.schedule) else np.where(
-            pipeline.is_in(L.schedule, pipeline.PAIRED), 1.0, ov.ep)
+            pipeline.schedule_property(L.schedule, "paired"), 1.0, ov.ep)
         left_b, left_f = blk.bwd_s - used_b, blk.fwd_s - used_f
         ep_slowdown = 0.0 if sw.moe_comm_reserved_sms else slowdown   # its SMs are kept apart
         ep_f = exposed_s(ep_raw, left_b, phi_ep, ep_slowdown)
@@ -333,7 +333,7 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
     t_p2p = traffic.pp_transfer_s(m, L, seq, hw, eff)
     steady_p2p = 2.0 * L.vpp * t_p2p   # forward activation + backward gradient, per chunk
     phi_pp = ov.pp if pipeline.only_defaults(L.schedule) else np.where(
-        pipeline.is_in(L.schedule, pipeline.PAIRED), 1.0, ov.pp)
+        pipeline.schedule_property(L.schedule, "paired"), 1.0, ov.pp)
     bd["pp_comm"] = (num_mb * exposed_s(steady_p2p, np.maximum(t_max, host_s_per_mb), phi_pp, slowdown)
                      + pipeline.fill_drain_transfers(L.pp, L.vpp, L.schedule) * t_p2p)
     bd["pipeline_bubble"] = bubble
@@ -352,7 +352,8 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
     # Activation offload: host copies beside the layers' compute (perfmodel.formulas.offload).
     n_off = sw.activation_offload_layers
     if n_off:
-        per_kind = {k: activation_bytes_per_layer(m, k, seq, L.mbs, L.tp, L.sp, L.cp, L.etp, "none", c.precision, sw)
+        per_kind = {k: activation_bytes_per_layer(m, k, seq, L.mbs, L.tp, L.sp, L.cp, L.etp, "none", c.precision, sw,
+                                                  hidden_dropout=HIDDEN_DROPOUT)
                     for k in set(kinds)}
         copy_s = offload.offloaded_bytes_per_layer(m, n_off, per_kind) / (
             hw.host_link.bandwidth_bytes_per_s * offload.HOST_COPY_EFFICIENCY)
@@ -365,7 +366,7 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
 
     # Optimizer over the parameters this GPU owns.
     n_dp = (L.dp * L.cp).astype(float)
-    n_edp = np.maximum(L.dp * L.cp * L.tp // (L.ep * L.etp), 1).astype(float)
+    n_edp = L.edp.astype(float)
     sharded = L.zero_stage >= 1
     owned = (dense_params / np.where(sharded, n_dp, 1.0)
              + expert_params / np.where(sharded, n_edp, 1.0))
@@ -399,11 +400,3 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
         memory_bound_s=w_layers * sum((b.mem_fwd_s + b.mem_bwd_s) * w for b, w in blocks),
         stage_s=stages,
     )
-
-
-def bottleneck(breakdown_row: dict, gemm_s: float, attention_s: float, memory_bound_s: float) -> str:
-    """The largest component; compute is named memory_bandwidth when HBM-bound ops dominate it."""
-    name = max(breakdown_row, key=breakdown_row.get)
-    if name == "compute" and memory_bound_s > gemm_s + attention_s:
-        return "memory_bandwidth"
-    return name

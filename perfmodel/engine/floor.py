@@ -92,7 +92,7 @@ def step_time_floor_s(c: Job, L: Layouts) -> np.ndarray:
     num_mb = L.num_mb.astype(float)
     if c.software.pipeline_stages is not None:
         return (1.0 - FLOOR_MARGIN) * num_mb * stage
-    linear = pipeline.is_in(L.schedule, (pipeline.ONE_F_ONE_B, pipeline.INTERLEAVED))
+    linear = pipeline.schedule_property(L.schedule, "megatron_order")
     bubble = np.where(linear, (pp - 1.0) * stage / L.vpp.astype(float), 0.0)
     return (1.0 - FLOOR_MARGIN) * (num_mb * (stage + last) + bubble)
 

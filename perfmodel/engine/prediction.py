@@ -267,8 +267,10 @@ def predict_resolved(r: Resolved, cost_model: CostModel) -> Prediction:
     return prediction_row(evaluate_job(r.job, r.layouts, cost_model), 0)
 
 
-def predict(scenario: Scenario, efficiency: Efficiencies | None = None,
-            cost_model: CostModel | None = None) -> Prediction:
-    """The scenario's prediction with the given efficiencies (None: the hardware spec's own;
-    ``perfmodel.predict`` chooses the calibration profile) and cost model (None: the scenario's)."""
+def predict(scenario: Scenario, efficiency: Efficiencies, cost_model: CostModel | None = None) -> Prediction:
+    """The scenario's prediction with the given efficiencies (required: ``perfmodel.predict``
+    chooses the calibration profile's, ``hardware_of(scenario).efficiency`` names the spec's)
+    and cost model (None: the scenario's)."""
+    if not isinstance(efficiency, Efficiencies):
+        raise TypeError(f"predict needs its efficiencies (an Efficiencies), got {type(efficiency).__name__}")
     return predict_resolved(resolve(scenario, efficiency), cost_model or scenario.cost)

@@ -16,7 +16,7 @@ import numpy as np
 from perfmodel.engine.job import Job, bind, scenario_layouts
 from perfmodel.formulas import pipeline
 from perfmodel.formulas.distinct import row_groups
-from perfmodel.formulas.layouts import Layouts
+from perfmodel.formulas.layouts import Layouts, data_parallel_size, micro_batches
 from perfmodel.spec import pipeline_layout
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.errors import InputError
@@ -35,51 +35,65 @@ def _divides(a, b):
 
 
 def _name(code: int) -> str:
-    return pipeline.SCHEDULES[code]
+    return pipeline.schedule_name(code)
+
+
+def _need_text(rec, pp: int) -> str:
+    """``2 * pp(4) - 1 = 7``: the micro-batches a schedule needs (its record), with the arithmetic."""
+    a, b = rec.min_micro_batches_per_pp, rec.min_micro_batches_offset
+    text = f"{a} * pp({pp})" if a > 1 else f"pp({pp})"
+    text += f" - {-b}" if b < 0 else (f" + {b}" if b > 0 else "")
+    return text + (f" = {rec.min_micro_batches(pp)}" if a > 1 or b else "")
 
 
 def schedule_rules(rule, sched, pp, vpp, pipeline_stages: int) -> None:
-    """What each pipeline schedule needs of the layout (``layout_violations``' ``rule``)."""
+    """What each pipeline schedule needs of the layout (its record; ``layout_violations``' ``rule``)."""
     if np.array_equal(sched, pipeline.default_schedule_code(vpp)):
         return                             # each layout's default: nothing to check
     field = "parallelism.pipeline_schedule"
-    own = pipeline.is_in(sched, (pipeline.ONE_F_ONE_B, pipeline.INTERLEAVED))
+    prop = lambda name: pipeline.schedule_property(sched, name)   # noqa: E731
+    own = prop("megatron_order")
     rule(field, ~own & (pp == 1), lambda s: f"{_name(s)} is a pipeline schedule: it needs pp > 1 (pp = 1)", s=sched)
-    rule(field, pipeline.is_in(sched, pipeline.ONE_CHUNK) & (vpp != 1),
+    chunks = prop("chunks_per_rank")
+    v_shaped = prop("v_shaped")
+    rule(field, np.equal(chunks, 1) & (vpp != 1),
          lambda s, vpp: f"{_name(s)} runs one model chunk per rank: it needs vpp = 1 (vpp = {vpp})", s=sched, vpp=vpp)
-    rule(field, (sched == pipeline.INTERLEAVED) & (vpp == 1),
-         lambda: "interleaved runs several model chunks per rank: it needs vpp > 1 (vpp = 1)")
-    rule(field, pipeline.is_in(sched, pipeline.V_SHAPED) & (vpp != pipeline.V_CHUNKS_PER_RANK),
+    rule(field, np.equal(chunks, None) & (vpp == 1),
+         lambda s: f"{_name(s)} runs several model chunks per rank: it needs vpp > 1 (vpp = 1)", s=sched)
+    rule(field, v_shaped & (vpp != np.where(v_shaped, chunks, 0).astype(np.int64)),
          lambda s, vpp: f"{_name(s)} runs two model chunks per rank in a V: it needs vpp = 2 (vpp = {vpp})",
          s=sched, vpp=vpp)
     # DualPipe runs two directions of pp/2 ranks each (deepseek-ai/DualPipe, dualpipe.py: num_ranks % 2 == 0)
-    rule(field, (sched == pipeline.DUALPIPE) & (pp % 2 == 1),
-         lambda pp: f"dualpipe feeds micro-batches in from both ends: it needs an even pp (pp = {pp})", pp=pp)
+    rule(field, prop("bidirectional") & (pp % 2 == 1),
+         lambda s, pp: f"{_name(s)} feeds micro-batches in from both ends: it needs an even pp (pp = {pp})",
+         s=sched, pp=pp)
     if pipeline_stages:
         # DualPipe runs stage r and stage pp - 1 - r of the layout on rank r (pipeline_layout.mirrored).
-        rule(field, ~own & ~pipeline.is_in(sched, (pipeline.ZB_H1, pipeline.ZB_H2, pipeline.DUALPIPE)),
+        rule(field, v_shaped,
              lambda s: f"{_name(s)} places its stages in its own order; pipeline_layout places virtual stage k on "
                        f"rank k mod pp (Megatron-Core): drop one of them", s=sched)
 
 
 def schedule_batch_rules(rule, sched, pp, num_mb) -> None:
-    """The micro-batches each schedule needs to fill its pipeline (``layout_violations``)."""
+    """The micro-batches each schedule needs to fill its pipeline (its record; ``layout_violations``).
+
+    Qi et al. 2023 sec. 2: ZB-H1 warms up like 1F1B (p micro-batches), ZB-H2 with 2p - 1 on the
+    first rank; ZB-V with 2p - 1 on its first chunk (PyTorch ScheduleZBVZeroBubble);
+    deepseek-ai/DualPipe: num_chunks >= 2 * num_ranks, and even for DualPipe (half each way)."""
+    field = "global_batch_size"
+    rule(field, pipeline.schedule_property(sched, "micro_batches_multiple_of_pp") & ~_divides(pp, num_mb),
+         lambda s, num_mb, pp: f"{_name(s)} schedule needs micro-batches({num_mb}) to be a multiple of pp({pp})",
+         s=sched, num_mb=num_mb, pp=pp)
     if pipeline.only_defaults(sched):
         return
-    field = "global_batch_size"
-    # Qi et al. 2023 sec. 2: ZB-H1 warms up like 1F1B (p micro-batches), ZB-H2 with 2p - 1 on the
-    # first rank; ZB-V with 2p - 1 on its first chunk (PyTorch ScheduleZBVZeroBubble).
-    rule(field, (sched == pipeline.ZB_H1) & (num_mb < pp),
-         lambda m, pp: f"zb-h1 needs micro-batches({m}) >= pp({pp})", m=num_mb, pp=pp)
-    rule(field, pipeline.is_in(sched, (pipeline.ZB_H2, pipeline.ZB_V)) & (num_mb < 2 * pp - 1),
-         lambda s, m, pp: f"{_name(s)} needs micro-batches({m}) >= 2 * pp({pp}) - 1 = {2 * pp - 1}",
+    per_pp = pipeline.schedule_property(sched, "min_micro_batches_per_pp")
+    need = per_pp * pp + pipeline.schedule_property(sched, "min_micro_batches_offset")
+    even = pipeline.schedule_property(sched, "bidirectional")
+    rule(field, (per_pp > 0) & ((num_mb < need) | (even & (num_mb % 2 == 1))),
+         lambda s, m, pp: (f"{_name(s)} needs an even number of micro-batches >= {_need_text(pipeline.schedule_of(s), pp)}; "
+                           f"micro-batches = {m}" if pipeline.schedule_of(s).bidirectional else
+                           f"{_name(s)} needs micro-batches({m}) >= {_need_text(pipeline.schedule_of(s), pp)}"),
          s=sched, m=num_mb, pp=pp)
-    # deepseek-ai/DualPipe: num_chunks >= 2 * num_ranks, and even for DualPipe (half each way)
-    rule(field, (sched == pipeline.DUALPIPE) & ((num_mb < 2 * pp) | (num_mb % 2 == 1)),
-         lambda m, pp: f"dualpipe needs an even number of micro-batches >= 2 * pp({pp}) = {2 * pp}; "
-                       f"micro-batches = {m}", m=num_mb, pp=pp)
-    rule(field, (sched == pipeline.DUALPIPE_V) & (num_mb < 2 * pp),
-         lambda m, pp: f"dualpipe-v needs micro-batches({m}) >= 2 * pp({pp}) = {2 * pp}", m=num_mb, pp=pp)
 
 
 @dataclass(frozen=True)
@@ -109,7 +123,7 @@ def layout_violations(model: ModelSpec, hw: HardwareSpec, seq_length: int, globa
 
     Every argument after ``precision`` is an integer (``sp``: boolean) array; ``num_gpus`` and
     ``global_batch_size`` may be scalars or arrays; ``schedule``: pipeline schedule codes
-    (``perfmodel.formulas.pipeline.SCHEDULES``), None = each layout's default. Returns the
+    (``perfmodel.formulas.pipeline.schedule_code``), None = each layout's default. Returns the
     first rule each layout breaks, with the arithmetic (``Violations``). This is the only home
     of the rules: ``check_layout`` calls it on a batch of one.
     """
@@ -146,7 +160,7 @@ def layout_violations(model: ModelSpec, hw: HardwareSpec, seq_length: int, globa
     rule("num_gpus", ~_divides(model_par, n),
          lambda tp, pp, cp, n: f"tp({tp}) * pp({pp}) * cp({cp}) = {tp * pp * cp} does not divide num_gpus({n})",
          tp=tp, pp=pp, cp=cp, n=n)
-    dp = np.maximum(n // model_par, 1)
+    dp = data_parallel_size(n, tp, pp, cp)
     m_heads, m_kv = model.num_attention_heads, model.kv_heads
     rule("parallelism.tp", ~_divides(tp, m_heads),
          lambda tp: f"tp({tp}) does not divide num_attention_heads({m_heads})", tp=tp)
@@ -197,10 +211,7 @@ def layout_violations(model: ModelSpec, hw: HardwareSpec, seq_length: int, globa
          lambda mbs, dp, gbs: (f"micro_batch_size({mbs}) * dp({dp}) = {mbs * dp} does not divide "
                                f"global_batch_size({gbs})"),
          mbs=mbs, dp=dp, gbs=gbs)
-    num_mb = gbs // per_step
-    rule("global_batch_size", (sched == pipeline.INTERLEAVED) & ~_divides(pp, num_mb),
-         lambda num_mb, pp: f"interleaved schedule needs micro-batches({num_mb}) to be a multiple of pp({pp})",
-         num_mb=num_mb, pp=pp)
+    num_mb = micro_batches(gbs, mbs, dp)
     schedule_batch_rules(rule, sched, pp, num_mb)
     if not hw.gpu.supports(precision):
         name = hw.gpu.name
@@ -246,8 +257,8 @@ def check_layout(s: Scenario, m: ModelSpec, hw: HardwareSpec) -> tuple[int, int]
         schedule=pipeline.schedule_code(p.schedule), **layout_rule_fields(s))
     if reason[0]:
         raise InputError(field[0], reason[0])
-    dp = s.num_gpus // (p.tp * p.pp * p.cp)
-    return dp, s.global_batch_size // (s.micro_batch_size * dp)
+    dp = int(data_parallel_size(s.num_gpus, p.tp, p.pp, p.cp))
+    return dp, int(micro_batches(s.global_batch_size, s.micro_batch_size, dp))
 
 
 def check_job(s: Scenario, m: ModelSpec) -> None:

@@ -57,7 +57,7 @@ def layout_stages(stages_text: tuple[str, ...], L: Layouts, per_layer: dict, hea
         rows = np.flatnonzero(L.pp == pp)
         load = pipeline_layout.rank_load(stages_text, int(pp))
         two = pipeline_layout.mirrored(load)     # DualPipe: stage r and stage pp - 1 - r on rank r
-        dual = (np.asarray(L.schedule)[rows] == pipeline.DUALPIPE)[None, :]
+        dual = pipeline.schedule_property(np.asarray(L.schedule)[rows], "bidirectional")[None, :]
         counts = {c: np.where(dual, b[:, None], a[:, None]) for c, a, b in
                   (("t", load.decoder, two.decoder), ("m", load.mtp, two.mtp), ("L", load.loss, two.loss))}
         # rank totals, (pp, rows)

@@ -13,13 +13,14 @@ import numpy as np
 from perfmodel.formulas.recompute import op_sac_saved_bytes_per_token, save_qkv_saved_bytes_per_token
 from perfmodel.formulas.workload import ACT_BYTES, LayerKind
 from perfmodel.spec.model import ModelSpec
+from perfmodel.spec.precision import FORMAT_BYTES, precision_mode
 from perfmodel.spec.software import SoftwareStack, selective_modules
 
 DROPOUT_MASK_BYTES = 1
 """Dropout masks are stored as one byte per element (Korthikanti et al. 2022, sec. 4.1)."""
 SOFTMAX_BYTES = 2
 """The s x s attention probabilities are 16-bit (Korthikanti et al. 2022, sec. 4.1: 2*a*s^2*b)."""
-FP8_BYTES = 1
+FP8_BYTES = FORMAT_BYTES["fp8"]
 """An activation cached in FP8 (``SoftwareStack.moe_fp8_activation_cache``)."""
 
 
@@ -42,22 +43,25 @@ def korthikanti_activation_bytes_per_layer(s, b, h, a, t, sp: bool, recompute: s
     return sbh * (replicated + split / t + scores / t)
 
 
-SAVED_GEMM_INPUT_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "fp4": 1}
-"""Bytes per element of a GEMM input kept for the weight-gradient GEMM. With fp8 (and NVFP4,
-whose recipes keep an fp8/MX copy for the backward), Transformer Engine saves the quantised
-input tensor, not the 16-bit one (TE "Using FP8 with Transformer Engine": Float8Tensor inputs
-saved for backward); norm inputs and attention tensors stay 16-bit."""
+# A GEMM input kept for the weight-gradient GEMM: the ``saved_gemm_input`` role of the
+# precision's record (``perfmodel.spec.precision``). With fp8 (and NVFP4, whose recipes keep an
+# fp8/MX copy for the backward), Transformer Engine saves the quantised input tensor, not the
+# 16-bit one (TE "Using FP8 with Transformer Engine": Float8Tensor inputs saved for backward);
+# norm inputs and attention tensors stay 16-bit.
 
 
 def activation_bytes_per_layer(m: ModelSpec, kind: LayerKind, s, b, t, sp, cp, etp, recompute: str,
-                               precision: str, sw: SoftwareStack, dropout: bool = False) -> np.ndarray:
+                               precision: str, sw: SoftwareStack, *, hidden_dropout: bool) -> np.ndarray:
     """Bytes one GPU stores for one layer and one micro-batch (Korthikanti et al. 2022, sec. 4.1).
 
     Tensors are sorted as in the paper: "replicated" ones (norm inputs, GEMM inputs of
     replicated width h, dropout masks) are divided by t only with sequence parallelism;
     head- or ffn-split ones by t always. Each GEMM stores its input; the attention core
     stores Q, K, V and its output; without FlashAttention also the s x s probabilities
-    (plus, with dropout, their mask and the dropped probabilities: 2 + 1 + 2 = 5 bytes).
+    (plus, with ``sw.attention_dropout``, their 1-byte mask and the dropped probabilities:
+    2 + 1 + 2 = 5 bytes per score; flash attention regenerates the mask from its RNG state).
+    ``hidden_dropout``: the 1-byte masks of the dropout after attention and after the MLP
+    (Korthikanti et al. 2022's Table 2 counts them; current recipes train without).
     MoE: every token is copied to k_e experts (balanced routing assumed); the dispatched
     input, the expert MLP's internals and the output before the weighted combine are stored.
     """
@@ -65,7 +69,7 @@ def activation_bytes_per_layer(m: ModelSpec, kind: LayerKind, s, b, t, sp, cp, e
     r = np.where(sp, t, 1.0)
     tokens = np.asarray(s) / np.asarray(cp) * np.asarray(b)
     B, h, a = ACT_BYTES, m.hidden_size, m.num_attention_heads
-    G = SAVED_GEMM_INPUT_BYTES[precision]
+    G = precision_mode(precision).bytes_of("saved_gemm_input")
     flash, selective_policy = sw.flash_attention, sw.selective_recompute
     if recompute == "full":
         return tokens * B * h / r
@@ -74,7 +78,7 @@ def activation_bytes_per_layer(m: ModelSpec, kind: LayerKind, s, b, t, sp, cp, e
     if recompute == "selective" and selective_policy == "save_qkv_proj":
         return tokens * save_qkv_saved_bytes_per_token(m, t, r)
     mods = set(selective_modules(selective_policy)) if recompute == "selective" else set()
-    mask = DROPOUT_MASK_BYTES * h if dropout else 0
+    mask = DROPOUT_MASK_BYTES * h if hidden_dropout else 0
     mats = 2 if m.gated_mlp else 1
     # attention block, per token
     replicated = (B + G) * h + mask                       # norm input, QKV GEMM input; dropout mask
@@ -93,7 +97,7 @@ def activation_bytes_per_layer(m: ModelSpec, kind: LayerKind, s, b, t, sp, cp, e
         split = (B + G) * a * d / t + B * 2 * d * np.maximum(g / t, 1)  # Q, core output; K, V
     scores = 0.0
     if not flash and (recompute == "none" or (recompute == "selective" and "core_attn" not in mods)):
-        per_score = SOFTMAX_BYTES + (DROPOUT_MASK_BYTES + SOFTMAX_BYTES if dropout else 0)
+        per_score = SOFTMAX_BYTES + (DROPOUT_MASK_BYTES + SOFTMAX_BYTES if sw.attention_dropout else 0)
         scores = per_score * a * np.asarray(s) / t                   # a*s keys per query token
     # MLP block, per token
     replicated = replicated + B * h + mask                          # norm input; mask

@@ -45,6 +45,7 @@ from perfmodel.formulas.workload import Op, OpKind, TpSplit, routed_load
 from perfmodel.spec.efficiency import Efficiencies, saturating_attention_efficiency, saturating_gemm_efficiency
 from perfmodel.spec.hardware import HardwareSpec
 from perfmodel.spec.model import ModelSpec
+from perfmodel.spec.precision import LOW_PRECISION
 from perfmodel.spec.software import SoftwareStack
 
 CAUSAL = True
@@ -60,7 +61,6 @@ DROPOUT_BYTES_PER_SCORE = 2 + 2 + 1
 """Attention dropout as its own kernel (``SoftwareStack.attention_dropout``, unfused attention):
 forward reads P and writes the dropped P and a 1-byte mask; backward reads dP' and the mask and
 writes dP, 5 bytes per score each way (torch.nn.functional.dropout and its backward)."""
-LOW_PRECISION = ("fp8", "fp4")
 GEMMS_PER_LINEAR_FWD_BWD = 3
 """A linear layer runs one GEMM forward and two backward (input and weight gradients)."""
 BACKWARD_HOST_OPS_OVER_FORWARD = 2
@@ -148,7 +148,7 @@ def memory_time_s(bytes_moved, hw: HardwareSpec, eff: Efficiencies, kernels: int
             + np.asarray(bytes_moved, dtype=float) / (hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency))
 
 
-def attention_efficiency(seq, eff: Efficiencies, backward: bool = False, backend: str = "flash"):
+def attention_efficiency(seq, eff: Efficiencies, backward: bool, backend: str):
     """The fused attention kernel's efficiency at ``seq`` keys in a training step, forward or
     backward: the benchmarked curve of ``backend`` (``cudnn``: ``Efficiencies.attention_cudnn``
     where measured, else the flash curve) at the clock a step runs at
@@ -309,9 +309,9 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
             f = share * attention_fwd_flop_per_token(op, seq_length, CAUSAL, window) * T * head_share
             s_kernel = s_local if window is None else np.minimum(s_local, window)
             flop = flop + f
-            fwd = fwd + f / (peak * attention_efficiency(s_kernel, eff, backend=sw.attention_backend))
+            fwd = fwd + f / (peak * attention_efficiency(s_kernel, eff, False, sw.attention_backend))
             bwd = bwd + ATTENTION_BWD_OVER_FWD_EXECUTED * f / (
-                peak * attention_efficiency(s_kernel, eff, backward=True, backend=sw.attention_backend))
+                peak * attention_efficiency(s_kernel, eff, True, sw.attention_backend))
         fwd = eff.kernel_overhead_s + fwd
         bwd = eff.kernel_overhead_s + bwd
         heads = op.attn_heads * head_share

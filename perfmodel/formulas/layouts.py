@@ -16,6 +16,23 @@ import numpy as np
 from perfmodel.formulas.pipeline import default_schedule_code
 
 
+def data_parallel_size(num_gpus, tp, pp, cp):
+    """dp = N / (tp pp cp): the data-parallel replicas of a layout, at least 1 (the rules
+    reject a model-parallel size that does not divide N)."""
+    return np.maximum(np.asarray(num_gpus) // (np.asarray(tp) * pp * cp), 1)
+
+
+def micro_batches(global_batch_size, mbs, dp):
+    """m = B / (b dp): micro-batches per pipeline per step (Narayanan et al. 2021 sec. 2.2)."""
+    return np.asarray(global_batch_size) // (np.asarray(mbs) * dp)
+
+
+def expert_data_parallel_size(dp, cp, tp, ep, etp):
+    """The expert data-parallel group: dp * cp * tp ranks re-split as ep * etp * edp
+    (Megatron-Core's expert process groups), at least 1."""
+    return np.maximum(np.asarray(dp) * cp * tp // (np.asarray(ep) * etp), 1)
+
+
 @dataclass(frozen=True)
 class Layouts:
     tp: np.ndarray
@@ -30,13 +47,19 @@ class Layouts:
     mbs: np.ndarray
     """micro_batch_size"""
     dp: np.ndarray
+    """data-parallel replicas (``data_parallel_size``)"""
     num_mb: np.ndarray
-    """micro-batches per pipeline per step"""
+    """micro-batches per pipeline per step (``micro_batches``)"""
     schedule: np.ndarray
-    """The pipeline schedule, as its index in ``perfmodel.formulas.pipeline.SCHEDULES``."""
+    """The pipeline schedule, as its code (``perfmodel.formulas.pipeline.schedule_code``)."""
 
     def __len__(self) -> int:
         return int(self.tp.shape[0])
+
+    @property
+    def edp(self) -> np.ndarray:
+        """Expert data-parallel group size (``expert_data_parallel_size``)."""
+        return expert_data_parallel_size(self.dp, self.cp, self.tp, self.ep, self.etp)
 
     def take(self, index) -> "Layouts":
         return Layouts(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
@@ -57,3 +80,10 @@ def layouts_from_arrays(**arrays) -> Layouts:
         out[f.name] = np.broadcast_to(v, (n,)).astype(bool if f.name == "sp" else np.int64)
     return Layouts(**out)
 
+
+
+def layouts_for(num_gpus, global_batch_size, **arrays) -> Layouts:
+    """``layouts_from_arrays`` with dp and the micro-batch count worked out here, the one home
+    of both, from the GPU count and the global batch."""
+    dp = data_parallel_size(num_gpus, arrays["tp"], arrays["pp"], arrays["cp"])
+    return layouts_from_arrays(**arrays, dp=dp, num_mb=micro_batches(global_batch_size, arrays["mbs"], dp))

@@ -25,8 +25,9 @@ group, ZeRO-2 also g, ZeRO-3 also w.
 
 Activations: ``activation_bytes_per_layer`` generalises Korthikanti et al. 2022 sec. 4.1 to
 GQA, gated MLPs, MoE and MLA; for GPT shapes with dropout and no FlashAttention it equals
-their Table 2 exactly (``korthikanti_activation_bytes_per_layer``). Predictions assume
-FlashAttention (no stored s x s scores) and no dropout, as in current recipes.
+their Table 2 exactly (``korthikanti_activation_bytes_per_layer``). Attention dropout
+follows the software stack (``attention_dropout``); hidden dropout is left out
+(``HIDDEN_DROPOUT``).
 """
 
 from __future__ import annotations
@@ -45,10 +46,7 @@ from perfmodel.formulas.model_states import (
     state_bytes_per_param,
 )
 from perfmodel.formulas.offload import resident_activation_bytes
-from perfmodel.formulas.pipeline import (
-    DUALPIPE,
-    chunks_in_flight,
-)
+from perfmodel.formulas.pipeline import chunks_in_flight, schedule_property
 from perfmodel.formulas.workload import (
     ACT_BYTES,
     FP32_BYTES,
@@ -59,6 +57,11 @@ from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.pipeline_layout import mirrored, rank_load
 from perfmodel.spec.software import SoftwareStack
 from perfmodel.spec.units import GIBI, MEBI
+
+HIDDEN_DROPOUT = False
+"""No dropout after attention and after the MLP: current pre-training recipes set it to 0
+(Megatron-Core Llama and DeepSeek recipes: hidden_dropout 0.0; Llama 3 paper), so its masks are
+not stored (``activation_bytes_per_layer``'s ``hidden_dropout``)."""
 
 LOGITS_BYTES = 4
 """Logits for the cross-entropy are kept in fp32: 4*s*b*V/t (Korthikanti et al. 2022, sec. 4.3)."""
@@ -103,7 +106,7 @@ class MemoryBreakdown:
 
 
 def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Layouts, rank,
-           sw: SoftwareStack, dropout: bool, held: RankLayers | None = None) -> MemoryBreakdown:
+           sw: SoftwareStack, held: RankLayers | None = None) -> MemoryBreakdown:
     """One rank's memory. Without ``held`` (even split) every rank holds v chunks of the
     fullest chunk's ceil(l / (p v)) layers; with it, the layout's layers, in chunks of n / v."""
     s, h, V = seq_length, m.hidden_size, m.vocab_size
@@ -117,7 +120,8 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
 
     # activations
     def act(kind, rc):
-        return activation_bytes_per_layer(m, kind, s, L.mbs, t, L.sp, L.cp, L.etp, rc, precision, sw, dropout)
+        return activation_bytes_per_layer(m, kind, s, L.mbs, t, L.sp, L.cp, L.etp, rc, precision, sw,
+                                          hidden_dropout=HIDDEN_DROPOUT)
 
     if recompute == "full" and recompute_num_layers is not None:
         # block method: the first N layers of each chunk store their input, the rest all
@@ -159,7 +163,7 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
 
 
 def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision: str, layouts: Layouts,
-                   sw: SoftwareStack, *, dropout: bool = False) -> MemoryBreakdown:
+                   sw: SoftwareStack) -> MemoryBreakdown:
     """Peak memory per GPU: the most loaded pipeline rank.
 
     Even split: the larger of the first stage (the embedding and the most micro-batches in
@@ -169,8 +173,8 @@ def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision:
     rank holds the layers the layout gives it, and all ranks are weighed.
     ``sw.recompute_num_layers``: full recompute of that many layers per chunk (block method);
     ``sw.activation_offload_layers``: layers whose activations wait in host memory (pp = 1 only,
-    ``perfmodel.formulas.offload``). ``dropout``: stored dropout masks (not in current recipes;
-    Korthikanti et al. 2022's Table 2 counts them).
+    ``perfmodel.formulas.offload``); ``sw.attention_dropout``: the attention probabilities'
+    dropout mask and output, stored where attention is unfused.
     """
     if precision not in STATE_BYTES_PER_PARAM:
         raise ValueError(f"precision {precision!r} is not one of {tuple(STATE_BYTES_PER_PARAM)}")
@@ -179,7 +183,7 @@ def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision:
     pipeline_layout = sw.pipeline_stages
 
     def stage(rank, held=None):
-        return _stage(model, seq_length, recompute, precision, layouts, rank, sw, dropout, held)
+        return _stage(model, seq_length, recompute, precision, layouts, rank, sw, held)
 
     def larger(a: MemoryBreakdown, b: MemoryBreakdown, take_b) -> MemoryBreakdown:
         return MemoryBreakdown(*(np.where(take_b, getattr(b, f.name), getattr(a, f.name))
@@ -201,7 +205,7 @@ def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision:
     shape = np.shape(layouts.pp)
     peak = None
     leading = model.moe.num_dense_layers if model.moe is not None else 0
-    dual = np.asarray(layouts.schedule) == DUALPIPE
+    dual = schedule_property(layouts.schedule, "bidirectional")
     for pp in np.unique(layouts.pp):
         load = rank_load(pipeline_layout, int(pp), leading)
         rows = layouts.pp == pp
@@ -223,7 +227,7 @@ def _held(load, r: int, dual) -> RankLayers:
 
 
 def memory_per_stage(model: ModelSpec, seq_length: int, recompute: str, precision: str, layouts: Layouts,
-                     sw: SoftwareStack, *, dropout: bool = False) -> list[MemoryBreakdown]:
+                     sw: SoftwareStack) -> list[MemoryBreakdown]:
     """Memory per GPU of every pipeline rank, 0 to pp - 1, of the first layout of ``layouts``
     (``memory_per_gpu`` is their largest): the same ``_stage`` per rank, under the even split or
     the explicit ``sw.pipeline_layout``."""
@@ -233,8 +237,8 @@ def memory_per_stage(model: ModelSpec, seq_length: int, recompute: str, precisio
     load = rank_load(sw.pipeline_stages, pp, leading) if sw.pipeline_stages is not None else None
     out = []
     for r in range(pp):
-        held = None if load is None else _held(load, r, np.asarray(one.schedule) == DUALPIPE)
-        out.append(_stage(model, seq_length, recompute, precision, one, np.full(1, r), sw, dropout, held))
+        held = None if load is None else _held(load, r, schedule_property(one.schedule, "bidirectional"))
+        out.append(_stage(model, seq_length, recompute, precision, one, np.full(1, r), sw, held))
     return out
 
 

@@ -12,10 +12,8 @@ import numpy as np
 
 from perfmodel.formulas.counts import embedding_params, layer_params, mtp_params, output_params
 from perfmodel.formulas.layouts import Layouts
-from perfmodel.formulas.pipeline import DUALPIPE, V_SHAPED, is_in, only_defaults, parameter_copies
+from perfmodel.formulas.pipeline import only_defaults, parameter_copies, schedule_property
 from perfmodel.formulas.workload import (
-    ACT_BYTES,
-    FP32_BYTES,
     LayerKind,
     OpKind,
     TpSplit,
@@ -25,43 +23,27 @@ from perfmodel.formulas.workload import (
     weight_ops,
 )
 from perfmodel.spec.model import ModelSpec
+from perfmodel.spec.precision import ADAM_MOMENTS, FORMAT_BYTES, SCENARIO_MODES, precision_mode
 from perfmodel.spec.software import SoftwareStack
 
-GRAD_FP32_BYTES = FP32_BYTES
-GRAD_16BIT_BYTES = ACT_BYTES
+GRAD_FP32_BYTES = FORMAT_BYTES["fp32"]
+GRAD_16BIT_BYTES = FORMAT_BYTES["bf16"]
 """Gradient element in fp32, and in the 16-bit training dtype (Megatron-Core DDP: the buffer
 takes the parameter dtype unless grad_reduce_in_fp32); also the bytes of the data-parallel
 reduction (``traffic.grad_reduce_bytes``)."""
 
-STATE_BYTES_PER_PARAM: dict[str, tuple[int, int, int]] = {
-    "bf16": (2, GRAD_FP32_BYTES, 12),
-    "fp16": (2, GRAD_16BIT_BYTES, 16),
-    "fp8": (2, GRAD_FP32_BYTES, 12),
-    "fp4": (2, GRAD_FP32_BYTES, 12),
-}
-"""(weights, gradients, optimizer) bytes per parameter under mixed-precision Adam.
-
-bf16: bf16 weights, fp32 gradients (Megatron accumulates and reduces bf16 gradients in fp32:
-``accumulate_allreduce_grads_in_fp32`` is forced on for bf16), fp32 master + Adam m + v = 12.
-Megatron-Core "Distributed Optimizer" docs: 18 bytes, or 6 + 12/d distributed.
-fp16: fp16 gradients; the fp32 main gradient moves into the optimizer states (4 + 12 = 16),
-same table: 20 bytes, or 4 + 16/d.
-fp8/fp4: treated as bf16. TransformerEngine (and torchao float8) keep the high-precision
-weights as the parameters and cast them to fp8 per GEMM; the fp8 copy of the layer in use is
-transient and small next to the states (TransformerEngine "Using FP8" docs). Megatron's
-optional ``--fp8-param-gather`` (1-byte weights) is not modelled.
-"""
-
-MOMENT_BYTES = {"fp32": FP32_BYTES, "bf16": ACT_BYTES}
-"""Bytes of each Adam moment (m and v) by ``SoftwareStack.optimizer_moments``."""
-ADAM_MOMENTS = 2
-"""Adam keeps two moments per parameter, m and v (Kingma & Ba 2015, Algorithm 1)."""
+STATE_BYTES_PER_PARAM: dict[str, tuple[int, int, int]] = {name: mode.state_bytes for name, mode in SCENARIO_MODES.items()}
+"""(weights, gradients, optimizer) bytes per parameter of each scenario precision under
+mixed-precision Adam: its record's roles (``perfmodel.spec.precision``, whose table gives the
+sources). bf16 (and fp8, fp4, whose Transformer Engine recipes keep bf16 parameters and cast
+them per GEMM): 2 + 4 + 12 = 18; fp16: 2 + 2 + 16 = 20, the fp32 main gradient in the
+optimizer states (Megatron-Core "Distributed Optimizer" docs)."""
 
 
 def state_bytes_per_param(precision: str, grad_reduce_in_fp32: bool) -> tuple[int, int, int]:
-    """(weights, gradients, optimizer) bytes per parameter: ``STATE_BYTES_PER_PARAM``, with a
+    """(weights, gradients, optimizer) bytes per parameter: the precision's record, with a
     16-bit gradient buffer where gradients are not reduced in fp32 (fp16 has one already)."""
-    w, g, o = STATE_BYTES_PER_PARAM[precision]
+    w, g, o = precision_mode(precision).state_bytes
     return w, (g if grad_reduce_in_fp32 else min(g, GRAD_16BIT_BYTES)), o
 
 
@@ -71,7 +53,7 @@ def stack_state_bytes_per_param(precision: str, sw: SoftwareStack) -> tuple[int,
     weight stays (Megatron-Core --use-precision-aware-optimizer with --exp-avg-dtype and
     --exp-avg-sq-dtype bf16; DeepSeek-V3 report, arXiv 2412.19437, sec. 3.3.3)."""
     w, g, o = state_bytes_per_param(precision, sw.grad_reduce_in_fp32)
-    return w, g, o - ADAM_MOMENTS * (MOMENT_BYTES["fp32"] - MOMENT_BYTES[sw.optimizer_moments])
+    return w, g, o - ADAM_MOMENTS * (FORMAT_BYTES["fp32"] - FORMAT_BYTES[sw.optimizer_moments])
 
 
 # ----------------------------------------------------------------------------- parameters
@@ -187,8 +169,9 @@ def rank_params(m: ModelSpec, L: Layouts, rank, held: RankLayers | None) -> Rank
     # the end ranks hold the embedding and the head of both directions). The V schedules end
     # where they start: rank 0's second chunk is the last stage, with the head.
     if not only_defaults(L.schedule):
-        mirrored = L.schedule == DUALPIPE
-        first, last = first | (mirrored & last), np.where(is_in(L.schedule, V_SHAPED), first, last | (mirrored & first))
+        mirrored = schedule_property(L.schedule, "bidirectional")
+        v_shaped = schedule_property(L.schedule, "v_shaped")
+        first, last = first | (mirrored & last), np.where(v_shaped, first, last | (mirrored & first))
     if held is None:
         c = -(-m.num_layers // (L.pp * L.vpp))            # ceil: the fullest chunk
         n = L.vpp * c

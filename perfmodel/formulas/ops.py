@@ -7,6 +7,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from perfmodel.spec.precision import FORMAT_BYTES
+
 FLOP_PER_MAC = 2
 """A multiply-accumulate is two FLOPs."""
 
@@ -83,7 +85,7 @@ class Op:
         return FLOP_PER_MAC * self.k * self.n * self.count * self.tokens_frac
 
 
-ACT_BYTES = 2
+ACT_BYTES = FORMAT_BYTES["bf16"]
 """Bytes per 16-bit activation element."""
-FP32_BYTES = 4
+FP32_BYTES = FORMAT_BYTES["fp32"]
 """Bytes per fp32 element (eager PyTorch upcasts norms and rotary embeddings to fp32)."""

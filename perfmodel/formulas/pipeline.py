@@ -11,7 +11,8 @@ F, B, W   the parts of t (one rank, one micro-batch): forward; input-gradient ba
 ========  ====================================================================
 
 Steady state runs at the slowest rank: m * max_i t_i. The rest of the step is the bubble.
-For p equal ranks each schedule's bubble is a closed form (``bubble_closed_form_s``):
+For p equal ranks each schedule's bubble is a closed form (``bubble_closed_form_s``), held with
+its other properties in the schedule's record (``perfmodel.spec.schedules``):
 
 ===========  ===============================  ==========  ======  =====================================
 schedule     bubble                           in flight   params  source
@@ -55,58 +56,62 @@ each rank boundary of its path in turn, so its hops lie on the critical path eac
 for DualPipe, whose two directions fill at once). DualPipe and DualPipeV pair every
 steady-state forward chunk with a backward chunk of another micro-batch and run one's
 communication under the other's compute (DeepSeek-V3 report sec. 3.2.1): their pipeline sends
-and expert-parallel all-to-alls are overlapped whatever the overlap settings (``PAIRED``).
+and expert-parallel all-to-alls are overlapped whatever the overlap settings (their records' ``paired``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
-from perfmodel.spec.scenario import PIPELINE_SCHEDULES
+from perfmodel.spec.schedules import SCHEDULES, schedule as schedule_record
 
-SCHEDULES: tuple[str, ...] = PIPELINE_SCHEDULES
-"""Schedule names; a layout's ``schedule`` column holds the index of its name here."""
-ONE_F_ONE_B, INTERLEAVED, ZB_H1, ZB_H2, ZB_V, DUALPIPE, DUALPIPE_V = range(len(SCHEDULES))
-V_SHAPED = (ZB_V, DUALPIPE_V)
-"""Two chunks per rank in a V: chunk 0 is stage r, chunk 1 stage 2p - 1 - r (Qi et al. 2024)."""
-V_CHUNKS_PER_RANK = 2
-PAIRED = (DUALPIPE, DUALPIPE_V)
-"""Schedules that overlap a forward chunk with another micro-batch's backward chunk."""
-ONE_CHUNK = (ONE_F_ONE_B, ZB_H1, ZB_H2, DUALPIPE)
-"""Schedules that run one model chunk per rank (vpp = 1)."""
-DUALPIPE_PARAMETER_COPIES = 2
-"""DualPipe keeps two stages on every rank, stage r of one direction and stage p - 1 - r of
-the other (DeepSeek-V3 report table 2: parameters per device 2x)."""
-
-
-def runs_on_chunks(schedule, vpp) -> np.ndarray:
-    """Whether a schedule runs a layout's vpp model chunks per rank: one for 1F1B, ZB-H1, ZB-H2
-    and DualPipe, two in a V for ZB-V and DualPipeV, several for interleaved 1F1B (the module's
-    table)."""
-    s, v = np.asarray(schedule), np.asarray(vpp)
-    return (is_in(s, ONE_CHUNK) & (v == 1)) | ((s == INTERLEAVED) & (v > 1)) | (is_in(s, V_SHAPED)
-                                                                            & (v == V_CHUNKS_PER_RANK))
+ONE_F_ONE_B, INTERLEAVED = 0, 1
+"""The codes of Megatron-Core's two schedules, the first two records of
+``perfmodel.spec.schedules.SCHEDULES``: what a layout that names no schedule runs."""
 
 
 def schedule_code(name: str) -> int:
-    return SCHEDULES.index(name)
+    """A layout's ``schedule`` column holds the index of its schedule's record in ``SCHEDULES``."""
+    schedule_record(name)
+    return list(SCHEDULES).index(name)
+
+
+def schedule_name(code: int) -> str:
+    return list(SCHEDULES)[int(code)]
+
+
+def schedule_of(code: int):
+    """The record (``perfmodel.spec.schedules.Schedule``) of a schedule code."""
+    return list(SCHEDULES.values())[int(code)]
+
+
+@lru_cache(maxsize=64)
+def _column(records: tuple, field: str) -> np.ndarray:
+    return np.array([getattr(r, field) for r in records])
+
+
+def schedule_property(schedule_codes, field: str) -> np.ndarray:
+    """Per layout, the ``field`` of its schedule's record: the one place where the engine's
+    integer codes become the records' properties."""
+    return _column(tuple(SCHEDULES.values()), field)[np.asarray(schedule_codes)]
+
+
+def runs_on_chunks(schedule, vpp) -> np.ndarray:
+    """Whether a schedule runs a layout's vpp model chunks per rank (its record's
+    ``chunks_per_rank``: one, two in a V, or several for interleaved 1F1B)."""
+    s, v = np.asarray(schedule), np.asarray(vpp)
+    chunks = schedule_property(s, "chunks_per_rank")
+    several = np.equal(chunks, None)
+    return np.where(several, v > 1, v == np.where(several, 0, chunks).astype(np.int64))
 
 
 def default_schedule_code(vpp):
-    """The schedule of a layout that names none: 1f1b, or interleaved when vpp > 1."""
+    """The schedule of a layout that names none: 1f1b, or interleaved when vpp > 1
+    (``perfmodel.spec.schedules.default_schedule``)."""
     return np.where(np.asarray(vpp) > 1, INTERLEAVED, ONE_F_ONE_B)
-
-
-def is_in(schedule, codes) -> np.ndarray:
-    """Where ``schedule`` is one of ``codes`` (a comparison per code: cheaper than ``np.isin``
-    for the few codes there are)."""
-    s = np.asarray(schedule)
-    out = np.zeros(s.shape, dtype=bool)
-    for c in codes:
-        out |= s == c
-    return out
 
 
 def only_defaults(schedule) -> bool:
@@ -136,20 +141,14 @@ def sum_stages_s(st: StageTimes, pp):
 
 
 def bubble_closed_form_s(schedule, pp, vpp, fwd_s, bwd_input_s, bwd_weight_s):
-    """The bubble of one step with p equal ranks (the module's table), per schedule code; 0
-    without a pipeline (p = 1)."""
+    """The bubble of one step with p equal ranks (the module's table; each schedule's record's
+    ``bubble``), per schedule code; 0 without a pipeline (p = 1)."""
     p, v = np.asarray(pp, dtype=float), np.asarray(vpp, dtype=float)
     F, B, W = (np.asarray(x, dtype=float) for x in (fwd_s, bwd_input_s, bwd_weight_s))
     s = np.asarray(schedule)
-    return np.where(p > 1, np.select(
-        [s == ONE_F_ONE_B, s == INTERLEAVED, s == ZB_H1, s == ZB_H2, s == ZB_V, s == DUALPIPE],
-        [(p - 1) * (F + B + W),
-         (p - 1) * (F + B + W) / v,
-         (p - 1) * (F + B - W),                                  # Qi et al. 2023 table 2
-         (p - 1) * np.maximum(F + B - 2 * W, 0.0),               # ibid.
-         (p - 1) * np.maximum(np.maximum(F, B) - W, 0.0),         # ZB-V, derived (docstring)
-         (p / 2 - 1) * (F + 2 * B - W)],                         # DeepSeek-V3 table 2
-        (p - 1) * (F + 2 * B - W) / V_CHUNKS_PER_RANK), 0.0)     # DualPipe README, PP = 2p
+    records = list(SCHEDULES.values())
+    return np.where(p > 1, np.select([s == code for code in range(len(records))],
+                                     [r.bubble(p, v, F, B, W) for r in records]), 0.0)
 
 
 def bubble_over_fill(schedule, pp, vpp, fwd_s, bwd_input_s, bwd_weight_s):
@@ -170,7 +169,7 @@ def bubble_from_stages_s(sum_s, max_s, vpp, schedule=None, pp=None, split=None):
         return base
     if only_defaults(schedule):
         return base
-    own = is_in(schedule, (ONE_F_ONE_B, INTERLEAVED))
+    own = schedule_property(schedule, "megatron_order")
     k = bubble_over_fill(schedule, pp, vpp, *split)
     return np.where(own, base, (np.asarray(sum_s) - np.asarray(max_s)) * k)
 
@@ -199,28 +198,30 @@ def chunks_in_flight(rank, pp, vpp, num_mb, schedule) -> np.ndarray:
     README: PP + 1). Never more than the m * v chunks a step has.
     """
     s = np.asarray(schedule)
-    one_f_one_b = pp - rank
-    interleaved = 2 * (pp - rank - 1) + (vpp - 1) * pp + 1
     if only_defaults(s):
+        one_f_one_b = pp - rank
+        interleaved = 2 * (pp - rank - 1) + (vpp - 1) * pp + 1
         return np.minimum(np.where(vpp > 1, interleaved, one_f_one_b), num_mb * vpp)
-    held = np.select([s == INTERLEAVED, s == ZB_H2, s == ZB_V, s == DUALPIPE, s == DUALPIPE_V],
-                     [interleaved, 2 * (pp - rank) - 1, V_CHUNKS_PER_RANK * pp, pp + 1,
-                      V_CHUNKS_PER_RANK * pp + 1], one_f_one_b)
+    records = list(SCHEDULES.values())
+    held = np.select([s == code for code in range(len(records))], [r.in_flight(rank, pp, vpp) for r in records])
     return np.minimum(held, num_mb * vpp)
 
 
 def parameter_copies(schedule) -> np.ndarray:
-    """Stages of parameters a rank holds per stage it computes: 2 under DualPipe, else 1."""
-    return np.where(np.asarray(schedule) == DUALPIPE, DUALPIPE_PARAMETER_COPIES, 1)
+    """Stages of parameters a rank holds per stage it computes (the record's
+    ``parameter_copies``: 2 under DualPipe, else 1)."""
+    return schedule_property(schedule, "parameter_copies")
 
 
-def fill_drain_transfers(pp, vpp=1, schedule=None):
-    """Activation sends on the critical path of fill and drain, each way: p * v - 1 for the
-    linear schedules, 2p - 2 for a V (its turn stays on one rank), p - 1 for DualPipe; 0 at p = 1."""
+def fill_drain_transfers(pp, vpp, schedule):
+    """Activation sends on the critical path of fill and drain, both ways: twice the record's
+    ``fill_drain_hops`` (p * v - 1 for the linear schedules, 2p - 2 for a V, whose turn stays on
+    one rank, p - 1 for DualPipe); 0 at p = 1."""
     pp, vpp = np.asarray(pp), np.asarray(vpp)
     linear = np.where(pp > 1, 2 * (pp * vpp - 1), 0)
-    if schedule is None or only_defaults(schedule):
+    if only_defaults(schedule):
         return linear
     s = np.asarray(schedule)
-    return np.where(pp > 1, np.select([is_in(s, V_SHAPED), s == DUALPIPE],
-                                      [2 * (2 * pp - 2), 2 * (pp - 1)], linear), 0)
+    records = list(SCHEDULES.values())
+    hops = np.select([s == code for code in range(len(records))], [r.fill_drain_hops(pp, vpp) for r in records])
+    return np.where(pp > 1, 2 * hops, 0)

@@ -44,6 +44,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from perfmodel.formulas import pipeline
+from perfmodel.spec.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -56,42 +57,46 @@ class Placement:
     m: int
 
     @property
+    def record(self):
+        """The schedule's record (``perfmodel.spec.schedules.Schedule``)."""
+        return pipeline.schedule_of(self.schedule)
+
+    @property
     def num_stages(self) -> int:
         """J: virtual stages of one micro-batch's path."""
-        return self.p * self.v if self.schedule != pipeline.DUALPIPE else self.p
+        return self.p * self.v if not self.record.bidirectional else self.p
 
     def rank(self, mb: int, j: int) -> int:
         p = self.p
-        if self.schedule in pipeline.V_SHAPED:
+        if self.record.v_shaped:
             return j if j < p else 2 * p - 1 - j
-        if self.schedule == pipeline.DUALPIPE:
+        if self.record.bidirectional:
             return j if mb < self.m // 2 else p - 1 - j
         return j % p
 
     def chunk(self, mb: int, j: int) -> int:
         """The chunk of its rank that stage j is (DualPipe: 0 for the direction entering at rank
         0, 1 for the other)."""
-        if self.schedule in pipeline.V_SHAPED:
+        if self.record.v_shaped:
             return 0 if j < self.p else 1
-        if self.schedule == pipeline.DUALPIPE:
+        if self.record.bidirectional:
             return 0 if mb < self.m // 2 else 1
         return j // self.p
 
     def content(self, mb: int, j: int) -> int:
         """Whose per-rank time stage j takes: its rank's, except under DualPipe, where rank r
         also runs stage p - 1 - r, the work of rank p - 1 - r's stage."""
-        return j if self.schedule == pipeline.DUALPIPE else self.rank(mb, j)
+        return j if self.record.bidirectional else self.rank(mb, j)
 
     @property
     def chunks_per_rank(self) -> int:
         """The share of a rank's per-micro-batch time one operation takes: 1 / this."""
-        return 1 if self.schedule == pipeline.DUALPIPE else self.v
+        return 1 if self.record.bidirectional else self.v
 
 
 def min_microbatches(schedule: int, p: int) -> int:
-    """The micro-batches a schedule's order needs (``perfmodel.engine.rules``)."""
-    return {pipeline.ZB_H1: p, pipeline.ZB_H2: 2 * p - 1, pipeline.ZB_V: 2 * p - 1,
-            pipeline.DUALPIPE: 2 * p, pipeline.DUALPIPE_V: 2 * p}.get(schedule, 1)
+    """The micro-batches a schedule's order needs (its record, as ``perfmodel.engine.rules``)."""
+    return pipeline.schedule_of(schedule).min_micro_batches(p)
 
 
 def megatron_order(rank: int, p: int, v: int, m: int) -> list[tuple[str, int, int]]:
@@ -223,14 +228,22 @@ def _dualpipe(r: int, p: int, m: int, v_shaped: bool) -> list[tuple]:
     return out + W * (h + 1)
 
 
+ORDERS = {
+    "1f1b": lambda p, v, m: [[(op, mb, c * p + r) for op, mb, c in megatron_order(r, p, v, m)] for r in range(p)],
+    "zb-h1": lambda p, v, m: [_zero_bubble_linear(r, p, m, p - r - 1, r, True) for r in range(p)],
+    "zb-h2": lambda p, v, m: [_zero_bubble_linear(r, p, m, 2 * (p - r) - 1, 2 * r, False) for r in range(p)],
+    "zb-v": lambda p, v, m: [_zb_v(r, p, m) for r in range(p)],
+    "dualpipe": lambda p, v, m: [_dualpipe(r, p, m, False) for r in range(p)],
+    "dualpipe-v": lambda p, v, m: [_dualpipe(r, p, m, True) for r in range(p)],
+}
+"""Each schedule's operation order, by name (the module's table): ``order(p, v, m)``, every
+rank's operations."""
+ORDERS["interleaved"] = ORDERS["1f1b"]
+
+
 def rank_orders(schedule: int, p: int, v: int, m: int) -> list[list[tuple]]:
     """Every rank's operations, in the order it runs them (the module's table)."""
-    if schedule in (pipeline.ONE_F_ONE_B, pipeline.INTERLEAVED):
-        return [[(op, mb, c * p + r) for op, mb, c in megatron_order(r, p, v, m)] for r in range(p)]
-    if schedule == pipeline.ZB_H1:
-        return [_zero_bubble_linear(r, p, m, p - r - 1, r, True) for r in range(p)]
-    if schedule == pipeline.ZB_H2:
-        return [_zero_bubble_linear(r, p, m, 2 * (p - r) - 1, 2 * r, False) for r in range(p)]
-    if schedule == pipeline.ZB_V:
-        return [_zb_v(r, p, m) for r in range(p)]
-    return [_dualpipe(r, p, m, schedule == pipeline.DUALPIPE_V) for r in range(p)]
+    name = pipeline.schedule_name(schedule)
+    if name not in ORDERS:
+        raise InputError("timeline", f"{name} has no operation order to draw (perfmodel.formulas.schedule_orders.ORDERS)")
+    return ORDERS[name](p, v, m)

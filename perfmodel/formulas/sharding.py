@@ -18,7 +18,7 @@ import numpy as np
 from perfmodel.formulas.counts import embedding_params, output_params
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.model_states import layer_params_per_gpu
-from perfmodel.formulas.pipeline import DUALPIPE, V_SHAPED, is_in, only_defaults, parameter_copies
+from perfmodel.formulas.pipeline import only_defaults, parameter_copies, schedule_property
 from perfmodel.formulas.workload import LayerKind, layer_kinds, mtp_extra_ops, mtp_layer_kind
 from perfmodel.spec.model import ModelSpec
 
@@ -75,7 +75,7 @@ def stage_params(model: ModelSpec, layouts: Layouts, by_schedule: bool) -> Stage
     if by_schedule and not only_defaults(layouts.schedule):
         copies = parameter_copies(layouts.schedule)
         per_stage_dense, per_stage_expert = copies * per_stage_dense, copies * per_stage_expert
-        single = single | is_in(layouts.schedule, (DUALPIPE,) + V_SHAPED)
+        single = single | schedule_property(layouts.schedule, "first_and_last_on_one_rank")
     first = per_stage_dense + emb + np.where(single, out + mtp_dense, 0.0)
     last = per_stage_dense + out + mtp_dense + np.where(single, emb, 0.0)
     if model.tied_embeddings:

@@ -97,14 +97,15 @@ def _microbatches(code: int, p: int, v: int, m_total: int, cap: int | None) -> i
     """The micro-batches to draw: all, or ``cap`` of them, as many as the schedule needs."""
     need = min_microbatches(code, p) if p > 1 else 1
     if m_total < need:
-        raise InputError("timeline", f"{pipeline.SCHEDULES[code]} needs at least {need} micro-batches for pp({p}); "
+        raise InputError("timeline", f"{pipeline.schedule_name(code)} needs at least {need} micro-batches for pp({p}); "
                                      f"got {m_total}")
-    if code == pipeline.INTERLEAVED and m_total % p:
-        raise InputError("timeline", f"interleaved schedule needs micro-batches({m_total}) to be a multiple of pp({p})")
+    rec = pipeline.schedule_of(code)
+    if rec.micro_batches_multiple_of_pp and m_total % p:
+        raise InputError("timeline", f"{rec.name} schedule needs micro-batches({m_total}) to be a multiple of pp({p})")
     m = m_total if cap is None else min(m_total, max(int(cap), need))
-    if code == pipeline.INTERLEAVED:
+    if rec.micro_batches_multiple_of_pp:
         m = max(p, m - m % p)
-    if code == pipeline.DUALPIPE:
+    if rec.bidirectional:
         m -= m % 2
     return m
 

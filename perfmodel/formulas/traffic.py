@@ -38,10 +38,12 @@ from perfmodel.formulas.workload import ACT_BYTES, LayerKind, routed_load
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.hardware import HardwareSpec
 from perfmodel.spec.model import ModelSpec, MoeSpec
+from perfmodel.spec.precision import FORMAT_BYTES, precision_mode
 from perfmodel.spec.software import SoftwareStack
 
-PARAM_BYTES = 2
-"""16-bit parameters gathered by the distributed optimizer / FSDP."""
+PARAM_BYTES = FORMAT_BYTES["bf16"]
+"""16-bit parameters gathered by the distributed optimizer / FSDP (the ``param`` role of every
+scenario precision, ``perfmodel.spec.precision``)."""
 
 
 def grad_reduce_bytes(grad_reduce_in_fp32: bool) -> int:
@@ -52,10 +54,10 @@ def grad_reduce_bytes(grad_reduce_in_fp32: bool) -> int:
     return GRAD_FP32_BYTES if grad_reduce_in_fp32 else GRAD_16BIT_BYTES
 
 
-FP8_GATHER_BYTES = 1
-"""With fp8 and sequence parallelism, Transformer Engine casts the layer input before the
-all-gather, so the gather moves 1-byte elements (TE LayerNormLinear/Linear with fp8 and
-sequence_parallel); reduce-scatters of GEMM outputs stay 16-bit."""
+# With fp8 and sequence parallelism, Transformer Engine casts the layer input before the
+# all-gather, so the gather moves 1-byte elements (TE LayerNormLinear/Linear with fp8 and
+# sequence_parallel; the ``gather`` role of ``perfmodel.spec.precision``); reduce-scatters of
+# GEMM outputs stay 16-bit.
 
 
 def tp_layer_s(kind: LayerKind, model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpec,
@@ -63,7 +65,7 @@ def tp_layer_s(kind: LayerKind, model: ModelSpec, layouts: Layouts, seq: int, hw
     """TP collectives of one layer in one direction (forward; backward is the mirror image)."""
     T = tokens_per_microbatch(layouts, seq)
     size = T * model.hidden_size * ACT_BYTES
-    gather_bytes = FP8_GATHER_BYTES if precision in ("fp8", "fp4") else ACT_BYTES
+    gather_bytes = precision_mode(precision).bytes_of("gather")
     ag = group_time_s(Collective.ALL_GATHER, T * model.hidden_size * gather_bytes, layouts.tp, 1, hw, eff)
     rs = group_time_s(Collective.REDUCE_SCATTER, size, layouts.tp, 1, hw, eff)
     ar = group_time_s(Collective.ALL_REDUCE, size, layouts.tp, 1, hw, eff)
@@ -94,7 +96,7 @@ def sp_regather_s(kind: LayerKind, model: ModelSpec, layouts: Layouts, seq: int,
     without SP. A fully recomputed layer gathers again in its recomputed forward and keeps the
     result, so the caller adds this only when the layer is not fully recomputed."""
     T = tokens_per_microbatch(layouts, seq)
-    gather_bytes = FP8_GATHER_BYTES if precision in ("fp8", "fp4") else ACT_BYTES
+    gather_bytes = precision_mode(precision).bytes_of("gather")
     ag = group_time_s(Collective.ALL_GATHER, T * model.hidden_size * gather_bytes, layouts.tp, 1, hw, eff)
     blocks = 2 if (kind is LayerKind.DENSE or model.moe.num_shared_experts) else 1
     return np.where(layouts.sp, blocks * ag, 0.0)
@@ -224,7 +226,7 @@ def dp_traffic(dense_params_per_gpu, expert_params_per_gpu, layouts: Layouts, hw
     (after the all-gather, before the reduce-scatter): n more HBM-bound kernels moving the
     buffer once more, read and write, per collective."""
     n_dp = layouts.dp * layouts.cp
-    n_edp = np.maximum(layouts.dp * layouts.cp * layouts.tp // (layouts.ep * layouts.etp), 1)
+    n_edp = layouts.edp
     z = layouts.zero_stage
     grad_reduce_in_fp32, fsdp_list_api = sw.grad_reduce_in_fp32, sw.fsdp_list_api
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
 from perfmodel.spec.cost import CostModel
 from perfmodel.spec.errors import InputError, read_data_file, validated
@@ -34,17 +34,21 @@ from perfmodel.spec.limits import (
 from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.purpose import Purpose
 from perfmodel.spec.reliability import FailureModel
+from perfmodel.spec.schedules import check_schedule_name, default_schedule, schedule_names
 from perfmodel.spec.software import SOFTWARE_FIELDS, SoftwareStack, software_to_dict
 from perfmodel.spec.startup import Startup
 from perfmodel.spec.studies import Studies
 
 Recompute = Literal["none", "selective", "full"]
 Precision = Literal["bf16", "fp16", "fp8", "fp4"]
-PipelineSchedule = Literal["1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v", "dualpipe", "dualpipe-v"]
-"""The pipeline schedules modelled (``perfmodel.formulas.pipeline``): 1F1B and interleaved 1F1B
-(Narayanan et al. 2021), ZB-H1 and ZB-H2 (Qi et al. 2023), ZB-V (Qi et al. 2024), DualPipe and
-DualPipeV (DeepSeek-AI 2024, DeepSeek-V3 technical report; github deepseek-ai/DualPipe)."""
-PIPELINE_SCHEDULES: tuple[str, ...] = get_args(PipelineSchedule)
+PipelineSchedule = Annotated[str, AfterValidator(check_schedule_name)]
+"""The name of a pipeline schedule of ``perfmodel.spec.schedules.SCHEDULES``: 1F1B and
+interleaved 1F1B (Narayanan et al. 2021), ZB-H1 and ZB-H2 (Qi et al. 2023), ZB-V (Qi et al.
+2024), DualPipe and DualPipeV (DeepSeek-AI 2024, DeepSeek-V3 technical report; github
+deepseek-ai/DualPipe)."""
+PIPELINE_SCHEDULES: tuple[str, ...] = schedule_names()
+"""The built-in schedules (``perfmodel.spec.schedules.schedule_names`` also lists any registered
+since)."""
 RECOMPUTE_CHOICES: tuple[str, ...] = get_args(Recompute)
 PRECISION_CHOICES: tuple[str, ...] = get_args(Precision)
 
@@ -101,12 +105,6 @@ class Parallelism(_Frozen):
     def schedule(self) -> str:
         """The schedule in force: ``pipeline_schedule``, or the default for ``vpp``."""
         return self.pipeline_schedule or default_schedule(self.vpp)
-
-
-def default_schedule(vpp: int) -> str:
-    """The schedule of a scenario that names none: 1f1b, or interleaved when vpp > 1
-    (Megatron-Core picks the interleaved schedule whenever a rank holds several chunks)."""
-    return "interleaved" if vpp > 1 else "1f1b"
 
 
 class Scenario(_Frozen):

@@ -128,7 +128,7 @@ def _with(base: dict, changes) -> dict:
 def _try(base: dict, changes, efficiency, cost_model) -> Fix | None:
     try:
         sc = parse_scenario(_with(base, changes))
-        p = _predict(sc, efficiency, cost_model)
+        p = _predict(sc, efficiency or hardware_of(sc).efficiency, cost_model)
     except InputError:
         return None
     if not p.fits_in_memory:
@@ -142,7 +142,7 @@ def fit_fixes(scenario: Scenario, efficiency: Efficiencies | None = None, cost_m
     (one lever, else two) that make it run and fit, fastest first."""
     usable = hardware_of(scenario).gpu.hbm_usable_bytes
     try:
-        p = _predict(scenario, efficiency, cost_model)
+        p = _predict(scenario, efficiency or hardware_of(scenario).efficiency, cost_model)
         if p.fits_in_memory:
             return FitFixes(True, "", p.memory_per_gpu_bytes, usable, ())
         reason, memory = "does not fit in memory", p.memory_per_gpu_bytes

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from perfmodel.engine.prediction import predict
 from perfmodel.spec.errors import InputError, pydantic_message, read_data_file
 from perfmodel.spec.paths import DATA_DIR
-from perfmodel.spec.scenario import Scenario, parse_scenario
+from perfmodel.spec.scenario import Scenario, hardware_of, parse_scenario
 from perfmodel.spec.units import TERA
 
 HISTORY_PATH = DATA_DIR / "software_history.yaml"
@@ -69,7 +69,7 @@ def load_software_history(path: str | Path = HISTORY_PATH) -> tuple[SoftwareHist
 def predicted_tflop_per_s_per_gpu(history: SoftwareHistory, efficiency=None) -> float:
     """perfmodel's model FLOP/s per GPU for the series' layout, in TFLOP/s: predicted tokens/s
     per GPU x model FLOPs per token (the convention the series' unit names)."""
-    p = predict(history.scenario, efficiency)
+    p = predict(history.scenario, efficiency or hardware_of(history.scenario).efficiency)
     return p.tokens_per_s_per_gpu * p.model_flops_per_token / TERA
 
 

@@ -21,7 +21,7 @@ A layout with no traffic of a kind (tp = 1 and etp = 1 for tp, cp = 1, a dense m
 for ep, pp = 1, a data-parallel group of one for dp, ZeRO below 3 for fsdp) keeps the scenario's
 value for it: another value would give it the same numbers under another name. So does a layout
 whose pipeline schedule overlaps a kind itself (DualPipe and DualPipeV: pp and ep,
-``perfmodel.formulas.pipeline.PAIRED``).
+their records' ``paired``, ``perfmodel.spec.schedules``).
 
 The pipeline schedule is a column of the layout (``perfmodel.engine.enumerate``), not a variant:
 it changes the memory of a layout, which a search works out once for every variant.
@@ -36,6 +36,7 @@ from typing import Literal, get_args
 import numpy as np
 
 from perfmodel.formulas import pipeline
+from perfmodel.formulas.layouts import data_parallel_size, expert_data_parallel_size
 from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.software import Overlap
 
@@ -73,10 +74,10 @@ def has_traffic(kind: str, cols: dict, model: ModelSpec, num_gpus: int) -> np.nd
     given, ``schedule``) send traffic of ``kind`` that its overlap setting can change."""
     tp, pp, cp, ep, etp = (np.asarray(cols[k]) for k in ("tp", "pp", "cp", "ep", "etp"))
     moe = model.moe is not None
-    dp = np.maximum(num_gpus // (tp * pp * cp), 1)
-    edp = np.maximum(dp * cp * tp // (ep * etp), 1)
+    dp = data_parallel_size(num_gpus, tp, pp, cp)
+    edp = expert_data_parallel_size(dp, cp, tp, ep, etp)
     data_parallel = (dp * cp > 1) | (moe & (edp > 1))
-    paired = pipeline.is_in(cols["schedule"], pipeline.PAIRED) if "schedule" in cols else np.zeros(tp.shape, bool)
+    paired = pipeline.schedule_property(cols["schedule"], "paired") if "schedule" in cols else np.zeros(tp.shape, bool)
     if kind == "tp":
         return (tp > 1) | (moe & (etp > 1))
     if kind == "cp":

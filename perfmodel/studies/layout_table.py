@@ -27,7 +27,7 @@ from perfmodel.engine.evaluate import COMPONENTS
 from perfmodel.engine.prediction import Evaluation
 from perfmodel.engine.rules import with_recompute
 from perfmodel.formulas.layouts import Layouts, layouts_from_arrays
-from perfmodel.formulas.pipeline import SCHEDULES
+from perfmodel.formulas.pipeline import schedule_code, schedule_name
 from perfmodel.spec.scenario import Parallelism, Scenario, default_schedule, model_of
 from perfmodel.spec.software import Overlap
 from perfmodel.studies.job_variants import OVERLAP_KINDS, has_traffic
@@ -74,7 +74,7 @@ class Candidate:
         overlap with compute is on (a fraction above 0, or TP's ideal chunked overlap)."""
         s, p = self.scenario, self.scenario.parallelism
         cols = {"tp": [p.tp], "pp": [p.pp], "cp": [p.cp], "ep": [p.ep], "etp": [p.etp], "zero_stage": [p.zero_stage],
-                "schedule": [SCHEDULES.index(p.schedule)]}
+                "schedule": [schedule_code(p.schedule)]}
         ov = s.software.overlap
         return [k for k in OVERLAP_KINDS if has_traffic(k, cols, model_of(s), s.num_gpus)[0]
                 and (getattr(ov, k) is None or getattr(ov, k) > 0)]
@@ -151,7 +151,7 @@ class LayoutTable:
     def scenario(self, i: int) -> Scenario:
         L = self.layouts.row(i)
         # the schedule as the base names it: left out where the base names none and it is the default
-        name = SCHEDULES[L["schedule"]]
+        name = schedule_name(L["schedule"])
         named = self.base.parallelism.pipeline_schedule is not None or name != default_schedule(L["vpp"])
         par = Parallelism(tp=L["tp"], pp=L["pp"], vpp=L["vpp"], cp=L["cp"], ep=L["ep"], etp=L["etp"],
                           sequence_parallel=L["sp"], zero_stage=L["zero_stage"],

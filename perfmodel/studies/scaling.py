@@ -49,6 +49,7 @@ from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.limits import MAX_NUM_GPUS, MAX_SWEEP_POINTS
 from perfmodel.spec.reliability import FailureModel
+from perfmodel.spec.scenario import hardware_of
 from perfmodel.spec.units import SECONDS_PER_DAY, SECONDS_PER_HOUR
 from perfmodel.studies.batch import batch_rungs, grown_batch
 from perfmodel.studies.search import Candidate, SearchOptions, search
@@ -251,7 +252,8 @@ def scale_sweep(scenario, gpu_counts, mode: Mode = "strong", options: SearchOpti
         if res.best is None:
             raw.append(ScalingPoint(n, gbs, None, f"no layout runs and fits ({res.top_reason() or 'none enumerated'})"))
             continue
-        raw.append((n, gbs, res.best, _predict(res.best.scenario, efficiency, cost_model)))
+        best = res.best.scenario
+        raw.append((n, gbs, res.best, _predict(best, efficiency or hardware_of(best).efficiency, cost_model)))
 
     runs = [r for r in raw if isinstance(r, tuple)]
     best_goodput = max((p.tokens_per_s_per_gpu * p.training_time_frac for *_, p in runs), default=1.0)

@@ -39,7 +39,7 @@ from perfmodel.engine.rules import (
     with_recompute,
 )
 from perfmodel.formulas import pipeline
-from perfmodel.formulas.layouts import layouts_from_arrays
+from perfmodel.formulas.layouts import layouts_for
 from perfmodel.formulas.memory import MemoryBreakdown
 from perfmodel.spec import limits
 from perfmodel.spec.cost import CostModel
@@ -300,11 +300,8 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
         cols = {k: np.concatenate([p[0][k] for p in parts]) for k in parts[0][0]}
         position = np.concatenate([p[1] for p in parts])
         wanted = np.concatenate([p[2] for p in parts], axis=1)          # variants x layouts
-        dp = N // (cols["tp"] * cols["pp"] * cols["cp"])
-        L_all = layouts_from_arrays(tp=cols["tp"], pp=cols["pp"], vpp=cols["vpp"], cp=cols["cp"],
-                                    ep=cols["ep"], etp=cols["etp"], sp=cols["sp"],
-                                    zero_stage=cols["zero_stage"], mbs=cols["mbs"], dp=dp,
-                                    num_mb=gbs // (cols["mbs"] * dp), schedule=cols["schedule"])
+        L_all = layouts_for(N, gbs, **{k: cols[k] for k in ("tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero_stage",
+                                                              "mbs", "schedule")})
         compute = None
         for ri, rc in enumerate(recompute_options):
             job = jobs.get((ni, pi, ri))

@@ -178,7 +178,7 @@ def _option(sc: Scenario, n: int, gbs: int, search_options, cost_model, efficien
                  efficiency=efficiency, best_only=True)
     if res.best is None:
         return None, res.top_reason() or "no layout enumerated"
-    p = _predict(res.best.scenario, efficiency, cost_model)
+    p = _predict(res.best.scenario, efficiency or hardware_of(res.best.scenario).efficiency, cost_model)
     return SizingOption(n, res.best, p.time_to_train_s, p.goodput_frac, p.cost_usd, p.gpu_hours, p.energy_kwh,
                         training_time_frac=p.training_time_frac, band=p.band,
                         probability_met=probability_met(band, p.time_to_train_s, p.cost_usd, deadline_s,
@@ -272,7 +272,7 @@ def _row(hw_id: str, eff: Efficiencies | None, scenario_like: Scenario, tokens: 
     shown = choice or binding
     cons = row_constraints(rule, limited_by, choice, binding, opts, cap, all_counts, counts, lambda n: _option(
         sc, n, rungs[-1], options, cost_model, eff, band_for(hw, model_of(sc)), deadline_s, budget_usd)[0],
-        lambda s, c=cost_model: _predict(s, eff, c).time_to_train_s, deadline_s, hw, cost_model)
+        lambda s, c=cost_model: _predict(s, eff or hardware_of(s).efficiency, c).time_to_train_s, deadline_s, hw, cost_model)
     return SizingRow(hw.id, hw.name, choice, rule, binding, none_reason=reason, options=tuple(opts),
                      buy_vs_rent=None if shown is None else buy_vs_rent_or_none(shown, hw, cost_model),
                      fixed_rule=fixed_rule, fixed_binding=fixed_binding, limited_by=limited_by,

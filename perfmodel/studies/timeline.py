@@ -11,6 +11,7 @@ from perfmodel.formulas.compute import block_time
 from perfmodel.formulas.timeline import MAX_MICROBATCHES_DRAWN, Timeline, pipeline_timeline
 from perfmodel.formulas.traffic import pp_transfer_s
 from perfmodel.formulas.workload import layer_kinds, layer_ops
+from perfmodel.spec.schedules import schedule
 
 _COMM = ("tp_comm", "cp_comm", "ep_comm", "fsdp_comm")
 _TAIL = ("dp_comm", "optimizer", "overheads", "data_wait")
@@ -51,7 +52,7 @@ def scenario_timeline(r: Resolved, max_microbatches: int | None = MAX_MICROBATCH
     st = arr.stage_s
     first, middle, last = (float(np.asarray(a)[0]) for a in (st.first_s, st.middle_s, st.last_s))
     stage = [first] if p == 1 else [first] + [middle] * (p - 2) + [last]
-    if par.schedule in ("zb-v", "dualpipe-v"):
+    if schedule(par.schedule).v_shaped:      # the V's ranks are drawn from its turn
         stage = stage[::-1]
     tail = sum(float(arr.breakdown[k][0]) for k in _TAIL)
     return pipeline_timeline(

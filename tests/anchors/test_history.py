@@ -2,8 +2,8 @@
 
 import pytest
 import yaml
+from support import spec_predict as predict
 
-from perfmodel.engine.prediction import predict
 from perfmodel.spec.errors import InputError
 from perfmodel.studies.history import HISTORY_PATH, history_rows, load_software_history, predicted_tflop_per_s_per_gpu
 

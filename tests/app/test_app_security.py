@@ -253,11 +253,13 @@ def test_zlib_bomb_is_refused_without_unpacking_it():
 
 def test_query_length_is_checked_before_decoding(monkeypatch):
     state = _state()
+    from appkit import untrusted
+
     from perfmodel.spec.errors import InputError
 
     def no(*a, **k):
         raise AssertionError("decoded a link over the length limit")
-    monkeypatch.setattr(state.base64, "b64decode", no)
+    monkeypatch.setattr(untrusted.base64, "b64decode", no)
     with pytest.raises(InputError, match="the limit is 65,536"):
         state.decode_query("A" * (state.MAX_QUERY_CHARS + 1))
 

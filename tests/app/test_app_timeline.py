@@ -7,9 +7,9 @@ sec. 2.2), and cross-checks against the step model.
 from __future__ import annotations
 
 import pytest
+from support import spec_predict as predict
 
 from perfmodel.cli.common import EXAMPLE_SCENARIO
-from perfmodel.engine.prediction import predict
 from perfmodel.engine.rules import resolve
 from perfmodel.formulas.timeline import PHASES, pipeline_timeline, rank_order
 from perfmodel.spec.errors import InputError

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import scenario
+from support import spec_predict as predict
 
-from perfmodel.engine.prediction import predict
 from perfmodel.formulas.goodput import (
     WATERFALL_STAGES,
     checkpoint_state_bytes,

@@ -73,20 +73,20 @@ def test_flash_attention_removes_the_score_term():
 def test_generalised_layer_reduces_to_paper_for_gpt(t, sp, recompute, flash):
     if sp and t == 1:
         return
-    ours = activation_bytes_per_layer(GPT3, LayerKind.DENSE, S, B, t, sp, 1, 1, recompute, "bf16", sw(flash=flash), dropout=True)
+    ours = activation_bytes_per_layer(GPT3, LayerKind.DENSE, S, B, t, sp, 1, 1, recompute, "bf16", sw(flash=flash, attention_dropout=True), hidden_dropout=True)
     paper = korthikanti_activation_bytes_per_layer(S, B, H, A, t, sp, recompute, flash)
     assert float(ours) == pytest.approx(paper, rel=1e-12)
 
 
 def test_no_dropout_drops_masks_and_dropped_probabilities():
     # Without dropout: 34 -> 32 (two 1-byte masks of h) and 5as/h -> 2as/h (probabilities only).
-    ours = activation_bytes_per_layer(GPT3, LayerKind.DENSE, S, B, 1, False, 1, 1, "none", "bf16", sw(flash=False), dropout=False)
+    ours = activation_bytes_per_layer(GPT3, LayerKind.DENSE, S, B, 1, False, 1, 1, "none", "bf16", sw(flash=False), hidden_dropout=False)
     assert float(ours) == pytest.approx(SBH * (32 + 2 * A * S / H), rel=1e-12)
 
 
 def test_context_parallel_divides_the_sequence():
-    one = activation_bytes_per_layer(GPT3, LayerKind.DENSE, S, B, 8, True, 1, 1, "selective", "bf16", SW)
-    four = activation_bytes_per_layer(GPT3, LayerKind.DENSE, S, B, 8, True, 4, 1, "selective", "bf16", SW)
+    one = activation_bytes_per_layer(GPT3, LayerKind.DENSE, S, B, 8, True, 1, 1, "selective", "bf16", SW, hidden_dropout=False)
+    four = activation_bytes_per_layer(GPT3, LayerKind.DENSE, S, B, 8, True, 4, 1, "selective", "bf16", SW, hidden_dropout=False)
     assert float(one) == pytest.approx(4 * float(four))
 
 
@@ -98,7 +98,7 @@ def test_gqa_swiglu_layer_by_hand():
     m = ModelSpec(num_layers=32, hidden_size=h, num_attention_heads=a, num_query_groups=g,
                   ffn_hidden_size=f, gated_mlp=True, vocab_size=128256)
     per_token = 2 * h + 2 * h + 2 * (a * d + 2 * g * d) + 2 * a * d + 2 * h + 2 * h + 4 * f + 2 * f
-    got = activation_bytes_per_layer(m, LayerKind.DENSE, 8192, 2, 1, False, 1, 1, "selective", "bf16", SW)
+    got = activation_bytes_per_layer(m, LayerKind.DENSE, 8192, 2, 1, False, 1, 1, "selective", "bf16", SW, hidden_dropout=False)
     assert float(got) == per_token * 8192 * 2
 
 
@@ -106,8 +106,8 @@ def test_moe_layer_counts_top_k_copies():
     m = ModelSpec(num_layers=4, hidden_size=1024, num_attention_heads=8, ffn_hidden_size=4096,
                   vocab_size=1000, gated_mlp=True,
                   moe=MoeSpec(num_experts=8, top_k=2, expert_ffn_hidden_size=512))
-    dense = activation_bytes_per_layer(m, LayerKind.DENSE, 1024, 1, 1, False, 1, 1, "none", "bf16", SW)
-    moe = activation_bytes_per_layer(m, LayerKind.MOE, 1024, 1, 1, False, 1, 1, "none", "bf16", SW)
+    dense = activation_bytes_per_layer(m, LayerKind.DENSE, 1024, 1, 1, False, 1, 1, "none", "bf16", SW, hidden_dropout=False)
+    moe = activation_bytes_per_layer(m, LayerKind.MOE, 1024, 1, 1, False, 1, 1, "none", "bf16", SW, hidden_dropout=False)
     # attention block (2h + 2h + 6h + 2h) and MLP norm/input (4h) are shared; then
     # dense: 2*2f + 2f; MoE: router 2E + k * (2h dispatched + 2*2f_e + 2f_e + 2h combine).
     h, f, fe, E, k = 1024, 4096, 512, 8, 2
@@ -437,3 +437,25 @@ def test_dense_layers_per_rank_equal_a_walk_over_the_rank_chunks(preset, lead):
     walked = [sum(kinds[i] is LayerKind.DENSE for k in range(v) for i in range((k * p + r) * cc, (k * p + r + 1) * cc)
                   if i < m.num_layers) for r, p, v, cc in zip(rank, pp, vpp, c)]
     assert list(_dense_layers_on_rank(m, rank, pp, vpp, c)) == walked
+
+
+def test_attention_dropout_stores_its_mask_and_output_where_unfused():
+    """attention_dropout (software stack) in memory, by hand: unfused attention keeps, per score
+    element, a 1-byte mask and the 2-byte dropped probabilities beside the 2-byte softmax
+    output (Korthikanti et al. 2022 sec. 4.1: 5as^2b in all); flash attention stores no scores."""
+    t = 8                                          # tp 8 with SP: scores are split over the heads
+    def stored(**stack):
+        return float(activation_bytes_per_layer(GPT3, LayerKind.DENSE, S, B, t, True, 1, 1, "none", "bf16",
+                                                sw(**stack), hidden_dropout=False))
+    scores = A * S * S * B / t                     # a s^2 b / t score elements on one GPU
+    assert stored(flash=False, attention_dropout=True) - stored(flash=False) == (1 + 2) * scores
+    assert stored(flash=True, attention_dropout=True) == stored(flash=True)
+
+
+def test_attention_dropout_changes_predicted_memory():
+    base = dict(name="gpt3", hardware="h100-sxm", num_gpus=64, model="gpt3-175b", seq_length=2048,
+                global_batch_size=64, parallelism=dict(tp=8, pp=8))
+    def memory(dropout):
+        sc = parse_scenario(base | dict(software=dict(attention_backend="unfused", attention_dropout=dropout)))
+        return job_memory(resolve(sc).job, resolve(sc).layouts).activations[0]
+    assert memory(True) > memory(False)

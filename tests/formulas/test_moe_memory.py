@@ -23,7 +23,7 @@ S = 4096                                     # tokens per micro-batch (mbs 1, no
 
 
 def _act(stack, precision="fp8"):
-    return float(activation_bytes_per_layer(MOE, LayerKind.MOE, S, 1, 1, False, 1, 1, "none", precision, stack))
+    return float(activation_bytes_per_layer(MOE, LayerKind.MOE, S, 1, 1, False, 1, 1, "none", precision, stack, hidden_dropout=False))
 
 
 def test_bf16_moments_by_hand():
@@ -52,7 +52,7 @@ def test_probs_in_activation_by_hand():
 
 def test_dense_layers_ignore_the_moe_options():
     on = sw(moe_fp8_activation_cache=True, moe_probs_in_activation=True)
-    dense = [float(activation_bytes_per_layer(MOE, LayerKind.DENSE, S, 1, 1, False, 1, 1, "none", "fp8", s))
+    dense = [float(activation_bytes_per_layer(MOE, LayerKind.DENSE, S, 1, 1, False, 1, 1, "none", "fp8", s, hidden_dropout=False))
              for s in (sw(), on)]
     assert dense[0] == dense[1]
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support import SW, sw, with_software
+from support import spec_predict as predict
 
-from perfmodel.engine.prediction import predict
 from perfmodel.engine.rules import resolve
 from perfmodel.formulas.activations import activation_bytes_per_layer
 from perfmodel.formulas.compute import block_time
@@ -165,7 +165,7 @@ def test_op_sac_saved_bytes_by_hand():
     # block input h, wq a d, wv g d, w1 f, w2 h, SDPA out a d (2 bytes), log-sum-exp 4 bytes x a
     per_token = 2 * (4096 + 4096 + 1024 + 14336 + 4096 + 4096) + 4 * 32
     assert float(op_sac_saved_bytes_per_token(LLAMA3_8B, 1, 1.0)) == per_token
-    stored = activation_bytes_per_layer(LLAMA3_8B, LayerKind.DENSE, 8192, 2, 1, False, 1, 1, "selective", "bf16", sw(selective_policy="op_sac"))
+    stored = activation_bytes_per_layer(LLAMA3_8B, LayerKind.DENSE, 8192, 2, 1, False, 1, 1, "selective", "bf16", sw(selective_policy="op_sac"), hidden_dropout=False)
     assert float(stored) == 2 * 8192 * per_token
     # tp 2 with SP: input and the two reduce-scatter outputs sequence-sharded; w2's partial sum is full width
     tp2 = 2 * 4096 / 2 + (2 * (4096 + 14336 + 4096) + 4 * 32) / 2 + 2 * 128 * 4 + 2 * 4096 + 2 * 2 * 4096 / 2
@@ -200,13 +200,13 @@ def test_save_qkv_proj_saved_bytes_by_hand():
     # layer input h = 4096, Q a d = 4096, K and V g d = 1024 each, all 2 bytes
     per_token = 2 * (4096 + 4096 + 1024 + 1024)
     assert float(save_qkv_saved_bytes_per_token(LLAMA3_8B, 1, 1.0)) == per_token
-    stored = activation_bytes_per_layer(LLAMA3_8B, LayerKind.DENSE, 8192, 2, 1, False, 1, 1, "selective", "bf16", sw(selective_policy="save_qkv_proj"))
+    stored = activation_bytes_per_layer(LLAMA3_8B, LayerKind.DENSE, 8192, 2, 1, False, 1, 1, "selective", "bf16", sw(selective_policy="save_qkv_proj"), hidden_dropout=False)
     assert float(stored) == 2 * 8192 * per_token
     # tp 8 with SP: input and Q split 8 ways; 8 KV heads over 8 GPUs, one each
     assert float(save_qkv_saved_bytes_per_token(LLAMA3_8B, 8, 8.0)) == 2 * (512 + 512 + 128 + 128)
     # tp 16: KV heads replicate (one per GPU), Q still splits
     assert float(save_qkv_saved_bytes_per_token(LLAMA3_8B, 16, 1.0)) == 2 * (4096 + 256 + 128 + 128)
-    full = activation_bytes_per_layer(LLAMA3_8B, LayerKind.DENSE, 8192, 2, 1, False, 1, 1, "full", "bf16", SW)
+    full = activation_bytes_per_layer(LLAMA3_8B, LayerKind.DENSE, 8192, 2, 1, False, 1, 1, "full", "bf16", SW, hidden_dropout=False)
     assert float(full) < float(stored)
 
 

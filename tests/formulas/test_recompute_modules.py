@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import yaml
 from support import SW, sw, with_software
+from support import spec_predict as predict
 
-from perfmodel.engine.prediction import predict
 from perfmodel.engine.rules import resolve
 from perfmodel.formulas.activations import activation_bytes_per_layer
 from perfmodel.formulas.compute import block_time
@@ -40,7 +40,7 @@ def _layouts(**kw):
 
 
 def _act(m, kind, modules, precision="bf16", recompute="selective", t=1):
-    return float(np.ravel(activation_bytes_per_layer(m, kind, S, 1, t, False, 1, 1, recompute, precision, sw(selective_policy=modules)))[0])
+    return float(np.ravel(activation_bytes_per_layer(m, kind, S, 1, t, False, 1, 1, recompute, precision, sw(selective_policy=modules), hidden_dropout=False))[0])
 
 
 def _scenario(model=DENSE, **kw):

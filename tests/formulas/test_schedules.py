@@ -25,6 +25,7 @@ from perfmodel.formulas.workload import LayerKind, OpKind, layer_ops
 from perfmodel.spec.hardware import load_hardware
 from perfmodel.spec.presets import load_model
 from perfmodel.spec.software import SoftwareStack
+from perfmodel.spec.schedules import schedule_names
 
 P, M = 4, 8
 F, B, W = 1.0, 1.2, 0.8           # forward, input-gradient backward, weight-gradient backward
@@ -84,9 +85,9 @@ def test_zb_h2_bubble_never_negative():
 
 
 def test_no_bubble_without_a_pipeline():
-    for name in pl.SCHEDULES:
+    for name in schedule_names():
         assert _closed(name, p=1) == 0.0
-    assert float(pl.bubble_over_fill(pl.ZB_H1, 1, 1, F, B, W)) == 0.0
+    assert float(pl.bubble_over_fill(pl.schedule_code("zb-h1"), 1, 1, F, B, W)) == 0.0
 
 
 def test_uneven_stages_scale_the_fill_by_the_closed_form():
@@ -116,7 +117,7 @@ def test_activations_in_flight_on_the_first_rank(name, v, chunks, stages):
 
 
 def test_in_flight_never_exceeds_the_step():
-    assert int(pl.chunks_in_flight(0, 8, 1, 5, pl.ZB_H2)) == 5
+    assert int(pl.chunks_in_flight(0, 8, 1, 5, pl.schedule_code("zb-h2"))) == 5
 
 
 @pytest.mark.parametrize("name,v,m", [("1f1b", 1, 12), ("interleaved", 2, 12), ("zb-h1", 1, 12), ("zb-h2", 1, 12),
@@ -138,7 +139,7 @@ def test_orders_hold_what_the_memory_model_says(name, v, m):
 
 
 def test_dualpipe_holds_two_stages_of_parameters():
-    assert list(pl.parameter_copies(np.arange(len(pl.SCHEDULES)))) == [1, 1, 1, 1, 1, 2, 1]
+    assert list(pl.parameter_copies(np.arange(len(schedule_names())))) == [1, 1, 1, 1, 1, 2, 1]
 
 
 # ---------------------------------------------------------------- the simulation

@@ -5,9 +5,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import SW, scenario, sw
+from support import spec_predict as predict
 
 from perfmodel.engine.evaluate import COMPONENTS
-from perfmodel.engine.prediction import predict
 from perfmodel.formulas.goodput import job_goodput
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import load_hardware

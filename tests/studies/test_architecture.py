@@ -1,6 +1,7 @@
 """The package's layers, read from its imports: no cycle, no upward import, no module over
-400 lines, and nothing in ``perfmodel`` imports ``calibration`` (which writes profiles and
-depends on perfmodel, never the reverse).
+400 lines (in ``perfmodel``, ``app`` and ``calibration``), nothing in ``perfmodel`` imports
+``calibration`` or the app, and the app imports only the API, ``spec`` and ``present`` (with
+today's exceptions listed).
 
 Layers, lowest first: ``spec`` (what the user states) -> ``formulas`` (one module per physical
 model) -> ``engine`` (the one place that combines them) -> ``studies`` (search, scaling,
@@ -125,9 +126,101 @@ def test_no_import_cycle_in_calibration():
     assert _cycles(graph) == []
 
 
-@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+ROOT = PACKAGE.parent
+APP = ROOT / "app"
+CALIBRATION = ROOT / "calibration"
+OVER_400_TODAY = {"calibration/fit.py": 540, "calibration/bench_torch.py": 461}
+"""Modules over the limit today, with their length: each may only shrink, and leaves the list
+once under it (issue 51 left them)."""
+
+
+def _python_files():
+    for root in (PACKAGE, APP, CALIBRATION):
+        yield from sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+@pytest.mark.parametrize("path", list(_python_files()), ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_module_over_400_lines(path):
-    assert len(path.read_text().splitlines()) <= MAX_LINES
+    lines = len(path.read_text().splitlines())
+    allowed = OVER_400_TODAY.get(str(path.relative_to(ROOT)))
+    if allowed is not None:
+        assert MAX_LINES < lines <= allowed, f"{path.name}: {lines} lines; update OVER_400_TODAY"
+    else:
+        assert lines <= MAX_LINES
+
+
+def _app_module(path: Path) -> str:
+    rel = path.relative_to(APP).with_suffix("")
+    parts = list(rel.parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _app_imports(path: Path) -> set[str]:
+    """Every module the app file imports (``appkit.x``, ``pages_.x``, ``perfmodel...``), relative
+    imports resolved."""
+    tree = ast.parse(path.read_text())
+    package = _app_module(path).split(".")[:-1] if path.name != "__init__.py" else _app_module(path).split(".")
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+            out.add(base)
+            out |= {f"{base}.{a.name}" for a in node.names}
+    return out
+
+
+def _app_files() -> dict[str, Path]:
+    return {_app_module(p): p for p in APP.rglob("*.py") if "__pycache__" not in p.parts}
+
+
+def test_no_import_cycle_in_app():
+    mods = _app_files()
+    graph = {m: {i for i in _app_imports(p) if i in mods and i != m} for m, p in mods.items()}
+    assert _cycles(graph) == []
+
+
+APP_MAY_IMPORT = ("api", "spec", "present")
+"""The app is thin over the public API (``perfmodel``, ``perfmodel.api``): beside it, it may read
+the schema (``spec``) and the presenters (``present``)."""
+APP_EXCEPTIONS_TODAY = {
+    ("app/appkit/cached.py", "perfmodel.studies.search"),
+    ("app/pages_/compare.py", "perfmodel.studies.recommendable"),
+    ("app/pages_/size.py", "perfmodel.studies.recommendable"),
+    ("app/pages_/search.py", "perfmodel.studies.job_variants"),
+    ("app/measure_redraw.py", "perfmodel.formulas.cost"),
+}
+"""The app's imports below the API today (issue 51 left them): the test fails on a new one, and
+on one that has gone, so the list only shrinks."""
+
+
+def test_app_imports_only_the_api_spec_and_present():
+    found = {(str(path.relative_to(ROOT)), ".".join(mod.split(".")[:3]))
+             for path in _app_files().values() for mod in _app_imports(path)
+             if mod.startswith("perfmodel.") and mod.split(".")[1] in LAYERS
+             and mod.split(".")[1] not in APP_MAY_IMPORT}
+    assert found == APP_EXCEPTIONS_TODAY
+
+
+def test_app_and_calibration_sit_above_perfmodel():
+    """Nothing in ``perfmodel`` imports the app (or calibration: ``test_perfmodel_never_imports_calibration``)."""
+    tops = {"app", "appkit", "pages_"}
+    bad = [f"{m} imports {i}" for m, p in _modules().items() for i in _all_imports(p) if i.split(".")[0] in tops]
+    assert not bad
+
+
+def _all_imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            out.add(node.module or "")
+    return out
 
 
 def test_the_cycle_detector_finds_a_cycle():

@@ -277,7 +277,8 @@ def _faster(hw_id: str, **factors) -> dict:
          parallelism=dict(tp=1, pp=2)),
 ])
 def test_twice_the_flops_is_never_slower(scenario):
-    from perfmodel.engine.prediction import predict
+    from support import spec_predict as predict
+
     from perfmodel.spec.scenario import parse_scenario
 
     slow = predict(parse_scenario(scenario)).step_time_s

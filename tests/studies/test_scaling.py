@@ -8,9 +8,9 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import spec_predict as predict
 
 from perfmodel.cli import main
-from perfmodel.engine.prediction import predict
 from perfmodel.formulas.cost import marginal_usd_per_hour_saved
 from perfmodel.present.verdicts import knee_text, scale_verdict_text
 from perfmodel.spec.cost import CostModel

@@ -9,10 +9,10 @@ import json
 import numpy as np
 import pytest
 from support import with_software
+from support import spec_predict as predict
 
 import perfmodel as pm
 from perfmodel.cli import main
-from perfmodel.engine.prediction import predict
 from perfmodel.engine.rules import check_layout
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import load_hardware

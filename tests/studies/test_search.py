@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import with_software
+from support import spec_predict as predict
 
 from perfmodel.cli import main
-from perfmodel.engine.prediction import predict
 from perfmodel.engine.rules import check_layout, layout_violation, layout_violation_fields
 from perfmodel.spec.cost import CostModel
 from perfmodel.spec.errors import InputError

@@ -10,10 +10,10 @@ from typing import get_args
 import numpy as np
 import pytest
 from support import with_software
+from support import spec_predict as predict
 
 from perfmodel.cli import main
 from perfmodel.engine.enumerate import enumerate_layouts, enumeration
-from perfmodel.engine.prediction import predict
 from perfmodel.spec.hardware import load_hardware
 from perfmodel.spec.scenario import Precision, Scenario, hardware_of, model_of, parse_scenario
 from perfmodel.studies.bench import BENCH_SCENARIO, WIDE_OPTIONS

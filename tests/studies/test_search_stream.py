@@ -10,6 +10,7 @@ import json
 import numpy as np
 import pytest
 from support import with_software
+from support import spec_predict as predict
 
 import perfmodel.formulas.distinct as distinct
 import perfmodel.studies.layout_table as layout_table
@@ -19,7 +20,6 @@ from perfmodel.engine.enumerate import enumerate_layouts, enumeration
 from perfmodel.engine.evaluate import evaluate, job_memory
 from perfmodel.engine.floor import compute_floor_s
 from perfmodel.engine.job import bind
-from perfmodel.engine.prediction import predict
 from perfmodel.engine.rules import layout_rule_fields, layout_violation, with_recompute
 from perfmodel.formulas.compute import block_time
 from perfmodel.formulas.distinct import once_per_shape

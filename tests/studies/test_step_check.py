@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support import spec_predict as predict
 
 from calibration.step_check import scenario_dict
-from perfmodel.engine.prediction import predict
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.scenario import parse_scenario
 

@@ -6,9 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from support import spec_predict as predict
 
 from perfmodel.cli import main
-from perfmodel.engine.prediction import predict
 from perfmodel.present.validation_report import markdown
 from perfmodel.spec.scenario import parse_scenario
 from perfmodel.studies.validation import load_cases, validate

@@ -51,3 +51,12 @@ def sw(flash=None, selective_policy=None, pipeline_layout=None, **options) -> So
     if pipeline_layout is not None:
         options["pipeline_layout"] = pipeline_layout if isinstance(pipeline_layout, str) else "|".join(pipeline_layout)
     return SoftwareStack(**options)
+
+
+def spec_predict(scenario, efficiency=None, cost_model=None):
+    """``perfmodel.engine.prediction.predict`` with the hardware spec's efficiencies named where a
+    test gives none (the tests' shorthand: the engine itself requires them; ``perfmodel.predict``
+    takes the calibration profile's)."""
+    from perfmodel.engine.prediction import predict
+    from perfmodel.spec.scenario import hardware_of
+    return predict(scenario, efficiency or hardware_of(scenario).efficiency, cost_model)
