@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from perfmodel.engine.job import Job, shared_job
+from perfmodel.engine.job_memory import job_memory
 from perfmodel.engine.stages import add, even_stages, layout_stages, scaled, total
 from perfmodel.formulas import comm, offload, overheads, pipeline, traffic
 from perfmodel.formulas.activations import activation_bytes_per_layer
@@ -35,9 +36,7 @@ from perfmodel.formulas.compute import BACKWARD_HOST_OPS_OVER_FORWARD, BlockTime
 from perfmodel.formulas.counts import training_flop_per_token
 from perfmodel.formulas.distinct import MIN_ROWS, once_per_shape
 from perfmodel.formulas.layouts import Layouts
-from perfmodel.formulas.memory import COMPONENTS as MEMORY_COMPONENTS
-from perfmodel.formulas.memory import HIDDEN_DROPOUT, MemoryBreakdown, fits_in_memory, memory_per_gpu
-from perfmodel.formulas.model_states import first_rank_state_bytes
+from perfmodel.formulas.memory import HIDDEN_DROPOUT, MemoryBreakdown, fits_in_memory
 from perfmodel.formulas.overlap import exposed_s, tp_phi, window_used_s
 from perfmodel.formulas.recompute import recomputed_layer_fraction, selective_recompute_s
 from perfmodel.formulas.sharding import stage_params
@@ -57,37 +56,6 @@ LENS = {
     "optimizer": "amortisation", "overheads": "amortisation", "data_wait": "balanced pipeline",
 }
 """Which of the product's four lenses explains each bottleneck."""
-
-
-def job_memory(c: Job, L: Layouts) -> MemoryBreakdown:
-    """Peak memory per GPU of the job over its layouts: the one place a job's fields become
-    ``memory_per_gpu`` arguments (step, search and ``describe`` all call this)."""
-    return memory_per_gpu(c.model, c.seq_length, c.recompute, c.precision, L, c.software)
-
-
-def job_state_floor_bytes(c: Job, L: Layouts) -> np.ndarray:
-    """A lower bound of ``job_memory(c, L).total`` from the model states of pipeline rank 0 alone
-    (``model_states.first_rank_state_bytes``), for the search to skip the rest of the memory of
-    layouts that cannot fit."""
-    return first_rank_state_bytes(c.model, c.precision, L, c.software)
-
-
-def memory_and_fit(job: Job, L: Layouts) -> tuple[MemoryBreakdown, np.ndarray]:
-    """Each layout's peak memory and whether it fits (the search's check): the memory is worked out
-    only where the model states of pipeline rank 0 alone fit (``job_state_floor_bytes``), and is
-    zeros elsewhere, where no layout fits."""
-    could = np.flatnonzero(job_state_floor_bytes(job, L) <= job.hardware.gpu.hbm_usable_bytes)
-    if could.size == len(L):
-        mem = job_memory(job, L)
-        return mem, fits_in_memory(mem, job.hardware)
-    fit = np.zeros(len(L), dtype=bool)
-    parts = {name: np.zeros(len(L)) for name in MEMORY_COMPONENTS}
-    if could.size:
-        some = job_memory(job, L.take(could))
-        fit[could] = fits_in_memory(some, job.hardware)
-        for name, values in parts.items():
-            values[could] = getattr(some, name)
-    return MemoryBreakdown(**parts), fit
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from perfmodel.engine.evaluate import job_memory
+from perfmodel.engine.job_memory import job_memory
 from perfmodel.engine.rules import resolve
 from perfmodel.formulas.counts import param_count, training_flop_per_token
 from perfmodel.formulas.memory import fits_in_memory

@@ -27,9 +27,10 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from perfmodel.engine.enumerate import Bounds, enumeration, keep
-from perfmodel.engine.evaluate import evaluate, job_state_floor_bytes, memory_and_fit
+from perfmodel.engine.evaluate import evaluate
 from perfmodel.engine.floor import by_floor, compute_floor_s, step_time_floor_s
 from perfmodel.engine.job import bind
+from perfmodel.engine.job_memory import job_state_floor_bytes, memory_and_fit
 from perfmodel.engine.prediction import Evaluation, measure
 from perfmodel.engine.rules import (
     check_job,

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from support import SW, sw
 
-from perfmodel.engine.evaluate import job_memory
+from perfmodel.engine.job_memory import job_memory
 from perfmodel.engine.rules import check_layout, resolve
 from perfmodel.formulas.activations import activation_bytes_per_layer, korthikanti_activation_bytes_per_layer
 from perfmodel.formulas.counts import param_count

@@ -6,10 +6,11 @@ from dataclasses import fields
 
 import numpy as np
 import pytest
-from support import with_software
 from support import spec_predict as predict
+from support import with_software
 
-from perfmodel.engine.evaluate import evaluate, job_memory
+from perfmodel.engine.evaluate import evaluate
+from perfmodel.engine.job_memory import job_memory
 from perfmodel.engine.rules import resolve
 from perfmodel.formulas.counts import layer_params
 from perfmodel.formulas.layouts import Layouts

@@ -139,7 +139,7 @@ def test_rank_zero_states_never_exceed_the_peak_memory(model, kw, schedules):
     ``job_memory``'s peak on every valid layout, in every precision's state bytes, and the
     search's check (``memory_and_fit``) gives the peak and the fit of ``job_memory`` wherever
     a layout fits."""
-    from perfmodel.engine.evaluate import job_memory, job_state_floor_bytes, memory_and_fit
+    from perfmodel.engine.job_memory import job_memory, job_state_floor_bytes, memory_and_fit
     from perfmodel.formulas.memory import fits_in_memory
     s = scen(model, **kw)
     L = valid_layouts(s, schedules)
@@ -160,7 +160,7 @@ def test_the_memory_floor_skips_layouts_where_the_states_alone_overflow():
     """DeepSeek-V3 on 64 H100: rank 0's states overflow 80 GB on most layouts (671B parameters
     x at least 16 bytes over 64 GPUs is 168 GB a GPU on average), so most go unchecked; the
     counts of the search are those of checking every layout."""
-    from perfmodel.engine.evaluate import job_state_floor_bytes
+    from perfmodel.engine.job_memory import job_state_floor_bytes
     s = scen("deepseek-v3", num_gpus=64, seq_length=4096, global_batch_size=128)
     L = valid_layouts(s)
     job = bind(s, model_of(s), hardware_of(s), hardware_of(s).efficiency)

@@ -9,17 +9,18 @@ import json
 
 import numpy as np
 import pytest
-from support import with_software
 from support import spec_predict as predict
+from support import with_software
 
 import perfmodel.formulas.distinct as distinct
 import perfmodel.studies.layout_table as layout_table
 import perfmodel.studies.search as search_module
 from perfmodel.cli import main
 from perfmodel.engine.enumerate import enumerate_layouts, enumeration
-from perfmodel.engine.evaluate import evaluate, job_memory
+from perfmodel.engine.evaluate import evaluate
 from perfmodel.engine.floor import compute_floor_s
 from perfmodel.engine.job import bind
+from perfmodel.engine.job_memory import job_memory
 from perfmodel.engine.rules import layout_rule_fields, layout_violation, with_recompute
 from perfmodel.formulas.compute import block_time
 from perfmodel.formulas.distinct import once_per_shape
