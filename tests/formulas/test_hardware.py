@@ -364,7 +364,8 @@ def test_a_variant_uses_its_reference_calibration_profile():
 
 # --- power: training draw, cooling, power-limit points ----------------------------------
 
-# What the sources state; None where none was found (docs/sizing_constraints.md, 'What each hardware spec states about power').
+# What the sources state; None where none was found
+# (docs/sizing_constraints.md, 'What each hardware spec states about power').
 COOLING = {
     "h100-sxm": "air", "h200-sxm": "air", "b200": "air", "mi300x": "air",        # MLPerf system descriptions
     "gb200-nvl72": "liquid", "gb200-nvl576": "liquid", "gb300-nvl72": "liquid", "mi355x": "liquid",
