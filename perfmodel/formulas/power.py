@@ -21,10 +21,13 @@ datasheet's 10.2 kW, the GB200 NVL72 rack's ~120 kW). The energy a run uses is t
 Tokens per MWh = tokens / (facility energy in kWh / 1000).
 
 A power cap per GPU (``facility.gpu_power_cap_w``, P_cap) lowers the clock. Between a published
-lower-limit point of the same die (P_0, F_0: H100 NVL, 835.5 dense BF16 TFLOP/s at 400 W) and the
-part's TDP (P_1, F_1) the dense peak is interpolated, F(P_cap) = F_0 + (F_1 - F_0)(P_cap - P_0) /
+lower-limit point of the same die (P_0, F_0, ``hw.gpu.power_limit_point``: for the H100 the H100
+NVL's 835.5 dense BF16 TFLOP/s at 400 W; GB200 the HGX B200's 2,250 at 1,000 W; GB300 the HGX
+B300's 2,250 at 1,100 W; MI355X the MI350X's 2,306.9 at 1,000 W) and the part's TDP (P_1, F_1)
+the dense peak is interpolated, F(P_cap) = F_0 + (F_1 - F_0)(P_cap - P_0) /
 (P_1 - P_0), every precision by the same clock ratio F(P_cap) / F_1; memory bandwidth is kept. The
-node's maximum power falls by g (P_1 - P_cap). No extrapolation: a cap below P_0, or on a GPU
+node's maximum power falls by g (P_1 - P_cap); a measured training draw above the cap becomes the
+cap (the measured steps ran at their power limit). No extrapolation: a cap below P_0, or on a GPU
 with no published point, is an error. (At 500 W this gives the 886.8 TFLOP/s and 8.6 kW of
 ``hardware/h100-sxm-hbm2e-500w.yaml``.)
 """
@@ -71,7 +74,8 @@ def capped(hw: HardwareSpec, cap_w: float | None) -> HardwareSpec:
     F = pt.bf16_tflop_per_s + (F1 - pt.bf16_tflop_per_s) * (cap_w - pt.power_w) / (gpu.tdp_w - pt.power_w)
     ratio = F / F1
     peaks = {k: None if v is None else v * ratio for k, v in gpu.peak_dense_tflop_per_s.model_dump().items()}
+    draw = gpu.training_power_w
     new_gpu = gpu.model_copy(update={"peak_dense_tflop_per_s": gpu.peak_dense_tflop_per_s.model_copy(update=peaks),
-                                     "tdp_w": cap_w})
+                                     "tdp_w": cap_w, "training_power_w": None if draw is None else min(draw, cap_w)})
     node_w = hw.power.node_power_w - hw.power.gpus_per_node * (gpu.tdp_w - cap_w)
     return hw.model_copy(update={"gpu": new_gpu, "power": hw.power.model_copy(update={"node_power_w": node_w})})

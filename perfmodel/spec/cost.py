@@ -37,9 +37,12 @@ SuperPOD, i.e. a server-to-cluster factor of 1/(1-0.19) = 1.23 on the server pri
 (Cottier et al. 2024 app. A.1). Covers networking only; staff and facility capex are not
 included -- raise it to include them."""
 AVG_POWER_FRAC_DEFAULT = 0.75
-"""Average power over TDP for GPUs during training, 75% (Cottier et al. 2024 app. A.4,
-aggregating the DGX SuperPOD data-centre design guide, Patterson et al. 2021 and Barroso
-et al. 2018)."""
+"""Average node draw during training over the node's maximum power (``PowerSpec.node_power_w``),
+75% (Cottier et al. 2024 app. A.4, aggregating the DGX SuperPOD data-centre design guide,
+Patterson et al. 2021 and Barroso et al. 2018). Measured on 8-GPU H100 nodes: compute-intensive
+training at 76% of the DGX H100's 10.2 kW (Newkirk et al. 2025, arXiv 2506.14551), at most about
+8.4 kW (82%) training Llama2-13b (Latif et al. 2024, arXiv 2412.08602). A node-level fraction,
+the same for every hardware; a GPU's own measured draw is ``GpuSpec.training_power_w``."""
 
 
 class CostModel(BaseModel):

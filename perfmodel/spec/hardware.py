@@ -98,6 +98,11 @@ class GpuSpec(_Frozen):
     power_limit_point: PowerLimitPoint | None = None
     """The die's peak at a lower power limit, where one is published: a power cap between it and
     ``tdp_w`` sets the clock (``perfmodel.formulas.power.capped``); None: no cap can be modelled."""
+    training_power_w: real_field(MAX_POWER_W) | None = None
+    """Typical draw of one GPU while it trains an LLM (board power, W), where a measurement is
+    published; None otherwise. It states what the GPU draws, not what a site provisions (that is
+    ``tdp_w`` inside ``PowerSpec.node_power_w``) and not what the energy figures use (the node's
+    maximum times ``CostModel.avg_power_frac``, a node-level fraction); no formula reads it."""
 
     @model_validator(mode="after")
     def _usable_le_physical(self) -> "GpuSpec":
@@ -106,6 +111,12 @@ class GpuSpec(_Frozen):
                 f"hbm_usable_gib({self.hbm_usable_gib}) exceeds "
                 f"hbm_capacity_gib({self.hbm_capacity_gib})"
             )
+        if self.training_power_w is not None and self.training_power_w > self.tdp_w:
+            raise ValueError(f"training_power_w({self.training_power_w:g}) exceeds tdp_w({self.tdp_w:g})")
+        pt = self.power_limit_point
+        if pt is not None and (pt.power_w >= self.tdp_w or pt.bf16_tflop_per_s > self.peak_dense_tflop_per_s.bf16):
+            raise ValueError(f"power_limit_point ({pt.power_w:g} W, {pt.bf16_tflop_per_s:g} TFLOP/s) must lie below "
+                             f"tdp_w({self.tdp_w:g}) and the bf16 peak({self.peak_dense_tflop_per_s.bf16:g})")
         return self
 
     def peak_flop_per_s(self, precision: str) -> float:

@@ -360,3 +360,100 @@ def test_a_variant_uses_its_reference_calibration_profile():
     variant, note = efficiencies_for(load_hardware("h100-sxm-hbm2e-500w"))
     assert variant == efficiencies_for(load_hardware("h100-sxm"))[0] != load_hardware("h100-sxm").efficiency
     assert "calibration/profiles/h100-sxm.yaml" in note
+
+
+# --- power: training draw, cooling, power-limit points ----------------------------------
+
+# What the sources state; None where none was found
+# (docs/sizing_constraints.md, 'What each hardware spec states about power').
+COOLING = {
+    "h100-sxm": "air", "h200-sxm": "air", "b200": "air", "mi300x": "air",        # MLPerf system descriptions
+    "gb200-nvl72": "liquid", "gb200-nvl576": "liquid", "gb300-nvl72": "liquid", "mi355x": "liquid",
+    "a100-sxm-80gb": None, "a100-sxm-40gb": None, "b300": None, "h800-sxm": None,
+}
+TRAINING_DRAW_W = {"h100-sxm": 684, "h200-sxm": 686}    # median nvidia-smi draw of a lent GPU's training step
+LIMIT_POINTS = {                                        # (W, dense BF16 TFLOP/s) of the same die at a lower limit
+    "h100-sxm": (400, 835.5),       # H100 NVL
+    "gb200-nvl72": (1000, 2250),    # HGX B200
+    "gb200-nvl576": (1000, 2250),
+    "gb300-nvl72": (1100, 2250),    # HGX B300
+    "mi355x": (1000, 2306.9),       # MI350X: 2.2 GHz x 1024 x 512 x 2
+}
+
+
+@pytest.mark.parametrize("hw_id", sorted(COOLING))
+def test_cooling_class_is_what_the_source_states(hw_id):
+    assert load_hardware(hw_id).power.cooling == COOLING[hw_id]
+
+
+@pytest.mark.parametrize("hw_id", ALL_IDS)
+def test_training_draw_only_where_measured_and_below_tdp(hw_id):
+    gpu = load_hardware(hw_id).gpu
+    assert gpu.training_power_w == TRAINING_DRAW_W.get(hw_id)
+    if gpu.training_power_w is not None:
+        assert 0.9 * gpu.tdp_w < gpu.training_power_w <= gpu.tdp_w   # both steps ran at the 700 W cap
+
+
+def test_training_draw_above_tdp_is_rejected():
+    data = _raw("h100-sxm")
+    data["gpu"]["training_power_w"] = 701
+    with pytest.raises(InputError, match=r"training_power_w\(701\) exceeds tdp_w\(700\)"):
+        parse_hardware(data)
+
+
+def test_power_limit_point_must_lie_below_the_tdp_and_peak():
+    data = _raw("h100-sxm")
+    data["gpu"]["power_limit_point"] = {"power_w": 700, "bf16_tflop_per_s": 835.5}
+    with pytest.raises(InputError, match="must lie below"):
+        parse_hardware(data)
+    data["gpu"]["power_limit_point"] = {"power_w": 400, "bf16_tflop_per_s": 1000}
+    with pytest.raises(InputError, match="must lie below"):
+        parse_hardware(data)
+
+
+@pytest.mark.parametrize("hw_id", ALL_IDS)
+def test_power_limit_points_are_the_published_ones(hw_id):
+    pt = load_hardware(hw_id).gpu.power_limit_point
+    assert (None if pt is None else (pt.power_w, pt.bf16_tflop_per_s)) == LIMIT_POINTS.get(hw_id)
+
+
+def test_mi350x_point_is_the_mi355x_formula_at_its_clock():
+    """MI355X 2,400 MHz and MI350X 2,200 MHz, 1,024 matrix cores x 512 BF16 FMA x 2 FLOP."""
+    assert 2200e6 * 1024 * 512 * 2 / TERA == pytest.approx(2306.9, abs=0.05)
+    assert 2400e6 * 1024 * 512 * 2 / TERA == pytest.approx(load_hardware("mi355x").gpu.peak_dense_tflop_per_s.bf16,
+                                                           abs=0.05)
+
+
+@pytest.mark.parametrize("hw_id, cap_w, bf16, node_w", [
+    # F = F0 + (F1 - F0)(P - P0)/(P1 - P0); node power less g (TDP - P)
+    ("gb200-nvl72", 1100, 2250 + (2500 - 2250) * 100 / 200, 120_000 - 72 * 100),    # 2375, 112.8 kW
+    ("gb300-nvl72", 1250, 2250 + (2500 - 2250) * 150 / 300, 134_400 - 72 * 150),    # 2375, 123.6 kW
+    ("mi355x", 1200, 2306.9 + (2516.6 - 2306.9) * 200 / 400, 17_500 - 8 * 200),      # 2411.75, 15.9 kW
+    ("mi355x", 1000, 2306.9, 17_500 - 8 * 400),                                     # at the published point
+])
+def test_a_cap_interpolates_between_the_published_point_and_the_tdp(hw_id, cap_w, bf16, node_w):
+    from perfmodel.formulas.power import capped
+    hw = load_hardware(hw_id)
+    c = capped(hw, cap_w)
+    assert c.gpu.peak_dense_tflop_per_s.bf16 == pytest.approx(bf16)
+    assert c.gpu.peak_dense_tflop_per_s.fp8 == pytest.approx(hw.gpu.peak_dense_tflop_per_s.fp8 * bf16
+                                                             / hw.gpu.peak_dense_tflop_per_s.bf16)
+    assert c.gpu.hbm_bandwidth_gb_per_s == hw.gpu.hbm_bandwidth_gb_per_s
+    assert c.power.node_power_w == pytest.approx(node_w)
+    assert c.gpu.tdp_w == cap_w
+
+
+def test_a_cap_below_the_published_point_is_an_error():
+    from perfmodel.formulas.power import capped
+    with pytest.raises(InputError, match=r"^facility.gpu_power_cap_w: 999 W is below the lowest published point"):
+        capped(load_hardware("gb200-nvl72"), 999)
+
+
+def test_a_cap_below_the_measured_training_draw_becomes_the_draw():
+    """The H100's steps drew 684 W at their 700 W limit, nearly every sample at the cap; capped at
+    500 W the limiter holds the draw there. Above the draw the measurement stands."""
+    from perfmodel.formulas.power import capped
+    h100 = load_hardware("h100-sxm")
+    assert capped(h100, 500).gpu.training_power_w == 500
+    assert capped(h100, 690).gpu.training_power_w == 684
+    assert capped(load_hardware("mi355x"), 1200).gpu.training_power_w is None
