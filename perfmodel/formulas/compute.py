@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perfmodel.formulas.clocks import attention_phase_s
 from perfmodel.formulas.counts import attention_fwd_flop_per_token, attention_layer_mix
 from perfmodel.formulas.distinct import once_per_shape
 from perfmodel.formulas.layouts import Layouts
@@ -312,8 +313,7 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
             fwd = fwd + f / (peak * attention_efficiency(s_kernel, eff, False, sw.attention_backend))
             bwd = bwd + ATTENTION_BWD_OVER_FWD_EXECUTED * f / (
                 peak * attention_efficiency(s_kernel, eff, True, sw.attention_backend))
-        fwd = eff.kernel_overhead_s + fwd
-        bwd = eff.kernel_overhead_s + bwd
+        fwd, bwd = (eff.kernel_overhead_s + attention_phase_s(t, eff, hw) for t in (fwd, bwd))
         heads = op.attn_heads * head_share
         # Reads Q, K, V and writes O once (flash attention never materialises s x s).
         fwd_bytes = 2.0 * T * heads * (2 * op.attn_qk_dim + 2 * op.attn_v_dim)
