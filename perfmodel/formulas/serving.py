@@ -31,7 +31,7 @@ from perfmodel.formulas.comm import Collective, group_time_s, p2p_time_s
 from perfmodel.formulas.compute import attention_efficiency, gemm_precision, gemm_roofline_s, memory_time_s
 from perfmodel.formulas.counts import attention_fwd_flop_per_token, attention_layer_mix
 from perfmodel.formulas.kv_cache import kv_bytes_per_token_per_layer, kv_shards
-from perfmodel.formulas.ops import LayerKind, Op, OpKind, TpSplit
+from perfmodel.formulas.ops import FP32_BYTES, LayerKind, Op, OpKind, TpSplit
 from perfmodel.formulas.workload import head_weight_op, layer_kinds, layer_ops
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.hardware import HardwareSpec
@@ -54,6 +54,18 @@ EP_ALL_TO_ALLS_PER_MOE_LAYER = 2
 GRAPH_LAUNCHES_PER_STEP = 1
 """With CUDA graphs a decode step is one graph replay (vLLM ``CUDAGraphRunner``, SGLang
 ``CudaGraphRunner``, TensorRT-LLM ``cuda_graph_mode``: captured per batch size, replayed per step)."""
+GROUPED_EXPERT_KERNELS = 1
+"""Kernels per expert projection (up, down) per pass: serving engines run every local expert in one
+grouped GEMM (vLLM ``fused_moe`` Triton kernel, vllm/model_executor/layers/fused_moe; SGLang's
+copy of it; TensorRT-LLM's MoE plugin / CUTLASS grouped GEMM), not one GEMM per expert as the
+training step's ``compute.gemm_efficiency`` measures."""
+MOE_ROUTING_KERNELS = 2
+"""Routing in a serving engine: one fused top-k softmax over the router logits and one sort of the
+tokens by expert (vLLM ``topk_softmax`` and ``moe_align_block_size``); the gather and the weighted
+sum of the expert outputs happen inside the grouped GEMMs. The training stack's router passes
+(auxiliary losses, permute/unpermute: ``workload.moe_elementwise_ops``) are not run."""
+MOE_ROUTING_PASSES = 2
+"""Passes over the fp32 [tokens, experts] router logits in the fused top-k softmax: read, write."""
 HEAD_BYTES = FORMAT_BYTES["bf16"]
 """Activations written between kernels and sent between GPUs are 16-bit."""
 
@@ -101,12 +113,13 @@ def _gemm_s(op: Op, m: float, sv: ServingSpec, hw: HardwareSpec, eff: Efficienci
     k, n = float(op.k), float(op.n)
     if op.expert:
         split = sv.parallelism.expert_tp
-        local = op.count / sv.parallelism.ep
-        routed = tokens_total * model.moe.top_k
-        count = local * (1 - (1 - model.moe.top_k / model.moe.num_experts) ** tokens_total)
-        m = routed / op.count / max(1 - (1 - model.moe.top_k / model.moe.num_experts) ** tokens_total, 1e-12)
+        hit = experts_touched(op.count, model.moe.top_k, tokens_total) / op.count
+        count = op.count / sv.parallelism.ep * hit
+        m = tokens_total * model.moe.top_k / op.count / max(hit, 1e-12)
+        kernels = GROUPED_EXPERT_KERNELS
     else:
         split, count = sv.parallelism.tp, op.count
+        kernels = count
     if op.tp_split is TpSplit.COLUMN:
         n = n / split
     elif op.tp_split is TpSplit.ROW:
@@ -114,7 +127,19 @@ def _gemm_s(op: Op, m: float, sv: ServingSpec, hw: HardwareSpec, eff: Efficienci
     t_math, _ = gemm_roofline_s(m, n, k, count, prec, hw, eff)
     bytes_moved = count * (w_bytes * k * n + a_bytes * m * (k + n))
     t_mem = bytes_moved / (hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency)
-    return float(count * eff.kernel_overhead_s + max(float(t_math), t_mem))
+    return float(kernels * eff.kernel_overhead_s + max(float(t_math), t_mem))
+
+
+def serving_layer_ops(m: ModelSpec, kind: LayerKind) -> tuple[Op, ...]:
+    """The workload's forward operations of a layer as a serving engine runs them: the GEMMs,
+    attention and fused norms/residuals/activation of ``workload.layer_ops``, with the MoE
+    routing of a serving engine (``MOE_ROUTING_KERNELS``) in place of the training router's."""
+    ops = tuple(op for op in layer_ops(m, kind, SERVING_STACK)
+                if not (op.kind is OpKind.MEMORY and op.name.startswith("moe/")))
+    if kind is LayerKind.MOE:
+        ops += (Op("moe/routing", OpKind.MEMORY, bytes_per_token=MOE_ROUTING_PASSES * m.moe.num_experts * FP32_BYTES,
+                   kernels=MOE_ROUTING_KERNELS),)
+    return ops
 
 
 def _attention_s(op: Op, m: ModelSpec, sv: ServingSpec, hw: HardwareSpec, eff: Efficiencies,
@@ -168,7 +193,7 @@ def pass_time(m: ModelSpec, sv: ServingSpec, hw: HardwareSpec, eff: Efficiencies
         n_layers = sum(1 for k in kinds if k is kind) * layers_share
         g = a = e = 0.0
         k_kind = 0
-        for op in layer_ops(m, kind, SERVING_STACK):
+        for op in serving_layer_ops(m, kind):
             if op.kind is OpKind.GEMM:
                 g += _gemm_s(op, tokens_group, sv, hw, eff, tokens_stage, m)
             elif op.kind is OpKind.ATTENTION:
