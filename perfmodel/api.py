@@ -41,6 +41,7 @@ from perfmodel.spec.profile import AUTO, ProfileChoice, efficiencies_for, profil
 from perfmodel.spec.reliability import FailureModel
 from perfmodel.spec.scenario import Scenario, hardware_of, inline_local_files, model_of, parse_scenario
 from perfmodel.spec.scenario import load_scenario as _load_scenario_file
+from perfmodel.serving_api import load_serving_scenario, serve, validate_serving  # noqa: F401  (public)
 
 ScenarioLike = Scenario | Mapping
 
