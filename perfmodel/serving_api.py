@@ -29,8 +29,15 @@ from perfmodel.spec.serving import (
 from perfmodel.studies.serving_validation import SERVING_RUNS, ServingValidation
 from perfmodel.studies.serving_validation import validate_serving as _validate_serving
 
-__all__ = ["serve", "validate_serving", "load_serving_scenario", "parse_serving_scenario", "ServingScenario",
-           "ServePrediction", "ServingValidation"]
+__all__ = [
+    "ServePrediction",
+    "ServingScenario",
+    "ServingValidation",
+    "load_serving_scenario",
+    "parse_serving_scenario",
+    "serve",
+    "validate_serving",
+]
 
 
 def _serving_scenario(s) -> ServingScenario:

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from perfmodel.formulas.comm import Collective, group_time_s, p2p_time_s
 from perfmodel.formulas.compute import attention_efficiency, gemm_precision, gemm_roofline_s, memory_time_s
 from perfmodel.formulas.counts import attention_fwd_flop_per_token, attention_layer_mix

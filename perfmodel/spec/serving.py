@@ -75,7 +75,7 @@ class ServingParallelism(_Frozen):
         return self.stage_gpus // self.ep
 
     @model_validator(mode="after")
-    def _ep_fits(self) -> "ServingParallelism":
+    def _ep_fits(self) -> ServingParallelism:
         stage = self.tp * self.attention_dp
         if stage % self.ep:
             raise ValueError(f"ep({self.ep}) does not divide a stage's tp({self.tp}) * "
@@ -129,7 +129,7 @@ class ServingSpec(_Frozen):
     TensorRT-LLM capture decode graphs by default)."""
 
     @model_validator(mode="after")
-    def _one_load(self) -> "ServingSpec":
+    def _one_load(self) -> ServingSpec:
         if (self.concurrency is None) == (self.requests_per_s is None):
             raise ValueError("give exactly one of concurrency and requests_per_s")
         return self
@@ -167,7 +167,7 @@ class ServingScenario(_Frozen):
         return v
 
     @model_validator(mode="after")
-    def _whole_replicas(self) -> "ServingScenario":
+    def _whole_replicas(self) -> ServingScenario:
         r = self.serving.parallelism.replica_gpus
         if self.num_gpus is not None and self.num_gpus % r:
             raise ValueError(f"num_gpus({self.num_gpus}) is not a multiple of the replica's tp * pp * "
