@@ -1,0 +1,31 @@
+"""The Serve page (issue 53) with Streamlit's AppTest: it draws its figures and chart without an
+error, and a serving tp whose weights do not fit says so in one line."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("streamlit")
+from app.test_app import _app, _check_chart, _specs, _submit  # noqa: E402
+
+PAGE = "pages_/serve.py"
+
+
+def test_serve_page_draws_figures_and_the_curve():
+    at = _app(PAGE)
+    assert not at.exception and not at.error
+    labels = [m.label for m in at.metric]
+    assert "time to first token" in labels and "$ per million output tokens" in labels
+    specs = _specs(at)
+    assert specs
+    for spec in specs:
+        _check_chart(spec)
+
+
+def test_weights_that_do_not_fit_are_one_line():
+    at = _app(PAGE)
+    at.number_input(key="serve_tp").set_value(1)
+    at.selectbox(key="serve_weights").set_value("bf16")
+    _submit(at, "Serve")
+    assert not at.exception
+    assert at.error and "weights take" in at.error[0].value and "\n" not in at.error[0].value
