@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 pytest.importorskip("streamlit")
-from app.test_app import _app, _check_chart, _specs, _submit  # noqa: E402
+from app.test_app import _app, _check_chart, _specs, _submit
 
 PAGE = "pages_/serve.py"
 
