@@ -31,7 +31,7 @@ from perfmodel.engine.prediction import predict as _predict
 from perfmodel.engine.rules import Resolved
 from perfmodel.engine.rules import resolve as _resolve
 from perfmodel.formulas.timeline import PHASES as TIMELINE_PHASES  # noqa: F401  (public)
-from perfmodel.serving_api import load_serving_scenario, serve, validate_serving  # noqa: F401  (public)
+from perfmodel.serving_api import load_serving_scenario, serve, size_serving, validate_serving  # noqa: F401
 from perfmodel.spec.cost import CostModel
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import HardwareSpec, list_hardware_ids, load_hardware

@@ -10,6 +10,10 @@ from perfmodel.present.serving_report import CURVE_HEADER, curve_rows, serve_row
 
 
 def cmd_serve(args) -> int:
+    if args.size:
+        hardware = tuple(h for h in args.hardware.split(",") if h) if args.hardware else None
+        return print_size(pm.size_serving(args.scenario, hardware=hardware, profile=profile_choice(args)).to_dict(),
+                          args.format)
     d = pm.serve(args.scenario, profile=profile_choice(args)).to_dict()
     if args.format == "json":
         emit_json(d)
@@ -17,6 +21,22 @@ def cmd_serve(args) -> int:
     print(fmt.table(serve_rows(d)))
     print()
     print(fmt.table(curve_rows(d), header=CURVE_HEADER))
+    return 0
+
+
+def print_size(d: dict, form: str) -> int:
+    if form == "json":
+        emit_json(d)
+        return 0
+    rows = [[o["hardware"], str(o["tp"]), str(o["replicas"]), str(o["num_gpus"]),
+             f"{o['goodput_requests_per_s_per_replica']:.3g}", fmt.usd(o["usd_per_hour"]) + "/h", o["reason"] or "ok"]
+            for o in d["options"]]
+    print(fmt.table(rows, header=["hardware", "tp", "replicas", "GPUs", "goodput req/s per replica", "price",
+                                  "verdict"]))
+    b = d["best"]
+    print(f"cheapest for {d['requests_per_s']:.3g} requests/s: " + (
+        f"{b['replicas']} x tp{b['tp']} on {b['hardware']} ({b['num_gpus']} GPUs, {fmt.usd(b['usd_per_hour'])}/h)"
+        if b else "none meets the objectives"))
     return 0
 
 
@@ -47,6 +67,10 @@ def register(sub) -> None:
     p = sub.add_parser("serve", help="serving: TTFT, TPOT, tokens/s, goodput and $ per million tokens")
     p.add_argument("scenario", help="a serving scenario YAML (hardware, model, num_gpus, serving: ...)")
     p.add_argument("--format", choices=["json", "table"], default="table")
+    p.add_argument("--size", action="store_true",
+                   help="size the service: the cheapest hardware, tp and replicas serving requests_per_s within "
+                        "the objectives")
+    p.add_argument("--hardware", default=None, metavar="ID,ID", help="with --size: the hardware to consider")
     add_profile_option(p)
     p.set_defaults(func=cmd_serve)
 

@@ -138,3 +138,17 @@ def test_weights_that_do_not_fit_say_so():
     with pytest.raises(InputError, match="weights take"):
         pm.serve({"hardware": "h100-sxm", "model": "llama3-405b",
                       "serving": {"prompt_tokens": 10, "output_tokens": 10, "concurrency": 1}})
+
+
+def test_size_serving_picks_the_cheapest_deployment_that_meets_the_objectives():
+    sc = {"hardware": "h100-sxm", "model": "llama3-70b",
+              "serving": {"prompt_tokens": 1000, "output_tokens": 500, "requests_per_s": 20.0, "ttft_s": 2.0, "tpot_s": 0.05,
+                           "precision": {"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"}}}
+    r = pm.size_serving(sc, hardware=("h100-sxm", "h200-sxm", "a100-sxm-80gb"))
+    ok = [o for o in r.options if not o.reason]
+    assert r.best == min(ok, key=lambda o: o.usd_per_hour)
+    assert r.best.replicas * r.best.goodput_requests_per_s_per_replica >= 20.0
+    assert r.best.tpot_s <= 0.05 and r.best.ttft_s <= 2.0
+    assert all("no fp8" in o.reason for o in r.options if o.hardware == "a100-sxm-80gb")
+    with pytest.raises(InputError, match="request rate"):
+        pm.size_serving({**sc, "serving": {**sc["serving"], "requests_per_s": None, "concurrency": 4}})

@@ -53,3 +53,13 @@ def test_validate_detects_a_serving_file(form, capsys):
     assert main(["validate", RUNS, "--format", form]) == 0
     out = capsys.readouterr().out
     assert "MAPE" in out
+
+
+def test_serve_size_names_the_cheapest(tmp_path, capsys):
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump({"hardware": "h100-sxm", "model": "llama3-70b", "serving": {
+        "prompt_tokens": 1000, "output_tokens": 500, "requests_per_s": 10.0, "ttft_s": 2.0, "tpot_s": 0.05,
+        "precision": {"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"}}}))
+    assert main(["serve", str(f), "--size", "--hardware", "h100-sxm,h200-sxm", "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["best"]["hardware"] in ("h100-sxm", "h200-sxm") and d["best"]["num_gpus"] >= 1
