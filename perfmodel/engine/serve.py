@@ -152,6 +152,9 @@ def serve_point(m: ModelSpec, sv: ServingSpec, hw: HardwareSpec, eff: Efficienci
     t_pre, t_step, n_tok, _ = _phases(m, sv, hw, eff, B)
     prefills = max(B / A, 1.0)
     cycle_s = prefills * t_pre + O / n_tok * t_step
+    gpus = par.replica_gpus
+    if sv.pool != "both":
+        return _pool_point(sv, m, hw, eff, B, t_pre, t_step, n_tok, gpus)
     if sv.batching == "static":
         ttft = prefills * t_pre
         tpot = worst = t_step / n_tok
@@ -161,17 +164,37 @@ def serve_point(m: ModelSpec, sv: ServingSpec, hw: HardwareSpec, eff: Efficienci
         chunk_s = t_pre / max(1, math.ceil(P / sv.chunk_tokens)) if sv.batching == "chunked_prefill" else t_pre
         worst = t_step + chunk_s
     rps = B / cycle_s
-    gpus = par.replica_gpus
     meets = ((sv.ttft_s is None or ttft <= sv.ttft_s) and (sv.tpot_s is None or tpot <= sv.tpot_s))
     return ServePoint(B, ttft, tpot, worst, t_step, t_pre, rps, rps * O, rps * O / gpus, rps * P / gpus, meets)
 
 
+def _pool_point(sv: ServingSpec, m, hw, eff, B: int, t_pre: float, t_step: float, n_tok: float, gpus: int) -> ServePoint:
+    """One pool of a disaggregated deployment. Prefill: B prompts per pass (B / A per attention group),
+    TTFT = that pass through every stage, no decode. Decode: B requests per step, no prefill stalls:
+    TPOT = t_step / n_tok; its TTFT is one step after the cache arrives (the transfer is not modelled)."""
+    par, P, O = sv.parallelism, sv.prompt_tokens, sv.output_tokens
+    if sv.pool == "prefill":
+        t = par.pp * pass_time(m, sv, hw, eff, B, P, P, True).total_s
+        rps = B / t
+        meets = sv.ttft_s is None or t <= sv.ttft_s
+        return ServePoint(B, t, 0.0, 0.0, 0.0, t, rps, 0.0, 0.0, rps * P / gpus, meets)
+    tpot = t_step / n_tok
+    rps = B * n_tok / t_step / O
+    meets = sv.tpot_s is None or tpot <= sv.tpot_s
+    return ServePoint(B, t_step, tpot, t_step, t_step, t_pre, rps, rps * O, rps * O / gpus, 0.0, meets)
+
+
+CURVE_STEP = 2 ** 0.5
+"""Ratio between neighbouring concurrencies of the curve: two points per doubling."""
+
+
 def curve_concurrencies(max_b: int) -> tuple[int, ...]:
-    """1, 2, 4, ... up to the most the replica holds (and that most)."""
-    out, b = [], 1
-    while b < max_b:
-        out.append(b)
-        b *= 2
+    """1, 2, 3, 4, 6, 8, 11, 16, ... (steps of sqrt 2, rounded) up to the most the replica holds, and that most."""
+    out, x = [], 1.0
+    while round(x) < max_b:
+        if not out or round(x) > out[-1]:
+            out.append(round(x))
+        x *= CURVE_STEP
     return tuple(out + [max_b]) if max_b >= 1 else ()
 
 
@@ -186,7 +209,7 @@ def serve(sc: ServingScenario, hw: HardwareSpec, m: ModelSpec, eff: Efficiencies
                                                 f"uses: add tp, pp or ep, or store fewer bytes per weight")
     held = max_sequences(cache, m, sv.prompt_tokens + sv.output_tokens, FORMAT_BYTES[sv.precision.kv_cache],
                          par.tp, par.attention_dp)
-    max_b = min(held, sv.max_concurrency)
+    max_b = min(held, sv.max_concurrency * par.attention_dp)   # each attention group schedules its own batch
     if max_b < 1:
         raise InputError("serving.prompt_tokens", "one request's KV cache does not fit beside the weights")
     curve = tuple(serve_point(m, sv, hw, eff, b) for b in curve_concurrencies(max_b))

@@ -20,6 +20,7 @@ from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.precision import Precision
 
 Batching = Literal["static", "continuous", "chunked_prefill"]
+Pool = Literal["both", "prefill", "decode"]
 WeightFormat = Literal["bf16", "fp16", "fp8", "fp4"]
 KvFormat = Literal["bf16", "fp16", "fp8", "fp4"]
 
@@ -119,8 +120,14 @@ class ServingSpec(_Frozen):
     prefills are split into ``chunk_tokens`` pieces mixed into decode steps (Agrawal et al. 2024,
     Sarathi-Serve)."""
     chunk_tokens: int_field(MAX_SEQ_LENGTH) = DEFAULT_CHUNK_TOKENS
+    pool: Pool = "both"
+    """What the replicas do: ``both`` prefill and decode (one pool); ``prefill`` or ``decode`` only, as
+    one pool of a disaggregated deployment (Zhong et al. 2024, DistServe; Patel et al. 2024, Splitwise):
+    a prefill pool prefills ``concurrency`` prompts per pass and hands their caches on; a decode pool
+    decodes ``concurrency`` requests per step with no prefill stalls."""
     max_concurrency: int_field(MAX_NUM_GPUS * 1024) = DEFAULT_MAX_CONCURRENCY
-    """Most requests a replica batches, beside what its KV cache holds."""
+    """Most requests one scheduler batches (a replica, or each attention data-parallel group of one),
+    beside what the KV cache holds."""
     precision: ServingPrecision = Field(default_factory=ServingPrecision)
     parallelism: ServingParallelism = Field(default_factory=ServingParallelism)
     speculative: SpeculativeDecoding | None = None

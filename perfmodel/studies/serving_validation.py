@@ -11,9 +11,11 @@ fitted to a row):
   run W8A8 and W4A4 GEMMs in TensorRT-LLM); the KV cache as stated, else fp8 with fp8/fp4 weights
   (NVIDIA ModelOpt checkpoints set ``kv_cache_quant_algo: FP8`` in hf_quant_config.json) and the
   weights' own format otherwise;
-- load: max-throughput rows (all requests queued at once) run at the most requests the replica's
-  KV cache holds, capped at the engine's batch limit (``DEFAULT_MAX_CONCURRENCY``), continuous
-  (in-flight) batching, CUDA graphs on.
+- load: each row is compared at the best point of its throughput-latency curve within its
+  published objectives: max-throughput rows (all requests queued at once, no objective) at the most
+  requests the replica's KV cache holds, capped at the engine's batch limit
+  (``DEFAULT_MAX_CONCURRENCY``); decode pools within the TPOT their users saw (``_decode_pool``);
+  continuous (in-flight) batching, CUDA graphs on.
 
 The error of a row is predicted / measured - 1 on output tokens/s per GPU; MAPE is the mean of
 its absolute value.
@@ -39,6 +41,9 @@ WEIGHT_FORMATS = {"fp4": "fp4", "nvfp4": "fp4", "fp8": "fp8", "fp16": "fp16", "b
 LOW_BIT_KV_DEFAULT = "fp8"
 """KV cache of an fp8/fp4 checkpoint whose row does not state it: ModelOpt's FP8 KV quantisation."""
 MAX_THROUGHPUT = ("max-throughput", "offline")
+DECODE_POOL_OUTPUT_TOKENS = 1
+"""A decode pool row gives the mean context a step reads, not the lengths: the context is the prompt
+and one output token adds half a token to it (the engine's mean context is prompt + output / 2)."""
 """Scenario words of rows measured with every request queued at once."""
 
 
@@ -92,17 +97,38 @@ def _measured_per_gpu(row: dict) -> float | None:
     m, n = row.get("measured", {}), row.get("num_gpus")
     if "output_tokens_per_s_per_gpu" in m:
         return float(m["output_tokens_per_s_per_gpu"])
+    if "output_tokens_per_s_per_node" in m and row.get("gpus_per_node"):
+        return float(m["output_tokens_per_s_per_node"]) / row["gpus_per_node"]
     if "output_tokens_per_s" in m and n:
         return float(m["output_tokens_per_s"]) / n
     return None
 
 
+def _decode_pool(row: dict) -> tuple[dict | None, str]:
+    """A decode pool that publishes its mean context and its users' speed: the pool decodes at the
+    most requests whose TPOT stays within 1 / (the slowest published tokens/s per user); expert
+    parallelism over all its GPUs with data-parallel attention on each (one replica)."""
+    w, m, par, n = row.get("workload", {}), row.get("measured", {}), row.get("parallelism") or {}, row.get("num_gpus")
+    ctx, speed = w.get("mean_kv_cache_tokens_per_output_token"), m.get("output_tokens_per_s_per_user_min")
+    if not (ctx and speed and n and par.get("ep") == n):
+        return None, "decode pool without its context, users' speed or an expert-parallel group over its GPUs"
+    tp = int(par.get("tp", 1))
+    return {"pool": "decode", "prompt_tokens": int(ctx), "output_tokens": DECODE_POOL_OUTPUT_TOKENS,
+            "tpot_s": 1.0 / speed, "parallelism": {"tp": tp, "attention_dp": n // tp, "ep": n}}, ""
+
+
 def scenario_of_row(row: dict) -> tuple[dict | None, str]:
     """(the serving scenario mapping of a row, '') or (None, why the row cannot be one)."""
     w = row.get("workload", {})
-    if not str(w.get("scenario", "")).startswith(MAX_THROUGHPUT):
-        return None, f"scenario {str(w.get('scenario'))[:40]!r}: only max-throughput rows are compared so far"
-    if "input_tokens" not in w or "output_tokens" not in w:
+    kind = str(w.get("scenario", ""))
+    pool = None
+    if "decode pool" in kind:
+        pool, why = _decode_pool(row)
+        if pool is None:
+            return None, why
+    elif not kind.startswith(MAX_THROUGHPUT):
+        return None, f"scenario {kind[:40]!r}: only max-throughput rows and decode pools are compared so far"
+    elif "input_tokens" not in w or "output_tokens" not in w:
         return None, "no fixed input/output lengths in the row"
     if row.get("hardware") not in list_hardware_ids():
         return None, "hardware not in the catalogue"
@@ -121,11 +147,11 @@ def scenario_of_row(row: dict) -> tuple[dict | None, str]:
     tp_pp = layout.get("tp", 1) * layout.get("pp", 1)
     if row.get("num_gpus") and row["num_gpus"] % tp_pp:
         return None, f"num_gpus {row['num_gpus']} is not a multiple of tp x pp = {tp_pp}"
+    serving = pool or {"prompt_tokens": int(w["input_tokens"]), "output_tokens": int(w["output_tokens"]),
+                       "parallelism": layout}
     return {"name": row["id"], "hardware": row["hardware"], "model": row["model"], "num_gpus": row.get("num_gpus"),
-            "serving": {"prompt_tokens": int(w["input_tokens"]), "output_tokens": int(w["output_tokens"]),
-                        "concurrency": DEFAULT_MAX_CONCURRENCY,
-                        "precision": {"weights": weights, "activations": weights, "kv_cache": kv},
-                        "parallelism": layout}}, ""
+            "serving": {**serving, "concurrency": DEFAULT_MAX_CONCURRENCY,
+                        "precision": {"weights": weights, "activations": weights, "kv_cache": kv}}}, ""
 
 
 def validate_serving(path=SERVING_RUNS, profile=AUTO) -> ServingValidation:
@@ -146,8 +172,11 @@ def validate_serving(path=SERVING_RUNS, profile=AUTO) -> ServingValidation:
             skipped.append((row["id"], str(exc)))
             continue
         par = sc.serving.parallelism
-        cases.append(ServingCase(row["id"], hw.reference_id, row["model"], f"tp{par.tp} pp{par.pp} ep{par.ep}",
-                                 p.point.concurrency, p.point.output_tokens_per_s_per_gpu, _measured_per_gpu(row)))
+        good = [c for c in p.curve if c.meets_objectives]
+        best = max(good, key=lambda c: c.output_tokens_per_s_per_gpu) if good else p.curve[0]
+        cases.append(ServingCase(row["id"], hw.reference_id, row["model"],
+                                 f"tp{par.tp} pp{par.pp} ep{par.ep} adp{par.attention_dp}",
+                                 best.concurrency, best.output_tokens_per_s_per_gpu, _measured_per_gpu(row)))
     return ServingValidation(tuple(cases), tuple(skipped))
 
 

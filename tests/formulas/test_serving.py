@@ -152,3 +152,14 @@ def test_size_serving_picks_the_cheapest_deployment_that_meets_the_objectives():
     assert all("no fp8" in o.reason for o in r.options if o.hardware == "a100-sxm-80gb")
     with pytest.raises(InputError, match="request rate"):
         pm.size_serving({**sc, "serving": {**sc["serving"], "requests_per_s": None, "concurrency": 4}})
+
+
+def test_a_decode_pool_never_stalls_for_prefills_and_a_prefill_pool_never_decodes():
+    base = {"prompt_tokens": 2000, "output_tokens": 500, "concurrency": 64,
+                "precision": {"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"}}
+    both = pm.serve({"hardware": "h200-sxm", "model": "llama3-70b", "serving": base}).point
+    dec = pm.serve({"hardware": "h200-sxm", "model": "llama3-70b", "serving": {**base, "pool": "decode"}}).point
+    pre = pm.serve({"hardware": "h200-sxm", "model": "llama3-70b", "serving": {**base, "pool": "prefill"}}).point
+    assert dec.tpot_s == pytest.approx(dec.decode_step_s) and dec.tpot_s < both.tpot_s
+    assert dec.output_tokens_per_s_per_gpu == pytest.approx(64 / dec.decode_step_s)   # B tokens per step
+    assert pre.output_tokens_per_s_per_gpu == 0 and pre.input_tokens_per_s_per_gpu > both.input_tokens_per_s_per_gpu
