@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from appkit import page
-from appkit.cached_serving import serve_view
+from appkit.cached_serving import serve_view, size_view
 from perfmodel.present import fmt
 
 j = page.job()
@@ -32,7 +32,9 @@ with st.form("serve_form"):
     tpot = c[1].number_input("TPOT objective (s)", 0.0001, 10.0, 0.05, format="%.4f", key="serve_tpot")
     tp = c[2].number_input("serving tp", 1, 1024, 8, key="serve_tp")
     weights = c[3].selectbox("weights and activations", ["fp8", "bf16", "fp4", "fp16"], key="serve_weights")
-    kv = st.selectbox("KV cache", ["fp8", "bf16", "fp4", "fp16"], key="serve_kv")
+    c = st.columns(2)
+    kv = c[0].selectbox("KV cache", ["fp8", "bf16", "fp4", "fp16"], key="serve_kv")
+    rate = c[1].number_input("size for requests/s (0: do not size)", 0.0, 1e6, 0.0, key="serve_rate")
     st.form_submit_button("Serve")
 
 scenario = {"name": "serve", "hardware": hardware, "model": model, "cost": j.cost_model.model_dump(mode="json"),
@@ -69,3 +71,19 @@ st.dataframe(pd.DataFrame([{"concurrency": c["concurrency"], "TTFT": fmt.seconds
                             "TPOT": fmt.seconds(c["tpot_s"]),
                             "output tokens/s per GPU": round(c["output_tokens_per_s_per_gpu"]),
                             "meets objectives": c["meets_objectives"]} for c in d["curve"]]), hide_index=True)
+
+if rate > 0:
+    st.subheader("The cheapest deployment for this request rate")
+    sized = {**scenario, "serving": {**{k: v for k, v in scenario["serving"].items() if k != "concurrency"},
+                                     "requests_per_s": float(rate)}}
+    z = page.call(size_view, json.dumps(sized, sort_keys=True), j.use_profile)
+    if z is not None:
+        b = z["best"]
+        st.caption(page.plain(
+            f"{b['replicas']} replica(s) of tp{b['tp']} on {b['hardware']}: {b['num_gpus']} GPUs at "
+            f"{fmt.usd(b['usd_per_hour'])} per hour, TTFT {fmt.seconds(b['ttft_s'])}, TPOT {fmt.seconds(b['tpot_s'])}"
+            if b else "No hardware and tp of the catalogue meets the objectives at any concurrency."))
+        st.dataframe(pd.DataFrame([{"hardware": o["hardware"], "tp": o["tp"], "replicas": o["replicas"],
+                                    "GPUs": o["num_gpus"], "USD per hour": o["usd_per_hour"],
+                                    "verdict": o["reason"] or "meets the objectives"}
+                                   for o in z["options"][:12]]), hide_index=True)

@@ -29,3 +29,11 @@ def test_weights_that_do_not_fit_are_one_line():
     _submit(at, "Serve")
     assert not at.exception
     assert at.error and "weights take" in at.error[0].value and "\n" not in at.error[0].value
+
+
+def test_serve_page_sizes_for_a_request_rate():
+    at = _app(PAGE)
+    at.number_input(key="serve_rate").set_value(20.0)
+    _submit(at, "Serve")
+    assert not at.exception and not at.error
+    assert any("GPUs at" in c.value and "per hour" in c.value for c in at.caption)

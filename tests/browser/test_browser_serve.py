@@ -1,6 +1,6 @@
 """The Serve page (issue 53) in Debian's chromium: the sidebar's model served on its hardware, the
-TTFT/TPOT/throughput figures and the throughput-latency chart draw, and a longer prompt raises the
-time to first token. Screenshot: ``artifacts/screenshots/serve-1440.png``."""
+TTFT/TPOT/throughput figures and the throughput-latency chart draw, a longer prompt raises the
+time to first token, and a request rate gets the sizing answer. Screenshot: ``artifacts/screenshots/serve-1440.png``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from browser.test_browser_decisions import _idle, _no_errors, _seconds
 
 pytestmark = pytest.mark.browser
 
-VIEWPORT = {"width": 1440, "height": 1400}
+VIEWPORT = {"width": 1440, "height": 1800}
 TIMEOUT_MS = 120_000
 
 
@@ -47,5 +47,10 @@ def test_serve_page_draws_the_curve_and_answers_a_longer_prompt(page, server):  
     _idle(page)
     _no_errors(page)
     assert _seconds(_metric(page, "time to first token")) > 2 * ttft
+    page.get_by_label("size for requests/s (0: do not size)", exact=True).fill("10")
+    page.locator('[data-testid^="stBaseButton-"][data-testid$="FormSubmit"]').filter(has_text="Serve").first.click()
+    page.get_by_role("heading", name="The cheapest deployment for this request rate").wait_for()
+    _idle(page)
+    _no_errors(page)
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / "serve-1440.png"), full_page=True)
