@@ -31,6 +31,7 @@ from perfmodel.formulas.ops import OpKind
 from perfmodel.formulas.serving import PassTime, expected_tokens_per_step, pass_time
 from perfmodel.formulas.workload import head_weight_op, layer_kinds, weight_ops
 from perfmodel.spec.efficiency import Efficiencies
+from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import HardwareSpec
 from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.precision import FORMAT_BYTES
@@ -199,7 +200,6 @@ def curve_concurrencies(max_b: int) -> tuple[int, ...]:
 
 
 def serve(sc: ServingScenario, hw: HardwareSpec, m: ModelSpec, eff: Efficiencies) -> ServePrediction:
-    from perfmodel.spec.errors import InputError
     sv, par = sc.serving, sc.serving.parallelism
     cache = kv_cache_bytes_per_gpu(hw, m, sv)
     weights = weight_bytes_per_gpu(m, sv)
