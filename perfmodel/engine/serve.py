@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 
 from perfmodel.formulas.cost import effective_usd_per_gpu_hour
 from perfmodel.formulas.kv_cache import max_sequences
-from perfmodel.formulas.ops import OpKind
+from perfmodel.formulas.ops import OpKind, TpSplit
 from perfmodel.formulas.serving import PassTime, expected_tokens_per_step, pass_time
 from perfmodel.formulas.workload import head_weight_op, layer_kinds, weight_ops
 from perfmodel.spec.efficiency import Efficiencies
@@ -111,13 +111,13 @@ def weight_bytes_per_gpu(m: ModelSpec, sv: ServingSpec) -> float:
     """Weights one GPU holds: non-expert matrices split by tp (replicated ones whole) and pp,
     experts by the stage's GPUs and pp, embeddings and output layer split by tp and pp."""
     par = sv.parallelism
-    b = FORMAT_BYTES[sv.precision.weights]
+    b = sv.precision.record().bytes_of("param")   # the stored weights' format
     total = 0.0
     for kind in layer_kinds(m):
         for op in weight_ops(m, kind):
             if op.kind is not OpKind.GEMM:
                 continue
-            split = par.stage_gpus if op.expert else (par.tp if op.tp_split.value != "none" else 1)
+            split = par.stage_gpus if op.expert else (par.tp if op.tp_split is not TpSplit.NONE else 1)
             total += op.params * b / split
     head = head_weight_op(m).params * FORMAT_BYTES["bf16"]
     embeddings = head * (1 if m.tied_embeddings else 2)
