@@ -29,6 +29,7 @@ PAGES = [
     st.Page("pages_/search.py", title="Search", url_path="search"),
     st.Page("pages_/size.py", title="Size a cluster", url_path="size"),
     st.Page("pages_/peers.py", title="Peers side by side", url_path="peers"),
+    st.Page("pages_/serve.py", title="Serve", url_path="serve"),
     st.Page("pages_/diagnose.py", title="Diagnose a run", url_path="diagnose"),
     st.Page("pages_/calibration.py", title="Calibration and validation", url_path="calibration"),
     # the default page is served at the root; /plan opens it too (a shared link names its page)

@@ -25,6 +25,7 @@ _EXPORTS = {
     "load_runs_assumed": "perfmodel.api", "trace": "perfmodel.api", "compare_trace": "perfmodel.api",
     "sensitivity": "perfmodel.api", "fit_anchor": "perfmodel.api", "predict_anchored": "perfmodel.api",
     "price": "perfmodel.api", "fit_fixes": "perfmodel.api", "stage_memory": "perfmodel.api",
+    "serve": "perfmodel.api", "validate_serving": "perfmodel.api", "size_serving": "perfmodel.api", "load_serving_scenario": "perfmodel.api",
     # inputs
     "Scenario": "perfmodel.spec.scenario", "Parallelism": "perfmodel.spec.scenario",
     "SoftwareStack": "perfmodel.spec.software", "Overlap": "perfmodel.spec.software",
@@ -34,7 +35,8 @@ _EXPORTS = {
     "Purpose": "perfmodel.spec.purpose", "Studies": "perfmodel.spec.studies",
     "SearchOptions": "perfmodel.studies.search", "InputError": "perfmodel.spec.errors",
     "Facility": "perfmodel.spec.facility", "FabricSpec": "perfmodel.spec.fabric",
-    "Preemption": "perfmodel.spec.capacity",
+    "Preemption": "perfmodel.spec.capacity", "ServingScenario": "perfmodel.spec.serving",
+    "ServingSpec": "perfmodel.spec.serving",
     # results
     "Prediction": "perfmodel.engine.prediction", "Description": "perfmodel.studies.describe",
     "SearchResult": "perfmodel.studies.search", "Candidate": "perfmodel.studies.search",
@@ -46,6 +48,7 @@ _EXPORTS = {
     "AnchoredPrediction": "perfmodel.studies.anchor", "PriceQuote": "perfmodel.formulas.cost",
     "FitFixes": "perfmodel.studies.fixes", "Fix": "perfmodel.studies.fixes",
     "StageMemory": "perfmodel.studies.stages", "Headline": "perfmodel.spec.headline",
+    "ServePrediction": "perfmodel.engine.serve", "ServingSize": "perfmodel.studies.serving_size", "ServingValidation": "perfmodel.studies.serving_validation",
 }
 __all__ = sorted(_EXPORTS)
 

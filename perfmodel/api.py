@@ -22,9 +22,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from perfmodel.engine.band import ErrorBand
+from perfmodel.engine.band import ErrorBand, profile_band_note
 from perfmodel.engine.band import band_for_job as _band_for_job
-from perfmodel.engine.band import profile_band_note
 from perfmodel.engine.evaluate import COMPONENTS as BREAKDOWN_COMPONENTS  # noqa: F401  (public)
 from perfmodel.engine.evaluate import LENS  # noqa: F401  (public)
 from perfmodel.engine.prediction import Prediction
@@ -32,6 +31,7 @@ from perfmodel.engine.prediction import predict as _predict
 from perfmodel.engine.rules import Resolved
 from perfmodel.engine.rules import resolve as _resolve
 from perfmodel.formulas.timeline import PHASES as TIMELINE_PHASES  # noqa: F401  (public)
+from perfmodel.serving_api import load_serving_scenario, serve, size_serving, validate_serving  # noqa: F401
 from perfmodel.spec.cost import CostModel
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import HardwareSpec, list_hardware_ids, load_hardware

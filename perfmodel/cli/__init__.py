@@ -1,5 +1,5 @@
 """Command line: ``perfmodel predict|describe|validate|search|scale|size|bench|app``,
-``diagnose|sensitivity|read-log`` (observed runs), and the
+``diagnose|sensitivity|read-log`` (observed runs), ``serve|validate-serving`` (serving), and the
 commands other packages register (``bench-hw`` and ``calibrate``, from ``calibration``).
 
 Every command calls the public API (``perfmodel.api``) and words its answer with
@@ -18,7 +18,7 @@ import warnings
 from perfmodel.spec.errors import InputError, one_line
 
 CORE_COMMANDS = ("predict", "describe", "validate", "search", "scale", "size", "bench", "app", "diagnose", "trace",
-                 "sensitivity", "read-log")
+                 "sensitivity", "read-log", "serve", "validate-serving")
 ENTRY_POINT_GROUP = "perfmodel.commands"
 """Packages add commands here (``pyproject.toml``): ``name = "module:function"``, where
 ``function(argv) -> int`` parses its own arguments and raises ``InputError`` on bad input."""
@@ -46,7 +46,7 @@ def build_parser(with_external: bool = True, command: str | None = None) -> argp
     register (reading the installed packages' entry points takes longer than a prediction);
     ``command``: a core command about to run, so that the observed-run commands are left out
     unless it is one of them."""
-    from perfmodel.cli import job, studies, tools, trace
+    from perfmodel.cli import job, serve, studies, tools, trace
 
     ap = _OneLineParser(prog="perfmodel", description="Analytical performance and cost model of distributed AI training.")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
@@ -54,6 +54,7 @@ def build_parser(with_external: bool = True, command: str | None = None) -> argp
     studies.register(sub)
     tools.register(sub)
     trace.register(sub)
+    serve.register(sub)
     if command is None or command in OBSERVED_RUN_COMMANDS:
         from perfmodel.cli import diagnose
         diagnose.register(sub)
@@ -94,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     return _run(lambda: args.func(args))
 
 
-ONE_JOB_COMMANDS = ("predict", "describe", "validate")
+ONE_JOB_COMMANDS = ("predict", "describe", "validate", "serve", "validate-serving")
 """Commands whose work is bounded (one job, or the published runs one by one): the program runs
 them without the cyclic garbage collector, whose passes over the objects that imports build
 (pydantic's schemas above all) cost about 5% of a ``predict``; the process ends right after."""

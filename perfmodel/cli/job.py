@@ -116,6 +116,11 @@ def cmd_describe(args) -> int:
 
 def cmd_validate(args) -> int:
     profile = profile_choice(args)
+    from perfmodel.studies.serving_validation import serving_file
+    if serving_file(args.cases) and not args.fit_bands:   # a serving-runs file: the serving validation
+        from perfmodel.cli.serve import print_validation
+        d = pm.validate_serving(args.cases, profile=profile).to_dict()
+        return print_validation(d, args.format, f"perfmodel validate {args.cases}")
     report = pm.validate(args.cases, profile=profile)
     if args.fit_bands:
         return _fit_bands(report, profile is not None, args.fit_bands, args.cases)

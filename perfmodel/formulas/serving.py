@@ -1,0 +1,222 @@
+"""One forward pass of a served model on one GPU of a replica: prefill (many tokens of few
+requests, compute-bound) and decode (one token of many requests, bound by reading the weights
+and the KV cache), with the tensor/expert-parallel communication of the pass and the host's
+share, and the speculative-decoding yield.
+
+==========  =====================================================================================
+T           tokens in the pass over one pipeline stage (prefill: prompt tokens; decode: the batch)
+A, t, e     attention data-parallel groups, tensor-parallel degree, expert-parallel degree
+c           context tokens each decode query attends to (prompt + tokens generated so far)
+E, k        routed experts, experts per token;  E_hit = E (1 - (1 - k/E)^T) experts a step touches
+alpha, g    speculative acceptance rate and drafted tokens per step (Leviathan et al. 2023)
+t_op        max(F / (P * eff(m, n, k)), bytes / (B_hbm * eff_mem)) + kernel overhead  (roofline)
+==========  =====================================================================================
+
+The operations are the workload's forward inventory (``workload.weight_ops``, ``layer_ops``,
+``head_weight_op``); GEMM math time is ``compute.gemm_roofline_s`` at the calibrated efficiency
+of its sharded shape; the bytes a GEMM reads are its weights in the stored format (fp4/fp8
+weights are what make decode fast) plus its activations. Attention is the flash kernel's FLOPs
+at ``compute.attention_efficiency`` in prefill, and the KV cache read at HBM bandwidth in decode
+(a decode query reads every cached key of its context once; Kwon et al. 2023). Collectives come
+from ``comm``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from perfmodel.formulas.comm import Collective, group_time_s, p2p_time_s
+from perfmodel.formulas.compute import attention_efficiency, gemm_precision, gemm_roofline_s, memory_time_s
+from perfmodel.formulas.counts import attention_fwd_flop_per_token, attention_layer_mix
+from perfmodel.formulas.kv_cache import kv_bytes_per_token_per_layer, kv_shards
+from perfmodel.formulas.ops import FP32_BYTES, LayerKind, Op, OpKind, TpSplit
+from perfmodel.formulas.workload import head_weight_op, layer_kinds, layer_ops
+from perfmodel.spec.efficiency import Efficiencies
+from perfmodel.spec.hardware import HardwareSpec
+from perfmodel.spec.model import ModelSpec
+from perfmodel.spec.precision import FORMAT_BYTES
+from perfmodel.spec.serving import ServingSpec
+from perfmodel.spec.software import SoftwareStack
+
+SERVING_STACK = SoftwareStack()
+"""The elementwise kernels of a serving engine: fused norms, residuals and activations, as the
+default (Megatron-Core/Transformer Engine) stack runs them; serving engines fuse at least as much."""
+ATTENTION_BACKEND = "flash"
+"""Prefill attention kernel: FlashAttention (vLLM, SGLang and TensorRT-LLM default to flash-class
+kernels; the project's calibrated flash curve)."""
+TP_ALL_REDUCES_PER_LAYER = 2
+"""Megatron tensor parallelism: one all-reduce after attention, one after the MLP (Shoeybi et al.
+2019, sec. 3)."""
+EP_ALL_TO_ALLS_PER_MOE_LAYER = 2
+"""Expert parallelism: dispatch before the experts, combine after (Lepikhin et al. 2020, GShard)."""
+GRAPH_LAUNCHES_PER_STEP = 1
+"""With CUDA graphs a decode step is one graph replay (vLLM ``CUDAGraphRunner``, SGLang
+``CudaGraphRunner``, TensorRT-LLM ``cuda_graph_mode``: captured per batch size, replayed per step)."""
+GROUPED_EXPERT_KERNELS = 1
+"""Kernels per expert projection (up, down) per pass: serving engines run every local expert in one
+grouped GEMM (vLLM ``fused_moe`` Triton kernel, vllm/model_executor/layers/fused_moe; SGLang's
+copy of it; TensorRT-LLM's MoE plugin / CUTLASS grouped GEMM), not one GEMM per expert as the
+training step's ``compute.gemm_efficiency`` measures."""
+MOE_ROUTING_KERNELS = 2
+"""Routing in a serving engine: one fused top-k softmax over the router logits and one sort of the
+tokens by expert (vLLM ``topk_softmax`` and ``moe_align_block_size``); the gather and the weighted
+sum of the expert outputs happen inside the grouped GEMMs. The training stack's router passes
+(auxiliary losses, permute/unpermute: ``workload.moe_elementwise_ops``) are not run."""
+MOE_ROUTING_PASSES = 2
+"""Passes over the fp32 [tokens, experts] router logits in the fused top-k softmax: read, write."""
+HEAD_BYTES = FORMAT_BYTES["bf16"]
+"""Activations written between kernels and sent between GPUs are 16-bit."""
+
+
+@dataclass(frozen=True)
+class PassTime:
+    """One forward pass on one GPU of a stage, by part (seconds); the total is their sum."""
+
+    gemm_s: float
+    attention_s: float
+    elementwise_s: float
+    comm_s: float
+    host_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.gemm_s + self.attention_s + self.elementwise_s + self.comm_s + self.host_s
+
+    def rows(self) -> list[dict]:
+        return [{"component": k, "seconds": getattr(self, k)} for k in
+                ("gemm_s", "attention_s", "elementwise_s", "comm_s", "host_s")]
+
+
+def expected_tokens_per_step(acceptance_rate: float, draft_tokens: int) -> float:
+    """Tokens a speculative step yields on average: (1 - alpha^(g+1)) / (1 - alpha)
+    (Leviathan et al. 2023, "Fast Inference from Transformers via Speculative Decoding", eq. 1)."""
+    a, g = acceptance_rate, draft_tokens
+    return (1 - a ** (g + 1)) / (1 - a)
+
+
+def experts_touched(num_experts: int, top_k: int, tokens: float) -> float:
+    """Expected distinct experts that ``tokens`` tokens route to, each choosing k of E uniformly:
+    E (1 - (1 - k/E)^T) (balanced routing, as the load balancers aim for)."""
+    return num_experts * (1 - (1 - top_k / num_experts) ** tokens)
+
+
+def _gemm_s(op: Op, m: float, sv: ServingSpec, hw: HardwareSpec, eff: Efficiencies, tokens_total: float,
+            model: ModelSpec) -> float:
+    """One GEMM op of a layer on one GPU, for ``m`` tokens on that GPU (non-expert) or
+    ``tokens_total`` over the stage (experts)."""
+    par = sv.precision
+    prec = gemm_precision(op, par.activations)
+    w_bytes = FORMAT_BYTES[par.weights] if prec == par.activations else FORMAT_BYTES[prec]
+    a_bytes = FORMAT_BYTES[prec]
+    k, n = float(op.k), float(op.n)
+    if op.expert:
+        split = sv.parallelism.expert_tp
+        hit = experts_touched(op.count, model.moe.top_k, tokens_total) / op.count
+        count = op.count / sv.parallelism.ep * hit
+        m = tokens_total * model.moe.top_k / op.count / max(hit, 1e-12)
+        kernels = GROUPED_EXPERT_KERNELS
+    else:
+        split, count = sv.parallelism.tp, op.count
+        kernels = count
+    if op.tp_split is TpSplit.COLUMN:
+        n = n / split
+    elif op.tp_split is TpSplit.ROW:
+        k = k / split
+    t_math, _ = gemm_roofline_s(m, n, k, count, prec, hw, eff)
+    bytes_moved = count * (w_bytes * k * n + a_bytes * m * (k + n))
+    t_mem = bytes_moved / (hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency)
+    return float(kernels * eff.kernel_overhead_s + max(float(t_math), t_mem))
+
+
+def serving_layer_ops(m: ModelSpec, kind: LayerKind) -> tuple[Op, ...]:
+    """The workload's forward operations of a layer as a serving engine runs them: the GEMMs,
+    attention and fused norms/residuals/activation of ``workload.layer_ops``, with the MoE
+    routing of a serving engine (``MOE_ROUTING_KERNELS``) in place of the training router's."""
+    ops = tuple(op for op in layer_ops(m, kind, SERVING_STACK)
+                if not (op.kind is OpKind.MEMORY and op.name.startswith("moe/")))
+    if kind is LayerKind.MOE:
+        ops += (Op("moe/routing", OpKind.MEMORY, bytes_per_token=MOE_ROUTING_PASSES * m.moe.num_experts * FP32_BYTES,
+                   kernels=MOE_ROUTING_KERNELS),)
+    return ops
+
+
+def _attention_s(op: Op, m: ModelSpec, sv: ServingSpec, hw: HardwareSpec, eff: Efficiencies,
+                 queries: float, requests: float, context: float, prefill: bool) -> float:
+    """The attention core on one GPU: ``queries`` query tokens of ``requests`` requests (this
+    GPU's attention group), each attending to ``context`` keys (prefill: causal over the prompt)."""
+    t = sv.parallelism.tp
+    heads_share = 1 / t
+    flop = sum(share * float(attention_fwd_flop_per_token(op, context, prefill, w))
+               for share, w in attention_layer_mix(op)) * queries * heads_share
+    peak = hw.gpu.peak_flop_per_s("bf16")
+    if prefill:
+        rate = peak * float(attention_efficiency(context, eff, False, ATTENTION_BACKEND))
+        return eff.kernel_overhead_s + flop / rate
+    kv_b = FORMAT_BYTES[sv.precision.kv_cache]
+    kept = sum(share * (context if w is None else min(context, w)) for share, w in attention_layer_mix(op))
+    kv_read = requests * kept * kv_bytes_per_token_per_layer(m, kv_b) / kv_shards(m, t)
+    t_mem = float(memory_time_s(kv_read, hw, eff))
+    rate = peak * float(attention_efficiency(context, eff, False, ATTENTION_BACKEND))
+    return max(t_mem, eff.kernel_overhead_s + flop / rate)
+
+
+def _comm_s(kind: LayerKind, m: ModelSpec, sv: ServingSpec, hw: HardwareSpec, eff: Efficiencies,
+            tokens_per_group: float, tokens_stage: float) -> float:
+    par = sv.parallelism
+    h = m.hidden_size
+    ar = float(group_time_s(Collective.ALL_REDUCE, tokens_per_group * h * HEAD_BYTES, par.tp, 1, hw, eff))
+    if kind is LayerKind.DENSE or par.ep == 1:
+        return TP_ALL_REDUCES_PER_LAYER * ar
+    per_gpu = tokens_stage / par.stage_gpus * m.moe.top_k * h * FORMAT_BYTES[sv.precision.activations]
+    a2a = float(group_time_s(Collective.ALL_TO_ALL, per_gpu, par.ep, par.expert_tp, hw, eff))
+    return ar + EP_ALL_TO_ALLS_PER_MOE_LAYER * a2a
+
+
+def pass_time(m: ModelSpec, sv: ServingSpec, hw: HardwareSpec, eff: Efficiencies,
+              requests: float, query_tokens_per_request: float, context: float, prefill: bool) -> PassTime:
+    """One forward pass of one pipeline stage over ``requests`` requests of the stage, each with
+    ``query_tokens_per_request`` new tokens attending to ``context`` keys, on one GPU.
+
+    Per GPU: the attention group of tp GPUs holds requests / A of them; the expert GEMMs see the
+    whole stage's tokens routed over ep."""
+    par = sv.parallelism
+    tokens_stage = requests * query_tokens_per_request
+    reqs_group = requests / par.attention_dp
+    tokens_group = reqs_group * query_tokens_per_request
+    kinds = layer_kinds(m)
+    layers_share = 1 / par.pp
+    gemm = attn = elem = comm = 0.0
+    kernels = 0.0
+    for kind in set(kinds):
+        n_layers = sum(1 for k in kinds if k is kind) * layers_share
+        g = a = e = 0.0
+        k_kind = 0
+        for op in serving_layer_ops(m, kind):
+            if op.kind is OpKind.GEMM:
+                g += _gemm_s(op, tokens_group, sv, hw, eff, tokens_stage, m)
+            elif op.kind is OpKind.ATTENTION:
+                a += _attention_s(op, m, sv, hw, eff, tokens_group, reqs_group, context, prefill)
+            elif not op.multi_local_experts_only:
+                e += float(memory_time_s(op.bytes_per_token * tokens_group, hw, eff, op.kernels))
+            k_kind += op.kernels
+        kernels += n_layers * k_kind
+        gemm += n_layers * g
+        attn += n_layers * a
+        elem += n_layers * e
+        comm += n_layers * _comm_s(kind, m, sv, hw, eff, tokens_group, tokens_stage)
+    # logits: the last stage computes them for one token per request
+    gemm += layers_share * _gemm_s(head_weight_op(m), reqs_group, sv, hw, eff, requests, m)
+    if par.pp > 1:
+        comm += float(p2p_time_s(tokens_group * m.hidden_size * HEAD_BYTES, False, par.stage_gpus, hw, eff))
+    gpu_s = gemm + attn + elem + comm
+    host = host_s_per_step(kernels, sv.cuda_graphs and not prefill, eff, gpu_s)
+    return PassTime(gemm, attn, elem, comm, host)
+
+
+def host_s_per_step(kernels: float, cuda_graphs: bool, eff: Efficiencies, gpu_s: float) -> float:
+    """Host time a pass adds beyond its GPU time. With CUDA graphs: one launch
+    (``GRAPH_LAUNCHES_PER_STEP``). Without: every kernel's launch (``launch_overhead_s``); the host
+    runs ahead of the GPU, so only what exceeds the GPU time shows."""
+    if cuda_graphs:
+        return GRAPH_LAUNCHES_PER_STEP * eff.launch_overhead_s
+    return max(0.0, kernels * eff.launch_overhead_s - gpu_s)

@@ -1,0 +1,53 @@
+"""A serving prediction and the serving validation in words: tables for ``perfmodel serve`` and
+``perfmodel validate-serving``, and the markdown section of docs/serving_validation.md."""
+
+from __future__ import annotations
+
+from perfmodel.present import fmt
+
+
+def serve_rows(d: dict) -> list[list[str]]:
+    """Rows of ``perfmodel serve``'s table from ``ServePrediction.to_dict()``."""
+    p = d["point"]
+    return [
+        ["deployment", (f"{d['model']} on {d['num_gpus']} x {d['hardware']} ({d['replicas']} replica(s) of "
+                       f"{d['gpus_per_replica']} GPU(s))")],
+        ["weights / KV cache per GPU", (f"{fmt.bytes_binary(d['weight_bytes_per_gpu'])} / "
+                                       f"{fmt.bytes_binary(d['kv_cache_bytes_per_gpu'])}")],
+        ["concurrency per replica (most the cache holds)", f"{p['concurrency']:,} ({d['max_concurrency']:,})"],
+        ["time to first token (TTFT)", fmt.seconds(d["ttft_s"])],
+        ["time per output token (TPOT), worst step", f"{fmt.seconds(d['tpot_s'])}, {fmt.seconds(p['tpot_worst_step_s'])}"],
+        ["output tokens/s per GPU / per replica", (f"{d['output_tokens_per_s_per_gpu']:,.0f} / "
+                                                  f"{d['output_tokens_per_s_per_replica']:,.0f}")],
+        ["requests/s (deployment)", f"{d['requests_per_s']:,.3g}" + (" (saturated)" if d["saturated"] else "")],
+        ["meets the objectives", "yes" if p["meets_objectives"] else "NO"],
+        ["SLO goodput: output tokens/s per GPU (requests/s)",
+         f"{d['slo_goodput_output_tokens_per_s_per_gpu']:,.0f} ({d['slo_goodput_requests_per_s']:,.3g})"],
+        ["price", fmt.usd_per_gpu_hour(d["usd_per_gpu_hour"])],
+        ["$ per million input / output tokens", (f"${d['usd_per_million_input_tokens']:.3g} / "
+                                                f"${d['usd_per_million_output_tokens']:.3g}")],
+    ]
+
+
+def curve_rows(d: dict) -> list[list[str]]:
+    return [[f"{c['concurrency']:,}", fmt.seconds(c["ttft_s"]), fmt.seconds(c["tpot_s"]),
+             f"{c['output_tokens_per_s_per_gpu']:,.0f}", "yes" if c["meets_objectives"] else "no"]
+            for c in d["curve"]]
+
+
+CURVE_HEADER = ["concurrency", "TTFT", "TPOT", "output tok/s per GPU", "meets objectives"]
+
+
+def validation_markdown(d: dict, command: str) -> str:
+    """The markdown section of a serving validation (``ServingValidation.to_dict()``)."""
+    lines = ["## Serving validation", "",
+             (f"`{command}`: predicted against published output tokens/s per GPU, "
+             f"{d['num_cases']} results; MAPE {fmt.percent(d['mape'])} (target 15%)."), "",
+             "| GPU | results | MAPE |", "|---|---:|---:|"]
+    lines += [f"| {g} | {v['cases']} | {fmt.percent(v['mape'])} |" for g, v in d["mape_by_gpu"].items()]
+    lines += ["", "| run | layout | concurrency | predicted | measured | error |", "|---|---|---:|---:|---:|---:|"]
+    lines += [f"| {c['id']} | {c['layout']} | {c['concurrency']:,} | {c['predicted_output_tokens_per_s_per_gpu']:,.0f} | "
+              f"{c['measured_output_tokens_per_s_per_gpu']:,.0f} | {c['error']:+.1%} |" for c in d["cases"]]
+    lines += ["", f"Not compared ({len(d['skipped'])} rows):", ""]
+    lines += [f"- {s['id']}: {s['reason']}" for s in d["skipped"]]
+    return "\n".join(lines)

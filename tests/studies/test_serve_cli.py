@@ -1,0 +1,65 @@
+"""``perfmodel serve`` and ``perfmodel validate-serving``: thin over ``pm.serve`` and
+``pm.validate_serving``, the JSON names its results ``ttft_s`` and ``tpot_s``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+import perfmodel as pm
+from perfmodel.cli import main
+from perfmodel.spec.paths import PROJECT_DIR
+
+EXAMPLE = str(PROJECT_DIR / "perfmodel" / "data" / "example_serving.yaml")
+RUNS = str(PROJECT_DIR / "perfmodel" / "data" / "serving_runs.yaml")
+
+
+def test_serve_json_is_the_api(capsys):
+    assert main(["serve", EXAMPLE, "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    for key in ("ttft_s", "tpot_s", "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_replica",
+                "slo_goodput_output_tokens_per_s_per_gpu", "usd_per_million_input_tokens",
+                "usd_per_million_output_tokens", "curve"):
+        assert key in d
+    assert d["ttft_s"] == pm.serve(EXAMPLE).ttft_s
+
+
+def test_serve_table_shows_the_curve(capsys):
+    assert main(["serve", EXAMPLE]) == 0
+    out = capsys.readouterr().out
+    assert "time to first token" in out and "concurrency" in out
+
+
+def test_bad_serving_scenario_is_one_line(tmp_path, capsys):
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump({"hardware": "h100-sxm", "model": "llama3-70b",
+                                 "serving": {"prompt_tokens": 10, "output_tokens": 10}}))
+    assert main(["serve", str(f)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "concurrency" in err
+
+
+def test_validate_serving_covers_30_results_on_3_gpus(capsys):
+    assert main(["validate-serving", "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["num_cases"] >= 30 and len(d["mape_by_gpu"]) >= 3
+    assert 0 < d["mape"] < 1
+
+
+@pytest.mark.parametrize("form", ["table", "markdown"])
+def test_validate_detects_a_serving_file(form, capsys):
+    assert main(["validate", RUNS, "--format", form]) == 0
+    out = capsys.readouterr().out
+    assert "MAPE" in out
+
+
+def test_serve_size_names_the_cheapest(tmp_path, capsys):
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump({"hardware": "h100-sxm", "model": "llama3-70b", "serving": {
+        "prompt_tokens": 1000, "output_tokens": 500, "requests_per_s": 10.0, "ttft_s": 2.0, "tpot_s": 0.05,
+        "precision": {"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"}}}))
+    assert main(["serve", str(f), "--size", "--hardware", "h100-sxm,h200-sxm", "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["best"]["hardware"] in ("h100-sxm", "h200-sxm") and d["best"]["num_gpus"] >= 1
