@@ -21,7 +21,8 @@ def serve_rows(d: dict) -> list[list[str]]:
                                                   f"{d['output_tokens_per_s_per_replica']:,.0f}")],
         ["requests/s (deployment)", f"{d['requests_per_s']:,.3g}" + (" (saturated)" if d["saturated"] else "")],
         ["meets the objectives", "yes" if p["meets_objectives"] else "NO"],
-        ["SLO goodput: output tokens/s per GPU (requests/s)",
+        ["goodput at this concurrency: output tokens/s per GPU", f"{d['goodput_output_tokens_per_s_per_gpu']:,.0f}"],
+        ["most within the objectives (SLO goodput): tokens/s per GPU (requests/s)",
          f"{d['slo_goodput_output_tokens_per_s_per_gpu']:,.0f} ({d['slo_goodput_requests_per_s']:,.3g})"],
         ["price", fmt.usd_per_gpu_hour(d["usd_per_gpu_hour"])],
         ["$ per million input / output tokens", (f"${d['usd_per_million_input_tokens']:.3g} / "
