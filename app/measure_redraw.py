@@ -19,7 +19,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from appkit import cached, state  # noqa: E402
-from perfmodel.formulas.cost import CostModel  # noqa: E402
+from perfmodel.spec.cost import CostModel  # noqa: E402
 
 CHANGES = [(8, 64), (2, 64), (4, 128), (8, 128), (2, 32), (4, 256), (8, 256), (4, 64)]
 """(tp, num_gpus) pairs set one after another."""

@@ -19,7 +19,8 @@ h2d                pinned host <-> device ``copy_(non_blocking=True)``
 collectives        torch.distributed: NCCL over all local GPUs (spawned), or the ranks of a
                    ``torchrun`` job; gloo over CPU processes with ``--gloo-ranks N`` (tests
                    the code path, not a fabric). Sizes follow nccl-tests: S is the all-reduce
-                   buffer, the gathered output, the scattered input, the all-to-all buffer.
+                   buffer, the gathered output, the scattered input, the all-to-all buffer
+                   (``bench_collectives``).
 =================  ========================================================================
 
 Per repeat the time of a collective is the maximum over ranks (it completes when the
@@ -29,24 +30,18 @@ slowest rank does); the number of back-to-back calls is agreed across ranks.
 from __future__ import annotations
 
 import contextlib
-import json
-import math
 import os
 import subprocess
-import tempfile
-import time
 from dataclasses import dataclass
-from pathlib import Path
 
+from .bench_collectives import FP32_BYTES, collective_sizes, run_in_process, spawn_sweep
 from .results import FAST_ACCUM_IMPL, Metadata, Record
-from .timing import MAX_INNER, Plan, cpu_name, host_time_calls, timed_record, today
+from .timing import Plan, cpu_name, host_time_calls, today
 
-SWEEP_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 FP8_MIN_CAPABILITY = (8, 9)
 """Ada (8.9) and Hopper (9.0) introduced fp8 tensor cores (CUDA C Programming Guide)."""
 FP8_ALIGN = 16
 """cuBLASLt fp8 GEMMs need m, n, k divisible by 16 (torch._scaled_mm checks this)."""
-FP32_BYTES = 4
 
 
 def torch_available(cuda: bool = False) -> bool:
@@ -236,11 +231,11 @@ class TorchBackend:
 
         sizes = collective_sizes(plan.collective_max_bytes)
         if "RANK" in os.environ and "WORLD_SIZE" in os.environ:      # under torchrun
-            return _run_in_process(sizes, plan)
+            return run_in_process(sizes, plan)
         if self.device == "cuda" and torch.cuda.device_count() >= 2:
-            return _spawn(torch.cuda.device_count(), "nccl", sizes, plan)
+            return spawn_sweep(torch.cuda.device_count(), "nccl", sizes, plan)
         if self.gloo_ranks >= 2:
-            return _spawn(self.gloo_ranks, "gloo", sizes, plan)
+            return spawn_sweep(self.gloo_ranks, "gloo", sizes, plan)
         return []
 
     def metadata(self) -> Metadata:
@@ -332,130 +327,3 @@ def _driver_version() -> str | None:
         return out.stdout.splitlines()[0].strip() or None
     except (OSError, subprocess.SubprocessError, IndexError):
         return None
-
-
-def collective_sizes(max_bytes: int) -> tuple[int, ...]:
-    """8 B, 16 B, ... doubling up to ``max_bytes`` (nccl-tests -b 8 -f 2)."""
-    return tuple(8 * 2**i for i in range(int(math.log2(max(max_bytes, 8) / 8)) + 1))
-
-
-# ----------------------------------------------------------------------- distributed runs
-def _spawn(world: int, pg_backend: str, sizes, plan: Plan) -> list[Record]:
-    import torch.multiprocessing as mp
-
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "records.json"
-        mp.spawn(_worker, args=(world, pg_backend, str(Path(tmp) / "store"), sizes, plan, str(out)),
-                 nprocs=world, join=True)
-        return [Record.model_validate(r) for r in json.loads(out.read_text())]
-
-
-def _worker(rank, world, pg_backend, store_path, sizes, plan, out_path):
-    import torch
-    import torch.distributed as dist
-
-    if pg_backend == "nccl":
-        torch.cuda.set_device(rank)
-    dist.init_process_group(pg_backend, init_method=f"file://{store_path}", rank=rank, world_size=world)
-    try:
-        fabric = "scale_up" if pg_backend == "nccl" else "host"
-        records = collective_sweep(sizes, plan, fabric)
-        if rank == 0:
-            Path(out_path).write_text(json.dumps([r.model_dump(mode="json") for r in records]))
-    finally:
-        dist.destroy_process_group()
-
-
-def _run_in_process(sizes, plan: Plan) -> list[Record]:
-    """Inside a torchrun job: every rank sweeps, rank 0 keeps the records."""
-    import torch
-    import torch.distributed as dist
-
-    local = int(os.environ.get("LOCAL_RANK", 0))
-    torch.cuda.set_device(local)
-    if not dist.is_initialized():
-        dist.init_process_group("nccl")
-    world, local_world = dist.get_world_size(), int(os.environ.get("LOCAL_WORLD_SIZE", dist.get_world_size()))
-    records = collective_sweep(sizes, plan, "scale_up" if world <= local_world else "scale_out")
-    return records if dist.get_rank() == 0 else []
-
-
-def collective_sweep(sizes, plan: Plan, fabric: str) -> list[Record]:
-    """Every op of SWEEP_OPS at every size, on the initialised default process group."""
-    import torch
-    import torch.distributed as dist
-
-    world = dist.get_world_size()
-    cuda = dist.get_backend() == "nccl"
-    device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
-    out = []
-    for op in SWEEP_OPS:
-        for size in sizes:
-            fn, actual = _collective_call(op, size, world, device)
-            try:
-                times = _time_collective(fn, plan, cuda, device)
-            except RuntimeError as exc:      # e.g. gloo has no reduce_scatter
-                if dist.get_rank() == 0:
-                    print(f"  {op}: skipped ({str(exc).splitlines()[0][:80]})")
-                break
-            out.append(timed_record((times, "cuda-events" if cuda else "host"), kind="collective", op=op,
-                                    precision="fp32", size_bytes=actual, num_gpus=world, fabric=fabric,
-                                    in_place=op == "all_reduce", impl=f"torch.distributed/{dist.get_backend()}"))
-    return out
-
-
-def _collective_call(op: str, size: int, world: int, device):
-    import torch
-    import torch.distributed as dist
-
-    if op == "all_reduce":
-        buf = torch.ones(max(1, size // FP32_BYTES), device=device)
-        return (lambda: dist.all_reduce(buf)), buf.numel() * FP32_BYTES
-    per_rank = max(1, size // (FP32_BYTES * world))
-    small = torch.ones(per_rank, device=device)
-    big, big_in = torch.ones(per_rank * world, device=device), torch.ones(per_rank * world, device=device)
-    # torch >= 2.13 renames the tensor forms to *_single (same arguments)
-    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-    scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
-    calls = {
-        "all_gather": lambda: gather(big, small),
-        "reduce_scatter": lambda: scatter(small, big),
-        "all_to_all": lambda: dist.all_to_all_single(big, big_in),
-    }
-    return calls[op], big.numel() * FP32_BYTES
-
-
-def _time_collective(fn, plan: Plan, cuda: bool, device) -> tuple[float, ...]:
-    import torch
-    import torch.distributed as dist
-
-    for _ in range(plan.warmup):
-        fn()
-    dist.barrier()
-    first = torch.tensor([_timed(fn, 1, cuda)], device=device, dtype=torch.float64)
-    dist.all_reduce(first, op=dist.ReduceOp.MAX)           # agree on the inner count
-    inner = int(min(MAX_INNER, max(1, math.ceil(plan.target_sample_s / max(first.item(), 1e-9)))))
-    times = []
-    for _ in range(plan.repeats):
-        dist.barrier()
-        times.append(_timed(fn, inner, cuda) / inner)
-    t = torch.tensor(times, device=device, dtype=torch.float64)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return tuple(float(x) for x in t.cpu())
-
-
-def _timed(fn, inner: int, cuda: bool) -> float:
-    import torch
-
-    if not cuda:
-        t0 = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        return time.perf_counter() - t0
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(inner):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * 1e-3

@@ -3,7 +3,7 @@
 ``calibration/data/deepgemm_h800.yaml`` holds DeepGEMM's published H800 rates with their speedups
 over DeepSeek's CUTLASS 3.6-based kernels; those kernels' rate is tflops / speedup. The curve is
 perfmodel's GEMM form (``perfmodel.spec.efficiency.saturating_gemm_efficiency``) fitted as
-``calibration.fit`` fits every GEMM sweep: least squares in relative time, soft-L1 at
+``calibration.fit_forms`` fits every GEMM sweep: least squares in relative time, soft-L1 at
 ``ROBUST_SCALE``, no per-kernel intercept (the table gives rates, not times). The result is the
 ``fp8_blockwise`` entry of the h100-sxm efficiencies (the H800 is its ``variant_of``).
 
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from calibration.fit import _relative_lsq
+from calibration.fit_forms import _relative_lsq
 from perfmodel.spec.efficiency import saturating_gemm_efficiency
 from perfmodel.spec.hardware import load_hardware
 

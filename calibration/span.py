@@ -5,7 +5,7 @@ about the network.
 n, D            GPUs of the measured group; the domains it spanned
 g = n / D       its GPUs per domain
 tau_m           measured seconds per byte at large messages: factor(op, n) / busbw, busbw
-                the fastest regime's (``fit.fit_collective_group``)
+                the fastest regime's (``fit_forms.fit_collective_group``)
 tau(e)          the model's seconds per byte for the same group with the NICs at bus
                 efficiency e (``perfmodel.formulas.comm.across_domains_s``, latencies left out)
 e*              the NIC efficiency with tau(e*) = tau_m: ``scale_out_bus_efficiency``

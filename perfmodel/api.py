@@ -263,30 +263,30 @@ def software_histories(*, profile: ProfileChoice = AUTO) -> list[dict]:
 def read_log(path: str | Path):
     """The measured runs of a training log file you name (Megatron-LM, NeMo, torchtitan, Hugging
     Face Trainer, Lightning or plain CSV, YAML): a tuple of ``MeasuredRun``."""
-    from perfmodel.spec.logs import read_log as _read_log
+    from perfmodel.spec.observed.logs import read_log as _read_log
     return _read_log(path)
 
 
 def parse_log(text: str, name: str = "log"):
     """``read_log`` for text you already hold (an upload): no file is opened."""
-    from perfmodel.spec.logs import parse_log as _parse_log
+    from perfmodel.spec.observed.logs import parse_log as _parse_log
     return _parse_log(text, name)
 
 
 def load_runs(path: str | Path, logs=()):
     """The measured runs of a RUN file (a cases file, one case, or a scenario measured by ``logs``)."""
-    from perfmodel.spec.runs import load_runs as _load_runs
+    from perfmodel.spec.observed.runs import load_runs as _load_runs
     return _load_runs(path, logs)
 
 
 def load_runs_assumed(path: str | Path, logs=(), *, stack: str = "auto"):
     """(the runs of ``load_runs``, the assumptions made, one line each): the framework each log's
-    format shows (``perfmodel.spec.log_framework``) gives the software stack of runs whose scenario
+    format shows (``perfmodel.spec.observed.log_framework``) gives the software stack of runs whose scenario
     names none (``stack="auto"``); a stack name sets every run's; the GPU a log names is checked
     against the scenario's hardware."""
     from perfmodel.spec import limits
     from perfmodel.spec.errors import read_text_file
-    from perfmodel.spec.log_framework import assume_stack, infer_framework
+    from perfmodel.spec.observed.log_framework import assume_stack, infer_framework
     runs = load_runs(path, logs)
     guesses = [(Path(log).name, infer_framework(read_text_file(Path(log), f"log({Path(log).name})",
                                                                limits.MAX_LOG_FILE_BYTES))) for log in logs]
@@ -303,21 +303,21 @@ def trace(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO) -> dict:
 def compare_trace(scenario: ScenarioLike, path: str | Path, *, profile: ProfileChoice = AUTO):
     """A PyTorch profiler trace the user names against the scenario's predicted step, per kernel
     class (GEMM, attention, element-wise, communication, idle): ``TraceComparison``."""
-    from perfmodel.spec.profiler_trace import read_trace
+    from perfmodel.spec.observed.profiler_trace import read_trace
     from perfmodel.studies.trace_compare import compare_trace as _compare
     return _compare(read_trace(path), resolve(scenario, profile=profile))
 
 
 def observed_run(scenario: ScenarioLike, measured, run_id: str | None = None):
     """A run of ``scenario`` measured by ``measured`` (a ``MeasuredRun`` or a ``measured:`` mapping)."""
-    from perfmodel.spec.measured import MeasuredRun, bind_run, measured_from_mapping
+    from perfmodel.spec.observed.measured import MeasuredRun, bind_run, measured_from_mapping
     sc = _scenario(scenario)
     m = measured if isinstance(measured, MeasuredRun) else measured_from_mapping(measured)
     return bind_run(run_id or sc.name, sc, m)
 
 
 def _runs(runs):
-    from perfmodel.spec.measured import ObservedRun
+    from perfmodel.spec.observed.measured import ObservedRun
     runs = [runs] if isinstance(runs, ObservedRun) else list(runs)
     if not runs or not all(isinstance(r, ObservedRun) for r in runs):
         raise InputError("runs", "give one or more observed runs (perfmodel.observed_run, perfmodel.load_runs)")

@@ -22,7 +22,7 @@ from perfmodel.present.constraints import binding_text, capacity_text, fabric_te
 from perfmodel.present.money import price_text
 from perfmodel.present.verdicts import knee_text, scale_verdict_text, sizing_reason_text
 from perfmodel.spec.cost import CostModel
-from perfmodel.spec.errors import InputError
+from perfmodel.spec.errors import InputError, validated
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = dict(max_entries=256, show_spinner=False)
@@ -252,9 +252,8 @@ def hardware_name(sc) -> str:
 def search_view(key: str, options_json: str, _progress=None) -> dict:
     """Top layouts, the time-cost Pareto front, every fitting layout (an even sample of at most
     ``MAX_CLOUD_POINTS``) and the reasons layouts were rejected."""
-    from perfmodel.studies.search import parse_search_options
     sc, cost, use_profile, _ = _unpack(key)
-    opts = parse_search_options(json.loads(options_json))
+    opts = validated(pm.SearchOptions, json.loads(options_json), "search", "must be a mapping")
     r = pm.search(sc, opts, profile=_profile(use_profile), cost=cost, progress=_progress)
     t = r.table   # an even sample of the layouts that fit, at most a few thousand
     time_col = t.time_basis_s

@@ -20,9 +20,9 @@ from perfmodel.spec.presets import list_presets, load_model
 from perfmodel.spec.scenario import PRECISION_CHOICES, RECOMPUTE_CHOICES, parse_scenario
 from perfmodel.spec.stacks import list_stacks, stack_info
 
-from . import run_inputs, state
+from . import run_inputs, software_form, state
 from .page import plain
-from .software_labels import IMPLEMENTATION_CHOICES, OVERLAP_HELP
+from .software_labels import OVERLAP_HELP
 from .widget_store import GROUP_KEY, GROUPS
 from .widget_store import apply as _apply
 from .widget_store import keep as _keep
@@ -38,8 +38,6 @@ def stack_label(name: str) -> str:
 
 NAME_MAX_CHARS = 128
 """Scenario and custom-model names typed in the sidebar (the longest catalogue name has 90)."""
-LAYOUT_MAX_CHARS = 4096
-"""A typed pipeline layout (one letter per layer even for a 128-layer model with 16 virtual stages)."""
 
 
 def load_scenario(sc) -> None:
@@ -241,28 +239,31 @@ def _batch_widgets() -> None:
     c2.number_input("Training tokens (billions, 0 = none)", min_value=0.0, step=100.0, key="training_tokens_b")
     c1.selectbox("Precision", PRECISION_CHOICES, key="precision")
     c2.selectbox("Recompute", RECOMPUTE_CHOICES, key="recompute")
-    c1.checkbox("Reduce gradients in fp32", key="grad_reduce_in_fp32",
-                help="on: 4-byte gradient buffer and data-parallel reduction (Megatron-LM bf16 default, "
-                     "FSDP2 in torchtitan); off: 16-bit, half the bytes (NVIDIA performance recipes)")
-    for i, (label, choices, key, help_text) in enumerate(IMPLEMENTATION_CHOICES):
-        (c2 if i % 2 == 0 else c1).selectbox(label, choices, key=key, help=help_text)
-    st.multiselect("Selective recompute", state.SELECTIVE_RECOMPUTE_OPTIONS, key="selective_recompute",
-                   help="used with Recompute = selective. Megatron-Core recompute_modules (core_attn: the "
-                        "attention core, its default; layernorm, mla_up_proj, moe_act: free an op's output "
-                        "and redo it; mlp, moe, shared_experts: checkpoint the submodule), or one named policy "
-                        "alone: op_sac, torchtitan's op-level policy, or save_qkv_proj, MaxText's remat policy "
-                        "(dense Llama-style models)")
+    _software_options("Batch and precision")
+
+
+def _software_options(group: str) -> None:
+    """The group's software options, generated from the schema (``appkit.software_form``): the
+    short widgets two to a row, lists and text across the sidebar."""
     c1, c2 = st.columns(2)
-    c1.number_input("Full-recompute layers per chunk (0 = all)", min_value=0, step=1, key="recompute_num_layers",
-                    help="used with Recompute = full: Megatron-Core's block method recomputes the first N layers "
-                         "of every pipeline chunk and stores the rest")
-    c2.number_input("Activation offload layers", min_value=0, step=1, key="activation_offload_layers",
-                    help="Megatron-Core cpu_offloading_num_layers: the first N layers' activations wait in host "
-                         "memory (pp = 1 and no recompute only); copies the compute does not hide are 'offload'")
-    st.text_input("Pipeline layout (empty = even split)", key="pipeline_layout", max_chars=LAYOUT_MAX_CHARS,
-                  help="Megatron-Core pipeline_model_parallel_layout: pp x vpp virtual stages separated by |, "
-                       "E embedding, t decoder layer, m MTP module, L loss; x*n and (...)*n repeat, e.g. "
-                       "Et*4|(t*4|)*14tmL. The slowest rank sets the pace")
+    i = 0
+    for o in software_form.group_options(group):
+        common = dict(key=o.key, help=o.help or None)
+        if o.kind == "multiselect":
+            st.multiselect(o.label, o.choices, **common)
+            c1, c2, i = *st.columns(2), 0
+            continue
+        if o.kind == "text":
+            st.text_input(o.label, max_chars=o.max_chars, **common)
+            c1, c2, i = *st.columns(2), 0
+            continue
+        col, i = (c1, c2)[i % 2], i + 1
+        if o.kind == "checkbox":
+            col.checkbox(o.label, **common)
+        elif o.kind == "select":
+            col.selectbox(o.label, o.choices, **common)
+        else:
+            col.number_input(o.label, min_value=o.min_value, max_value=o.max_value, step=o.step, **common)
 
 
 def _overlap_widgets() -> None:
@@ -271,17 +272,11 @@ def _overlap_widgets() -> None:
     for i, kind in enumerate(state.OVERLAP_KINDS):
         col = (c1, c2)[i % 2]
         col.number_input(f"{kind} overlap", min_value=0.0, max_value=1.0, step=0.05, key=f"ov_{kind}",
-                         help=OVERLAP_HELP[kind],
+                         help=OVERLAP_HELP.get(kind),
                          disabled=kind == "tp" and bool(st.session_state.get("ov_tp_ideal")))
     st.checkbox("TP: ideal chunked overlap, (tp - 1) / tp", key="ov_tp_ideal",
                 help="Transformer Engine userbuffers-style decomposition (Wang et al., ASPLOS 2023)")
-    c1, c2 = st.columns(2)
-    c1.number_input("ZeRO-3 collectives per layer", min_value=1, step=1, key="fsdp_collectives_per_layer",
-                    help="1: FSDP / Megatron-FSDP (one flat unit per layer); one per parameter tensor: "
-                         "DeepSpeed ZeRO-3 of 2021 (12 for a GPT-3 layer)")
-    c2.checkbox("ZeRO-3 list API", key="fsdp_list_api",
-                help="torch.distributed list API: every collective also copies each rank's chunk "
-                     "with its own kernel (DeepSpeed until October 2021)")
+    _software_options("Overlap and ZeRO-3")
 
 
 def _stack_widgets() -> None:
@@ -294,24 +289,7 @@ def _stack_widgets() -> None:
     if name:
         info = stack_info(name)
         st.caption(plain(f"{info['release']}. {info['summary']}"))
-    c1, c2 = st.columns(2)
-    c1.checkbox("MoE router fusion", key="moe_router_fusion",
-                help="Megatron-Core --moe-router-fusion: 31 router kernels per forward instead of 72")
-    c2.checkbox("MoE permute fusion", key="moe_permute_fusion",
-                help="Megatron-Core --moe-permute-fusion: one kernel per token permutation and unpermutation")
-    c1.number_input("Expert capacity factor (0 = dropless)", min_value=0.0, step=0.25,
-                    key="moe_expert_capacity_factor",
-                    help="Megatron-Core --moe-expert-capacity-factor: an expert takes at most this many times its "
-                         "mean share of the routed tokens")
-    c2.checkbox("Pad experts to capacity", key="moe_pad_expert_input_to_capacity",
-                help="Megatron-Core --moe-pad-expert-input-to-capacity: static shapes, every expert runs its capacity")
-    c1.number_input("MoE load imbalance (busiest rank / mean)", min_value=1.0, step=0.05, key="moe_load_imbalance",
-                    help="1 = balanced (NVIDIA's benchmarks force it); the busiest expert-parallel rank sets the pace")
-    c2.checkbox("Attention dropout", key="attention_dropout",
-                help="unfused attention only: the dropout kernel on the scores (flash attention fuses it)")
-    c1.checkbox("CUDA graphs", key="cuda_graphs",
-                help="Megatron-Core enable_cuda_graph: the host launches one graph per layer and pass instead of "
-                     "every op (a dropless MoE layer graphs its attention only); matters when the host binds")
+    _software_options("Software stack")
 
 
 def _cost_widgets() -> None:

@@ -1,39 +1,109 @@
-"""The job editor's words for the software stack's options: each implementation choice's label,
-choices and help, and each overlap kind's help (``appkit.sidebar`` draws them)."""
+"""The job editor's words for the software stack's options: a shorter label, the help, the step
+and the sidebar group of the options that have them (``appkit.software_form`` generates every
+option's widget from the schema; one this table leaves out gets its name as label, its
+docstring's first sentence as help, and the "Software stack" group), and each overlap kind's help."""
 
 from __future__ import annotations
 
-from perfmodel.spec.software import (
-    ATTENTION_BACKEND_CHOICES,
-    CROSS_ENTROPY_CHOICES,
-    ELEMENTWISE_KERNELS_CHOICES,
-    FP8_CASTS_CHOICES,
-    MOE_DISPATCHER_CHOICES,
-    OPTIMIZER_KERNELS_CHOICES,
-)
+from dataclasses import dataclass
 
-IMPLEMENTATION_CHOICES = (
-    ("Attention kernel", ATTENTION_BACKEND_CHOICES, "attention_backend",
-     ("flash: fused kernel at FlashAttention-2's measured rate; cudnn: cuDNN's fused kernel at its own, "
-      "about 1.7x faster on H100 (where not measured, flash's); unfused: s x s scores written to HBM "
-      "(Megatron-LM before 2022)")),
-    ("MoE dispatcher", MOE_DISPATCHER_CHOICES, "moe_dispatcher",
-     "alltoall: every routed copy is its own message; flex: DeepEP/HybridEP, one copy per remote NVLink "
-     "domain, fanned out over NVLink; alltoall also sorts tokens by local expert"),
-    ("Elementwise kernels", ELEMENTWISE_KERNELS_CHOICES, "elementwise_kernels",
-     "fused: one kernel per norm and activation (Transformer Engine, torch.compile); eager: PyTorch eager, "
-     "one kernel and HBM round trip per op, norms and rotary in fp32"),
-    ("Cross-entropy", CROSS_ENTROPY_CHOICES, "cross_entropy",
-     "fused: Megatron-Core vocab-parallel loss or a compiled one, 4 bytes per logit kept; eager_fp32: "
-     "F.cross_entropy(logits.float()) in eager PyTorch, 12 bytes per logit at the start of the backward"),
-    ("Optimizer kernels", OPTIMIZER_KERNELS_CHOICES, "optimizer_kernels",
-     "fused: one Adam pass (FusedAdam, AdamW(fused=True)), 30 bytes per parameter; foreach: PyTorch's default "
-     "multi-tensor AdamW, one pass per op, 84 bytes"),
-    ("FP8 casts", FP8_CASTS_CHOICES, "fp8_casts",
-     ("fp8/fp4 only. separate: a cast-transpose kernel per GEMM input (Transformer Engine, torchao), 4 bytes "
-      "per element; fused: the compiler writes the 8-bit copy from the producing kernel (XLA, MaxText), 2 bytes")),
-)
-"""Which kernel or framework implementation the job runs: (label, choices, widget key, help)."""
+DEFAULT_GROUP = "Software stack"
+BATCH = "Batch and precision"
+ZERO3 = "Overlap and ZeRO-3"
+
+
+@dataclass(frozen=True)
+class Look:
+    """How the sidebar presents one option; a field left None comes from the schema."""
+
+    label: str | None = None
+    help: str | None = None
+    group: str | None = None
+    step: float | None = None
+
+
+LOOKS = {
+    "grad_reduce_in_fp32": Look(
+        "Reduce gradients in fp32",
+        "on: 4-byte gradient buffer and data-parallel reduction (Megatron-LM bf16 default, FSDP2 in torchtitan); "
+        "off: 16-bit, half the bytes (NVIDIA performance recipes)", BATCH),
+    "attention_backend": Look(
+        "Attention kernel",
+        "flash: fused kernel at FlashAttention-2's measured rate; cudnn: cuDNN's fused kernel at its own, about "
+        "1.7x faster on H100 (where not measured, flash's); unfused: s x s scores written to HBM (Megatron-LM "
+        "before 2022)", BATCH),
+    "moe_dispatcher": Look(
+        "MoE dispatcher",
+        "alltoall: every routed copy is its own message; flex: DeepEP/HybridEP, one copy per remote NVLink "
+        "domain, fanned out over NVLink; alltoall also sorts tokens by local expert", BATCH),
+    "elementwise_kernels": Look(
+        "Elementwise kernels",
+        "fused: one kernel per norm and activation (Transformer Engine, torch.compile); eager: PyTorch eager, "
+        "one kernel and HBM round trip per op, norms and rotary in fp32", BATCH),
+    "cross_entropy": Look(
+        "Cross-entropy",
+        "fused: Megatron-Core vocab-parallel loss or a compiled one, 4 bytes per logit kept; eager_fp32: "
+        "F.cross_entropy(logits.float()) in eager PyTorch, 12 bytes per logit at the start of the backward", BATCH),
+    "optimizer_kernels": Look(
+        "Optimizer kernels",
+        "fused: one Adam pass (FusedAdam, AdamW(fused=True)), 30 bytes per parameter; foreach: PyTorch's default "
+        "multi-tensor AdamW, one pass per op, 84 bytes", BATCH),
+    "fp8_casts": Look(
+        "FP8 casts",
+        "fp8/fp4 only. separate: a cast-transpose kernel per GEMM input (Transformer Engine, torchao), 4 bytes "
+        "per element; fused: the compiler writes the 8-bit copy from the producing kernel (XLA, MaxText), 2 bytes",
+        BATCH),
+    "selective_recompute": Look(
+        "Selective recompute",
+        "used with Recompute = selective. Megatron-Core recompute_modules (core_attn: the attention core, its "
+        "default; layernorm, mla_up_proj, moe_act: free an op's output and redo it; mlp, moe, shared_experts: "
+        "checkpoint the submodule), or one named policy alone: op_sac, torchtitan's op-level policy, or "
+        "save_qkv_proj, MaxText's remat policy (dense Llama-style models)", BATCH),
+    "recompute_num_layers": Look(
+        "Full-recompute layers per chunk (0 = all)",
+        "used with Recompute = full: Megatron-Core's block method recomputes the first N layers of every "
+        "pipeline chunk and stores the rest", BATCH),
+    "activation_offload_layers": Look(
+        "Activation offload layers",
+        "Megatron-Core cpu_offloading_num_layers: the first N layers' activations wait in host memory (pp = 1 "
+        "and no recompute only); copies the compute does not hide are 'offload'", BATCH),
+    "pipeline_layout": Look(
+        "Pipeline layout (empty = even split)",
+        "Megatron-Core pipeline_model_parallel_layout: pp x vpp virtual stages separated by |, E embedding, "
+        "t decoder layer, m MTP module, L loss; x*n and (...)*n repeat, e.g. Et*4|(t*4|)*14tmL. The slowest "
+        "rank sets the pace", BATCH),
+    "fsdp_collectives_per_layer": Look(
+        "ZeRO-3 collectives per layer",
+        "1: FSDP / Megatron-FSDP (one flat unit per layer); one per parameter tensor: DeepSpeed ZeRO-3 of 2021 "
+        "(12 for a GPT-3 layer)", ZERO3),
+    "fsdp_list_api": Look(
+        "ZeRO-3 list API",
+        "torch.distributed list API: every collective also copies each rank's chunk with its own kernel "
+        "(DeepSpeed until October 2021)", ZERO3),
+    "moe_router_fusion": Look(
+        "MoE router fusion", "Megatron-Core --moe-router-fusion: 31 router kernels per forward instead of 72"),
+    "moe_permute_fusion": Look(
+        "MoE permute fusion",
+        "Megatron-Core --moe-permute-fusion: one kernel per token permutation and unpermutation"),
+    "moe_expert_capacity_factor": Look(
+        "Expert capacity factor (0 = dropless)",
+        "Megatron-Core --moe-expert-capacity-factor: an expert takes at most this many times its mean share of "
+        "the routed tokens", step=0.25),
+    "moe_pad_expert_input_to_capacity": Look(
+        "Pad experts to capacity",
+        "Megatron-Core --moe-pad-expert-input-to-capacity: static shapes, every expert runs its capacity"),
+    "moe_load_imbalance": Look(
+        "MoE load imbalance (busiest rank / mean)",
+        "1 = balanced (NVIDIA's benchmarks force it); the busiest expert-parallel rank sets the pace"),
+    "attention_dropout": Look(
+        "Attention dropout",
+        "unfused attention only: the dropout kernel on the scores (flash attention fuses it)"),
+    "cuda_graphs": Look(
+        "CUDA graphs",
+        "Megatron-Core enable_cuda_graph: the host launches one graph per layer and pass instead of every op "
+        "(a dropless MoE layer graphs its attention only); matters when the host binds"),
+}
+"""The options' looks, in the order the sidebar draws them (the others follow in the schema's)."""
 
 OVERLAP_HELP = {
     "tp": "TP collectives behind the layer's GEMMs (Megatron-Core default 0: tp_comm_overlap off)",

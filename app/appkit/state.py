@@ -21,10 +21,10 @@ from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.presets import list_presets, load_model, parse_model
 from perfmodel.spec.schedules import schedule_names
 from perfmodel.spec.scenario import Scenario, load_scenario, parse_scenario, scenario_to_dict
-from perfmodel.spec.software import NAMED_POLICIES, RECOMPUTE_MODULE_CHOICES, Overlap, SoftwareStack
+from perfmodel.spec.software import Overlap, SoftwareStack
 from perfmodel.spec.units import GIGA
 
-from . import run_inputs
+from . import run_inputs, software_form
 from .untrusted import (  # noqa: F401  (the pages and tests read them as state.X)
     MAX_QUERY_CHARS, MAX_UPLOAD_BYTES, MAX_UPLOAD_MIB, QUERY_KEY, check_data, check_upload_size, decode_query,
     encode_query, parse_text, upload_text)
@@ -110,7 +110,7 @@ def hardware_spec_yaml(hw: HardwareSpec) -> str:
     return dump_yaml(hw.model_dump(mode="json", exclude_none=True))
 
 
-OVERLAP_KINDS = ("tp", "cp", "ep", "pp", "dp", "fsdp")
+OVERLAP_KINDS: tuple[str, ...] = tuple(Overlap.model_fields)
 
 
 def overlap_widget_values(ov: Overlap) -> dict:
@@ -129,26 +129,10 @@ def overlap_from_values(v: dict) -> dict:
 
 
 def software_widget_values(sw: SoftwareStack) -> dict:
-    """The widget values of the software options (the stack selector and every option)."""
-    return {
-        "stack": sw.stack or "",   # "": no preset, every option at its default (Megatron-Core's)
-        "attention_backend": sw.attention_backend, "attention_dropout": sw.attention_dropout,
-        **overlap_widget_values(sw.overlap),
-        "fsdp_collectives_per_layer": sw.fsdp_collectives_per_layer, "fsdp_list_api": sw.fsdp_list_api,
-        "moe_dispatcher": sw.moe_dispatcher, "grad_reduce_in_fp32": sw.grad_reduce_in_fp32,
-        "moe_router_fusion": sw.moe_router_fusion, "moe_permute_fusion": sw.moe_permute_fusion,
-        "moe_expert_capacity_factor": sw.moe_expert_capacity_factor or 0.0,
-        "moe_pad_expert_input_to_capacity": sw.moe_pad_expert_input_to_capacity,
-        "moe_load_imbalance": sw.moe_load_imbalance,
-        "elementwise_kernels": sw.elementwise_kernels, "optimizer_kernels": sw.optimizer_kernels,
-        "fp8_casts": sw.fp8_casts, "cuda_graphs": sw.cuda_graphs,
-        "selective_recompute": ([sw.selective_recompute] if isinstance(sw.selective_recompute, str)
-                                else list(sw.selective_recompute)),
-        "recompute_num_layers": sw.recompute_num_layers or 0,
-        "activation_offload_layers": sw.activation_offload_layers,
-        "pipeline_layout": sw.pipeline_layout or "",
-        "cross_entropy": sw.cross_entropy,
-    }
+    """The widget values of the software options: the stack selector, the overlap fractions and
+    every option the schema generates (``appkit.software_form``)."""
+    return {"stack": sw.stack or "",   # "": no preset, every option at its default (Megatron-Core's)
+            **overlap_widget_values(sw.overlap), **software_form.widget_values(sw)}
 
 
 def stack_widget_values(name: str, current: dict) -> dict:
@@ -205,20 +189,9 @@ def hardware_from_text(text: str, origin: str = "hardware YAML") -> HardwareSpec
     return parse_hardware(data, origin=origin)
 
 
-SELECTIVE_RECOMPUTE_OPTIONS = NAMED_POLICIES + RECOMPUTE_MODULE_CHOICES
-"""The sidebar's selective-recompute choices: torchtitan's or MaxText's policy, or Megatron-Core modules."""
-
-
 def selective_recompute_value(chosen) -> str | tuple[str, ...]:
     """The multiselect's list as the scenario field: a named policy alone, else the modules."""
-    chosen = list(chosen)
-    named = [c for c in chosen if c in NAMED_POLICIES]
-    if named:
-        if len(chosen) > 1:
-            raise InputError("software.selective_recompute", f"{named[0]} is a whole policy on its own; it does not "
-                                                    "combine with other choices")
-        return named[0]
-    return "core_attn" if chosen == ["core_attn"] else tuple(chosen)
+    return next(o for o in software_form.options() if o.key == "selective_recompute").from_widget(chosen)
 
 
 def scenario_from_values(v: dict) -> Scenario:
@@ -255,27 +228,8 @@ def scenario_from_values(v: dict) -> Scenario:
         "recompute": v["recompute"], "precision": v["precision"],
         "software": {
             "stack": v.get("stack") or None,
-            "attention_backend": v.get("attention_backend", "flash"),
-            "attention_dropout": bool(v.get("attention_dropout", False)),
             "overlap": overlap_from_values(v),
-            "fsdp_collectives_per_layer": int(v.get("fsdp_collectives_per_layer", 1)),
-            "fsdp_list_api": bool(v.get("fsdp_list_api", False)),
-            "moe_dispatcher": v.get("moe_dispatcher", "alltoall"),
-            "grad_reduce_in_fp32": bool(v.get("grad_reduce_in_fp32", True)),
-            "moe_router_fusion": bool(v.get("moe_router_fusion", False)),
-            "moe_permute_fusion": bool(v.get("moe_permute_fusion", False)),
-            "moe_expert_capacity_factor": float(v.get("moe_expert_capacity_factor", 0.0)) or None,
-            "moe_pad_expert_input_to_capacity": bool(v.get("moe_pad_expert_input_to_capacity", False)),
-            "moe_load_imbalance": float(v.get("moe_load_imbalance", 1.0)),
-            "elementwise_kernels": v.get("elementwise_kernels", "fused"),
-            "optimizer_kernels": v.get("optimizer_kernels", "fused"),
-            "fp8_casts": v.get("fp8_casts", "separate"),
-            "cuda_graphs": bool(v.get("cuda_graphs", False)),
-            "selective_recompute": selective_recompute_value(v.get("selective_recompute", ["core_attn"])),
-            "recompute_num_layers": int(v.get("recompute_num_layers", 0)) or None,
-            "activation_offload_layers": int(v.get("activation_offload_layers", 0)),
-            "pipeline_layout": str(v.get("pipeline_layout", "")).strip() or None,
-            "cross_entropy": v.get("cross_entropy", "fused"),
+            **software_form.software_values(v),
         },
     }
     if tokens > 0:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from . import run_inputs, state
+from . import run_inputs, software_form, state
 
 STORE = "_job_values"
 """The sidebar's values, kept while their group is not drawn. Streamlit forgets the value of a
@@ -41,13 +41,16 @@ def apply(values: dict) -> None:
 
 CLUSTER_KEYS = frozenset(("num_gpus", "zero_stage", "sequence_parallel", "pipeline_schedule",
                           *state.LAYOUT_FIELDS))
-STACK_KEYS = frozenset(("stack", "moe_router_fusion", "moe_permute_fusion", "moe_expert_capacity_factor",
-                        "moe_pad_expert_input_to_capacity", "moe_load_imbalance", "attention_dropout",
-                        "cuda_graphs"))
+
+
+def _software_keys(group: str) -> frozenset:
+    """The software options the sidebar draws in ``group`` (generated from the schema)."""
+    return frozenset(o.key for o in software_form.group_options(group))
+
+
+STACK_KEYS = frozenset(("stack",)) | _software_keys("Software stack")
 BATCH_KEYS = frozenset(("seq_length", "global_batch_size", "micro_batch_size", "training_tokens_b", "precision",
-                        "recompute", "grad_reduce_in_fp32", "attention_backend", "moe_dispatcher",
-                        "elementwise_kernels", "cross_entropy", "optimizer_kernels", "fp8_casts", "selective_recompute",
-                        "recompute_num_layers", "activation_offload_layers", "pipeline_layout"))
+                        "recompute")) | _software_keys("Batch and precision")
 
 
 def group_keys(group: str | None) -> frozenset:
@@ -62,7 +65,7 @@ def group_keys(group: str | None) -> frozenset:
     if group == "Batch and precision":
         return BATCH_KEYS
     if group == "Overlap and ZeRO-3":
-        return frozenset(k for k in keys if k.startswith(("ov_", "fsdp_")))
+        return frozenset(k for k in keys if k.startswith("ov_")) | _software_keys("Overlap and ZeRO-3")
     if group == "Failures, start-up, input and cost":
         return frozenset(k for k in keys if k not in CLUSTER_KEYS and k.startswith(
             ("rel_", "su_", "in_", "cost_", "usd_", "use_")))

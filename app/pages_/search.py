@@ -8,10 +8,10 @@ import pandas as pd
 import streamlit as st
 
 from appkit import cached, charts, page, run_inputs, sidebar
+from appkit.state import OVERLAP_KINDS
 from perfmodel.present import fmt
 from perfmodel.spec.scenario import Precision, hardware_of
 from perfmodel.spec.schedules import schedule_names
-from perfmodel.studies.job_variants import OVERLAP_KINDS
 
 WIDEN = {
     "precision": "every precision the GPU has a tensor-core peak for (changes the numerics)",

@@ -66,7 +66,7 @@ def cmd_sensitivity(args) -> int:
 
 
 def cmd_read_log(args) -> int:
-    from perfmodel.spec.runs import runs_to_cases
+    from perfmodel.spec.observed.runs import runs_to_cases
     if args.scenario:
         runs = pm.load_runs(args.scenario, [args.log])
         doc = runs_to_cases(runs)

@@ -27,14 +27,15 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from perfmodel.engine.block import block_time, block_totals
+from perfmodel.engine.distinct import MIN_ROWS, once_per_shape
 from perfmodel.engine.job import Job, shared_job
 from perfmodel.engine.job_memory import job_memory
 from perfmodel.engine.stages import add, even_stages, layout_stages, scaled, total
 from perfmodel.formulas import comm, offload, overheads, pipeline, traffic
 from perfmodel.formulas.activations import activation_bytes_per_layer
-from perfmodel.formulas.compute import BACKWARD_HOST_OPS_OVER_FORWARD, BlockTime, block_time
+from perfmodel.formulas.compute import BACKWARD_HOST_OPS_OVER_FORWARD, BlockTime
 from perfmodel.formulas.counts import training_flop_per_token
-from perfmodel.formulas.distinct import MIN_ROWS, once_per_shape
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.memory import HIDDEN_DROPOUT, MemoryBreakdown, fits_in_memory
 from perfmodel.formulas.overlap import exposed_s, tp_phi, window_used_s
@@ -151,7 +152,7 @@ def _fsdp_exposed_s(fsdp_per_layer_s, blk: BlockTime, used_fwd_s, used_bwd_s, c:
 def _layer_totals(kind: LayerKind, c: Job, L: Layouts) -> LayerTime:
     """``_layer_time`` before the layer's ZeRO-3 traffic (which depends on the whole layout) and
     without the rows of each operation (``evaluate`` reads only the block's totals): a function
-    of the layer's shape, worked out once per distinct one (``perfmodel.formulas.distinct``)."""
+    of the layer's shape, worked out once per distinct one (``perfmodel.engine.distinct``)."""
     lt = _layer_time(kind, c, L, 0.0)
     return replace(lt, block=replace(lt.block, ops=()))
 
@@ -172,16 +173,10 @@ def _layer_time_per_shape(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s)
 def _per_shape(fn, first, c: Job, L: Layouts, *, recompute: bool):
     """``fn(first, c, L)``, a function of the layer shapes alone, looked up in and added to one
     memo per ``shared_job``, whatever the batch's size: every batch and GPU count of a study
-    shares it (``perfmodel.formulas.distinct``). One layout (``predict``) is worked out as it is."""
+    shares it (``perfmodel.engine.distinct``). One layout (``predict``) is worked out as it is."""
     if len(L) < 2:
         return fn(first, c, L)
     return once_per_shape(fn, first, shared_job(c, recompute=recompute), L, memo=True, min_rows=2)
-
-
-def block_totals(ops, c: Job, L: Layouts) -> BlockTime:
-    """``block_time`` of ``ops`` without the rows of each operation (as ``_layer_totals``)."""
-    blk = block_time(ops, c.model, L, c.seq_length, c.precision, c.hardware, c.efficiency, c.software)
-    return replace(blk, ops=())
 
 
 DATA_PARALLEL_COLUMNS = ("tp", "pp", "vpp", "cp", "ep", "etp", "zero_stage", "dp")

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from perfmodel.engine.evaluate import block_totals, layer_parts
+from perfmodel.engine.block import block_totals
+from perfmodel.engine.distinct import once_per_shape
+from perfmodel.engine.evaluate import layer_parts
 from perfmodel.engine.job import Job
 from perfmodel.engine.job import _shared_jobs  # noqa: F401  (the jobs the floors share, kept there)
 from perfmodel.engine.job import shared_job as _shared
 from perfmodel.engine.stages import total
 from perfmodel.formulas import pipeline
-from perfmodel.formulas.distinct import once_per_shape
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.workload import LayerKind, head_ops, layer_kinds, layer_ops, mtp_extra_ops, mtp_layer_kind
 

@@ -110,7 +110,7 @@ def shared_job(c: Job, *, recompute: bool) -> Job:
     length and precision (and recompute, where ``recompute``) on the same hardware as placed,
     whatever the GPU count, batch, tokens, failures, start-up and input pipeline. Those fields
     are None in it, so that a part that read one would fail rather than be shared wrongly;
-    their memos (``perfmodel.formulas.distinct``, keyed by the job's identity) then serve every
+    their memos (``perfmodel.engine.distinct``, keyed by the job's identity) then serve every
     GPU count and every batch of a study on the hardware that places it alike. Held, so that
     the identities in the key stay theirs."""
     key = (id(c.model), _identity(c.hardware), id(c.efficiency), id(c.software), c.seq_length, c.precision,

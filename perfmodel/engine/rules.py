@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perfmodel.engine.distinct import row_groups
 from perfmodel.engine.job import Job, bind, scenario_layouts
 from perfmodel.formulas import pipeline
-from perfmodel.formulas.distinct import row_groups
 from perfmodel.formulas.layouts import Layouts, data_parallel_size, micro_batches
 from perfmodel.spec import pipeline_layout
 from perfmodel.spec.efficiency import Efficiencies

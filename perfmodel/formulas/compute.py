@@ -39,9 +39,7 @@ import numpy as np
 
 from perfmodel.formulas.clocks import attention_phase_s
 from perfmodel.formulas.counts import attention_fwd_flop_per_token, attention_layer_mix
-from perfmodel.formulas.distinct import once_per_shape
 from perfmodel.formulas.layouts import Layouts
-from perfmodel.formulas.overlap import on_fewer_sms, reserved_sm_scale
 from perfmodel.formulas.workload import Op, OpKind, TpSplit, routed_load
 from perfmodel.spec.efficiency import Efficiencies, saturating_attention_efficiency, saturating_gemm_efficiency
 from perfmodel.spec.hardware import HardwareSpec
@@ -377,23 +375,3 @@ def host_dispatched(times: tuple[OpTime, ...], sw: SoftwareStack) -> tuple[tuple
         return (), CUDA_GRAPH_LAUNCHES_PER_LAYER
     return (tuple(t for t in times if t.name.startswith("moe/") or t.name == "mlp/activation"),
             CUDA_GRAPH_LAUNCHES_PER_LAYER)
-
-
-def block_time(ops: tuple[Op, ...], model: ModelSpec, layouts: Layouts, seq_length: int,
-               precision: str, hw: HardwareSpec, eff: Efficiencies, sw: SoftwareStack) -> BlockTime:
-    times = tuple(once_per_shape(op_time, op, model, layouts, seq_length, precision, hw, eff, sw) for op in ops)
-    times = on_fewer_sms(times, reserved_sm_scale(hw.gpu.num_sms, sw.moe_comm_reserved_sms))
-    zero = np.zeros(len(layouts))
-    eager, graphs = host_dispatched(times, sw)
-
-    def total(kind, attr):
-        return sum((getattr(t, attr) for t in times if t.kind is kind), zero)
-
-    return BlockTime(
-        gemm_fwd_s=total(OpKind.GEMM, "fwd_s"), gemm_bwd_s=total(OpKind.GEMM, "bwd_s"),
-        attn_fwd_s=total(OpKind.ATTENTION, "fwd_s"), attn_bwd_s=total(OpKind.ATTENTION, "bwd_s"),
-        mem_fwd_s=total(OpKind.MEMORY, "fwd_s"), mem_bwd_s=total(OpKind.MEMORY, "bwd_s"),
-        host_ops=(1 + BACKWARD_HOST_OPS_OVER_FORWARD) * sum(t.host_ops_fwd for t in eager) + graphs,
-        extra_launches=sum((t.extra_launches for t in eager), zero),
-        ops=times, wgrad_s=sum((t.wgrad_s for t in times), zero),
-    )

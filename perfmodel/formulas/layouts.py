@@ -4,7 +4,7 @@ of one) and ``search`` (thousands of candidates at once).
 Every field is an integer (or boolean) array of the same shape. Physical models take a
 ``Layouts`` and broadcast; they never loop over candidates.
 
-``perfmodel.formulas.distinct`` works a function of a batch out once per distinct shape.
+``perfmodel.engine.distinct`` works a function of a batch out once per distinct shape.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from perfmodel.engine.enumerate import enumerate_layouts
 from perfmodel.engine.evaluate import evaluate
 from perfmodel.engine.job import bind
 from perfmodel.engine.rules import layout_rule_fields, layout_violation, with_recompute
-from perfmodel.formulas.distinct import forget
+from perfmodel.engine.distinct import forget
 from perfmodel.formulas.layouts import layouts_from_arrays
 from perfmodel.engine.prediction import predict
 from perfmodel.spec.paths import DATA_DIR
@@ -211,7 +211,7 @@ def bench(repeat: int, *, predict_runs: int = 5, large: bool = True) -> BenchRes
     best = float("inf")
     for _ in range(repeat):
         job = bind(with_recompute(sc, "selective"), m, hw, hw.efficiency)
-        forget()                               # nothing kept from the last (layer shapes, perfmodel.formulas.distinct)
+        forget()                               # nothing kept from the last (layer shapes, perfmodel.engine.distinct)
         t0 = time.perf_counter()
         for s in range(0, len(L), CHUNK):
             evaluate(job, L.take(slice(s, s + CHUNK)))

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfmodel.engine.evaluate import COMPONENTS
-from perfmodel.spec.measured import MeasuredRun
+from perfmodel.spec.observed.measured import MeasuredRun
 from perfmodel.studies.perturb import LEVERS, Evaluator, Speeds, gpu_idle_s
 from perfmodel.studies.symptoms import TERMS, term_lens
 

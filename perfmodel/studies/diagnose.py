@@ -1,7 +1,7 @@
 """Diagnose observed runs: predicted against measured, the gap's likely causes, the scaling
 series, the symptoms of the LENSES table, and the step's sensitivity to each resource.
 
-``diagnose`` takes one or more runs of a job (``perfmodel.spec.measured.ObservedRun``: several GPU
+``diagnose`` takes one or more runs of a job (``perfmodel.spec.observed.measured.ObservedRun``: several GPU
 counts, batches or layouts make a series) with their resolved scenarios and predictions, and
 returns a ``Diagnosis``:
 
@@ -22,7 +22,7 @@ from perfmodel.engine.prediction import Prediction
 from perfmodel.engine.rules import Resolved
 from perfmodel.spec import limits
 from perfmodel.spec.errors import InputError
-from perfmodel.spec.measured import ObservedRun
+from perfmodel.spec.observed.measured import ObservedRun
 from perfmodel.studies.causes import Cause, RunData, rank_causes, timer_groups
 from perfmodel.studies.perturb import Evaluator, Speeds, gpu_idle_s
 from perfmodel.studies.sensitivity import Sensitivity, sensitivity

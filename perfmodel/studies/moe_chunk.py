@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perfmodel.engine.block import block_time
 from perfmodel.engine.rules import Resolved
 from perfmodel.formulas import traffic
-from perfmodel.formulas.compute import block_time
 from perfmodel.formulas.overlap import exposed_s
 from perfmodel.formulas.recompute import module_op_shares
 from perfmodel.formulas.workload import LayerKind, OpKind, layer_ops

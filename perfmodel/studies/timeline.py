@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from perfmodel.engine.block import block_time
 from perfmodel.engine.evaluate import evaluate
 from perfmodel.engine.rules import Resolved
-from perfmodel.formulas.compute import block_time
 from perfmodel.formulas.timeline import MAX_MICROBATCHES_DRAWN, Timeline, pipeline_timeline
 from perfmodel.formulas.traffic import pp_transfer_s
 from perfmodel.formulas.workload import layer_kinds, layer_ops
@@ -23,7 +23,7 @@ def scenario_timeline(r: Resolved, max_microbatches: int | None = MAX_MICROBATCH
     ``step.evaluate`` gives each stage's per-micro-batch total (first, middle, last stage)
     and the slowest stage's split into compute, recompute and exposed communication. Every
     stage is split in the slowest stage's proportions; compute is split into forward and
-    backward by the layer's op times (``compute.block_time``), and the backward's weight-gradient
+    backward by the layer's op times (``perfmodel.engine.block.block_time``), and the backward's weight-gradient
     GEMMs into its own part (``BlockTime.wgrad_s``); recompute and half the exposed
     communication go with the backward. The V schedules hold the head on rank 0 (its second
     chunk is the last stage), so their first and last stage times trade places.

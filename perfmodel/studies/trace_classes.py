@@ -12,7 +12,7 @@ idle            no kernel on the GPU: the pipeline bubble, the data wait and the
                 exposed dispatch (``perfmodel.studies.perturb.gpu_idle_s``)
 ==============  ===========================================================================
 
-The shares come from the layers' op times (``perfmodel.formulas.compute.block_time``), each layer
+The shares come from the layers' op times (``perfmodel.engine.block.block_time``), each layer
 kind weighted by its number of layers, forward and backward together: the same split the
 timeline uses for forward and backward (``perfmodel.studies.timeline``).
 """
@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from perfmodel.engine.block import block_time
 from perfmodel.engine.evaluate import evaluate
 from perfmodel.engine.rules import Resolved
-from perfmodel.formulas.compute import block_time
 from perfmodel.formulas.ops import OpKind
 from perfmodel.formulas.workload import layer_kinds, layer_ops
 from perfmodel.studies.perturb import gpu_idle_s

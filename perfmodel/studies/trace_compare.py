@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 
 from perfmodel.engine.rules import Resolved
-from perfmodel.spec.profiler_trace import ProfilerTrace
+from perfmodel.spec.observed.profiler_trace import ProfilerTrace
 from perfmodel.studies.trace_classes import CLASSES, predicted_classes
 
 KERNEL_CLASSES = (

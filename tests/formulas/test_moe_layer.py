@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 from support import sw
 
-from perfmodel.formulas.compute import block_time, gemm_efficiency, gemm_shape
+from perfmodel.engine.block import block_time
+from perfmodel.formulas.compute import gemm_efficiency, gemm_shape
 from perfmodel.formulas.layouts import layouts_from_arrays
 from perfmodel.formulas.workload import LayerKind, layer_ops, routed_load
 from perfmodel.spec.efficiency import saturating_gemm_efficiency

@@ -7,9 +7,9 @@ import yaml
 from support import SW, sw, with_software
 from support import spec_predict as predict
 
+from perfmodel.engine.block import block_time
 from perfmodel.engine.rules import resolve
 from perfmodel.formulas.activations import activation_bytes_per_layer
-from perfmodel.formulas.compute import block_time
 from perfmodel.formulas.layouts import layouts_from_arrays
 from perfmodel.formulas.memory import memory_per_gpu
 from perfmodel.formulas.offload import exposed_copy_s, resident_activation_bytes

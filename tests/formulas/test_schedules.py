@@ -16,8 +16,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from perfmodel.engine.block import block_time
 from perfmodel.formulas import pipeline as pl
-from perfmodel.formulas.compute import block_time, gemm_precision, gemm_shape, gemm_time_s
+from perfmodel.formulas.compute import gemm_precision, gemm_shape, gemm_time_s
 from perfmodel.formulas.layouts import layouts_from_arrays
 from perfmodel.formulas.schedule_orders import Placement, rank_orders
 from perfmodel.formulas.timeline import pipeline_timeline

@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 from support import sw
 
+from perfmodel.engine.block import block_time
 from perfmodel.engine.evaluate import _layer_time
 from perfmodel.engine.rules import resolve
 from perfmodel.formulas import overheads
 from perfmodel.formulas.comm import Collective, group_time_s
-from perfmodel.formulas.compute import block_time
 from perfmodel.formulas.traffic import sp_regather_s, tp_layer_s
 from perfmodel.formulas.workload import LayerKind, layer_ops
 from perfmodel.spec.scenario import parse_scenario

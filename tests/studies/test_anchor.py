@@ -11,7 +11,7 @@ import pytest
 
 import perfmodel as pm
 from perfmodel.engine.prediction import Prediction
-from perfmodel.spec.measured import MeasuredRun
+from perfmodel.spec.observed.measured import MeasuredRun
 from perfmodel.studies.anchor import anchored_band, anchored_step_s, fit_anchor
 from perfmodel.studies.anchor_check import BAND_FILE, anchored_what_ifs, load_band
 from perfmodel.studies.validation import load_cases, measured_tps

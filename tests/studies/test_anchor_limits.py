@@ -6,7 +6,7 @@ import pytest
 import perfmodel as pm
 from perfmodel.cli import main
 from perfmodel.spec.errors import InputError
-from perfmodel.spec.measured import MeasuredRun
+from perfmodel.spec.observed.measured import MeasuredRun
 
 BASE = {"hardware": "h100-sxm", "model": "llama3-8b", "seq_length": 8192, "micro_batch_size": 1, "precision": "bf16",
         "num_gpus": 64, "global_batch_size": 128}

@@ -1,17 +1,14 @@
-"""scripts/async_tp_overlap.py: the TP overlap the torchtitan end-of-2024 405B cases carry for
+"""calibration/async_tp_overlap.py: the TP overlap the torchtitan end-of-2024 405B cases carry for
 AsyncTP is the one that reproduces the report's measured AsyncTP gain on its 70B run."""
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
+from calibration import async_tp_overlap as async_tp
 from perfmodel.studies.validation import load_cases
 
 ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("async_tp_overlap", ROOT / "scripts" / "async_tp_overlap.py")
-async_tp = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(async_tp)
 
 
 def test_the_405b_cases_carry_the_overlap_fitted_to_the_70b_ab():

@@ -1,18 +1,11 @@
-"""scripts/attention_split.py: the attention share is the predicted step less the step with free attention."""
-
-import importlib.util
-from pathlib import Path
+"""calibration/attention_split.py: the attention share is the predicted step less the step with free attention."""
 
 import pytest
 
 import perfmodel as pm
+from calibration import attention_split
 from perfmodel.spec.scenario import parse_scenario
 from perfmodel.studies.validation import load_cases
-
-ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("attention_split", ROOT / "scripts" / "attention_split.py")
-attention_split = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(attention_split)
 
 
 def test_split_adds_up_to_the_prediction_and_attention_grows_with_sequence():

@@ -13,18 +13,8 @@ import yaml
 
 from calibration.bench import plan_for, run_suite, workload_gemm_shapes
 from calibration.cli import bench_hw_main, calibrate_main
-from calibration.fit import (
-    Calibration,
-    accuracy_checks,
-    fit_attention,
-    fit_collective_group,
-    fit_efficiencies,
-    fit_gemm,
-    fit_launch,
-    fit_memory,
-    load_profile,
-    write_profile,
-)
+from calibration.fit import Calibration, accuracy_checks, fit_efficiencies, load_profile, write_profile
+from calibration.fit_forms import fit_attention, fit_collective_group, fit_gemm, fit_launch, fit_memory
 from calibration.parsers import load_any, parse_microbenchmarks, parse_nccl_tests
 from calibration.profile import apply_profile
 from calibration.published import PUBLISHED_HARDWARE, borrowed_gemm, default_data_path, fit_published
@@ -265,7 +255,7 @@ def test_gemm_fit_recovers_eff_max_half_dim_and_kernel_overhead():
 def test_grouped_records_are_checked_against_the_dense_curve_not_fitted():
     """Expert GEMMs timed at the step model's own time (per-expert kernel overhead + dense bf16
     curve) give a check of zero error and no params; 10% slower records give +10% errors."""
-    from calibration.fit import check_grouped_gemm
+    from calibration.fit_forms import check_grouped_gemm
     from perfmodel.formulas.compute import gemm_time_s
 
     spec = load_hardware("h100-sxm")
@@ -755,7 +745,7 @@ def test_bench_hw_says_so_when_the_machine_runs_out_of_memory(tmp_path, capsys, 
 def test_fast_accumulation_pairs_shapes_within_one_run():
     """Two runs of the suite fitted together: each fast record is set against the precise one of
     its own run (by hand: run a 1.10x, run b 1.02x; the median of the two pairs is 1.06x)."""
-    from calibration.fit import fit_fast_accum
+    from calibration.fit_forms import fit_fast_accum
     from calibration.results import Record
 
     def rec(source, t, impl):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 import perfmodel as pm
-from perfmodel.spec.measured import MeasuredRun
+from perfmodel.spec.observed.measured import MeasuredRun
 from perfmodel.studies.diagnose import band_of
 from perfmodel.studies.perturb import Speeds, gpu_idle_s, perturbed
 

@@ -5,7 +5,7 @@ wait was measured."""
 import pytest
 
 import perfmodel as pm
-from perfmodel.spec.measured import MeasuredRun
+from perfmodel.spec.observed.measured import MeasuredRun
 from perfmodel.studies.causes import (OFF_TENSOR_CORE_FRAC, ON_THE_FLY_TOKENS_PER_S_PER_GPU, input_floor,
                                       plausibility_penalty)
 from perfmodel.studies.perturb import Speeds, perturbed

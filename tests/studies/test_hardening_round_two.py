@@ -15,7 +15,7 @@ import yaml
 from perfmodel.cli import main
 from perfmodel.engine.band import BAND_FILE
 from perfmodel.spec.errors import InputError
-from perfmodel.spec.logs import parse_log
+from perfmodel.spec.observed.logs import parse_log
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "perfmodel" / "data" / "published_runs.yaml"

@@ -10,7 +10,7 @@ import pytest
 import perfmodel as pm
 from perfmodel.cli import main
 from perfmodel.spec.errors import InputError
-from perfmodel.spec.log_framework import infer_framework
+from perfmodel.spec.observed.log_framework import infer_framework
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = ROOT / "tests" / "data" / "logs"

@@ -9,9 +9,9 @@ import pytest
 
 from perfmodel.spec import limits
 from perfmodel.spec.errors import InputError
-from perfmodel.spec.logs import parse_log, read_log
-from perfmodel.spec.measured import MeasuredRun, measured_from_mapping
-from perfmodel.spec.runs import load_runs, runs_from_data, runs_to_cases
+from perfmodel.spec.observed.logs import parse_log, read_log
+from perfmodel.spec.observed.measured import MeasuredRun, measured_from_mapping
+from perfmodel.spec.observed.runs import load_runs, runs_from_data, runs_to_cases
 from perfmodel.spec.units import GIBI, MEBI
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"

@@ -1,5 +1,5 @@
 """One layout against many (issue 54): ``predict`` evaluates a batch of one, which runs every
-formula directly (``perfmodel.formulas.distinct.MIN_ROWS``; ``comm.FEW_ROWS`` groups the measured
+formula directly (``perfmodel.engine.distinct.MIN_ROWS``; ``comm.FEW_ROWS`` groups the measured
 collectives in Python), while the search evaluates batches of thousands, grouped once per
 distinct layer shape and scattered back. Every figure must be the same to the last bit, on every
 published run and on layouts drawn at random from searches."""
@@ -15,7 +15,7 @@ from perfmodel.engine.job import bind
 from perfmodel.engine.prediction import measure
 from perfmodel.engine.rules import layout_rule_fields, layout_violations, resolve
 from perfmodel.formulas.comm import FEW_ROWS
-from perfmodel.formulas.distinct import MIN_ROWS, forget
+from perfmodel.engine.distinct import MIN_ROWS, forget
 from perfmodel.formulas.layouts import Layouts, layouts_from_arrays
 from perfmodel.formulas.memory import COMPONENTS as MEMORY_COMPONENTS
 from perfmodel.spec.errors import InputError

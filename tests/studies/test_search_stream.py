@@ -12,7 +12,8 @@ import pytest
 from support import spec_predict as predict
 from support import with_software
 
-import perfmodel.formulas.distinct as distinct
+from perfmodel.engine.block import block_time
+import perfmodel.engine.distinct as distinct
 import perfmodel.studies.layout_table as layout_table
 import perfmodel.studies.search as search_module
 from perfmodel.cli import main
@@ -22,8 +23,7 @@ from perfmodel.engine.floor import compute_floor_s
 from perfmodel.engine.job import bind
 from perfmodel.engine.job_memory import job_memory
 from perfmodel.engine.rules import layout_rule_fields, layout_violation, with_recompute
-from perfmodel.formulas.compute import block_time
-from perfmodel.formulas.distinct import once_per_shape
+from perfmodel.engine.distinct import once_per_shape
 from perfmodel.formulas.layouts import Layouts, layouts_from_arrays
 from perfmodel.formulas.workload import LayerKind, layer_kinds, layer_ops
 from perfmodel.spec.scenario import Scenario, hardware_of, model_of, parse_scenario

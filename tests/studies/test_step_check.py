@@ -63,12 +63,13 @@ def _step_error(path) -> float:
 
 
 def _run_script(name: str, *argv: str, check: bool = False):
-    """One of scripts/ run as a user runs it, from the repository root."""
+    """One of scripts/ (or ``-m`` and a module) run as a user runs it, from the repository root."""
     import subprocess
     import sys
 
     root = Path(__file__).resolve().parents[2]
-    return subprocess.run([sys.executable, str(root / "scripts" / name), *argv], cwd=root,
+    command = [name] if name == "-m" else [str(root / "scripts" / name)]
+    return subprocess.run([sys.executable, *command, *argv], cwd=root,
                           capture_output=True, text=True, timeout=120, check=check)
 
 
@@ -139,21 +140,18 @@ def test_moe_presets_step_check_cannot_build_fail_on_one_line(preset, seq, field
 
 
 def test_the_step_split_script_accounts_for_the_whole_step():
-    """scripts/step_check_split.py: the measured classes sum to the profiled GPU time, the model's
+    """calibration/step_check_split.py: the measured classes sum to the profiled GPU time, the model's
     to the predicted step (every operation lands in one class); a folder that is not a step
     check is refused on one line."""
-    import sys
+    from calibration import step_check_split as split
 
     root = Path(__file__).resolve().parents[2]
-    sys.path.insert(0, str(root / "scripts"))
-    import step_check_split as split
-
     run = next(p.parent for p in COMMITTED if _is_moe(p) and "qwen3" in p.parent.name)
     measured, profiled = split.measured_ms((run / "kernels.txt").read_text())
     assert sum(measured.values()) == pytest.approx(profiled) and measured["expert GEMMs"] > 0
     model, predicted, accumulation = split.model_ms(yaml.safe_load((run / "scenario.yaml").read_text()))
     assert sum(model.values()) == pytest.approx(predicted, rel=1e-6) and accumulation > 0
-    out = _run_script("step_check_split.py", str(root / "docs"))
+    out = _run_script("-m", "calibration.step_check_split", str(root / "docs"))
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
 
 

@@ -10,7 +10,7 @@ import pytest
 import perfmodel as pm
 from perfmodel.cli import main
 from perfmodel.spec.errors import InputError
-from perfmodel.spec.profiler_trace import parse_trace, read_trace
+from perfmodel.spec.observed.profiler_trace import parse_trace, read_trace
 from perfmodel.studies.trace_classes import CLASSES, predicted_classes
 from perfmodel.studies.trace_compare import kernel_class, measured_classes
 from support.profiler_trace import EXPECTED_COMMUNICATION_TOTAL_US, EXPECTED_PER_STEP_US, trace
@@ -113,7 +113,7 @@ def test_diagnose_trace_gives_measured_against_predicted_per_class(capsys):
 
 
 def test_the_reader_is_bounded_and_says_what_is_wrong(tmp_path, monkeypatch, capsys):
-    import perfmodel.spec.profiler_trace as pt
+    import perfmodel.spec.observed.profiler_trace as pt
     with pytest.raises(InputError, match="traceEvents"):
         parse_trace({"events": []}, "trace(x)")
     with pytest.raises(InputError, match="no GPU kernels"):

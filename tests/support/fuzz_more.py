@@ -109,7 +109,7 @@ def _tiny_run(tmp: Path) -> Path:
 
 def check_log(text: str, tmp: Path, rng: random.Random) -> Outcome:
     """A log through ``parse_log`` (API), then ``read-log`` or ``diagnose --log`` (CLI)."""
-    from perfmodel.spec.logs import parse_log
+    from perfmodel.spec.observed.logs import parse_log
 
     def api():
         runs = parse_log(text, "fuzz.log")

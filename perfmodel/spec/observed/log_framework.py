@@ -117,7 +117,7 @@ AUTO_STACK = "auto"
 def with_stack(run, stack: str):
     """The observed run with its scenario's ``software.stack`` set (the scenario's own options kept
     over the stack's)."""
-    from perfmodel.spec.measured import ObservedRun
+    from perfmodel.spec.observed.measured import ObservedRun
     from perfmodel.spec.scenario import parse_scenario, scenario_to_dict
     d = scenario_to_dict(run.scenario)
     sc = parse_scenario({**d, "software": {**(d.get("software") or {}), "stack": stack}})

@@ -1,6 +1,6 @@
 """The TP overlap of torchtitan's AsyncTP at the end of 2024, from the report's own A/B.
 
-    python scripts/async_tp_overlap.py
+    python -m calibration.async_tp_overlap
 
 torchtitan's end-of-2024 benchmark report (benchmarks/llama3_h100_202412_torchtitan.md, Table 4)
 ran the Llama 3.1 70B job on 256 GPUs (FSDP 32, TP 8, torch.compile, Float8) twice: "2D" at 829
@@ -25,11 +25,10 @@ from pathlib import Path
 from scipy.optimize import brentq
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from perfmodel.engine.prediction import predict  # noqa: E402
-from perfmodel.spec.scenario import hardware_of, parse_scenario  # noqa: E402
-from perfmodel.studies.validation import load_cases  # noqa: E402
+from perfmodel.engine.prediction import predict
+from perfmodel.spec.scenario import hardware_of, parse_scenario
+from perfmodel.studies.validation import load_cases
 
 CASE = "torchtitan_2412_llama3_70b_256gpu_2dfsdp_tp_compile_float8"
 WITHOUT_TPS, WITH_TPS = 829.0, 876.0

@@ -1,6 +1,6 @@
 """Split measured step checks into kernel classes and set each beside the model's time for it.
 
-    python scripts/step_check_split.py calibration/results/<run>/step_check_<name> [...]
+    python -m calibration.step_check_split calibration/results/<run>/step_check_<name> [...]
 
 For each step-check directory (``python -m calibration step-check``: scenario.yaml,
 measured.yaml, kernels.txt), the profiled GPU time of one step is summed by kernel name into
@@ -30,8 +30,6 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from perfmodel.engine.prediction import predict
 from perfmodel.engine.rules import resolve
@@ -102,7 +100,7 @@ def model_ms(scenario: dict) -> tuple[dict, float, float]:
 
 def main(argv: list[str]) -> int:
     if not argv:
-        print("usage: step_check_split.py STEP_CHECK_DIR [...]", file=sys.stderr)
+        print("usage: python -m calibration.step_check_split STEP_CHECK_DIR [...]", file=sys.stderr)
         return 2
     for d in map(Path, argv):
         try:

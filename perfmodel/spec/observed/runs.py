@@ -3,10 +3,10 @@
 It may be:
 
 - a ``perfmodel-cases/1`` file (the format of ``perfmodel/data/published_runs.yaml``): ``cases``,
-  each with an ``id``, a ``scenario`` and a ``measured`` block (``perfmodel.spec.measured``; a
+  each with an ``id``, a ``scenario`` and a ``measured`` block (``perfmodel.spec.observed.measured``; a
   published case's ``derived`` block is read where ``measured`` has no speed);
 - one case: a mapping with ``scenario`` and ``measured``;
-- a scenario, with the measurements in logs (``--log``: ``perfmodel.spec.logs``), each log one
+- a scenario, with the measurements in logs (``--log``: ``perfmodel.spec.observed.logs``), each log one
   run of it (or one per job size, for a CSV or YAML series).
 
 ``runs_to_cases`` writes runs back in the first form, so a log reader's output is itself a RUN.yaml.
@@ -18,8 +18,8 @@ from pathlib import Path
 
 from perfmodel.spec import limits
 from perfmodel.spec.errors import InputError, read_data_file
-from perfmodel.spec.logs import read_log
-from perfmodel.spec.measured import THROUGHPUT_KEYS, MeasuredRun, ObservedRun, bind_run, measured_from_mapping
+from perfmodel.spec.observed.logs import read_log
+from perfmodel.spec.observed.measured import THROUGHPUT_KEYS, MeasuredRun, ObservedRun, bind_run, measured_from_mapping
 from perfmodel.spec.scenario import inline_local_files, parse_scenario, scenario_to_dict
 
 CASES_FORMAT = "perfmodel-cases/1"

@@ -1,4 +1,4 @@
-"""Training logs read into measured figures (``perfmodel.spec.measured.MeasuredRun``).
+"""Training logs read into measured figures (``perfmodel.spec.observed.measured.MeasuredRun``).
 
 Formats, told apart by content (``parse_log``):
 
@@ -23,7 +23,7 @@ Lightning, CSV         a CSV with a header: Lightning's ``metrics.csv`` (CSVLogg
                        (``step_time_s``, ``tokens_per_s_per_gpu``, ... and optionally
                        ``num_gpus``, ``global_batch_size``, ``seq_length``: one run per distinct
                        job size, a scaling series)
-YAML                   a ``measured:`` block, or a list of them (``perfmodel.spec.measured``)
+YAML                   a ``measured:`` block, or a list of them (``perfmodel.spec.observed.measured``)
 =====================  ============================================================================
 
 nccl-tests output measures one collective, not a training step: ``perfmodel calibrate`` fits a
@@ -43,7 +43,7 @@ import numpy as np
 
 from perfmodel.spec import limits
 from perfmodel.spec.errors import InputError, parse_data_text, read_text_file
-from perfmodel.spec.measured import STEADY_STATE_FRACTION, MeasuredRun, measured_from_mapping
+from perfmodel.spec.observed.measured import STEADY_STATE_FRACTION, MeasuredRun, measured_from_mapping
 from perfmodel.spec.units import GIBI, MEBI, MILLI
 
 KNOWN_FORMATS = ("Megatron-LM ('elapsed time per iteration (ms)'), NeMo ('train_step_timing in s'), torchtitan "

@@ -1,6 +1,6 @@
 """Experiment, not adopted: the Megatron-Core-based stacks' attention at the cuDNN kernel's curve.
 
-    python scripts/attention_kernel_experiment.py
+    python research/attention_kernel_experiment.py
 
 The profiles fit two fused-attention curves to the lent H100s' suite runs (calibration/
 published.py): FlashAttention-2's (``attention``, what ``attention_backend: flash`` runs) and

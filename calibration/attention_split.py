@@ -1,6 +1,6 @@
 """Diagnose a sweep of published cases: how much of each predicted step is attention?
 
-    python scripts/attention_split.py CASE_ID_PREFIX [--cases FILE]
+    python -m calibration.attention_split CASE_ID_PREFIX [--cases FILE]
 
 For each runnable case whose id starts with the prefix, the predicted step is split into the
 attention kernels' share (the step minus the step with free attention) and the rest. A

@@ -1,6 +1,6 @@
 """What a user measured on a running job: the figures ``diagnose`` and an anchored ``predict`` read.
 
-A ``MeasuredRun`` is one run as a log reader (``perfmodel.spec.logs``) or a ``measured:`` block
+A ``MeasuredRun`` is one run as a log reader (``perfmodel.spec.observed.logs``) or a ``measured:`` block
 gives it, in SI units: a steady-state step time or a throughput, and where the log has them,
 per-iteration step times, MFU, TFLOP/s per GPU, GPU utilisation, the data loader's wait, per-phase
 timers and peak memory. A run may state the GPU count, the global batch or the sequence length it

@@ -3,7 +3,7 @@ whose sequence lengths differ, the shorter as the base, and the error of the pre
 (``perfmodel.studies.validation.ratio_error``: (predicted_long / predicted_short) / (measured_long /
 measured_short) - 1 on tokens/s per GPU). Issue 49 asks for its mean before and after a change.
 
-    python scripts/seq_length_whatifs.py [--json]
+    python research/seq_length_whatifs.py [--json]
 """
 
 from __future__ import annotations

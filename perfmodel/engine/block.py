@@ -1,0 +1,50 @@
+"""One layer's operations timed together: each operation's time (``perfmodel.formulas.compute.op_time``)
+worked out once per distinct shape of the batch (``perfmodel.engine.distinct``), slowed by the SMs the
+stack reserves, and summed by kind into a ``BlockTime`` with the host's dispatch count.
+
+It lives in the engine, not in ``formulas``, because it combines a formula with the engine's
+per-shape cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from perfmodel.engine.distinct import once_per_shape
+from perfmodel.engine.job import Job
+from perfmodel.formulas.compute import BACKWARD_HOST_OPS_OVER_FORWARD, BlockTime, host_dispatched, op_time
+from perfmodel.formulas.layouts import Layouts
+from perfmodel.formulas.overlap import on_fewer_sms, reserved_sm_scale
+from perfmodel.formulas.workload import Op, OpKind
+from perfmodel.spec.efficiency import Efficiencies
+from perfmodel.spec.hardware import HardwareSpec
+from perfmodel.spec.model import ModelSpec
+from perfmodel.spec.software import SoftwareStack
+
+
+def block_time(ops: tuple[Op, ...], model: ModelSpec, layouts: Layouts, seq_length: int,
+               precision: str, hw: HardwareSpec, eff: Efficiencies, sw: SoftwareStack) -> BlockTime:
+    times = tuple(once_per_shape(op_time, op, model, layouts, seq_length, precision, hw, eff, sw) for op in ops)
+    times = on_fewer_sms(times, reserved_sm_scale(hw.gpu.num_sms, sw.moe_comm_reserved_sms))
+    zero = np.zeros(len(layouts))
+    eager, graphs = host_dispatched(times, sw)
+
+    def total(kind, attr):
+        return sum((getattr(t, attr) for t in times if t.kind is kind), zero)
+
+    return BlockTime(
+        gemm_fwd_s=total(OpKind.GEMM, "fwd_s"), gemm_bwd_s=total(OpKind.GEMM, "bwd_s"),
+        attn_fwd_s=total(OpKind.ATTENTION, "fwd_s"), attn_bwd_s=total(OpKind.ATTENTION, "bwd_s"),
+        mem_fwd_s=total(OpKind.MEMORY, "fwd_s"), mem_bwd_s=total(OpKind.MEMORY, "bwd_s"),
+        host_ops=(1 + BACKWARD_HOST_OPS_OVER_FORWARD) * sum(t.host_ops_fwd for t in eager) + graphs,
+        extra_launches=sum((t.extra_launches for t in eager), zero),
+        ops=times, wgrad_s=sum((t.wgrad_s for t in times), zero),
+    )
+
+
+def block_totals(ops, c: Job, L: Layouts) -> BlockTime:
+    """``block_time`` of ``ops`` without the rows of each operation (as ``evaluate._layer_totals``)."""
+    blk = block_time(ops, c.model, L, c.seq_length, c.precision, c.hardware, c.efficiency, c.software)
+    return replace(blk, ops=())
