@@ -3,11 +3,11 @@
 import pytest
 from support import SW, sw
 
+from perfmodel.engine.block import block_time
 from perfmodel.formulas.compute import (
     ATTENTION_BWD_OVER_FWD_EXECUTED,
     BACKWARD_HOST_OPS_OVER_FORWARD,
     CUDA_GRAPH_LAUNCHES_PER_LAYER,
-    block_time,
     gemm_efficiency,
     gemm_shape,
     gemm_time_s,
@@ -15,9 +15,9 @@ from perfmodel.formulas.compute import (
 )
 from perfmodel.formulas.layouts import layouts_from_arrays
 from perfmodel.formulas.workload import LayerKind, OpKind, layer_ops
+from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import load_hardware
 from perfmodel.spec.model import ModelSpec
-from perfmodel.spec.errors import InputError
 from perfmodel.spec.scenario import parse_scenario
 from perfmodel.spec.software import SoftwareStack
 
