@@ -185,6 +185,6 @@ def serving_file(path) -> bool:
     try:
         with open(path, encoding="utf-8") as f:
             head = f.read(8192)
-    except OSError:
+    except (OSError, UnicodeDecodeError):   # not a readable text file: the training validation says why
         return False
     return f"format: {SERVING_FORMAT}" in head

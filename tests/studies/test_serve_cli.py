@@ -55,6 +55,16 @@ def test_validate_detects_a_serving_file(form, capsys):
     assert "MAPE" in out
 
 
+def test_validate_of_a_binary_file_is_one_line(tmp_path, capsys):
+    """The serving-file sniff reads text: a file that is not UTF-8 is refused in one line by the
+    training validation, not an internal error (found by scripts/fuzz.py, files)."""
+    f = tmp_path / "runs.yaml"
+    f.write_bytes(b"\xff\xfe\x00cases: []")
+    assert main(["validate", str(f)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "internal error" not in err and "cases" in err
+
+
 def test_serve_size_names_the_cheapest(tmp_path, capsys):
     f = tmp_path / "s.yaml"
     f.write_text(yaml.safe_dump({"hardware": "h100-sxm", "model": "llama3-70b", "serving": {
