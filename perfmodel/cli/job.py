@@ -18,6 +18,7 @@ from perfmodel.present import fmt
 from perfmodel.present.goodput import waterfall_rows
 from perfmodel.present.money import price_text
 from perfmodel.spec.errors import InputError
+from perfmodel.studies.serving_validation import SERVING_RUNS
 
 
 def cmd_predict(args) -> int:
@@ -129,7 +130,8 @@ def cmd_validate(args) -> int:
         return 0
     if args.format == "markdown":
         from perfmodel.present.validation_report import markdown
-        print(markdown(report, profiles=profile is not None))
+        serving = (pm.validate_serving(args.serving_runs, profile=profile).to_dict() if args.serving_runs else None)
+        print(markdown(report, profiles=profile is not None, serving=serving))
         return 0
     from perfmodel.present.validation_report import text_report
     print(text_report(report))
@@ -185,5 +187,8 @@ def register(sub) -> None:
                    help="fit the error bands to these runs' residuals and write them to PATH (required; "
                         "predictions read perfmodel/data/error_bands.yaml, which a source checkout refits by "
                         "naming it; an installed package is never written)")
+    p.add_argument("--serving-runs", default=str(SERVING_RUNS), metavar="PATH",
+                   help="with --format markdown, a last section: the serving validation of these published "
+                        "serving results (perfmodel validate-serving; '' leaves it out)")
     add_profile_option(p)
     p.set_defaults(func=cmd_validate)

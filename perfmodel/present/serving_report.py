@@ -52,3 +52,17 @@ def validation_markdown(d: dict, command: str) -> str:
     lines += ["", f"Not compared ({len(d['skipped'])} rows):", ""]
     lines += [f"- {s['id']}: {s['reason']}" for s in d["skipped"]]
     return "\n".join(lines)
+
+
+def summary_markdown(d: dict, command: str) -> str:
+    """The short serving section of ``docs/validation.md``: the MAPE over all results and per GPU of
+    one serving validation (``ServingValidation.to_dict()``); the per-run table is
+    ``validation_markdown``'s (docs/serving_validation.md)."""
+    lines = ["## Serving", "",
+             (f"The serving engine (docs/serving.md) against published output tokens/s per GPU (`{command}`, "
+              f"perfmodel/data/serving_runs.yaml): {d['num_cases']} results, MAPE **{fmt.percent(d['mape'])}** "
+              f"(target 15%); {len(d['skipped'])} rows not compared. Each run: docs/serving_validation.md."), "",
+             "| GPU | results | MAPE |", "|---|---:|---:|"]
+    lines += [f"| {g} | {v['cases']} | {fmt.percent(v['mape'])} |" for g, v in d["mape_by_gpu"].items()]
+    lines.append(f"| **all** | {d['num_cases']} | **{fmt.percent(d['mape'])}** |")
+    return "\n".join(lines)
