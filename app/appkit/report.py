@@ -41,9 +41,12 @@ def serving_rows(serving_json: str | None, use_profile: bool) -> str:
         return f"<h2>Serving</h2><p>{html.escape(str(exc))}</p>"
     s = json.loads(serving_json)["serving"]
     rows = [_row("workload", f"{s['prompt_tokens']:,} prompt and {s['output_tokens']:,} output tokens, "
-                             f"{s['concurrency']:,} in flight per replica, {s['batching']} batching, tp{s['parallelism']['tp']}"),
+                             f"{s['concurrency']:,} in flight per replica, {s['batching']} batching, "
+                             f"tp{s['parallelism']['tp']}, objectives on the {s['objectives_at']}"),
             _row("time to first token", fmt.seconds(d["ttft_s"]), f"objective {fmt.seconds(s['ttft_s'])}"),
             _row("time per output token", fmt.seconds(d["tpot_s"]), f"objective {fmt.seconds(s['tpot_s'])}"),
+            _row("TTFT p50 / p99", f"{fmt.seconds(d['ttft_p50_s'])} / {fmt.seconds(d['ttft_p99_s'])}"),
+            _row("TPOT p50 / p99", f"{fmt.seconds(d['tpot_p50_s'])} / {fmt.seconds(d['tpot_p99_s'])}"),
             _row("output tokens/s per GPU", f"{d['output_tokens_per_s_per_gpu']:,.0f}"),
             _row("SLO goodput, tokens/s per GPU", f"{d['slo_goodput_output_tokens_per_s_per_gpu']:,.0f}"),
             _row("per million output tokens", f"${d['usd_per_million_output_tokens']:.3g}"),

@@ -94,9 +94,9 @@ STUDY = {"study_grow_batch": "grow_batch", "study_max_batch_mtokens": "max_batch
          "study_objective": "objective", "study_scale_counts": "scale_gpu_counts", "study_scale_mode": "scale_mode",
          "study_size_hardware": "size_hardware", "study_size_counts": "size_gpu_counts",
          "study_search_counts": "search_gpu_counts", "study_compare_hardware": "compare_hardware",
-         **{f"study_serve_{k}": f"serve_{k}" for k in ("prompt_tokens", "output_tokens", "concurrency", "batching",
-                                                        "ttft_s", "tpot_s", "tp", "weights", "kv_cache",
-                                                        "requests_per_s")}}
+         **{f"study_serve_{k}": f"serve_{k}" for k in (
+             "prompt_tokens", "output_tokens", "concurrency", "batching", "ttft_s", "tpot_s", "objectives_at", "tp",
+             "weights", "kv_cache", "requests_per_s")}}
 """Session keys (not widgets, so they outlive a page switch) -> the scenario's ``studies`` fields:
 the pages' options, carried by the link and the YAML. None means the page's default."""
 STUDY_SCALE = {"study_max_batch_mtokens": MEGA}

@@ -17,6 +17,10 @@ def serve_rows(d: dict) -> list[list[str]]:
         ["concurrency per replica (most the cache holds)", f"{p['concurrency']:,} ({d['max_concurrency']:,})"],
         ["time to first token (TTFT)", fmt.seconds(d["ttft_s"])],
         ["time per output token (TPOT), worst step", f"{fmt.seconds(d['tpot_s'])}, {fmt.seconds(p['tpot_worst_step_s'])}"],
+        ["TTFT p50 / p99 (Poisson arrivals queueing for the prefill)",
+         f"{fmt.seconds(d['ttft_p50_s'])} / {fmt.seconds(d['ttft_p99_s'])}"],
+        ["TPOT p50 / p99 (steps that carry a prefill)",
+         f"{fmt.seconds(d['tpot_p50_s'])} / {fmt.seconds(d['tpot_p99_s'])}"],
         ["output tokens/s per GPU / per replica", (f"{d['output_tokens_per_s_per_gpu']:,.0f} / "
                                                   f"{d['output_tokens_per_s_per_replica']:,.0f}")],
         ["requests/s (deployment)", f"{d['requests_per_s']:,.3g}" + (" (saturated)" if d["saturated"] else "")],

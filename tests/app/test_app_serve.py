@@ -51,11 +51,13 @@ def test_the_serving_scenario_goes_into_the_link_and_back():
     at.number_input(key="serve_tp").set_value(4)
     at.selectbox(key="serve_batching").set_value("chunked_prefill")
     at.number_input(key="serve_tpot").set_value(0.1)
+    at.selectbox(key="serve_at").set_value("p99")
     _submit(at, "Serve")
     assert not at.exception and not at.error
     st = _link(at).studies
     assert (st.serve_prompt_tokens, st.serve_tp, st.serve_batching, st.serve_tpot_s) == (2000, 4, "chunked_prefill",
                                                                                          0.1)
+    assert st.serve_objectives_at == "p99" and any("at the p99" in c.value for c in at.caption)
     assert st.serve_requests_per_s is None            # 0: do not size, not stored
     from support.apptest import open_app
     back = open_app({"studies": {"serve_prompt_tokens": 2000, "serve_tp": 4, "serve_batching": "chunked_prefill"}})
