@@ -83,3 +83,12 @@ def test_objectives_at_is_checked():
     with pytest.raises(pm.InputError) as e:
         _serve(objectives_at="p95")
     assert "\n" not in str(e.value) and "objectives_at" in str(e.value)
+
+
+def test_sizing_at_p99_needs_at_least_the_replicas_of_the_mean():
+    s = {"prompt_tokens": 1000, "output_tokens": 500, "requests_per_s": 10.0, "ttft_s": 2.0, "tpot_s": 0.05,
+         "precision": {"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"}}
+    mean, p99 = (pm.size_serving({"hardware": "h200-sxm", "model": "llama3-70b",
+                                  "serving": {**s, "objectives_at": at}}, hardware=("h200-sxm",)).best
+                 for at in ("mean", "p99"))
+    assert p99.num_gpus >= mean.num_gpus and p99.usd_per_hour >= mean.usd_per_hour
