@@ -20,12 +20,12 @@ st.caption(page.plain(f"The sidebar's model and hardware served by one replica p
                       f"{sc.hardware if isinstance(sc.hardware, str) else sc.hardware.id})."))
 
 OPTS = serve_options(sc.studies)
+# widget key -> option; each is seeded from the scenario's ``studies`` and written back on submit,
+# so the link and the YAML carry the serving scenario
 WIDGETS = {"serve_prompt": "prompt_tokens", "serve_output": "output_tokens", "serve_concurrency": "concurrency",
            "serve_batching": "batching", "serve_ttft": "ttft_s", "serve_tpot": "tpot_s", "serve_at": "objectives_at",
            "serve_tp": "tp",
            "serve_weights": "weights", "serve_kv": "kv_cache", "serve_rate": "requests_per_s"}
-"""Widget key -> option; each is seeded from the scenario's ``studies`` and written back on submit,
-so the link and the YAML carry the serving scenario."""
 
 
 def _w(widget, label: str, key: str, **kwargs):
