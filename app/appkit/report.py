@@ -14,7 +14,9 @@ import streamlit as st
 
 from perfmodel.present import fmt
 
-from . import cached, specs, state
+from perfmodel.spec.errors import InputError
+
+from . import cached, cached_serving, specs, state
 from .state import JobInputs
 
 REPORT_CHART_WIDTH_PX = 900
@@ -29,8 +31,32 @@ def _row(label: str, value: str, band: str = "") -> str:
     return f"<tr><th>{html.escape(label)}</th><td>{html.escape(value)}</td><td>{html.escape(band)}</td></tr>"
 
 
-def report_html(key: str, scenario_yaml: str) -> str:
-    """The report as one HTML page (text escaped; the charts' specs as JSON)."""
+def serving_rows(serving_json: str | None, use_profile: bool) -> str:
+    """The Serve page's answer (``cached_serving.serve_view``) as a section, or "" where none was asked."""
+    if serving_json is None:
+        return ""
+    try:
+        d = cached_serving.serve_view(serving_json, use_profile)
+    except InputError as exc:
+        return f"<h2>Serving</h2><p>{html.escape(str(exc))}</p>"
+    s = json.loads(serving_json)["serving"]
+    rows = [_row("workload", f"{s['prompt_tokens']:,} prompt and {s['output_tokens']:,} output tokens, "
+                             f"{s['concurrency']:,} in flight per replica, {s['batching']} batching, "
+                             f"tp{s['parallelism']['tp']}, objectives on the {s['objectives_at']}"),
+            _row("time to first token", fmt.seconds(d["ttft_s"]), f"objective {fmt.seconds(s['ttft_s'])}"),
+            _row("time per output token", fmt.seconds(d["tpot_s"]), f"objective {fmt.seconds(s['tpot_s'])}"),
+            _row("TTFT p50 / p99", f"{fmt.seconds(d['ttft_p50_s'])} / {fmt.seconds(d['ttft_p99_s'])}"),
+            _row("TPOT p50 / p99", f"{fmt.seconds(d['tpot_p50_s'])} / {fmt.seconds(d['tpot_p99_s'])}"),
+            _row("output tokens/s per GPU", f"{d['output_tokens_per_s_per_gpu']:,.0f}"),
+            _row("SLO goodput, tokens/s per GPU", f"{d['slo_goodput_output_tokens_per_s_per_gpu']:,.0f}"),
+            _row("per million output tokens", f"${d['usd_per_million_output_tokens']:.3g}"),
+            _row("meets the objectives", "yes" if d["point"]["meets_objectives"] else "no")]
+    return f"<h2>Serving</h2><table>{''.join(rows)}</table>"
+
+
+def report_html(key: str, scenario_yaml: str, serving_json: str | None = None) -> str:
+    """The report as one HTML page (text escaped; the charts' specs as JSON), with the Serve page's
+    answer where ``serving_json`` (its serving scenario) is given."""
     v = cached.plan_view(key)
     p, price = v["prediction"], v["price"]
     b = p.get("band") or {}
@@ -70,12 +96,16 @@ def report_html(key: str, scenario_yaml: str) -> str:
             f"{html.escape(v['efficiency_note'])}. Ranges are the 80% error band (docs/validation.md).</p>"
             f"<h2>Figures</h2><table>{''.join(rows)}</table><h2>Step time by component</h2><table>{breakdown}</table>"
             f"<h2>Charts</h2><p>Drawn when the report was made; the tables above carry every number.</p>"
-            f"{''.join(charts)}<h2>Scenario</h2><pre>{html.escape(scenario_yaml)}</pre></body></html>")
+            f"{''.join(charts)}{serving_rows(serving_json, json.loads(key)['use_profile'])}<h2>Scenario</h2><pre>{html.escape(scenario_yaml)}</pre></body></html>")
 
 
 def download_button(j: JobInputs, key: str) -> None:
     """The report's download, built when clicked."""
     yaml_text = state.scenario_yaml(j.scenario)
+    asked = st.session_state.get("_serve_shown") or any(
+        getattr(j.scenario.studies, f"serve_{k}") is not None for k in cached_serving.SERVE_DEFAULTS)
+    serving = (json.dumps(cached_serving.serving_scenario(j, cached_serving.serve_options(j.scenario.studies)),
+                          sort_keys=True) if asked else None)
     st.download_button("Download a report (HTML: figures, price source, charts, scenario YAML)",
-                       data=lambda: report_html(key, yaml_text), file_name=state.download_name(j.scenario.name)
+                       data=lambda: report_html(key, yaml_text, serving), file_name=state.download_name(j.scenario.name)
                        .replace(".yaml", "-report.html"), mime="text/html", key="plan_report", on_click="ignore")

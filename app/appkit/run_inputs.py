@@ -93,7 +93,10 @@ hardware, your own price, or owning the hardware (``perfmodel.present.money.BASI
 STUDY = {"study_grow_batch": "grow_batch", "study_max_batch_mtokens": "max_batch_tokens",
          "study_objective": "objective", "study_scale_counts": "scale_gpu_counts", "study_scale_mode": "scale_mode",
          "study_size_hardware": "size_hardware", "study_size_counts": "size_gpu_counts",
-         "study_search_counts": "search_gpu_counts", "study_compare_hardware": "compare_hardware"}
+         "study_search_counts": "search_gpu_counts", "study_compare_hardware": "compare_hardware",
+         **{f"study_serve_{k}": f"serve_{k}" for k in (
+             "prompt_tokens", "output_tokens", "concurrency", "batching", "ttft_s", "tpot_s", "objectives_at", "tp",
+             "weights", "kv_cache", "requests_per_s")}}
 """Session keys (not widgets, so they outlive a page switch) -> the scenario's ``studies`` fields:
 the pages' options, carried by the link and the YAML. None means the page's default."""
 STUDY_SCALE = {"study_max_batch_mtokens": MEGA}
@@ -229,7 +232,7 @@ def seeded(widget, label: str, key: str, store_key: str, default, scale: float =
     stored = st.session_state.get(store_key)
     want = default if stored is None else (list(stored) if isinstance(stored, (list, tuple)) else stored / scale
                                            if isinstance(stored, (int, float)) and not isinstance(stored, bool)
-                                           else stored)
+                                           and scale != 1.0 else stored)   # a whole number stays whole
     run = st.session_state.get("_run", 0)
     drawn_last_run = st.session_state.get(f"_drawn_{key}") == run - 1
     # the scenario changed it (a link, an upload, another page), or the widget was not drawn last
@@ -267,8 +270,8 @@ def submit_sync(pairs: dict, then=None) -> callable:
                 continue       # an emptied list is not stored: the page says to pick one, the session stays valid
             if value == none_value:
                 stored = None
-            elif isinstance(value, (int, float)) and not isinstance(value, bool):
-                stored = value * scale
+            elif isinstance(value, (int, float)) and not isinstance(value, bool) and scale != 1.0:
+                stored = value * scale   # at scale 1 a whole number stays whole
             else:
                 stored = value
             st.session_state[store_key] = stored

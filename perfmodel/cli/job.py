@@ -129,7 +129,10 @@ def cmd_validate(args) -> int:
         return 0
     if args.format == "markdown":
         from perfmodel.present.validation_report import markdown
-        print(markdown(report, profiles=profile is not None))
+        from perfmodel.studies.serving_validation import SERVING_RUNS
+        runs = SERVING_RUNS if args.serving_runs is None else args.serving_runs
+        serving = pm.validate_serving(runs, profile=profile).to_dict() if runs else None
+        print(markdown(report, profiles=profile is not None, serving=serving))
         return 0
     from perfmodel.present.validation_report import text_report
     print(text_report(report))
@@ -185,5 +188,9 @@ def register(sub) -> None:
                    help="fit the error bands to these runs' residuals and write them to PATH (required; "
                         "predictions read perfmodel/data/error_bands.yaml, which a source checkout refits by "
                         "naming it; an installed package is never written)")
+    p.add_argument("--serving-runs", default=None, metavar="PATH",
+                   help="with --format markdown, a last section: the serving validation of these published "
+                        "serving results (default perfmodel/data/serving_runs.yaml, as perfmodel "
+                        "validate-serving; '' leaves it out)")
     add_profile_option(p)
     p.set_defaults(func=cmd_validate)

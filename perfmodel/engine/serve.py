@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 
 from perfmodel.formulas.cost import effective_usd_per_gpu_hour
 from perfmodel.formulas.kv_cache import max_sequences
+from perfmodel.formulas.latency import QUANTILES, tpot_quantile_s, wait_quantile_s
 from perfmodel.formulas.ops import OpKind, TpSplit
 from perfmodel.formulas.serving import PassTime, expected_tokens_per_step, pass_time
 from perfmodel.formulas.workload import head_weight_op, layer_kinds, weight_ops
@@ -51,7 +52,15 @@ class ServePoint:
 
     concurrency: int
     ttft_s: float
+    """Mean time to first token of a prompt that finds the prefill free (no queueing)."""
     tpot_s: float
+    ttft_p50_s: float
+    """Percentiles with Poisson arrivals queueing for the prefill (``formulas.latency``); static
+    batching and a disaggregated pool: the mean (not modelled)."""
+    ttft_p99_s: float
+    tpot_p50_s: float
+    """Percentiles of a request's TPOT from the steps that carry another prefill (or chunk)."""
+    tpot_p99_s: float
     tpot_worst_step_s: float
     decode_step_s: float
     prefill_s: float
@@ -101,6 +110,7 @@ class ServePrediction:
         d["curve"] = [asdict(c) for c in self.curve]
         d["decode_breakdown"] = list(self.decode_breakdown)
         return {"ttft_s": p["ttft_s"], "tpot_s": p["tpot_s"],
+                **{k: p[k] for k in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s")},
                 "output_tokens_per_s_per_gpu": p["output_tokens_per_s_per_gpu"],
                 "output_tokens_per_s_per_replica": p["output_tokens_per_s_per_replica"],
                 "requests_per_s": p["requests_per_s_per_replica"] * self.replicas,
@@ -147,7 +157,11 @@ def _phases(m, sv, hw, eff, B: float) -> tuple[float, float, float, PassTime]:
     return t_pre, t_step, expected_tokens_per_step(spec.acceptance_rate, spec.draft_tokens), verify
 
 
-def serve_point(m: ModelSpec, sv: ServingSpec, hw: HardwareSpec, eff: Efficiencies, B: int) -> ServePoint:
+def serve_point(m: ModelSpec, sv: ServingSpec, hw: HardwareSpec, eff: Efficiencies, B: int,
+                arrival_per_s: float | None) -> ServePoint:
+    """The replica at concurrency B; ``arrival_per_s``: the requests per second reaching it (open
+    loop), or None for the rate it serves at B (closed loop, its percentiles as if they arrived
+    as a Poisson stream of that rate)."""
     par, P, O = sv.parallelism, sv.prompt_tokens, sv.output_tokens
     A = par.attention_dp
     t_pre, t_step, n_tok, _ = _phases(m, sv, hw, eff, B)
@@ -156,17 +170,35 @@ def serve_point(m: ModelSpec, sv: ServingSpec, hw: HardwareSpec, eff: Efficienci
     gpus = par.replica_gpus
     if sv.pool != "both":
         return _pool_point(sv, m, hw, eff, B, t_pre, t_step, n_tok, gpus)
+    rps = B / cycle_s
     if sv.batching == "static":
         ttft = prefills * t_pre
         tpot = worst = t_step / n_tok
+        pct = {f"{x}_{q}_s": v for q in QUANTILES for x, v in (("ttft", ttft), ("tpot", tpot))}
     else:
         ttft = t_pre + t_step / 2
         tpot = max(cycle_s - t_pre, 0.0) / O
-        chunk_s = t_pre / max(1, math.ceil(P / sv.chunk_tokens)) if sv.batching == "chunked_prefill" else t_pre
+        chunks = max(1, math.ceil(P / sv.chunk_tokens)) if sv.batching == "chunked_prefill" else 1
+        chunk_s = t_pre / chunks
         worst = t_step + chunk_s
-    rps = B / cycle_s
-    meets = ((sv.ttft_s is None or ttft <= sv.ttft_s) and (sv.tpot_s is None or tpot <= sv.tpot_s))
-    return ServePoint(B, ttft, tpot, worst, t_step, t_pre, rps, rps * O, rps * O / gpus, rps * P / gpus, meets)
+        arrival_group = (rps if arrival_per_s is None else arrival_per_s) / A
+        steps = O / n_tok
+        stalls_per_step = (prefills - 1) * chunks / steps   # the other requests' prefills (chunks) in its life
+        pct = {}
+        for name, q in QUANTILES.items():
+            pct[f"ttft_{name}_s"] = ttft + wait_quantile_s(q, arrival_group, t_pre)
+            pct[f"tpot_{name}_s"] = tpot_quantile_s(q, steps, stalls_per_step, t_step, chunk_s, O)
+    return ServePoint(B, ttft, tpot, **pct, tpot_worst_step_s=worst, decode_step_s=t_step, prefill_s=t_pre,
+                      requests_per_s_per_replica=rps, output_tokens_per_s_per_replica=rps * O,
+                      output_tokens_per_s_per_gpu=rps * O / gpus, input_tokens_per_s_per_gpu=rps * P / gpus,
+                      meets_objectives=meets(sv, ttft, tpot, pct))
+
+
+def meets(sv: ServingSpec, ttft: float, tpot: float, pct: dict) -> bool:
+    """TTFT and TPOT, at the statistic ``sv.objectives_at`` names, within the objectives."""
+    at = sv.objectives_at
+    t1, t2 = (ttft, tpot) if at == "mean" else (pct[f"ttft_{at}_s"], pct[f"tpot_{at}_s"])
+    return (sv.ttft_s is None or t1 <= sv.ttft_s) and (sv.tpot_s is None or t2 <= sv.tpot_s)
 
 
 def _pool_point(sv: ServingSpec, m, hw, eff, B: int, t_pre: float, t_step: float, n_tok: float, gpus: int) -> ServePoint:
@@ -177,12 +209,13 @@ def _pool_point(sv: ServingSpec, m, hw, eff, B: int, t_pre: float, t_step: float
     if sv.pool == "prefill":
         t = par.pp * pass_time(m, sv, hw, eff, B, P, P, True).total_s
         rps = B / t
-        meets = sv.ttft_s is None or t <= sv.ttft_s
-        return ServePoint(B, t, 0.0, 0.0, 0.0, t, rps, 0.0, 0.0, rps * P / gpus, meets)
+        ok = sv.ttft_s is None or t <= sv.ttft_s
+        return ServePoint(B, t, 0.0, t, t, 0.0, 0.0, 0.0, 0.0, t, rps, 0.0, 0.0, rps * P / gpus, ok)
     tpot = t_step / n_tok
     rps = B * n_tok / t_step / O
-    meets = sv.tpot_s is None or tpot <= sv.tpot_s
-    return ServePoint(B, t_step, tpot, t_step, t_step, t_pre, rps, rps * O, rps * O / gpus, 0.0, meets)
+    ok = sv.tpot_s is None or tpot <= sv.tpot_s
+    return ServePoint(B, t_step, tpot, t_step, t_step, tpot, tpot, t_step, t_step, t_pre, rps, rps * O,
+                      rps * O / gpus, 0.0, ok)
 
 
 CURVE_STEP = 2 ** 0.5
@@ -212,14 +245,14 @@ def serve(sc: ServingScenario, hw: HardwareSpec, m: ModelSpec, eff: Efficiencies
     max_b = min(held, sv.max_concurrency * par.attention_dp)   # each attention group schedules its own batch
     if max_b < 1:
         raise InputError("serving.prompt_tokens", "one request's KV cache does not fit beside the weights")
-    curve = tuple(serve_point(m, sv, hw, eff, b) for b in curve_concurrencies(max_b))
+    curve = tuple(serve_point(m, sv, hw, eff, b, None) for b in curve_concurrencies(max_b))
     saturated = False
     if sv.concurrency is not None:
-        point = serve_point(m, sv, hw, eff, min(sv.concurrency, max_b))
+        point = serve_point(m, sv, hw, eff, min(sv.concurrency, max_b), None)
     else:
         want = sv.requests_per_s / sc.replicas
         fits = [p for p in curve if p.requests_per_s_per_replica >= want]
-        point = fits[0] if fits else curve[-1]
+        point = serve_point(m, sv, hw, eff, (fits[0] if fits else curve[-1]).concurrency, want)
         saturated = not fits
     good = [p for p in curve if p.meets_objectives]
     best = max(good, key=lambda p: p.output_tokens_per_s_per_gpu) if good else None

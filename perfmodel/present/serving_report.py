@@ -17,6 +17,10 @@ def serve_rows(d: dict) -> list[list[str]]:
         ["concurrency per replica (most the cache holds)", f"{p['concurrency']:,} ({d['max_concurrency']:,})"],
         ["time to first token (TTFT)", fmt.seconds(d["ttft_s"])],
         ["time per output token (TPOT), worst step", f"{fmt.seconds(d['tpot_s'])}, {fmt.seconds(p['tpot_worst_step_s'])}"],
+        ["TTFT p50 / p99 (Poisson arrivals queueing for the prefill)",
+         f"{fmt.seconds(d['ttft_p50_s'])} / {fmt.seconds(d['ttft_p99_s'])}"],
+        ["TPOT p50 / p99 (steps that carry a prefill)",
+         f"{fmt.seconds(d['tpot_p50_s'])} / {fmt.seconds(d['tpot_p99_s'])}"],
         ["output tokens/s per GPU / per replica", (f"{d['output_tokens_per_s_per_gpu']:,.0f} / "
                                                   f"{d['output_tokens_per_s_per_replica']:,.0f}")],
         ["requests/s (deployment)", f"{d['requests_per_s']:,.3g}" + (" (saturated)" if d["saturated"] else "")],
@@ -51,4 +55,18 @@ def validation_markdown(d: dict, command: str) -> str:
               f"{c['measured_output_tokens_per_s_per_gpu']:,.0f} | {c['error']:+.1%} |" for c in d["cases"]]
     lines += ["", f"Not compared ({len(d['skipped'])} rows):", ""]
     lines += [f"- {s['id']}: {s['reason']}" for s in d["skipped"]]
+    return "\n".join(lines)
+
+
+def summary_markdown(d: dict, command: str) -> str:
+    """The short serving section of ``docs/validation.md``: the MAPE over all results and per GPU of
+    one serving validation (``ServingValidation.to_dict()``); the per-run table is
+    ``validation_markdown``'s (docs/serving_validation.md)."""
+    lines = ["## Serving", "",
+             (f"The serving engine (docs/serving.md) against published output tokens/s per GPU (`{command}`, "
+              f"perfmodel/data/serving_runs.yaml): {d['num_cases']} results, MAPE **{fmt.percent(d['mape'])}** "
+              f"(target 15%); {len(d['skipped'])} rows not compared. Each run: docs/serving_validation.md."), "",
+             "| GPU | results | MAPE |", "|---|---:|---:|"]
+    lines += [f"| {g} | {v['cases']} | {fmt.percent(v['mape'])} |" for g, v in d["mape_by_gpu"].items()]
+    lines.append(f"| **all** | {d['num_cases']} | **{fmt.percent(d['mape'])}** |")
     return "\n".join(lines)

@@ -21,7 +21,9 @@ def note_for(case_id: str, notes: dict) -> str:
     return " ".join(notes[max(keys, key=len)].split()) if keys else ""
 
 
-def markdown(report: Report, profiles: bool = True, worst_k: int = 10, notes: dict | None = None) -> str:
+def markdown(report: Report, profiles: bool = True, worst_k: int = 10, notes: dict | None = None,
+             serving: dict | None = None) -> str:
+    """The report; with ``serving`` (a ``ServingValidation.to_dict()``), its summary as a last section."""
     notes = load_notes() if notes is None else notes
     why = {r.id: note_for(r.id, notes) for r in report.results}
     lines = [
@@ -105,6 +107,9 @@ def markdown(report: Report, profiles: bool = True, worst_k: int = 10, notes: di
     if report.skipped:
         lines += ["", "## Not runnable", ""]
         lines += [f"- `{s.id}`: {s.reason}" for s in report.skipped]
+    if serving is not None:
+        from perfmodel.present.serving_report import summary_markdown
+        lines += ["", summary_markdown(serving, "perfmodel validate-serving" + ("" if profiles else " --no-profile"))]
     return "\n".join(lines) + "\n"
 
 

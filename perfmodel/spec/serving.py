@@ -23,6 +23,7 @@ Batching = Literal["static", "continuous", "chunked_prefill"]
 Pool = Literal["both", "prefill", "decode"]
 WeightFormat = Literal["bf16", "fp16", "fp8", "fp4"]
 KvFormat = Literal["bf16", "fp16", "fp8", "fp4"]
+Statistic = Literal["mean", "p50", "p99"]
 
 DEFAULT_CHUNK_TOKENS = 2048
 """Prefill tokens per chunk under chunked prefill: vLLM's ``max_num_batched_tokens`` default for
@@ -114,6 +115,9 @@ class ServingSpec(_Frozen):
     """Objective on the time to first token (None: none)."""
     tpot_s: real_field(MAX_SECONDS) | None = None
     """Objective on the time per output token after the first (None: none)."""
+    objectives_at: Statistic = "mean"
+    """Which TTFT and TPOT the objectives bound: the mean (``ttft_s``, ``tpot_s``) or a percentile
+    (``ttft_p99_s``, ...; ``perfmodel.formulas.latency``). MLPerf Inference's server scenario bounds p99."""
     batching: Batching = "continuous"
     """static: a batch is prefilled, then decoded to its end; continuous: requests join and leave
     every step (Yu et al. 2022, Orca), a prefill stalls the step it joins; chunked_prefill:

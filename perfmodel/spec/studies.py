@@ -16,7 +16,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
-from perfmodel.spec.limits import MAX_NUM_GPUS, MAX_SWEEP_POINTS, MAX_TRAINING_TOKENS, Name, int_field, real_field
+from perfmodel.spec.limits import (MAX_NUM_GPUS, MAX_SECONDS, MAX_SEQ_LENGTH, MAX_SWEEP_POINTS, MAX_TRAINING_TOKENS,
+                                   Name, int_field, real_field)
+from perfmodel.spec.serving import Batching, KvFormat, Statistic, WeightFormat
 
 LLAMA3_BATCH_TOKENS = 16 * 2**20
 """Llama 3 405B's final global batch: 16M tokens (2,048 sequences of 8,192), reached by doubling
@@ -59,6 +61,21 @@ class Studies(BaseModel):
     """The GPU counts ``size`` tries (None: the command's or the page's default)."""
     search_gpu_counts: GpuCounts | None = None
     """GPU counts ``search`` tries beside the scenario's own (None: its own only)."""
+    serve_prompt_tokens: int_field(MAX_SEQ_LENGTH) | None = None
+    """The Serve page's options (``perfmodel.spec.serving.ServingSpec``), so a link carries the
+    serving scenario; None: the page's default. Input tokens per request."""
+    serve_output_tokens: int_field(MAX_SEQ_LENGTH) | None = None
+    serve_concurrency: int_field(MAX_NUM_GPUS * 1024) | None = None
+    serve_batching: Batching | None = None
+    serve_ttft_s: real_field(MAX_SECONDS) | None = None
+    serve_tpot_s: real_field(MAX_SECONDS) | None = None
+    serve_objectives_at: Statistic | None = None
+    serve_tp: int_field(MAX_NUM_GPUS) | None = None
+    serve_weights: WeightFormat | None = None
+    """Weights and activations."""
+    serve_kv_cache: KvFormat | None = None
+    serve_requests_per_s: real_field(1e9) | None = None
+    """The request rate the page sizes a deployment for (None: it does not size)."""
 
     @field_validator("size_hardware", "compare_hardware")
     @classmethod

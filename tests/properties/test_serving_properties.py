@@ -53,3 +53,23 @@ def test_serving_invariants(d):
     assert sum(r["seconds"] for r in p.decode_breakdown) == pytest.approx(p.point.decode_step_s / 1)
     assert p.goodput_output_tokens_per_s_per_gpu <= p.point.output_tokens_per_s_per_gpu
     assert p.slo_goodput_output_tokens_per_s_per_gpu <= max(c.output_tokens_per_s_per_gpu for c in p.curve)
+
+
+@settings(max_examples=15, **SETTINGS)
+@given(d=scenarios, batching=st.sampled_from(["continuous", "chunked_prefill", "static"]))
+def test_percentiles_are_ordered_and_p99_objectives_admit_no_more(d, batching):
+    """On every point of the curve TTFT <= its p50 <= its p99 and TPOT's p50 <= its p99; objectives
+    checked at p99 never serve more within them than at p50."""
+    hw, m = load_hardware(d["hardware"]), load_model(d["model"])
+
+    def run(at):
+        sc = parse_serving_scenario({"hardware": d["hardware"], "model": d["model"], "serving": {
+            "prompt_tokens": d["prompt_tokens"], "output_tokens": d["output_tokens"],
+            "concurrency": d["concurrency"], "ttft_s": 1.0, "tpot_s": 0.05, "objectives_at": at, "batching": batching,
+            "precision": {"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"}, "parallelism": {"tp": d["tp"]}}})
+        return serve(sc, hw, m, efficiencies_for(hw)[0])
+
+    p50, p99 = run("p50"), run("p99")
+    for c in p99.curve:
+        assert c.ttft_s <= c.ttft_p50_s <= c.ttft_p99_s and c.tpot_p50_s <= c.tpot_p99_s
+    assert p99.slo_goodput_output_tokens_per_s_per_gpu <= p50.slo_goodput_output_tokens_per_s_per_gpu

@@ -73,3 +73,17 @@ def test_serve_size_names_the_cheapest(tmp_path, capsys):
     assert main(["serve", str(f), "--size", "--hardware", "h100-sxm,h200-sxm", "--format", "json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["best"]["hardware"] in ("h100-sxm", "h200-sxm") and d["best"]["num_gpus"] >= 1
+
+
+def test_docs_validation_ends_with_the_serving_section_of_validate_serving(capsys):
+    """``perfmodel validate ... --format markdown`` (docs/validation.md) closes with the serving MAPE
+    table, the numbers of ``validate-serving`` itself; ``--serving-runs ''`` leaves it out."""
+    training = str(PROJECT_DIR / "perfmodel" / "data" / "published_runs.yaml")
+    assert main(["validate", training, "--format", "markdown"]) == 0
+    out = capsys.readouterr().out
+    section = out[out.index("## Serving"):]
+    d = pm.validate_serving(RUNS).to_dict()
+    assert f"{d['num_cases']} results" in section and f"**{100 * d['mape']:.1f}%**" in section
+    assert all(f"| {g} | {v['cases']} |" in section for g, v in d["mape_by_gpu"].items())
+    assert main(["validate", training, "--format", "markdown", "--serving-runs", ""]) == 0
+    assert "## Serving" not in capsys.readouterr().out
