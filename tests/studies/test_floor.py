@@ -13,12 +13,12 @@ from support import with_software
 
 import perfmodel.engine.evaluate as evaluate_module
 import perfmodel.engine.floor as floor_module
+from perfmodel.engine import distinct
 from perfmodel.engine.enumerate import enumerate_layouts, keep
 from perfmodel.engine.evaluate import evaluate
 from perfmodel.engine.floor import compute_floor_s, step_time_floor_s
 from perfmodel.engine.job import bind
 from perfmodel.engine.rules import layout_rule_fields, layout_violations, with_recompute
-from perfmodel.formulas import distinct
 from perfmodel.formulas.layouts import Layouts, layouts_from_arrays
 from perfmodel.spec.scenario import PIPELINE_SCHEDULES, Scenario, hardware_of, model_of, parse_scenario
 from perfmodel.studies.search import SearchOptions, bounds_for
