@@ -26,6 +26,9 @@ def seconds(x: float) -> str:
         return f"{x / 3600:.1f} h"
     if a >= 120:
         return f"{x / 60:.1f} min"
+    if a < 1:   # the unit of the 3 digits shown: 0.9999 ms is '1 ms', not '1e+03 us'
+        x = float(f"{x:.3g}")
+        a = abs(x)
     if a >= 1:
         return f"{x:.3g} s"
     if a >= 1e-3:
