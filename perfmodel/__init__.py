@@ -24,7 +24,7 @@ _EXPORTS = {
     "load_runs": "perfmodel.api", "observed_run": "perfmodel.api", "diagnose": "perfmodel.api",
     "load_runs_assumed": "perfmodel.api", "trace": "perfmodel.api", "compare_trace": "perfmodel.api",
     "sensitivity": "perfmodel.api", "fit_anchor": "perfmodel.api", "predict_anchored": "perfmodel.api",
-    "price": "perfmodel.api", "fit_fixes": "perfmodel.api", "stage_memory": "perfmodel.api",
+    "price": "perfmodel.api", "fit_fixes": "perfmodel.api", "recommendable": "perfmodel.api", "stage_memory": "perfmodel.api",
     "serve": "perfmodel.api", "validate_serving": "perfmodel.api", "size_serving": "perfmodel.api", "load_serving_scenario": "perfmodel.api",
     # inputs
     "Scenario": "perfmodel.spec.scenario", "Parallelism": "perfmodel.spec.scenario",

@@ -188,6 +188,13 @@ def size(scenario: ScenarioLike, tokens: float | None = None, *, deadline_s: flo
                         progress=progress, workers=workers, facility=facility)
 
 
+def recommendable(hardware_ids, cost: CostModel) -> tuple[list[str], dict[str, str]]:
+    """(the ids of ``hardware_ids`` sizing may recommend unasked, {id left out: why}): announced
+    hardware and placeholder prices stay out unless named (``studies.recommendable``)."""
+    from perfmodel.studies.recommendable import recommendable as _recommendable
+    return _recommendable(hardware_ids, cost)
+
+
 def fit_fixes(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO, cost: CostModel | None = None):
     """Whether the scenario runs and fits and, when it does not, the smallest changes (recompute,
     ZeRO stage, tp, pp, cp, micro-batch, more GPUs; one lever, else two, else three) that make it,

@@ -4,13 +4,13 @@ defaults: time, cost, energy, and (for hardware) its best layout."""
 import pandas as pd
 import streamlit as st
 
+import perfmodel as pm
 from appkit import cached, page, run_inputs
 from perfmodel.present import fmt, money
 from perfmodel.present.money import BASIS_WORDS
 from perfmodel.spec.hardware import list_hardware_ids, reference_hardware_ids
 from perfmodel.spec.stacks import list_stacks
 from perfmodel.spec.units import KILO, SECONDS_PER_DAY
-from perfmodel.studies.recommendable import recommendable
 
 j = page.job()
 st.title("Compare hardware and software")
@@ -48,7 +48,7 @@ st.caption("The job from the sidebar on each hardware type, with its layout as g
            "layout the search finds there (lens: co-design: what the same work costs on different silicon). Every "
            "row is priced on one basis, the sidebar's, with its $/GPU-hour and source.")
 ids = list_hardware_ids()
-default_ids, left_out = recommendable(reference_hardware_ids(), j.cost_model)
+default_ids, left_out = pm.recommendable(reference_hardware_ids(), j.cost_model)
 with st.form("cmp_form", border=False):
     c1, c3 = st.columns([4, 1])
     chosen = run_inputs.seeded(c1.multiselect, "Hardware", "cmp_hardware", "study_compare_hardware", default_ids,

@@ -4,6 +4,7 @@ budget, at one price basis, how likely it is to meet them, and whether to buy or
 import pandas as pd
 import streamlit as st
 
+import perfmodel as pm
 from appkit import cached, charts, constraints_inputs, page, run_inputs, size_targets, state
 from perfmodel.present import fmt, money
 from perfmodel.present.money import BASIS_WORDS
@@ -11,7 +12,6 @@ from perfmodel.present.verdicts import batch_text
 from perfmodel.spec.hardware import list_hardware_ids, reference_hardware_ids
 from perfmodel.spec.studies import MAX_BATCH_TOKENS_DEFAULT
 from perfmodel.spec.units import GIGA, MEGA, SECONDS_PER_DAY
-from perfmodel.studies.recommendable import recommendable
 
 COUNTS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 DEFAULT_COUNTS = [64, 128, 256, 512, 1024, 2048, 4096]
@@ -25,7 +25,7 @@ st.caption("For each hardware type: the cheapest GPU count (with its best layout
            "batch and precision come from the sidebar; where that batch cannot meet the targets, the batch doubles "
            "(as real runs grow it with their GPUs) up to the limit below, and the table says so.")
 ids = list_hardware_ids()
-default_ids, left_out = recommendable(reference_hardware_ids(), j.cost_model)
+default_ids, left_out = pm.recommendable(reference_hardware_ids(), j.cost_model)
 job_targets = size_targets.of_job(sc, st.session_state)
 with st.form("size_form", border=False):
     c1, c2, c3 = st.columns(3)

@@ -180,10 +180,7 @@ def test_no_import_cycle_in_app():
 APP_MAY_IMPORT = ("api", "spec", "present")
 """The app is thin over the public API (``perfmodel``, ``perfmodel.api``): beside it, it may read
 the schema (``spec``) and the presenters (``present``)."""
-APP_EXCEPTIONS_TODAY = {
-    ("app/pages_/compare.py", "perfmodel.studies.recommendable"),
-    ("app/pages_/size.py", "perfmodel.studies.recommendable"),
-}
+APP_EXCEPTIONS_TODAY: set = set()
 """The app's imports below the API today, where the API has no function for them (issue 51 left
 them): the test fails on a new one, and on one that has gone, so the list only shrinks."""
 
