@@ -8,6 +8,8 @@ Skipped (with the reason) when /usr/bin/chromium or Playwright is missing.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import os
 import socket
 import subprocess
@@ -77,16 +79,26 @@ def server():
         log.close()
 
 
-@pytest.fixture(scope="module")
-def page(server):
+@contextmanager
+def chromium_page(viewport: dict, timeout_ms: int = PAGE_TIMEOUT_MS, **context):
+    """A page of Debian's chromium, started with the flags above, at ``viewport`` (``context``: more
+    browser-context options, such as ``accept_downloads``); the browser closes on exit."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        pg = browser.new_page(viewport=VIEWPORT)
-        pg.set_default_timeout(PAGE_TIMEOUT_MS)
+        try:
+            pg = browser.new_context(viewport=viewport, **context).new_page()
+            pg.set_default_timeout(timeout_ms)
+            yield pg
+        finally:
+            browser.close()
+
+
+@pytest.fixture(scope="module")
+def page(server):
+    with chromium_page(VIEWPORT) as pg:
         yield pg
-        browser.close()
 
 
 def _wait_until_drawn(pg, min_charts: int = 1) -> None:

@@ -13,7 +13,7 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-from browser.test_browser import CHROMIUM, CHROMIUM_ARGS, SHOTS, server  # noqa: F401  (fixture)
+from browser.test_browser import SHOTS, chromium_page, server  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.browser
 
@@ -30,14 +30,8 @@ ANNOUNCED = ("gb200-nvl576", "vera-rubin-nvl72", "rubin-ultra-nvl576")
 
 @pytest.fixture(scope="module")
 def page(server):  # noqa: F811
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        pg = browser.new_context(viewport={"width": WIDTHS[0], "height": HEIGHT}).new_page()
-        pg.set_default_timeout(TIMEOUT_MS)
+    with chromium_page({"width": WIDTHS[0], "height": HEIGHT}, TIMEOUT_MS) as pg:
         yield pg
-        browser.close()
 
 
 def _scenario_in_url(pg):

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from browser.test_browser import CHROMIUM, CHROMIUM_ARGS, SHOTS, server  # noqa: F401  (fixture)
+from browser.test_browser import SHOTS, chromium_page, server  # noqa: F401  (fixture)
 from browser.test_browser_decisions import _idle, _no_errors, _press, _text
 
 pytestmark = pytest.mark.browser
@@ -25,14 +25,8 @@ TIMEOUT_MS = 120_000
 
 @pytest.fixture(scope="module")
 def page(server):  # noqa: F811
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        pg = browser.new_context(viewport=VIEWPORT).new_page()
-        pg.set_default_timeout(TIMEOUT_MS)
+    with chromium_page(VIEWPORT, TIMEOUT_MS) as pg:
         yield pg
-        browser.close()
 
 
 def _fill(pg, label: str, text: str) -> None:

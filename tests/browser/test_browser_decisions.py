@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from browser.test_browser import CHROMIUM, CHROMIUM_ARGS, SHOTS, server  # noqa: F401  (fixture)
+from browser.test_browser import SHOTS, chromium_page, server  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.browser
 
@@ -32,15 +32,8 @@ allows for a loaded machine."""
 
 @pytest.fixture(scope="module")
 def page(server):  # noqa: F811
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        ctx = browser.new_context(viewport=VIEWPORT, accept_downloads=True)
-        pg = ctx.new_page()
-        pg.set_default_timeout(TIMEOUT_MS)
+    with chromium_page(VIEWPORT, TIMEOUT_MS, accept_downloads=True) as pg:
         yield pg
-        browser.close()
 
 
 def _idle(pg) -> None:
