@@ -40,11 +40,16 @@ def _layer(module: str) -> str:
 
 def _imports(path: Path) -> set[str]:
     """Every perfmodel or calibration module the file imports, at any depth of the file."""
-    tree = ast.parse(path.read_text())
     me = _module_name(path).split(".")
-    package = me if path.name == "__init__.py" else me[:-1]
+    out = _imported(path, me if path.name == "__init__.py" else me[:-1])
+    return {m for m in out if m.split(".")[0] in ("perfmodel", "calibration")}
+
+
+def _imported(path: Path, package: list[str]) -> set[str]:
+    """Every module (and ``module.name``) the file imports, at any depth, relative imports resolved
+    against ``package``."""
     out = set()
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -53,7 +58,7 @@ def _imports(path: Path) -> set[str]:
                 base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
             out.add(base)
             out |= {f"{base}.{a.name}" for a in node.names}
-    return {m for m in out if m.split(".")[0] in ("perfmodel", "calibration")}
+    return out
 
 
 def _modules() -> dict[str, Path]:
@@ -152,19 +157,8 @@ def _app_module(path: Path) -> str:
 def _app_imports(path: Path) -> set[str]:
     """Every module the app file imports (``appkit.x``, ``pages_.x``, ``perfmodel...``), relative
     imports resolved."""
-    tree = ast.parse(path.read_text())
-    package = _app_module(path).split(".")[:-1] if path.name != "__init__.py" else _app_module(path).split(".")
-    out = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
-            out.add(base)
-            out |= {f"{base}.{a.name}" for a in node.names}
-    return out
+    me = _app_module(path).split(".")
+    return _imported(path, me if path.name == "__init__.py" else me[:-1])
 
 
 def _app_files() -> dict[str, Path]:
