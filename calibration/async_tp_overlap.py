@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 from perfmodel.engine.prediction import predict
 from perfmodel.spec.scenario import hardware_of, parse_scenario
-from perfmodel.studies.validation import load_cases
+from perfmodel.studies.observed.validation import load_cases
 
 CASE = "torchtitan_2412_llama3_70b_256gpu_2dfsdp_tp_compile_float8"
 WITHOUT_TPS, WITH_TPS = 829.0, 876.0

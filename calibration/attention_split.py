@@ -21,7 +21,7 @@ from perfmodel.engine.prediction import predict
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.profile import efficiencies_for
 from perfmodel.spec.scenario import hardware_of, parse_scenario
-from perfmodel.studies.validation import load_cases, measured_tps
+from perfmodel.studies.observed.validation import load_cases, measured_tps
 
 RUNS = Path(__file__).resolve().parent.parent / "perfmodel" / "data" / "published_runs.yaml"
 FREE = 1e6

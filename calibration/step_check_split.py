@@ -4,7 +4,7 @@
 
 For each step-check directory (``python -m calibration step-check``: scenario.yaml,
 measured.yaml, kernels.txt), the profiled GPU time of one step is summed by kernel name into
-classes, and the model's per-operation times (``perfmodel.studies.roofline``, with the
+classes, and the model's per-operation times (``perfmodel.studies.views.roofline``, with the
 project's profile for the hardware) are summed into the same classes:
 
 ===============  ==========================================  ==========================================
@@ -30,14 +30,13 @@ from pathlib import Path
 
 import yaml
 
-
 from perfmodel.engine.prediction import predict
 from perfmodel.engine.rules import resolve
 from perfmodel.formulas.compute import BYTES_PER_ELEMENT, memory_time_s
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.profile import efficiencies_for
 from perfmodel.spec.scenario import hardware_of, parse_scenario
-from perfmodel.studies.roofline import roofline
+from perfmodel.studies.views.roofline import roofline
 
 CLASSES = ("expert GEMMs", "other GEMMs", "attention", "everything else")
 ROW = re.compile(r"\s*(.+?)\s{2,}\S+%\s+\S+\s+\S+%\s+\S+\s+\S+\s+(\S+)\s+\S+%")

@@ -121,14 +121,14 @@ def band(scenario: ScenarioLike) -> ErrorBand:
 
 def describe(scenario: ScenarioLike):
     """Parameters, FLOPs per token, placement and memory per GPU (no timing)."""
-    from perfmodel.studies.describe import describe as _describe
+    from perfmodel.studies.views.describe import describe as _describe
     return _describe(_scenario(scenario))
 
 
 def search(scenario: ScenarioLike, options=None, *, profile: ProfileChoice = AUTO, cost: CostModel | None = None,
            progress=None):
     """Every parallel layout of the job, ranked (``SearchOptions``: objective, what to try, pins)."""
-    from perfmodel.studies.search import search as _search
+    from perfmodel.studies.search.search import search as _search
     sc = _scenario(scenario)
     return _search(sc, options, cost, progress, efficiency=efficiencies_for(hardware_of(sc), profile)[0])
 
@@ -141,7 +141,7 @@ def scale(scenario: ScenarioLike, gpu_counts=None, *, mode: str | None = None, o
     (``value_of_time_usd_per_day`` and ``deadline_s`` state the purpose; None: the scenario's
     ``purpose`` section). ``gpu_counts``, ``mode`` (strong, weak, grow) and ``max_batch_tokens``
     (the batch limit of grow) default to the scenario's ``studies`` section."""
-    from perfmodel.studies.scaling import EFFICIENCY_THRESHOLD_DEFAULT, scale_sweep
+    from perfmodel.studies.search.scaling import EFFICIENCY_THRESHOLD_DEFAULT, scale_sweep
     sc = _scenario(scenario)
     if value_of_time_usd_per_day is None:
         value_of_time_usd_per_day = sc.purpose.value_of_time_usd_per_day
@@ -173,7 +173,7 @@ def size(scenario: ScenarioLike, tokens: float | None = None, *, deadline_s: flo
     budget), ``studies`` (hardware, GPU counts, batch growth and limit) and ``training_tokens``.
     ``facility`` (a ``perfmodel.spec.facility.Facility``; None: the scenario's) caps each count at
     what its power envelope holds, and the rows name the constraint that binds."""
-    from perfmodel.studies.sizing import size_cluster
+    from perfmodel.studies.search.sizing import size_cluster
     sc = _scenario(scenario)
     deadline_s = sc.purpose.deadline_s if deadline_s is None else deadline_s
     budget_usd = sc.purpose.budget_usd if budget_usd is None else budget_usd
@@ -191,7 +191,7 @@ def size(scenario: ScenarioLike, tokens: float | None = None, *, deadline_s: flo
 def recommendable(hardware_ids, cost: CostModel) -> tuple[list[str], dict[str, str]]:
     """(the ids of ``hardware_ids`` sizing may recommend unasked, {id left out: why}): announced
     hardware and placeholder prices stay out unless named (``studies.recommendable``)."""
-    from perfmodel.studies.recommendable import recommendable as _recommendable
+    from perfmodel.studies.search.recommendable import recommendable as _recommendable
     return _recommendable(hardware_ids, cost)
 
 
@@ -199,7 +199,7 @@ def fit_fixes(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO, cost: Co
     """Whether the scenario runs and fits and, when it does not, the smallest changes (recompute,
     ZeRO stage, tp, pp, cp, micro-batch, more GPUs; one lever, else two, else three) that make it,
     each with its step time, fastest first (``FitFixes``)."""
-    from perfmodel.studies.fixes import fit_fixes as _fit_fixes
+    from perfmodel.studies.search.fixes import fit_fixes as _fit_fixes
     sc = _scenario(scenario)
     return _fit_fixes(sc, efficiencies_for(hardware_of(sc), profile)[0], cost)
 
@@ -215,8 +215,8 @@ def price(scenario: ScenarioLike, *, cost: CostModel | None = None):
 
 def validate(cases, *, profile: ProfileChoice = AUTO):
     """Predicted against published runs: a case file's path, or a list of case mappings."""
-    from perfmodel.studies.validation import load_cases
-    from perfmodel.studies.validation import validate as _validate
+    from perfmodel.studies.observed.validation import load_cases
+    from perfmodel.studies.observed.validation import validate as _validate
     if isinstance(cases, (str, Path)):
         cases = load_cases(cases)
     return _validate(list(cases), profile)
@@ -224,14 +224,14 @@ def validate(cases, *, profile: ProfileChoice = AUTO):
 
 def roofline(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO):
     """Each operation of a layer against the GPU's compute and memory roofs."""
-    from perfmodel.studies.roofline import roofline as _roofline
+    from perfmodel.studies.views.roofline import roofline as _roofline
     return _roofline(resolve(scenario, profile=profile))
 
 
 def timeline(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO, max_microbatches: int | None = None):
     """The pipeline schedule of one step, who computes what and when."""
     from perfmodel.formulas.timeline import MAX_MICROBATCHES_DRAWN
-    from perfmodel.studies.timeline import scenario_timeline
+    from perfmodel.studies.views.timeline import scenario_timeline
     cap = MAX_MICROBATCHES_DRAWN if max_microbatches is None else max_microbatches
     return scenario_timeline(resolve(scenario, profile=profile), cap)
 
@@ -239,7 +239,7 @@ def timeline(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO, max_micro
 def stage_memory(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO):
     """Memory per GPU of each pipeline stage, by component (``StageMemory``); its largest total
     is ``predict``'s ``memory_per_gpu_bytes``."""
-    from perfmodel.studies.stages import stage_memory as _stage_memory
+    from perfmodel.studies.views.stages import stage_memory as _stage_memory
     return _stage_memory(resolve(scenario, profile=profile))
 
 
@@ -255,7 +255,7 @@ def bench(repeat: int = 5):
 def software_histories(*, profile: ProfileChoice = AUTO) -> list[dict]:
     """Each published software history (one job's throughput as its software improved), with
     perfmodel's prediction for its layout and each step's fraction of it."""
-    from perfmodel.studies.history import history_rows, load_software_history, predicted_tflop_per_s_per_gpu
+    from perfmodel.studies.observed.history import history_rows, load_software_history, predicted_tflop_per_s_per_gpu
     out = []
     for h in load_software_history():
         eff, note = efficiencies_for(hardware_of(h.scenario), profile)
@@ -303,7 +303,7 @@ def load_runs_assumed(path: str | Path, logs=(), *, stack: str = "auto"):
 def trace(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO) -> dict:
     """The predicted step as a Chrome trace (Trace Event Format: Perfetto and chrome://tracing open
     it): each pipeline rank's ops, exposed communication, bubble and step tail on their streams."""
-    from perfmodel.studies.trace_out import chrome_trace
+    from perfmodel.studies.views.trace_out import chrome_trace
     return chrome_trace(resolve(scenario, profile=profile))
 
 
@@ -311,7 +311,7 @@ def compare_trace(scenario: ScenarioLike, path: str | Path, *, profile: ProfileC
     """A PyTorch profiler trace the user names against the scenario's predicted step, per kernel
     class (GEMM, attention, element-wise, communication, idle): ``TraceComparison``."""
     from perfmodel.spec.observed.profiler_trace import read_trace
-    from perfmodel.studies.trace_compare import compare_trace as _compare
+    from perfmodel.studies.observed.trace_compare import compare_trace as _compare
     return _compare(read_trace(path), resolve(scenario, profile=profile))
 
 
@@ -328,7 +328,7 @@ def _runs(runs):
     runs = [runs] if isinstance(runs, ObservedRun) else list(runs)
     if not runs or not all(isinstance(r, ObservedRun) for r in runs):
         raise InputError("runs", "give one or more observed runs (perfmodel.observed_run, perfmodel.load_runs)")
-    from perfmodel.studies.diagnose import check_run_count
+    from perfmodel.studies.observed.diagnose import check_run_count
     check_run_count(runs)
     return runs
 
@@ -336,7 +336,7 @@ def _runs(runs):
 def diagnose(runs, *, profile: ProfileChoice = AUTO):
     """Predicted against measured for observed runs (one, or a series of GPU counts, batches or
     layouts), the gap's ranked causes, the scaling series, the symptoms and the sensitivity."""
-    from perfmodel.studies.diagnose import diagnose as _diagnose
+    from perfmodel.studies.observed.diagnose import diagnose as _diagnose
     runs = _runs(runs)
     return _diagnose(runs, [resolve(r.scenario, profile=profile) for r in runs],
                      [predict(r.scenario, profile=profile) for r in runs])
@@ -345,15 +345,15 @@ def diagnose(runs, *, profile: ProfileChoice = AUTO):
 def sensitivity(scenario: ScenarioLike, *, profile: ProfileChoice = AUTO, path_steps: int | None = None):
     """The step time's elasticity to each resource (what 2x of it buys), the bottleneck it names,
     and how the bottleneck moves as the binding resource doubles, ``path_steps`` times."""
-    from perfmodel.studies.sensitivity import PATH_STEPS_DEFAULT
-    from perfmodel.studies.sensitivity import sensitivity as _sensitivity
+    from perfmodel.studies.views.sensitivity import PATH_STEPS_DEFAULT
+    from perfmodel.studies.views.sensitivity import sensitivity as _sensitivity
     return _sensitivity(resolve(scenario, profile=profile), PATH_STEPS_DEFAULT if path_steps is None else path_steps)
 
 
 def fit_anchor(runs, *, profile: ProfileChoice = AUTO):
     """The stack-level factors (compute, communication) that the observed runs identify."""
-    from perfmodel.studies.anchor import fit_anchor as _fit_anchor
-    from perfmodel.studies.diagnose import run_data
+    from perfmodel.studies.observed.anchor import fit_anchor as _fit_anchor
+    from perfmodel.studies.observed.diagnose import run_data
     runs = _runs(runs)
     data = [run_data(r, resolve(r.scenario, profile=profile), predict(r.scenario, profile=profile)) for r in runs]
     return _fit_anchor([(d.id, d.model.resolved, d.step_s) for d in data])
@@ -362,9 +362,9 @@ def fit_anchor(runs, *, profile: ProfileChoice = AUTO):
 def predict_anchored(scenario: ScenarioLike, anchor, *, profile: ProfileChoice = AUTO, cost: CostModel | None = None):
     """A what-if predicted with an anchor (``fit_anchor``, or the observed runs to fit one from),
     with the band of the published anchored what-ifs."""
-    from perfmodel.studies.anchor import Anchor, AnchoredPrediction, anchored_band, anchored_efficiency
-    from perfmodel.studies.anchor_check import load_band
-    from perfmodel.studies.anchor_limits import anchor_mismatch, widened_band
+    from perfmodel.studies.observed.anchor import Anchor, AnchoredPrediction, anchored_band, anchored_efficiency
+    from perfmodel.studies.observed.anchor_check import load_band
+    from perfmodel.studies.observed.anchor_limits import anchor_mismatch, widened_band
     sc = _scenario(scenario)
     runs = None if isinstance(anchor, Anchor) else _runs(anchor)
     limits = () if runs is None else anchor_mismatch([r.scenario for r in runs], sc)

@@ -26,10 +26,10 @@ from perfmodel.spec.serving import (
     serving_hardware,
     serving_model,
 )
-from perfmodel.studies.serving_size import ServingSize
-from perfmodel.studies.serving_size import size_serving as _size_serving
-from perfmodel.studies.serving_validation import SERVING_RUNS, ServingValidation
-from perfmodel.studies.serving_validation import validate_serving as _validate_serving
+from perfmodel.studies.observed.serving_validation import SERVING_RUNS, ServingValidation
+from perfmodel.studies.observed.serving_validation import validate_serving as _validate_serving
+from perfmodel.studies.search.serving_size import ServingSize
+from perfmodel.studies.search.serving_size import size_serving as _size_serving
 
 __all__ = [
     "ServePrediction",
@@ -61,12 +61,12 @@ def serve(scenario, *, profile: ProfileChoice = AUTO) -> ServePrediction:
 
 
 def validate_serving(path: str | Path = SERVING_RUNS, *, profile: ProfileChoice = AUTO) -> ServingValidation:
-    """Predicted against published serving throughput (``perfmodel.studies.serving_validation``)."""
+    """Predicted against published serving throughput (``perfmodel.studies.observed.serving_validation``)."""
     return _validate_serving(path, profile)
 
 
 def size_serving(scenario, *, hardware: tuple[str, ...] | None = None, profile: ProfileChoice = AUTO) -> ServingSize:
     """The cheapest hardware, tensor-parallel replica and GPU count that serve the scenario's
-    ``requests_per_s`` within its ``ttft_s`` and ``tpot_s`` (``perfmodel.studies.serving_size``);
+    ``requests_per_s`` within its ``ttft_s`` and ``tpot_s`` (``perfmodel.studies.search.serving_size``);
     ``hardware``: the ids to consider (default every reference spec of the catalogue)."""
     return _size_serving(_serving_scenario(scenario), hardware, profile)

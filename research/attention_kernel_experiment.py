@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from perfmodel.engine.prediction import predict  # noqa: E402
 from perfmodel.spec.profile import efficiencies_for  # noqa: E402
 from perfmodel.spec.scenario import hardware_of, parse_scenario  # noqa: E402
-from perfmodel.studies.validation import load_cases, measured_tps  # noqa: E402
+from perfmodel.studies.observed.validation import load_cases, measured_tps  # noqa: E402
 
 TE_STACKS = {"megatron-core", "nemo-perf", "megatron-bridge-perf"}
 H100_IDS = ("h100-sxm", "h100-sxm-hbm2e-500w")

@@ -1,6 +1,6 @@
 """Sequence-length what-ifs on the published runs: every pair of runs of one source, GPU and model
 whose sequence lengths differ, the shorter as the base, and the error of the predicted speed-up
-(``perfmodel.studies.validation.ratio_error``: (predicted_long / predicted_short) / (measured_long /
+(``perfmodel.studies.observed.validation.ratio_error``: (predicted_long / predicted_short) / (measured_long /
 measured_short) - 1 on tokens/s per GPU). Issue 49 asks for its mean before and after a change.
 
     python research/seq_length_whatifs.py [--json]
@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from perfmodel.studies.validation import CaseResult, load_cases, ratio_error, run_case  # noqa: E402
+from perfmodel.studies.observed.validation import CaseResult, load_cases, ratio_error, run_case  # noqa: E402
 
 CASES = ROOT / "perfmodel" / "data" / "published_runs.yaml"
 

@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from perfmodel.spec.errors import write_text_file  # noqa: E402
-from perfmodel.studies.anchor_check import BAND_FILE, BAND_FORMAT, anchored_what_ifs  # noqa: E402
-from perfmodel.studies.validation import load_cases  # noqa: E402
+from perfmodel.studies.observed.anchor_check import BAND_FILE, BAND_FORMAT, anchored_what_ifs  # noqa: E402
+from perfmodel.studies.observed.validation import load_cases  # noqa: E402
 
 CASES = ROOT / "perfmodel" / "data" / "published_runs.yaml"
 

@@ -120,7 +120,7 @@ def main(argv=None) -> int:
     import yaml
 
     import perfmodel as pm
-    from perfmodel.studies.validation import load_cases
+    from perfmodel.studies.observed.validation import load_cases
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("cases", nargs="?", default=str(SHARED))

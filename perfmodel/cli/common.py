@@ -222,7 +222,7 @@ def add_set_option(p) -> None:
 
 
 def search_options(args, **extra):
-    from perfmodel.studies.search import parse_search_options
+    from perfmodel.studies.search.search import parse_search_options
     d = {"objective": args.objective, "max_micro_batch_size": args.max_micro_batch_size}
     prec = csv_list(args.precisions, str, "precisions")
     if prec:
@@ -232,7 +232,7 @@ def search_options(args, **extra):
         d["recompute"] = tuple(rc)
     overlap = csv_list(args.overlap, str, "overlap")
     if overlap:
-        from perfmodel.studies.job_variants import OVERLAP_KINDS
+        from perfmodel.studies.search.job_variants import OVERLAP_KINDS
         d["overlap"] = OVERLAP_KINDS if overlap == ["all"] else tuple(overlap)
     schedules = csv_list(getattr(args, "schedules", None), str, "schedules")
     if schedules:

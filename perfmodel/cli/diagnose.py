@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import sys
 
-
 import perfmodel as pm
 from perfmodel.cli.common import add_profile_option, emit_json, profile_choice, to_json
 from perfmodel.spec.errors import InputError, dump_yaml
-from perfmodel.studies.sensitivity import MAX_PATH_STEPS
+from perfmodel.studies.views.sensitivity import MAX_PATH_STEPS
 
 MAX_LOGS = 64
 """Log files of one command: a scaling sweep has a handful of runs (``limits.MAX_SWEEP_POINTS``)."""

@@ -116,7 +116,7 @@ def cmd_describe(args) -> int:
 
 def cmd_validate(args) -> int:
     profile = profile_choice(args)
-    from perfmodel.studies.serving_validation import serving_file
+    from perfmodel.studies.observed.serving_validation import serving_file
     if serving_file(args.cases) and not args.fit_bands:   # a serving-runs file: the serving validation
         from perfmodel.cli.serve import print_validation
         d = pm.validate_serving(args.cases, profile=profile).to_dict()
@@ -129,7 +129,7 @@ def cmd_validate(args) -> int:
         return 0
     if args.format == "markdown":
         from perfmodel.present.validation_report import markdown
-        from perfmodel.studies.serving_validation import SERVING_RUNS
+        from perfmodel.studies.observed.serving_validation import SERVING_RUNS
         runs = SERVING_RUNS if args.serving_runs is None else args.serving_runs
         serving = pm.validate_serving(runs, profile=profile).to_dict() if runs else None
         print(markdown(report, profiles=profile is not None, serving=serving))
@@ -140,14 +140,14 @@ def cmd_validate(args) -> int:
 
 
 def _fit_bands(report, profiles: bool, out: str, cases: str) -> int:
-    """Write the error-band table the report's residuals give (``perfmodel.studies.bands``) to
+    """Write the error-band table the report's residuals give (``perfmodel.studies.observed.bands``) to
     ``out``, a path the user names (the project's table, ``perfmodel/data/error_bands.yaml``, is
     written only when named, from a source checkout: ``write_text_file`` refuses the installed
     package)."""
     from perfmodel.engine.band import band_table
     from perfmodel.spec.errors import write_text_file
-    from perfmodel.studies.band_families import band_file_text
-    from perfmodel.studies.bands import coverage_table, residuals
+    from perfmodel.studies.observed.band_families import band_file_text
+    from perfmodel.studies.observed.bands import coverage_table, residuals
     path = write_text_file(out, band_file_text(report, profiles), "--fit-bands", inputs=(cases,))
     band_table.cache_clear()
     cov = coverage_table(residuals(report))

@@ -42,7 +42,7 @@ def print_size(d: dict, form: str) -> int:
 
 def cmd_validate_serving(args) -> int:
     d = pm.validate_serving(args.runs, profile=profile_choice(args)).to_dict()
-    from perfmodel.studies.serving_validation import SERVING_RUNS
+    from perfmodel.studies.observed.serving_validation import SERVING_RUNS
     named = "" if args.runs == str(SERVING_RUNS) else f" {args.runs}"
     return print_validation(d, args.format, f"perfmodel validate-serving{named}")
 
@@ -62,7 +62,7 @@ def print_validation(d: dict, form: str, command: str) -> int:
 
 
 def register(sub) -> None:
-    from perfmodel.studies.serving_validation import SERVING_RUNS
+    from perfmodel.studies.observed.serving_validation import SERVING_RUNS
 
     p = sub.add_parser("serve", help="serving: TTFT, TPOT, tokens/s, goodput and $ per million tokens")
     p.add_argument("scenario", help="a serving scenario YAML (hardware, model, num_gpus, serving: ...)")

@@ -12,7 +12,7 @@ p10..p90   the band: a measured rate lies between predicted / e^{q_.9} and predi
 The quantiles come from ``perfmodel/data/error_bands.yaml``, which ``perfmodel validate
 perfmodel/data/published_runs.yaml --fit-bands perfmodel/data/error_bands.yaml`` derives from the
 current model's residuals
-(``perfmodel.studies.bands`` says how, and measures the band's coverage on sources it was not
+(``perfmodel.studies.observed.bands`` says how, and measures the band's coverage on sources it was not
 fitted on). The band is about the step model; the failure, start-up and price inputs are taken
 as given.
 """
@@ -251,9 +251,9 @@ class BandTable:
     validated: Validated | None = None
     """What the published runs span (None in a table fitted before out-of-family bands)."""
     widening: dict | None = None
-    """Range dimension -> factor fitted by holding its groups out (``perfmodel.studies.band_families``)."""
+    """Range dimension -> factor fitted by holding its groups out (``perfmodel.studies.observed.band_families``)."""
     offsets: dict | None = None
-    """Category dimension -> the held-out groups' offsets (``perfmodel.studies.band_families``)."""
+    """Category dimension -> the held-out groups' offsets (``perfmodel.studies.observed.band_families``)."""
 
     def band(self, generation: str, kind: str) -> ErrorBand:
         """The stratum's band; a generation with no published runs takes the ``any`` stratum."""

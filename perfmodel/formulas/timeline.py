@@ -24,7 +24,7 @@ rank is the pipeline bubble: for equal stages (and no communication) the step ta
 2021, sec. 2.2), and every schedule's idle time within a rank's span equals its closed form
 (``perfmodel.formulas.pipeline.bubble_closed_form_s``) where that form is exact.
 
-``perfmodel.studies.timeline`` feeds this with the step model's per-stage times.
+``perfmodel.studies.views.timeline`` feeds this with the step model's per-stage times.
 """
 
 from __future__ import annotations

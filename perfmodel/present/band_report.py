@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 
 from perfmodel.present import fmt
-from perfmodel.studies.band_families import band_file_data
-from perfmodel.studies.bands import LEVELS, NOMINAL, coverage_table, residuals
+from perfmodel.studies.observed.band_families import band_file_data
+from perfmodel.studies.observed.bands import LEVELS, NOMINAL, coverage_table, residuals
 
 GROUP_TITLES = {"overall": "", "generation": "GPU generation", "gpu": "GPU", "kind": "dense or MoE",
                 "stratum": "stratum"}
@@ -28,7 +28,7 @@ def band_section(report) -> list[str]:
     sources = data["sources"]
     lines = ["", "## Error band", "",
              "Every prediction carries an 80% band (p10 to p90) read from the residuals above, r = log(predicted / "
-             "measured) tokens/s per GPU, for runs like the one predicted (`perfmodel/studies/bands.py`). The runs of "
+             "measured) tokens/s per GPU, for runs like the one predicted (`perfmodel/studies/observed/bands.py`). The runs of "
              "one software stack in one source on one GPU generation (a stack at one maturity on one architecture) "
              "have an offset, the median r of those runs; a new job's r is an offset of its GPU generation plus the "
              "scatter of runs about their stack's offset, dense or MoE as the job is (MoE runs scatter about 2.8 "
@@ -70,13 +70,13 @@ MIN_RUNS_SHOWN = 10
 
 def out_of_family_section(rows, oof: dict) -> list[str]:
     """Markdown lines of 'Out of family': nested leave-one-group-out coverage and the widening."""
-    from perfmodel.studies.band_families import out_of_family_table
+    from perfmodel.studies.observed.band_families import out_of_family_table
     table = out_of_family_table(rows)
     k = oof["widening"]
     lines = ["", "### Out of family", "",
              "Held out by whole software stacks, model families (dense, coarse MoE, fine-grained MoE), GPU "
              "generations, sequence-length bins and GPU-count bins (a factor 4 wide), not only by source "
-             "(`perfmodel/studies/band_families.py`). A job of a stack, family or generation no published run has "
+             "(`perfmodel/studies/observed/band_families.py`). A job of a stack, family or generation no published run has "
              "takes the band plus an offset drawn from where each held-out group of that kind sat against the band "
              "fitted without it (" + "; ".join(f"{SCHEME_TITLES[d]}: " + ", ".join(f"{x:+.2f}" for x in v)
                                                for d, v in oof["offsets"].items()) + " in r); one beyond the "

@@ -1,5 +1,5 @@
 """Sizing's constraints in words: the power envelope, the constraint that binds and what relaxing
-it buys (``perfmodel.studies.constraints``), for the CLI and the app."""
+it buys (``perfmodel.studies.search.constraints``), for the CLI and the app."""
 
 from __future__ import annotations
 

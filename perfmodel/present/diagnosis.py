@@ -4,9 +4,9 @@ sentences)."""
 from __future__ import annotations
 
 from perfmodel.present import fmt
-from perfmodel.studies.diagnose import PART_THRESHOLD, Diagnosis
-from perfmodel.studies.sensitivity import RESOURCE_LENS, Sensitivity
-from perfmodel.studies.symptoms import PATTERNS, SYMPTOM, TERMS
+from perfmodel.studies.observed.diagnose import PART_THRESHOLD, Diagnosis
+from perfmodel.studies.observed.symptoms import PATTERNS, SYMPTOM, TERMS
+from perfmodel.studies.views.sensitivity import RESOURCE_LENS, Sensitivity
 
 LEVER_WORDS = {
     "peak_flops": "the kernels' FLOP/s", "hbm_bandwidth": "HBM bandwidth", "scale_up_bandwidth": "NVLink bandwidth",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from perfmodel.present import fmt
 from perfmodel.present.band_report import band_section
 from perfmodel.spec.paths import DATA_DIR
-from perfmodel.studies.validation import Report
+from perfmodel.studies.observed.validation import Report
 
 
 def load_notes() -> dict:
@@ -152,7 +152,7 @@ def text_report(report) -> str:
     out.append(f"memory fit: the model says {len(report.not_fitting())} of {len(report.results)} published runs "
           "do not fit (each is a memory-model miss)")
     if len({r.source for r in report.results}) > 1:
-        from perfmodel.studies.bands import coverage_table, residuals
+        from perfmodel.studies.observed.bands import coverage_table, residuals
         cov = coverage_table(residuals(report))["overall"]["all"]
         out.append(f"error band: fitted without a source and tested on it, the 80% band covers {fmt.percent(cov[0.8])} "
                    f"of the runs (50%: {fmt.percent(cov[0.5])}, 90%: {fmt.percent(cov[0.9])})")

@@ -289,7 +289,7 @@ class HardwareSpec(_Frozen):
     availability: Literal["shipping", "announced"] = "shipping"
     """``announced``: the vendor has published figures but the system cannot be bought or rented
     yet (its notes cite the announcement); studies that recommend hardware leave it out unless
-    the user names it (``perfmodel.studies.sizing.recommendable``)."""
+    the user names it (``perfmodel.studies.search.sizing.recommendable``)."""
     gpu: GpuSpec
     scale_up: ScaleUpSpec
     scale_out: ScaleOutSpec

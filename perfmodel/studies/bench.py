@@ -22,18 +22,18 @@ import sys
 import time
 from dataclasses import dataclass
 
+from perfmodel.engine.distinct import forget
 from perfmodel.engine.enumerate import enumerate_layouts
 from perfmodel.engine.evaluate import evaluate
 from perfmodel.engine.job import bind
-from perfmodel.engine.rules import layout_rule_fields, layout_violation, with_recompute
-from perfmodel.engine.distinct import forget
-from perfmodel.formulas.layouts import layouts_from_arrays
 from perfmodel.engine.prediction import predict
+from perfmodel.engine.rules import layout_rule_fields, layout_violation, with_recompute
+from perfmodel.formulas.layouts import layouts_from_arrays
 from perfmodel.spec.paths import DATA_DIR
 from perfmodel.spec.profile import AUTO, efficiencies_for
 from perfmodel.spec.scenario import PIPELINE_SCHEDULES, hardware_of, load_scenario, model_of, parse_scenario
-from perfmodel.studies.job_variants import OVERLAP_KINDS
-from perfmodel.studies.search import CHUNK, SearchOptions, bounds_for, search
+from perfmodel.studies.search.job_variants import OVERLAP_KINDS
+from perfmodel.studies.search.search import CHUNK, SearchOptions, bounds_for, search
 
 BENCH_SCENARIO = dict(
     name="bench-gpt3-175b-1024xh100", hardware="h100-sxm", num_gpus=1024, model="gpt3-175b",

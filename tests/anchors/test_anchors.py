@@ -12,7 +12,7 @@ import yaml
 
 import perfmodel as pm
 from perfmodel.spec.scenario import parse_scenario
-from perfmodel.studies.validation import measured_tps
+from perfmodel.studies.observed.validation import measured_tps
 
 CASES = {c["id"]: c for c in yaml.safe_load(
     (Path(__file__).resolve().parents[2] / "perfmodel" / "data" / "published_runs.yaml").read_text())["cases"]}

@@ -5,7 +5,12 @@ import yaml
 from support import spec_predict as predict
 
 from perfmodel.spec.errors import InputError
-from perfmodel.studies.history import HISTORY_PATH, history_rows, load_software_history, predicted_tflop_per_s_per_gpu
+from perfmodel.studies.observed.history import (
+    HISTORY_PATH,
+    history_rows,
+    load_software_history,
+    predicted_tflop_per_s_per_gpu,
+)
 
 
 def test_megatron_core_gb200_history_matches_the_published_table():

@@ -1,4 +1,4 @@
-"""perfmodel.formulas.timeline (pipeline schedule Gantt rows) and perfmodel.studies.roofline (ops on the roofline).
+"""perfmodel.formulas.timeline (pipeline schedule Gantt rows) and perfmodel.studies.views.roofline (ops on the roofline).
 
 Formula tests: hand-computed makespans of 1F1B and interleaved 1F1B (Narayanan et al. 2021,
 sec. 2.2), and cross-checks against the step model.
@@ -14,8 +14,8 @@ from perfmodel.engine.rules import resolve
 from perfmodel.formulas.timeline import PHASES, pipeline_timeline, rank_order
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.scenario import load_scenario
-from perfmodel.studies.roofline import roofline
-from perfmodel.studies.timeline import scenario_timeline
+from perfmodel.studies.views.roofline import roofline
+from perfmodel.studies.views.timeline import scenario_timeline
 
 
 def _stage_busy(tl, stage):

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import perfmodel as pm
 from perfmodel.engine.band import ErrorBand, band_table, generation_of, kind_of
-from perfmodel.studies.bands import Residual, band_quantiles, coverage, held_out, parts, weighted_quantiles
+from perfmodel.studies.observed.bands import Residual, band_quantiles, coverage, held_out, parts, weighted_quantiles
 
 BAND = ErrorBand("hopper/dense", (0.05, 0.10, 0.50, 0.90, 0.95), (-0.2, -0.1, 0.05, 0.3, 0.5), 3, 0.8)
 

@@ -20,7 +20,7 @@ from perfmodel.spec.errors import InputError
 from perfmodel.spec.model import ModelSpec, MoeSpec
 from perfmodel.spec.pipeline_layout import parse, rank_load, validate
 from perfmodel.spec.scenario import parse_scenario
-from perfmodel.studies.search import SearchOptions, search
+from perfmodel.studies.search.search import SearchOptions, search
 
 DENSE = ModelSpec(name="dense", num_layers=4, hidden_size=1024, num_attention_heads=8, num_query_groups=8,
                   ffn_hidden_size=4096, gated_mlp=True, vocab_size=32000)

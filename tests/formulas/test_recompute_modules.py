@@ -19,7 +19,7 @@ from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import HARDWARE_DIR, load_hardware
 from perfmodel.spec.model import MlaSpec, ModelSpec, MoeSpec
 from perfmodel.spec.scenario import parse_scenario
-from perfmodel.studies.search import SearchOptions, search
+from perfmodel.studies.search.search import SearchOptions, search
 
 H100 = load_hardware("h100-sxm")
 DENSE = ModelSpec(name="dense", num_layers=8, hidden_size=1024, num_attention_heads=8, num_query_groups=8,

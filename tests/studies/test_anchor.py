@@ -12,9 +12,9 @@ import pytest
 import perfmodel as pm
 from perfmodel.engine.prediction import Prediction
 from perfmodel.spec.observed.measured import MeasuredRun
-from perfmodel.studies.anchor import anchored_band, anchored_step_s, fit_anchor
-from perfmodel.studies.anchor_check import BAND_FILE, anchored_what_ifs, load_band
-from perfmodel.studies.validation import load_cases, measured_tps
+from perfmodel.studies.observed.anchor import anchored_band, anchored_step_s, fit_anchor
+from perfmodel.studies.observed.anchor_check import BAND_FILE, anchored_what_ifs, load_band
+from perfmodel.studies.observed.validation import load_cases, measured_tps
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = ROOT / "perfmodel" / "data" / "published_runs.yaml"
@@ -57,7 +57,7 @@ def test_the_compute_factor_scales_both_attention_curves():
     maxima, not their shapes; a GPU without a cuDNN curve keeps none."""
     from perfmodel.spec.hardware import load_hardware
     from perfmodel.spec.profile import efficiencies_for
-    from perfmodel.studies.anchor import anchored_efficiency
+    from perfmodel.studies.observed.anchor import anchored_efficiency
     eff = efficiencies_for(load_hardware("h100-sxm"))[0]
     assert eff.attention_cudnn is not None
     a = anchored_efficiency(eff, {"compute": 0.8})

@@ -60,7 +60,7 @@ def test_cli_prints_the_one_line_flag(tmp_path, capsys):
 
 def test_anchored_band_held_out_coverage_by_source_and_software():
     """Leave-one-source-out: each source's pairs judged against the p10-p90 of the other sources'."""
-    from perfmodel.studies.anchor_check import AnchoredPair, held_out_coverage
+    from perfmodel.studies.observed.anchor_check import AnchoredPair, held_out_coverage
 
     def pair(source, error, changed=()):
         return AnchoredPair(source, "h100", "m", "a", "b", changed, 1.0, error, 0.0)

@@ -18,8 +18,8 @@ from support import ROOT
 import perfmodel as pm
 from perfmodel.cli import main
 from perfmodel.spec.scenario import MovedKeysNote
-from perfmodel.studies.search import PINNABLE
-from perfmodel.studies.validation import load_cases
+from perfmodel.studies.observed.validation import load_cases
+from perfmodel.studies.search.search import PINNABLE
 
 CASES = [c for c in load_cases(ROOT / "perfmodel" / "data" / "published_runs.yaml") if c.get("scenario")]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from calibration import async_tp_overlap as async_tp
-from perfmodel.studies.validation import load_cases
+from perfmodel.studies.observed.validation import load_cases
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -5,7 +5,7 @@ import pytest
 import perfmodel as pm
 from calibration import attention_split
 from perfmodel.spec.scenario import parse_scenario
-from perfmodel.studies.validation import load_cases
+from perfmodel.studies.observed.validation import load_cases
 
 
 def test_split_adds_up_to_the_prediction_and_attention_grows_with_sequence():

@@ -6,11 +6,25 @@ from pathlib import Path
 import pytest
 
 import perfmodel as pm
-from perfmodel.engine.band import (Context, Validated, band_table_from_dict, combined_widening, family_of,
-                                   novel_dimensions, out_of_family, shifted, widen)
-from perfmodel.studies.band_families import (SCHEMES, fit_offsets, fit_widening, held_out_nested,
-                                             out_of_family_table)
-from perfmodel.studies.bands import LEVELS, residuals
+from perfmodel.engine.band import (
+    Context,
+    Validated,
+    band_table_from_dict,
+    combined_widening,
+    family_of,
+    novel_dimensions,
+    out_of_family,
+    shifted,
+    widen,
+)
+from perfmodel.studies.observed.band_families import (
+    SCHEMES,
+    fit_offsets,
+    fit_widening,
+    held_out_nested,
+    out_of_family_table,
+)
+from perfmodel.studies.observed.bands import LEVELS, residuals
 
 RUNS = Path(__file__).resolve().parents[2] / "perfmodel" / "data" / "published_runs.yaml"
 
@@ -103,8 +117,8 @@ def test_a_custom_profile_says_it_has_no_residuals():
 
 def test_nested_coverage_fits_the_offsets_without_the_held_out_group(rows):
     """A held-out stack's runs get the band, offsets and factors fitted on the other stacks alone."""
-    from perfmodel.studies.band_families import _base_band
-    from perfmodel.studies.bands import parts
+    from perfmodel.studies.observed.band_families import _base_band
+    from perfmodel.studies.observed.bands import parts
     stack = "torchtitan-2412-compile"
     held = held_out_nested(rows, "stack")
     rest = [r for r in rows if r.stack != stack]

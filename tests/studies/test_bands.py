@@ -10,8 +10,8 @@ import perfmodel as pm
 from perfmodel.cli import main
 from perfmodel.engine.band import BAND_FILE
 from perfmodel.present.validation_report import markdown
-from perfmodel.studies.band_families import band_file_text
-from perfmodel.studies.bands import coverage_table, residuals
+from perfmodel.studies.observed.band_families import band_file_text
+from perfmodel.studies.observed.bands import coverage_table, residuals
 
 RUNS = Path(__file__).resolve().parents[2] / "perfmodel" / "data" / "published_runs.yaml"
 
@@ -35,7 +35,7 @@ def test_held_out_coverage_of_the_80_percent_band(report):
     the published runs, overall and for each GPU generation with at least 10 runs (Ampere 21,
     Blackwell 86, Hopper 111). Ampere's runs come from two sources (two tables of one paper), and
     its band meets the target only since a unit is a source's stack, not the source
-    (``perfmodel.studies.bands`` lists the variants tried)."""
+    (``perfmodel.studies.observed.bands`` lists the variants tried)."""
     rows = residuals(report)
     cov = coverage_table(rows)
     assert 0.75 <= cov["overall"]["all"][0.8] <= 0.85

@@ -12,7 +12,7 @@ import yaml
 import perfmodel as pm
 from perfmodel.cli import main
 from perfmodel.engine.evaluate import COMPONENTS, LENS
-from perfmodel.studies.symptoms import PATTERNS, SYMPTOMS, TERMS
+from perfmodel.studies.observed.symptoms import PATTERNS, SYMPTOMS, TERMS
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = ROOT / "tests" / "data" / "logs"

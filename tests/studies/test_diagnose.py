@@ -15,8 +15,8 @@ import pytest
 
 import perfmodel as pm
 from perfmodel.spec.observed.measured import MeasuredRun
-from perfmodel.studies.diagnose import band_of
-from perfmodel.studies.perturb import Speeds, gpu_idle_s, perturbed
+from perfmodel.studies.observed.diagnose import band_of
+from perfmodel.studies.views.perturb import Speeds, gpu_idle_s, perturbed
 
 BASE = {"hardware": "h100-sxm", "model": "llama3-8b", "seq_length": 8192, "micro_batch_size": 1, "precision": "bf16"}
 SHORT = {**BASE, "seq_length": 2048}

@@ -6,9 +6,13 @@ import pytest
 
 import perfmodel as pm
 from perfmodel.spec.observed.measured import MeasuredRun
-from perfmodel.studies.causes import (OFF_TENSOR_CORE_FRAC, ON_THE_FLY_TOKENS_PER_S_PER_GPU, input_floor,
-                                      plausibility_penalty)
-from perfmodel.studies.perturb import Speeds, perturbed
+from perfmodel.studies.observed.causes import (
+    OFF_TENSOR_CORE_FRAC,
+    ON_THE_FLY_TOKENS_PER_S_PER_GPU,
+    input_floor,
+    plausibility_penalty,
+)
+from perfmodel.studies.views.perturb import Speeds, perturbed
 
 ONE_GPU = {"hardware": "h100-sxm", "model": "llama3-8b", "seq_length": 2048, "micro_batch_size": 1,
            "precision": "bf16", "num_gpus": 1, "global_batch_size": 8}
@@ -34,7 +38,7 @@ def test_slow_gemms_are_not_blamed_on_the_data_loader(speed):
 
 def test_a_measured_data_wait_lifts_the_loader_floor():
     sc_runs = [_slow_kernels(0.5, data_wait_s=0.0)]
-    from perfmodel.studies.diagnose import run_data
+    from perfmodel.studies.observed.diagnose import run_data
     data = [run_data(r, pm.resolve(r.scenario, profile=None), pm.predict(r.scenario, profile=None)) for r in sc_runs]
     assert input_floor(data) is None
     assert plausibility_penalty(data, "input_pipeline", -20.0) == 0.0

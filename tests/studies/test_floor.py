@@ -21,7 +21,7 @@ from perfmodel.engine.job import bind
 from perfmodel.engine.rules import layout_rule_fields, layout_violations, with_recompute
 from perfmodel.formulas.layouts import Layouts, layouts_from_arrays
 from perfmodel.spec.scenario import PIPELINE_SCHEDULES, Scenario, hardware_of, model_of, parse_scenario
-from perfmodel.studies.search import SearchOptions, bounds_for
+from perfmodel.studies.search.search import SearchOptions, bounds_for
 
 TINY_MOE = dict(name="tiny-moe", num_layers=6, hidden_size=256, num_attention_heads=8, num_query_groups=4,
                 ffn_hidden_size=1024, gated_mlp=True, vocab_size=1000,

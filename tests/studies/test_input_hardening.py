@@ -153,7 +153,7 @@ def test_numbers_must_be_numbers_in_every_input():
     from perfmodel.spec.cost import parse_cost_model
     from perfmodel.spec.hardware import load_hardware, parse_hardware
     from perfmodel.spec.presets import parse_model
-    from perfmodel.studies.search import parse_search_options
+    from perfmodel.studies.search.search import parse_search_options
 
     assert "usd_per_gpu_hour" in str(_input_error(lambda: parse_cost_model({"usd_per_gpu_hour": "3"})))
     assert "top_k" in str(_input_error(lambda: parse_search_options({"top_k": True})))

@@ -1,5 +1,5 @@
 """DeepSeek's published training trace reproduced from its kernels up: one DualPipe chunk pair of
-4 DeepSeek-V3 MoE layers on an H800 (EP64, TP1, 4K), perfmodel.studies.moe_chunk against the
+4 DeepSeek-V3 MoE layers on an H800 (EP64, TP1, 4K), perfmodel.studies.observed.moe_chunk against the
 figures read from deepseek-ai/profile-data train.json (calibration/data/deepseek_v3_train_trace.yaml,
 classification in calibration/deepseek_trace.py)."""
 
@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 import perfmodel as pm
-from perfmodel.studies.moe_chunk import chunk_pair
+from perfmodel.studies.observed.moe_chunk import chunk_pair
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = yaml.safe_load((ROOT / "calibration" / "data" / "deepseek_v3_train_trace.yaml").read_text())

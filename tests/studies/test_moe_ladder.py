@@ -6,7 +6,7 @@ the baseline does not yet (docs/moe.md, 'The Megatron-LM GB200 ladder')."""
 import pytest
 
 import perfmodel as pm
-from perfmodel.studies.history import load_software_history
+from perfmodel.studies.observed.history import load_software_history
 
 BASELINE_TFLOPS, FINAL_TFLOPS = 494.46, 970.01
 

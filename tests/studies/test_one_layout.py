@@ -9,20 +9,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from perfmodel.engine.distinct import MIN_ROWS, forget
 from perfmodel.engine.enumerate import enumerate_layouts, keep
 from perfmodel.engine.evaluate import COMPONENTS, evaluate
 from perfmodel.engine.job import bind
 from perfmodel.engine.prediction import measure
 from perfmodel.engine.rules import layout_rule_fields, layout_violations, resolve
 from perfmodel.formulas.comm import FEW_ROWS
-from perfmodel.engine.distinct import MIN_ROWS, forget
 from perfmodel.formulas.layouts import Layouts, layouts_from_arrays
 from perfmodel.formulas.memory import COMPONENTS as MEMORY_COMPONENTS
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.profile import AUTO, efficiencies_for
 from perfmodel.spec.scenario import hardware_of, model_of, parse_scenario
-from perfmodel.studies.search import SearchOptions, bounds_for, search
-from perfmodel.studies.validation import load_cases
+from perfmodel.studies.observed.validation import load_cases
+from perfmodel.studies.search.search import SearchOptions, bounds_for, search
 
 CASES = Path(__file__).resolve().parents[2] / "perfmodel" / "data" / "published_runs.yaml"
 BATCH = 2 * MIN_ROWS

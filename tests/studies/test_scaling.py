@@ -18,8 +18,8 @@ from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import load_hardware
 from perfmodel.spec.reliability import FailureModel
 from perfmodel.spec.scenario import parse_scenario
-from perfmodel.studies.scaling import ScalingPoint, find_knee, recommend, scale_sweep
-from perfmodel.studies.search import SearchOptions, search
+from perfmodel.studies.search.scaling import ScalingPoint, find_knee, recommend, scale_sweep
+from perfmodel.studies.search.search import SearchOptions, search
 
 SMALL = dict(name="small", num_layers=8, hidden_size=1024, num_attention_heads=16, ffn_hidden_size=4096,
              vocab_size=32000)

@@ -8,8 +8,8 @@ import json
 
 import numpy as np
 import pytest
-from support import with_software
 from support import spec_predict as predict
+from support import with_software
 
 import perfmodel as pm
 from perfmodel.cli import main
@@ -18,7 +18,7 @@ from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import load_hardware
 from perfmodel.spec.scenario import PIPELINE_SCHEDULES, model_of, parse_scenario, scenario_to_dict
 from perfmodel.studies.bench import BENCH_SCENARIO, WIDE_OPTIONS
-from perfmodel.studies.search import SearchOptions, search
+from perfmodel.studies.search.search import SearchOptions, search
 
 H100 = load_hardware("h100-sxm")
 VPP = {"1f1b": 1, "interleaved": 2, "zb-h1": 1, "zb-h2": 1, "zb-v": 2, "dualpipe": 1, "dualpipe-v": 2}
@@ -165,7 +165,7 @@ def test_schedule_is_pinnable():
 
 
 def test_dualpipe_rows_have_no_pp_or_ep_overlap_variants():
-    from perfmodel.studies.job_variants import has_traffic
+    from perfmodel.studies.search.job_variants import has_traffic
     cols = dict(tp=np.array([1, 1]), pp=np.array([2, 2]), cp=np.array([1, 1]), ep=np.array([8, 8]),
                 etp=np.array([1, 1]), zero_stage=np.array([0, 0]), schedule=np.array([0, 5]))
     m = model_of(moe())

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import with_software
 from support import spec_predict as predict
+from support import with_software
 
 from perfmodel.cli import main
 from perfmodel.engine.rules import check_layout, layout_violation, layout_violation_fields
@@ -19,7 +19,7 @@ from perfmodel.spec.cost import CostModel
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import load_hardware
 from perfmodel.spec.scenario import Parallelism, Scenario, parse_scenario
-from perfmodel.studies.search import DOES_NOT_FIT, SearchOptions, pareto_front, parse_search_options, search
+from perfmodel.studies.search.search import DOES_NOT_FIT, SearchOptions, pareto_front, parse_search_options, search
 
 H100 = load_hardware("h100-sxm")
 TINY = dict(name="tiny", num_layers=4, hidden_size=256, num_attention_heads=8, num_query_groups=4,

@@ -9,15 +9,15 @@ from typing import get_args
 
 import numpy as np
 import pytest
-from support import with_software
 from support import spec_predict as predict
+from support import with_software
 
 from perfmodel.cli import main
 from perfmodel.engine.enumerate import enumerate_layouts, enumeration
 from perfmodel.spec.hardware import load_hardware
 from perfmodel.spec.scenario import Precision, Scenario, hardware_of, model_of, parse_scenario
 from perfmodel.studies.bench import BENCH_SCENARIO, WIDE_OPTIONS
-from perfmodel.studies.search import SearchOptions, bounds_for, search
+from perfmodel.studies.search.search import SearchOptions, bounds_for, search
 
 TINY = dict(name="tiny", num_layers=4, hidden_size=256, num_attention_heads=8, num_query_groups=4,
             ffn_hidden_size=1024, gated_mlp=True, vocab_size=1000)
@@ -112,7 +112,7 @@ def test_the_widened_bench_search_tries_every_precision_its_hardware_runs():
 @pytest.mark.parametrize("bad", [(), (True, False, True), ("on",)])
 def test_search_option_is_checked(bad):
     from perfmodel.spec.errors import InputError
-    from perfmodel.studies.search import parse_search_options
+    from perfmodel.studies.search.search import parse_search_options
     with pytest.raises(InputError, match="sequence_parallel"):
         parse_search_options({"sequence_parallel": bad})
 
@@ -139,7 +139,7 @@ def test_moe_with_ep_and_tp_needs_sequence_parallelism():
     (dict(tp=1, pp=1, cp=1, zero_stage=0), dict(tp=None, dp=0.0), []),                # tp = 1: nothing to hide
 ])
 def test_a_candidate_names_the_traffic_it_overlaps(par, overlap, expected):
-    from perfmodel.studies.search import PINNABLE
+    from perfmodel.studies.search.search import PINNABLE
     s = scen(parallelism=par, software=dict(overlap=overlap))
     best = search(s, SearchOptions(top_k=1, pin=PINNABLE)).best
     assert best.overlapped() == expected and best.to_dict()["overlapped"] == expected

@@ -12,25 +12,25 @@ import pytest
 from support import spec_predict as predict
 from support import with_software
 
-from perfmodel.engine.block import block_time
 import perfmodel.engine.distinct as distinct
-import perfmodel.studies.layout_table as layout_table
-import perfmodel.studies.search as search_module
+import perfmodel.studies.search.layout_table as layout_table
+import perfmodel.studies.search.search as search_module
 from perfmodel.cli import main
+from perfmodel.engine.block import block_time
+from perfmodel.engine.distinct import once_per_shape
 from perfmodel.engine.enumerate import enumerate_layouts, enumeration
 from perfmodel.engine.evaluate import evaluate
 from perfmodel.engine.floor import compute_floor_s
 from perfmodel.engine.job import bind
 from perfmodel.engine.job_memory import job_memory
 from perfmodel.engine.rules import layout_rule_fields, layout_violation, with_recompute
-from perfmodel.engine.distinct import once_per_shape
 from perfmodel.formulas.layouts import Layouts, layouts_from_arrays
 from perfmodel.formulas.workload import LayerKind, layer_kinds, layer_ops
 from perfmodel.spec.scenario import Scenario, hardware_of, model_of, parse_scenario
 from perfmodel.studies import bench as bench_module
-from perfmodel.studies.job_variants import OVERLAP_KINDS, has_traffic, variants
-from perfmodel.studies.layout_table import concat, pareto_front
-from perfmodel.studies.search import SearchOptions, bounds_for, search
+from perfmodel.studies.search.job_variants import OVERLAP_KINDS, has_traffic, variants
+from perfmodel.studies.search.layout_table import concat, pareto_front
+from perfmodel.studies.search.search import SearchOptions, bounds_for, search
 
 TINY = dict(name="tiny", num_layers=4, hidden_size=256, num_attention_heads=8, num_query_groups=4,
             ffn_hidden_size=1024, gated_mlp=True, vocab_size=1000)

@@ -19,8 +19,8 @@ from perfmodel.formulas.comm import NVLS_ALLREDUCE_GAIN
 from perfmodel.formulas.counts import param_count
 from perfmodel.spec.profile import efficiencies_for
 from perfmodel.spec.scenario import hardware_of, parse_scenario
-from perfmodel.studies.perturb import RESOURCES, Speeds, perturbed
-from perfmodel.studies.sensitivity import effects_at, sensitivity
+from perfmodel.studies.views.perturb import RESOURCES, Speeds, perturbed
+from perfmodel.studies.views.sensitivity import effects_at, sensitivity
 
 BASE = {"hardware": "h100-sxm", "model": "llama3-8b", "num_gpus": 1, "seq_length": 4096, "global_batch_size": 8,
         "micro_batch_size": 1, "precision": "bf16", "recompute": "none"}

@@ -12,8 +12,8 @@ from perfmodel.spec.cost import CostModel
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import load_hardware
 from perfmodel.spec.scenario import parse_scenario
-from perfmodel.studies.search import SearchOptions
-from perfmodel.studies.sizing import size_cluster
+from perfmodel.studies.search.search import SearchOptions
+from perfmodel.studies.search.sizing import size_cluster
 
 SMALL = dict(name="small", num_layers=8, hidden_size=1024, num_attention_heads=16, ffn_hidden_size=4096,
              vocab_size=32000)

@@ -9,8 +9,8 @@ import perfmodel as pm
 from perfmodel.present.verdicts import sizing_reason_text
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.studies import LLAMA3_BATCH_TOKENS
-from perfmodel.studies.batch import MAX_BATCH_DOUBLINGS, batch_rungs, grown_batch
-from perfmodel.studies.sizing import size_cluster
+from perfmodel.studies.search.batch import MAX_BATCH_DOUBLINGS, batch_rungs, grown_batch
+from perfmodel.studies.search.sizing import size_cluster
 
 EXAMPLE = "perfmodel/data/example_scenario.yaml"   # Llama 3 70B, seq 8192, global batch 128 (1M tokens)
 DAY = 86400.0

@@ -12,9 +12,9 @@ from perfmodel.formulas.power import facility_power_per_gpu_w, gpus_under_envelo
 from perfmodel.spec.facility import Facility
 from perfmodel.spec.hardware import load_hardware
 from perfmodel.spec.scenario import parse_scenario
-from perfmodel.studies.constraints import capped_counts, power_cap
-from perfmodel.studies.search import SearchOptions
-from perfmodel.studies.sizing import size_cluster
+from perfmodel.studies.search.constraints import capped_counts, power_cap
+from perfmodel.studies.search.search import SearchOptions
+from perfmodel.studies.search.sizing import size_cluster
 
 SMALL = dict(name="small", num_layers=8, hidden_size=1024, num_attention_heads=16, ffn_hidden_size=4096,
              vocab_size=32000)

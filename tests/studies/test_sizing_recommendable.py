@@ -11,9 +11,9 @@ from perfmodel.cli import main
 from perfmodel.spec.cost import CostModel
 from perfmodel.spec.hardware import list_hardware_ids, load_hardware
 from perfmodel.spec.scenario import parse_scenario
-from perfmodel.studies.recommendable import recommendable
-from perfmodel.studies.search import SearchOptions
-from perfmodel.studies.sizing import size_cluster
+from perfmodel.studies.search.recommendable import recommendable
+from perfmodel.studies.search.search import SearchOptions
+from perfmodel.studies.search.sizing import size_cluster
 
 SCENARIO = dict(hardware="h100-sxm", num_gpus=8, seq_length=2048, global_batch_size=128,
                 model=dict(name="small", num_layers=8, hidden_size=1024, num_attention_heads=16,

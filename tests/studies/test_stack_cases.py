@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from perfmodel.studies.validation import load_cases
+from perfmodel.studies.observed.validation import load_cases
 
 ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("stack_cases", ROOT / "scripts" / "stack_cases.py")

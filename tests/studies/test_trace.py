@@ -6,14 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
+from support.profiler_trace import EXPECTED_COMMUNICATION_TOTAL_US, EXPECTED_PER_STEP_US, trace
 
 import perfmodel as pm
 from perfmodel.cli import main
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.observed.profiler_trace import parse_trace, read_trace
-from perfmodel.studies.trace_classes import CLASSES, predicted_classes
-from perfmodel.studies.trace_compare import kernel_class, measured_classes
-from support.profiler_trace import EXPECTED_COMMUNICATION_TOTAL_US, EXPECTED_PER_STEP_US, trace
+from perfmodel.studies.observed.trace_compare import kernel_class, measured_classes
+from perfmodel.studies.views.trace_classes import CLASSES, predicted_classes
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "perfmodel" / "data" / "example_scenario.yaml"
@@ -62,7 +62,7 @@ def test_trace_of_the_whole_step_matches_the_prediction():
     doc = pm.trace(sc)
     x = [e for e in doc["traceEvents"] if e["ph"] == "X"]
     end_s = max(e["ts"] + e["dur"] for e in x) / 1e6
-    from perfmodel.studies.timeline import scenario_timeline
+    from perfmodel.studies.views.timeline import scenario_timeline
     assert end_s == pytest.approx(scenario_timeline(pm.resolve(sc), 256).makespan_s, rel=1e-9)
     assert end_s == pytest.approx(pm.predict(sc).step_time_s, rel=0.01)
     rank0 = sorted((e["ts"], e["ts"] + e["dur"]) for e in x if e["pid"] == 0 and e["tid"] in (1, 2))
@@ -155,7 +155,7 @@ def test_the_predicted_trace_read_back_is_the_prediction():
     """Cross-check of writer, reader and classes: the predicted step of a job without a pipeline,
     written as a trace and read back as a profiler trace, gives every class's predicted time
     (a different path: event intervals and name patterns against the step model's breakdown)."""
-    from perfmodel.studies.trace_compare import compare_trace
+    from perfmodel.studies.observed.trace_compare import compare_trace
     sc = pm.parse_scenario({**pm.scenario_to_dict(pm.load_scenario(EXAMPLE)), "parallelism": {
         "tp": 8, "pp": 1, "vpp": 1, "cp": 1, "sequence_parallel": True, "zero_stage": 1}})
     c = compare_trace(parse_trace(_as_profiler_trace(pm.trace(sc)), "round trip"), pm.resolve(sc))

@@ -11,7 +11,7 @@ from support import spec_predict as predict
 from perfmodel.cli import main
 from perfmodel.present.validation_report import markdown
 from perfmodel.spec.scenario import parse_scenario
-from perfmodel.studies.validation import load_cases, validate
+from perfmodel.studies.observed.validation import load_cases, validate
 
 RUNS = Path(__file__).resolve().parents[2] / "perfmodel" / "data" / "published_runs.yaml"
 IDS = ("megatron2021_t1_1.7B", "megatron2021_t1_18.4B", "dgxc_1b9bb6b_h100_llama3_8b_bf16_8gpu")
@@ -90,7 +90,7 @@ def test_cli_json_and_one_line_errors(tmp_path, capsys, small_cases):
 
 
 def _result(id_, error, source="s", gpu="g", model="m"):
-    from perfmodel.studies.validation import CaseResult
+    from perfmodel.studies.observed.validation import CaseResult
     return CaseResult(id=id_, hardware=gpu, source=source, trust="high", basis="measured",
                       measured_tokens_per_s_per_gpu=100.0, predicted_tokens_per_s_per_gpu=100.0 * (1 + error),
                       predicted_step_time_s=1.0, measured_step_time_s=None, measured_mfu=None, predicted_mfu=0.5,
@@ -98,7 +98,7 @@ def _result(id_, error, source="s", gpu="g", model="m"):
 
 
 def test_what_if_pairs_only_cases_of_one_source_gpu_and_model():
-    from perfmodel.studies.validation import Report
+    from perfmodel.studies.observed.validation import Report
     # +10% and -10% on one stack: the predicted ratio 1.1 / 0.9 is 22.2% off the measured 1.
     # +50% and +50%: a common offset, the ratio is exact. The lone cases pair with nothing.
     results = (_result("a", 0.10), _result("b", -0.10),
@@ -128,7 +128,7 @@ def test_repeated_jobs_floor_by_hand():
     add nothing. Floor = 0.5 / 5 cases."""
     from dataclasses import replace
 
-    from perfmodel.studies.validation import Report
+    from perfmodel.studies.observed.validation import Report
     a = replace(_result("a", 0.0), scenario_key="job1")
     b = replace(_result("b", 0.0), scenario_key="job1", measured_tokens_per_s_per_gpu=200.0)
     others = (replace(_result("c", 0.2), scenario_key="job2"), replace(_result("d", 0.1), scenario_key="job3"),

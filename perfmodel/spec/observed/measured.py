@@ -7,7 +7,7 @@ timers and peak memory. A run may state the GPU count, the global batch or the s
 ran with; these override the scenario's, so one scenario and several logs make a scaling series.
 An ``ObservedRun`` is such a run bound to the scenario it ran.
 
-``measured:`` block keys (a case of a ``perfmodel-cases/1`` file, ``perfmodel.studies.validation``)::
+``measured:`` block keys (a case of a ``perfmodel-cases/1`` file, ``perfmodel.studies.observed.validation``)::
 
     step_time_s, tokens_per_s_per_gpu, tokens_per_s, samples_per_s, mfu, tflop_per_s_per_gpu,
     gpu_utilisation (fraction), data_wait_s, peak_memory_gib, step_times_s (a list),

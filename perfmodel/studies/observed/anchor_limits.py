@@ -1,14 +1,14 @@
 """What an anchor can carry: an anchored what-if of another stack, precision or model family.
 
 Anchoring measures a stack's offset from the model on the user's runs and carries it to a what-if
-(``perfmodel.studies.anchor``). The offset belongs to the software that ran, the precision its
+(``perfmodel.studies.observed.anchor``). The offset belongs to the software that ran, the precision its
 kernels used and the kernels the model's shape calls:
 
 ===========  ======================================================================================
 differs      what the anchor does
 ===========  ======================================================================================
 stack        flagged: the offset of one stack says nothing of another's (the published runs' stacks
-             sit from -11% to +35% from the model, ``perfmodel.studies.bands``), so the what-if
+             sit from -11% to +35% from the model, ``perfmodel.studies.observed.bands``), so the what-if
              keeps the unanchored band (with its out-of-family widening) about the anchored figure
 precision    flagged in the same way: an fp8 GEMM reaches another share of its peak than a bf16 one
              (the calibrated GEMM curves differ by precision, ``hardware/*.yaml``)

@@ -19,7 +19,7 @@ Per step (the trace's window, the first kernel's start to the last kernel's end,
 ``ProfilerStep#`` count, or one step where it marks none): gemm, attention and elementwise are the
 summed kernel time of their class; communication is the time a communication kernel runs while no
 compute kernel does (the exposed part, as the model counts it; the total is kept beside it); idle
-is the window with no kernel at all. Predicted: ``perfmodel.studies.trace_classes``.
+is the window with no kernel at all. Predicted: ``perfmodel.studies.views.trace_classes``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from perfmodel.engine.rules import Resolved
 from perfmodel.spec.observed.profiler_trace import ProfilerTrace
-from perfmodel.studies.trace_classes import CLASSES, predicted_classes
+from perfmodel.studies.views.trace_classes import CLASSES, predicted_classes
 
 KERNEL_CLASSES = (
     ("communication", re.compile(r"nccl|rccl|ep::internode|ep::intranode|deep_ep|cross_device|symm_mem|"

@@ -9,7 +9,7 @@ checkpoints, restarts and start-up, ``goodput.py``) and cost = N W price (``cost
 Among the counts with W <= deadline and cost <= budget the cheapest wins (ties: the faster).
 
 The global batch is the scenario's at every count first. With a batch limit (``max_batch_tokens``,
-``perfmodel.studies.batch``), a hardware type on which no count meets both the deadline and the
+``perfmodel.studies.search.batch``), a hardware type on which no count meets both the deadline and the
 budget at that batch is tried again at every count with the batch doubled, then doubled again, up
 to the limit, and the cheapest option of any batch wins (ties: the smaller batch): the batch grows
 where it, not the hardware, is what misses the targets, as real runs grow it with their GPUs.
@@ -42,11 +42,18 @@ from perfmodel.spec.limits import MAX_NUM_GPUS, MAX_SWEEP_POINTS
 from perfmodel.spec.reliability import FailureModel
 from perfmodel.spec.scenario import Scenario, hardware_of, model_of
 from perfmodel.spec.studies import MAX_STUDY_HARDWARE
-from perfmodel.studies.batch import batch_rungs
-from perfmodel.studies.buy_rent import BuyVsRent, buy_vs_rent_or_none
-from perfmodel.studies.constraints import RowConstraints, at_site, bought, capped_counts, power_cap, row_constraints
-from perfmodel.studies.recommendable import placeholder_price, recommendable
-from perfmodel.studies.search import Candidate, SearchOptions, search
+from perfmodel.studies.search.batch import batch_rungs
+from perfmodel.studies.search.buy_rent import BuyVsRent, buy_vs_rent_or_none
+from perfmodel.studies.search.constraints import (
+    RowConstraints,
+    at_site,
+    bought,
+    capped_counts,
+    power_cap,
+    row_constraints,
+)
+from perfmodel.studies.search.recommendable import placeholder_price, recommendable
+from perfmodel.studies.search.search import Candidate, SearchOptions, search
 
 GPU_COUNTS_DEFAULT = tuple(2 ** k for k in range(3, 15))
 """8 to 16,384 GPUs in powers of two (16,384 is the Llama 3 405B run; Llama Team 2024)."""

@@ -1,7 +1,7 @@
 """Out-of-family error bands: coverage when whole stacks, model families, GPU generations,
 sequence-length ranges or scales are held out, and the widening that restores it.
 
-Notation (``perfmodel.studies.bands`` for r, units, b and e):
+Notation (``perfmodel.studies.observed.bands`` for r, units, b and e):
 
 =========  =====================================================================================
 scheme     how runs are grouped for holding out: ``source`` (one publication), ``stack`` (one named
@@ -19,7 +19,7 @@ models it already knows. A user's job can be of a stack, a family or a GPU gener
 run has; there the residual's offset is not drawn from units like it, and the band is too narrow.
 
 A category (stack, family, generation) is treated as one more random effect, as the units'
-offsets are (``perfmodel.studies.bands``): hold out each group of the dimension in turn, fit the
+offsets are (``perfmodel.studies.observed.bands``): hold out each group of the dimension in turn, fit the
 band on the rest, and keep the group's offset c_g; a job of a new stack (family, generation) has
 r + c, c drawn from the held-out groups' offsets, each group weighing the same (a user's new stack is
 one draw of stacks, whatever the number of runs a stack published). A range (sequence length, GPU
@@ -60,10 +60,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfmodel.engine.band import (CATEGORIES, NOMINAL_HIGH, NOMINAL_LOW, RANGES, Context, Validated,
-                                   novel_dimensions, out_of_family, widen)
-from perfmodel.studies.bands import HEADER, LEVELS, NOMINAL, band_quantiles, covered, parts, residuals
-from perfmodel.studies.bands import band_file_data as _strata_file_data
+from perfmodel.engine.band import (
+    CATEGORIES,
+    NOMINAL_HIGH,
+    NOMINAL_LOW,
+    RANGES,
+    Context,
+    Validated,
+    novel_dimensions,
+    out_of_family,
+    widen,
+)
+from perfmodel.studies.observed.bands import HEADER, LEVELS, NOMINAL, band_quantiles, covered, parts, residuals
+from perfmodel.studies.observed.bands import band_file_data as _strata_file_data
 
 BIN_FACTOR = 4
 """Width of the sequence-length and scale bins: a factor of 4 (2K-8K, 8K-32K, ...; 8-32 GPUs, ...)."""
@@ -234,7 +243,7 @@ def out_of_family_file_data(rows) -> dict:
 
 def band_file_data(report, profiles: bool = True) -> dict:
     """The band table as written to ``perfmodel/data/error_bands.yaml``: the strata
-    (``perfmodel.studies.bands``) and the out-of-family block."""
+    (``perfmodel.studies.observed.bands``) and the out-of-family block."""
     return {**_strata_file_data(report, profiles), "out_of_family": out_of_family_file_data(residuals(report))}
 
 

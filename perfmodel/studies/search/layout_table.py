@@ -30,7 +30,7 @@ from perfmodel.formulas.layouts import Layouts, layouts_from_arrays
 from perfmodel.formulas.pipeline import schedule_code, schedule_name
 from perfmodel.spec.scenario import Parallelism, Scenario, default_schedule, model_of
 from perfmodel.spec.software import Overlap
-from perfmodel.studies.job_variants import OVERLAP_KINDS, has_traffic
+from perfmodel.studies.search.job_variants import OVERLAP_KINDS, has_traffic
 
 SAMPLE_ROWS = 4000
 """Most layouts kept for the app's chart of the layouts that fit (it draws them all)."""

@@ -1,6 +1,6 @@
 """Which resource the step time depends on: what twice as much of each would buy.
 
-For each resource r (``perfmodel.studies.perturb.RESOURCES``) the job is evaluated again with r
+For each resource r (``perfmodel.studies.views.perturb.RESOURCES``) the job is evaluated again with r
 twice as fast and nothing else changed:
 
     gain_r       = 1 - t(2r) / t                  (the share of the step 2x of r removes)
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from perfmodel.engine.rules import Resolved
 from perfmodel.spec.errors import InputError
-from perfmodel.studies.perturb import RESOURCES, Evaluator, Speeds
+from perfmodel.studies.views.perturb import RESOURCES, Evaluator, Speeds
 
 SPEEDUP = 2.0
 """'What 2x of each would buy' (issue 34): the speed-up applied to one resource at a time."""

@@ -3,7 +3,7 @@
 The scenario fixes the job (model, hardware, GPUs, sequence length, global batch, training
 tokens, software stack); its ``parallelism``, ``micro_batch_size`` and ``recompute`` are searched
 over (``perfmodel.engine.enumerate``), unless pinned, along with the pipeline schedules (a column
-of the layout), precisions, overlap settings (``perfmodel.studies.job_variants``) and GPU counts
+of the layout), precisions, overlap settings (``perfmodel.studies.search.job_variants``) and GPU counts
 the options name. The rules every entry point
 applies (``perfmodel.engine.rules``) drop the layouts that cannot run, the memory model those
 that do not fit, and the engine times the rest, one call per chunk of about ``CHUNK`` layouts
@@ -13,7 +13,7 @@ gives its scenario. No Python runs per candidate except for the ones kept.
 
 The layouts stream through: the search keeps the best ``top_k``, the time-cost front, the count
 of layouts rejected for each reason and a bounded sample of those that fit
-(``perfmodel.studies.layout_table``), so its memory does not grow with the number of layouts.
+(``perfmodel.studies.search.layout_table``), so its memory does not grow with the number of layouts.
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ from perfmodel.spec.scenario import (
     hardware_of,
     model_of,
 )
-from perfmodel.studies.job_variants import OVERLAP_KINDS, OverlapKind, Variant, applies, variants
-from perfmodel.studies.layout_table import (  # noqa: F401  (Candidate, LayoutTable, pareto_front: public here)
+from perfmodel.studies.search.job_variants import OVERLAP_KINDS, OverlapKind, Variant, applies, variants
+from perfmodel.studies.search.layout_table import (  # noqa: F401  (Candidate, LayoutTable, pareto_front: public here)
     Candidate,
     LayoutTable,
     best_candidates,
@@ -114,7 +114,7 @@ class SearchOptions(BaseModel):
     """None = the scenario's num_gpus; several counts make the time-cost front non-trivial."""
     overlap: Annotated[tuple[OverlapKind, ...], Field(max_length=len(OVERLAP_KINDS))] = ()
     """Communication kinds (tp, cp, ep, pp, dp, fsdp) whose overlap with compute is searched,
-    switched off and on (``perfmodel.studies.job_variants``); the others keep the scenario's
+    switched off and on (``perfmodel.studies.search.job_variants``); the others keep the scenario's
     settings. () = the scenario's settings only."""
     schedules: Annotated[tuple[PipelineSchedule, ...], Field(max_length=len(PIPELINE_SCHEDULES))] | None = None
     """Pipeline schedules to try on every layout with pp > 1 (``perfmodel.formulas.pipeline``); the
@@ -143,7 +143,7 @@ class SearchResult:
     """Non-dominated in (time, cost), fastest first."""
     table: LayoutTable
     """A sample of the layouts that fit, every ``num_fit / len(table)``-th or so, at most
-    ``perfmodel.studies.layout_table.SAMPLE_ROWS`` (all of them when that many or fewer fit)."""
+    ``perfmodel.studies.search.layout_table.SAMPLE_ROWS`` (all of them when that many or fewer fit)."""
     num_enumerated: int
     """(layout, pipeline schedule, recompute, precision, overlap settings) combinations generated."""
     num_valid: int

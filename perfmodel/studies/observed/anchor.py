@@ -16,7 +16,7 @@ factor              what it multiplies (``anchored_efficiency``)
 ==================  =====================================================================================
 
 The factors are the most probable ones (each with the log-normal prior of
-``perfmodel.studies.causes``: a factor of 2 is one standard deviation) that reproduce the runs'
+``perfmodel.studies.observed.causes``: a factor of 2 is one standard deviation) that reproduce the runs'
 step times. One run identifies one number, so the fit shares its gap between the factors in
 proportion to how much the step depends on each: a compute-bound anchor moves ``compute``, one
 bound by exposed communication (ZeRO-3 at 1,536 GPUs) moves ``communication``. Two or more runs
@@ -38,7 +38,7 @@ from perfmodel.engine.rules import Resolved
 from perfmodel.spec import limits
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.errors import InputError
-from perfmodel.studies.causes import CALIBRATED_PRIOR_LOG_SD
+from perfmodel.studies.observed.causes import CALIBRATED_PRIOR_LOG_SD
 
 FACTORS = ("compute", "communication")
 ANCHOR_NOISE_FRAC = 0.01
@@ -111,7 +111,7 @@ def fit_anchor(runs: list[tuple[str, Resolved, float]]) -> Anchor:
     moves compute, one bound by exposed communication moves communication."""
     if not 0 < len(runs) <= limits.MAX_OBSERVED_RUNS:
         raise InputError("anchor", f"{len(runs):,} measured runs; anchor on 1 to {limits.MAX_OBSERVED_RUNS}")
-    from scipy.optimize import least_squares   # here, not at import: scipy.optimize costs a predict 0.1-0.3 s
+    from scipy.optimize import least_squares  # here, not at import: scipy.optimize costs a predict 0.1-0.3 s
 
     def resid(log_f):
         fs = dict(zip(FACTORS, np.exp(log_f)))

@@ -7,11 +7,11 @@ returns a ``Diagnosis``:
 
 - per run, predicted against measured step time, tokens/s per GPU, MFU, GPU utilisation and
   memory, with the prediction's error band where perfmodel offers one (``band_of``);
-- the gap's causes, ranked (``perfmodel.studies.causes``);
+- the gap's causes, ranked (``perfmodel.studies.observed.causes``);
 - for runs at several GPU counts, measured against predicted parallel efficiency (tokens/s per
   GPU over the smallest count's) and the first count where they part;
-- the rows of the symptom table the measurements show (``perfmodel.studies.symptoms``);
-- the sensitivity of the run with the largest gap (``perfmodel.studies.sensitivity``).
+- the rows of the symptom table the measurements show (``perfmodel.studies.observed.symptoms``);
+- the sensitivity of the run with the largest gap (``perfmodel.studies.views.sensitivity``).
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from perfmodel.engine.rules import Resolved
 from perfmodel.spec import limits
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.observed.measured import ObservedRun
-from perfmodel.studies.causes import Cause, RunData, rank_causes, timer_groups
-from perfmodel.studies.perturb import Evaluator, Speeds, gpu_idle_s
-from perfmodel.studies.sensitivity import Sensitivity, sensitivity
-from perfmodel.studies.symptoms import SYMPTOM
+from perfmodel.studies.observed.causes import Cause, RunData, rank_causes, timer_groups
+from perfmodel.studies.observed.symptoms import SYMPTOM
+from perfmodel.studies.views.perturb import Evaluator, Speeds, gpu_idle_s
+from perfmodel.studies.views.sensitivity import Sensitivity, sensitivity
 
 PART_THRESHOLD = 0.05
 """Measured and predicted parallel efficiency 'part' where they differ by more than this: above

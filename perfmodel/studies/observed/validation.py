@@ -62,7 +62,7 @@ class CaseResult:
     """The scenario as canonical JSON without its name, its software as the options in force (not
     the stack's name): equal for cases that describe the same job."""
     kind: str = "dense"
-    """'dense' or 'moe': one of the strata of the error band (``perfmodel.studies.bands``)."""
+    """'dense' or 'moe': one of the strata of the error band (``perfmodel.studies.observed.bands``)."""
     stack: str = ""
     """The scenario's named software stack (``software.stack``), '' where it names none: with the
     source and the GPU generation, the unit whose offset the error band draws."""

@@ -10,7 +10,7 @@ runs the same timeline, so one stands for all), three threads (streams) per rank
 thread     events
 =========  ==================================================================================
 compute    each forward and backward of a micro-batch (chunk), split into its ops in the
-           proportions of their predicted times (``perfmodel.studies.trace_classes.op_shares``),
+           proportions of their predicted times (``perfmodel.studies.views.trace_classes.op_shares``),
            and the pipeline bubble: the idle gaps between them
 comm       the communication each forward and backward leaves exposed
 tail       after the last backward: the data-parallel gradient sync left exposed, the optimizer
@@ -19,7 +19,7 @@ tail       after the last backward: the data-parallel gradient sync left exposed
 
 Each event's ``cat`` is its kernel class (gemm, attention, elementwise, communication, idle), the
 classes ``perfmodel diagnose --trace`` compares a measured trace in. The schedule is
-``perfmodel.studies.timeline``'s; micro-batches beyond ``MAX_TRACE_MICROBATCHES`` are not drawn
+``perfmodel.studies.views.timeline``'s; micro-batches beyond ``MAX_TRACE_MICROBATCHES`` are not drawn
 (the trace says how many were).
 """
 
@@ -28,8 +28,8 @@ from __future__ import annotations
 from perfmodel.engine.evaluate import evaluate
 from perfmodel.engine.rules import Resolved
 from perfmodel.formulas.timeline import PHASES
-from perfmodel.studies.timeline import scenario_timeline
-from perfmodel.studies.trace_classes import op_shares
+from perfmodel.studies.views.timeline import scenario_timeline
+from perfmodel.studies.views.trace_classes import op_shares
 
 MAX_TRACE_MICROBATCHES = 256
 """Micro-batches drawn: past the warm-up every one repeats the steady state."""
@@ -64,7 +64,7 @@ def _split(row: dict, shares, backward: bool) -> list[dict]:
 TAIL_PARTS = (("data-parallel gradient sync", "communication", ("dp_comm",)),
               ("optimizer step", "elementwise", ("optimizer",)),
               ("host overheads and data wait", "idle", ("overheads", "data_wait")))
-"""The step's tail as the timeline ends it (``perfmodel.studies.timeline._TAIL``), in its parts."""
+"""The step's tail as the timeline ends it (``perfmodel.studies.views.timeline._TAIL``), in its parts."""
 
 
 def _tail(row: dict, breakdown: dict) -> list[dict]:

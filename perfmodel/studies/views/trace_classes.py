@@ -9,12 +9,12 @@ elementwise     (compute + recompute) x the memory-bound ops' share, + the optim
 communication   exposed communication: tp, cp, ep, fsdp, pp and dp (hidden traffic is not
                 counted: it runs beside a compute kernel), and exposed activation-offload copies
 idle            no kernel on the GPU: the pipeline bubble, the data wait and the host's
-                exposed dispatch (``perfmodel.studies.perturb.gpu_idle_s``)
+                exposed dispatch (``perfmodel.studies.views.perturb.gpu_idle_s``)
 ==============  ===========================================================================
 
 The shares come from the layers' op times (``perfmodel.engine.block.block_time``), each layer
 kind weighted by its number of layers, forward and backward together: the same split the
-timeline uses for forward and backward (``perfmodel.studies.timeline``).
+timeline uses for forward and backward (``perfmodel.studies.views.timeline``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from perfmodel.engine.evaluate import evaluate
 from perfmodel.engine.rules import Resolved
 from perfmodel.formulas.ops import OpKind
 from perfmodel.formulas.workload import layer_kinds, layer_ops
-from perfmodel.studies.perturb import gpu_idle_s
+from perfmodel.studies.views.perturb import gpu_idle_s
 
 CLASSES = ("gemm", "attention", "elementwise", "communication", "idle")
 COMM_TERMS = ("tp_comm", "cp_comm", "ep_comm", "fsdp_comm", "pp_comm", "dp_comm")

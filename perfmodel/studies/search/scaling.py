@@ -20,7 +20,7 @@ V           the user's value of time, dollars per hour of wall time saved
 Strong scaling keeps the global batch (counts where it does not split are skipped, with the
 reason); weak scaling grows it in proportion to N (global_batch x N / scenario.num_gpus); grow
 doubles it each time N doubles past the scenario's count, never below the scenario's batch and
-never past ``max_batch_tokens`` (``perfmodel.studies.batch.grown_batch``), as real runs grow it.
+never past ``max_batch_tokens`` (``perfmodel.studies.search.batch.grown_batch``), as real runs grow it.
 
 The knee is the first count past the best useful tokens per dollar where U_i falls below the
 threshold times the best, where a count is no faster than the one before, or where M_i exceeds V.
@@ -51,8 +51,8 @@ from perfmodel.spec.limits import MAX_NUM_GPUS, MAX_SWEEP_POINTS
 from perfmodel.spec.reliability import FailureModel
 from perfmodel.spec.scenario import hardware_of
 from perfmodel.spec.units import SECONDS_PER_DAY, SECONDS_PER_HOUR
-from perfmodel.studies.batch import batch_rungs, grown_batch
-from perfmodel.studies.search import Candidate, SearchOptions, search
+from perfmodel.studies.search.batch import batch_rungs, grown_batch
+from perfmodel.studies.search.search import Candidate, SearchOptions, search
 
 Mode = Literal["strong", "weak", "grow"]
 EFFICIENCY_THRESHOLD_DEFAULT = 0.8

@@ -2,7 +2,7 @@
 
 ``SYMPTOMS`` is the table 'from symptom to next step': what a user observes, the constraint that
 most likely dominates, the recurring patterns it belongs to, what to measure next and the usual
-action. A row with a ``detector`` is checked on measured runs by ``perfmodel.studies.diagnose``
+action. A row with a ``detector`` is checked on measured runs by ``perfmodel.studies.observed.diagnose``
 (``detect_symptoms``); the others are judgments no log shows, kept so the table is whole.
 
 ``TERMS`` gives each step-breakdown component (``perfmodel.engine.evaluate.COMPONENTS``, plus

@@ -1,10 +1,10 @@
 """How well anchored what-ifs predict published runs (``scripts/anchored_whatifs.py``).
 
 For every group of published runs that share a source (publication and release), a GPU and a
-model, each run in turn is the anchor: its compute factor is fitted (``perfmodel.studies.anchor``)
+model, each run in turn is the anchor: its compute factor is fitted (``perfmodel.studies.observed.anchor``)
 and every other run of the group is predicted with it. The error of an anchored what-if is
 predicted / measured tokens/s per GPU - 1 on the target; the plain ratio error (no anchor: the
-predicted speed-up, ``perfmodel.studies.validation.ratio_error``) is kept beside it. Quantiles of
+predicted speed-up, ``perfmodel.studies.observed.validation.ratio_error``) is kept beside it. Quantiles of
 the signed error make the band of an anchored prediction (``perfmodel/data/anchored_band.yaml``).
 """
 
@@ -20,8 +20,8 @@ from perfmodel.spec.errors import InputError, read_data_file
 from perfmodel.spec.paths import DATA_DIR
 from perfmodel.spec.profile import AUTO, ProfileChoice, efficiencies_for
 from perfmodel.spec.scenario import hardware_of, parse_scenario, scenario_to_dict
-from perfmodel.studies.anchor import anchored_step_s, fit_anchor
-from perfmodel.studies.validation import CaseResult, ratio_error, run_case
+from perfmodel.studies.observed.anchor import anchored_step_s, fit_anchor
+from perfmodel.studies.observed.validation import CaseResult, ratio_error, run_case
 
 BAND_FILE = DATA_DIR / "anchored_band.yaml"
 BAND_FORMAT = "perfmodel-anchored-band/1"

@@ -1,6 +1,6 @@
 """The causes of a gap between measured and predicted runs, fitted and ranked.
 
-Each cause is one lever of the step model (``perfmodel.studies.perturb``: a resource such as the
+Each cause is one lever of the step model (``perfmodel.studies.views.perturb``: a resource such as the
 scale-out network or the host, or the pipeline bubble) running at a speed other than modelled.
 For each lever the speed factor x that best explains everything measured is fitted, over all
 runs at once, by least squares on
@@ -19,7 +19,7 @@ time alone fits every lever exactly, so it ranks the levers by how little change
 elasticity); timers, GPU utilisation, the data loader's wait and a series of runs (GPU counts,
 batch sizes, layouts) are what tell them apart. A cause names the term that absorbs the change,
 that term's lens, its patterns, the next measurement that would confirm it and the usual action
-(``perfmodel.studies.symptoms``).
+(``perfmodel.studies.observed.symptoms``).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ import numpy as np
 
 from perfmodel.engine.evaluate import COMPONENTS
 from perfmodel.spec.observed.measured import MeasuredRun
-from perfmodel.studies.perturb import LEVERS, Evaluator, Speeds, gpu_idle_s
-from perfmodel.studies.symptoms import TERMS, term_lens
+from perfmodel.studies.observed.symptoms import TERMS, term_lens
+from perfmodel.studies.views.perturb import LEVERS, Evaluator, Speeds, gpu_idle_s
 
 NOISE_FRAC = 0.04
 """sigma: how closely the model predicts one run relative to another of the same stack. The
@@ -207,7 +207,7 @@ def _score(runs: list[RunData], lever: str, log_x: float) -> float:
 def _step_roots(runs: list[RunData], lever: str, lo: float, hi: float) -> list[float]:
     """For each run, the log speed of ``lever`` at which its predicted step equals the measured
     one, where one lies in [lo, hi]: the fit's valley sits near these, however narrow it is."""
-    from scipy.optimize import brentq   # here, not at import: scipy.optimize costs a predict ~0.1-0.3 s
+    from scipy.optimize import brentq  # here, not at import: scipy.optimize costs a predict ~0.1-0.3 s
 
     out = []
     for run in runs:
@@ -223,7 +223,7 @@ def fit_lever(runs: list[RunData], lever: str) -> tuple[float, float] | None:
     """(fitted speed factor, score) of ``lever``, or None when no speed in its range changes any
     step (the lever is off the critical path however fast or slow it runs). The score is taken on
     a log-spaced grid and at each run's exact fit of its own step, then refined around the best."""
-    from scipy.optimize import minimize_scalar   # here, not at import (see _step_roots)
+    from scipy.optimize import minimize_scalar  # here, not at import (see _step_roots)
 
     lo, hi = (math.log(v) for v in FACTOR_RANGE.get(lever, CALIBRATED_RANGE))
     ends = [tuple(run.model.step_s(Speeds().times(lever, math.exp(g))) for run in runs) for g in (lo, hi)]
