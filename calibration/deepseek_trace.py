@@ -11,6 +11,13 @@ Classification of GPU kernels (``cat`` kernel, memcpy, memset), by name, first r
 ``dpsk::ep::`` -> ep_comm (DeepEP; its notify_dispatch / cached_notify kernels -> ep_sync, the
 dispatch / combine kernels -> ep_data); ``gemm`` (any case) -> gemm; ``flash::`` -> attention;
 everything else -> other. Streams are the trace's ``tid``s.
+
+The DeepEP kernels are also listed by kind (``ep_kernels``: count, total and range of durations):
+DeepEP's internode ``dispatch<kLowLatencyMode, kNumRDMARanks, kCachedMode, ...>`` template marks the
+forward dispatch (``cached`` false: it computes its own layout) and the backward one (``cached``
+true: it reuses the forward's handle); ``combine`` runs in both passes. Their byte counts per token
+differ only by element size (FP8 dispatch with a scale per 128 elements, BF16 combine), so their
+durations show whether the kernels move data at one rate (docs/moe.md).
 """
 
 from __future__ import annotations
@@ -20,6 +27,17 @@ import sys
 from collections import defaultdict
 
 EP_SYNC = ("notify_dispatch", "cached_notify")
+EP_KINDS = (("dispatch<false, 8, true", "dispatch (cached, backward)"),
+            ("dispatch<false, 8, false", "dispatch (forward)"),
+            ("combine<", "combine"), ("get_dispatch_layout", "layout"),
+            ("notify_dispatch", "notify_dispatch"), ("cached_notify", "cached_notify"))
+
+
+def ep_kind(name: str) -> str | None:
+    """The DeepEP kernel kind of a kernel name (first match of ``EP_KINDS``), None if not DeepEP."""
+    if "dpsk::ep::" not in name:
+        return None
+    return next((kind for key, kind in EP_KINDS if key in name), "other")
 
 
 def kernel_class(name: str) -> str:
@@ -39,10 +57,16 @@ def figures(path: str) -> dict:
     t0 = min(e["ts"] for e in kernels)
     t1 = max(e["ts"] + e["dur"] for e in kernels)
     busy: dict = defaultdict(float)
+    ep: dict = defaultdict(list)
     for e in kernels:
         busy[(e["tid"], kernel_class(e["name"]))] += e["dur"]
+        kind = ep_kind(e["name"])
+        if kind is not None:
+            ep[kind].append(e["dur"] / 1e3)
     return {"span_ms": (t1 - t0) / 1e3,
-            "busy_ms": {f"stream {tid} {cls}": round(us / 1e3, 2) for (tid, cls), us in sorted(busy.items())}}
+            "busy_ms": {f"stream {tid} {cls}": round(us / 1e3, 2) for (tid, cls), us in sorted(busy.items())},
+            "ep_kernels": {kind: {"count": len(d), "total_ms": round(sum(d), 2),
+                                  "range_ms": [round(min(d), 2), round(max(d), 2)]} for kind, d in sorted(ep.items())}}
 
 
 if __name__ == "__main__":

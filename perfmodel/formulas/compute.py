@@ -96,6 +96,12 @@ of 5.22%."""
 HOPPER_CLASS_ATTENTION = ("cudnn", "fa3")
 """Attention backends priced at the measured cuDNN curve (``SoftwareStack.attention_backend``:
 FlashAttention-3 has no measurement of its own in calibration/)."""
+FA3_OVER_CUDNN = {False: 579.0 / 518.0, True: 542.0 / 499.0}
+"""FlashAttention-3's rate over cuDNN's (forward: False, backward: True) in the FA3 paper's own
+H100 SXM5 BF16 benchmark (Shah et al. 2024, arXiv 2407.08608), head dim 128, 4k tokens: forward
+with the causal mask 579 and 518 TFLOP/s (fig. 5); backward 542 and 499 (fig. 6, the paper's only
+backward comparison, without the causal mask). ``attention_backend: fa3`` runs at the measured
+cuDNN curve times these (no FA3 measurement in calibration/)."""
 
 
 GEMM_CURVES = {"fp8_blockwise": "fp8"}
@@ -150,14 +156,16 @@ def memory_time_s(bytes_moved, hw: HardwareSpec, eff: Efficiencies, kernels: int
 def attention_efficiency(seq, eff: Efficiencies, backward: bool, backend: str):
     """The fused attention kernel's efficiency at ``seq`` keys in a training step, forward or
     backward: the benchmarked curve of ``backend`` (``cudnn``: ``Efficiencies.attention_cudnn``
-    where measured, else the flash curve) at the clock a step runs at
-    (``Efficiencies.attention_clock_ratio``)."""
+    where measured, else the flash curve; ``fa3``: the cuDNN curve times
+    ``FA3_OVER_CUDNN``) at the clock a step runs at (``Efficiencies.attention_clock_ratio``)."""
     hopper_class = backend in HOPPER_CLASS_ATTENTION
     a = eff.attention_cudnn if hopper_class and eff.attention_cudnn is not None else eff.attention
     if backward:
         curve = saturating_attention_efficiency(seq, a.bwd_efficiency_max, a.backward_half_seq)
     else:
         curve = saturating_attention_efficiency(seq, a.fwd_efficiency_max, a.half_seq)
+    if backend == "fa3" and a is eff.attention_cudnn:
+        curve = curve * FA3_OVER_CUDNN[backward]
     return eff.attention_clock_ratio * curve
 
 

@@ -136,10 +136,12 @@ class SoftwareStack(_Frozen):
     2024, arXiv 2407.08608), the Hopper kernels of DeepSeek's trace (``flash::FlashAttnBwd``,
     ``flash::compute_attn_ws``); like cuDNN's it is a warp-specialised TMA/WGMMA kernel, within 5%
     of cuDNN at 4k tokens in the FA3 paper's own H100 benchmark (fig. 5, forward, head dim 128: 638
-    against 609 TFLOP/s), and with no FA3 measurement in calibration/ it runs at cuDNN's measured
-    curve (``Efficiencies.attention_cudnn``): at 4k tokens and DeepSeek-V3's head dims that curve gives 481 TFLOP/s
-    forward and 403 backward on an H100-class GPU, where the trace's FA3 kernels reach 555 and
-    404 (calibration/data/deepseek_v3_train_trace.yaml)."""
+    against 609 TFLOP/s without the causal mask, 579 against 518 with it), and with no FA3
+    measurement in calibration/ it runs at cuDNN's measured curve (``Efficiencies.attention_cudnn``)
+    times the paper's FA3/cuDNN ratio (``perfmodel.formulas.compute.FA3_OVER_CUDNN``): at 4k
+    tokens that gives 538 TFLOP/s forward and 437 backward on an H100-class GPU at the step's clock,
+    where the trace's FA3 kernels reach 555 and 404 on the 112 SMs DeepEP leaves them
+    (calibration/data/deepseek_v3_train_trace.yaml)."""
     attention_dropout: StrictBool = False
     """Dropout on the attention probabilities. Unfused attention runs it as a kernel of its own
     after the fused scale-mask-softmax (Megatron-LM v2 megatron/model/transformer.py
