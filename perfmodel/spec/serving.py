@@ -8,7 +8,6 @@ Fields are SI with unit suffixes; precisions are keys of ``perfmodel.spec.precis
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
@@ -19,11 +18,7 @@ from perfmodel.spec.limits import MAX_NUM_GPUS, MAX_RATIO, MAX_SECONDS, MAX_SEQ_
 from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.precision import Precision
 
-Batching = Literal["static", "continuous", "chunked_prefill"]
-Pool = Literal["both", "prefill", "decode"]
-WeightFormat = Literal["bf16", "fp16", "fp8", "fp4"]
-KvFormat = Literal["bf16", "fp16", "fp8", "fp4"]
-Statistic = Literal["mean", "p50", "p99"]
+from perfmodel.spec.serving_names import Batching, KvFormat, Pool, Statistic, WeightFormat  # noqa: F401
 
 DEFAULT_CHUNK_TOKENS = 2048
 """Prefill tokens per chunk under chunked prefill: vLLM's ``max_num_batched_tokens`` default for

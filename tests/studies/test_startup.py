@@ -60,7 +60,7 @@ def test_a_core_command_looks_for_no_pydantic_plugin():
 
 def test_predict_loads_neither_other_commands_nor_serving_nor_the_timeline():
     """A ``predict`` process imports the module that registers it, not those of the other commands
-    (``perfmodel.cli.COMMAND_MODULES``), nor the serving engine or the timeline the API names."""
+    (``perfmodel.cli.COMMAND_MODULES``), nor the serving engine, models or the timeline the API names."""
     code = ("import io, contextlib, sys\nfrom perfmodel.cli import main\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n    rc = main(['predict', '--format', 'json'])\n"
             "print(rc, *sorted(m for m in sys.modules if m.startswith('perfmodel')))\n")
@@ -68,7 +68,7 @@ def test_predict_loads_neither_other_commands_nor_serving_nor_the_timeline():
                          check=True).stdout.split()
     assert out[0] == "0" and "perfmodel.cli.job" in out and "perfmodel.api" in out
     unused = {"perfmodel.cli.studies", "perfmodel.cli.tools", "perfmodel.cli.trace", "perfmodel.cli.serve",
-              "perfmodel.cli.diagnose", "perfmodel.serving_api", "perfmodel.engine.serve",
+              "perfmodel.cli.diagnose", "perfmodel.serving_api", "perfmodel.engine.serve", "perfmodel.spec.serving",
               "perfmodel.formulas.timeline", "perfmodel.formulas.schedule_orders"}
     assert unused.isdisjoint(out), sorted(unused.intersection(out))
 
