@@ -17,8 +17,7 @@ from perfmodel.spec.hardware import HardwareSpec, list_hardware_ids, load_hardwa
 from perfmodel.spec.limits import MAX_NUM_GPUS, MAX_RATIO, MAX_SECONDS, MAX_SEQ_LENGTH, Name, int_field, real_field
 from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.precision import Precision
-
-from perfmodel.spec.serving_names import Batching, KvFormat, Pool, Statistic, WeightFormat  # noqa: F401
+from perfmodel.spec.serving_names import Batching, KvFormat, Pool, Statistic, WeightFormat
 
 DEFAULT_CHUNK_TOKENS = 2048
 """Prefill tokens per chunk under chunked prefill: vLLM's ``max_num_batched_tokens`` default for

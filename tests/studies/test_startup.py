@@ -74,7 +74,7 @@ def test_predict_loads_neither_other_commands_nor_serving_nor_the_timeline():
 
 
 def test_every_command_is_registered_by_the_module_named_for_it():
-    from perfmodel.cli import CORE_COMMANDS, COMMAND_MODULES, build_parser
+    from perfmodel.cli import COMMAND_MODULES, CORE_COMMANDS, build_parser
 
     assert set(COMMAND_MODULES) == set(CORE_COMMANDS)
     for command in CORE_COMMANDS:
