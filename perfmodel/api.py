@@ -30,8 +30,6 @@ from perfmodel.engine.prediction import Prediction
 from perfmodel.engine.prediction import predict as _predict
 from perfmodel.engine.rules import Resolved
 from perfmodel.engine.rules import resolve as _resolve
-from perfmodel.formulas.timeline import PHASES as TIMELINE_PHASES  # noqa: F401  (public)
-from perfmodel.serving_api import load_serving_scenario, serve, size_serving, validate_serving  # noqa: F401
 from perfmodel.spec.cost import CostModel
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import HardwareSpec, list_hardware_ids, load_hardware
@@ -43,6 +41,18 @@ from perfmodel.spec.scenario import Scenario, hardware_of, inline_local_files, m
 from perfmodel.spec.scenario import load_scenario as _load_scenario_file
 
 ScenarioLike = Scenario | Mapping
+
+_ON_FIRST_USE = {"TIMELINE_PHASES": ("perfmodel.formulas.timeline", "PHASES"), **{
+    n: ("perfmodel.serving_api", n) for n in ("load_serving_scenario", "serve", "size_serving", "validate_serving")}}
+"""Public names whose modules load on first use (PEP 562): a predict needs no timeline nor serving."""
+
+
+def __getattr__(name: str):
+    if name not in _ON_FIRST_USE:
+        raise AttributeError(f"module 'perfmodel.api' has no attribute {name!r}")
+    from importlib import import_module
+    value = globals()[name] = getattr(import_module(_ON_FIRST_USE[name][0]), _ON_FIRST_USE[name][1])
+    return value
 
 
 def load_scenario(source: str | Path | Mapping) -> Scenario:

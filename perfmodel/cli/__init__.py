@@ -36,28 +36,25 @@ def _external_commands() -> dict:
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name not in CORE_COMMANDS}
 
 
-OBSERVED_RUN_COMMANDS = ("diagnose", "sensitivity", "read-log")
-"""The commands of ``perfmodel.cli.diagnose``, whose imports (the sensitivity study) no other
-command needs."""
+COMMAND_MODULES = {"predict": "job", "describe": "job", "validate": "job", "search": "studies", "scale": "studies",
+                   "size": "studies", "bench": "tools", "app": "tools", "trace": "trace", "serve": "serve",
+                   "validate-serving": "serve", "diagnose": "diagnose", "sensitivity": "diagnose", "read-log": "diagnose"}
+"""The module of ``perfmodel.cli`` that registers each core command: a command about to run needs
+only its own (the others import the studies, the views and serving they word)."""
 
 
 def build_parser(with_external: bool = True, command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every command; ``with_external``: also list the commands other packages
     register (reading the installed packages' entry points takes longer than a prediction);
-    ``command``: a core command about to run, so that the observed-run commands are left out
-    unless it is one of them."""
-    from perfmodel.cli import job, serve, studies, tools, trace
+    ``command``: a core command about to run, so that only the module registering it is
+    imported (``COMMAND_MODULES``)."""
+    from importlib import import_module
 
     ap = _OneLineParser(prog="perfmodel", description="Analytical performance and cost model of distributed AI training.")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
-    job.register(sub)
-    studies.register(sub)
-    tools.register(sub)
-    trace.register(sub)
-    serve.register(sub)
-    if command is None or command in OBSERVED_RUN_COMMANDS:
-        from perfmodel.cli import diagnose
-        diagnose.register(sub)
+    names = [COMMAND_MODULES[command]] if command in COMMAND_MODULES else dict.fromkeys(COMMAND_MODULES.values())
+    for name in names:
+        import_module(f"perfmodel.cli.{name}").register(sub)
     for name, ep in sorted(_external_commands().items()) if with_external else ():
         sub.add_parser(name, help=f"from {ep.value.split(':')[0]} (perfmodel {name} -h)", add_help=False)
     return ap

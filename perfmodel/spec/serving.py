@@ -8,7 +8,6 @@ Fields are SI with unit suffixes; precisions are keys of ``perfmodel.spec.precis
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
@@ -18,12 +17,7 @@ from perfmodel.spec.hardware import HardwareSpec, list_hardware_ids, load_hardwa
 from perfmodel.spec.limits import MAX_NUM_GPUS, MAX_RATIO, MAX_SECONDS, MAX_SEQ_LENGTH, Name, int_field, real_field
 from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.precision import Precision
-
-Batching = Literal["static", "continuous", "chunked_prefill"]
-Pool = Literal["both", "prefill", "decode"]
-WeightFormat = Literal["bf16", "fp16", "fp8", "fp4"]
-KvFormat = Literal["bf16", "fp16", "fp8", "fp4"]
-Statistic = Literal["mean", "p50", "p99"]
+from perfmodel.spec.serving_names import Batching, KvFormat, Pool, Statistic, WeightFormat
 
 DEFAULT_CHUNK_TOKENS = 2048
 """Prefill tokens per chunk under chunked prefill: vLLM's ``max_num_batched_tokens`` default for

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from perfmodel.spec.limits import (MAX_NUM_GPUS, MAX_SECONDS, MAX_SEQ_LENGTH, MAX_SWEEP_POINTS, MAX_TRAINING_TOKENS,
                                    Name, int_field, real_field)
-from perfmodel.spec.serving import Batching, KvFormat, Statistic, WeightFormat
+from perfmodel.spec.serving_names import Batching, KvFormat, Statistic, WeightFormat
 
 LLAMA3_BATCH_TOKENS = 16 * 2**20
 """Llama 3 405B's final global batch: 16M tokens (2,048 sequences of 8,192), reached by doubling

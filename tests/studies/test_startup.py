@@ -56,3 +56,28 @@ def test_a_core_command_looks_for_no_pydantic_plugin():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
                          env=env).stdout.split()
     assert out == ["0", "None"]
+
+
+def test_predict_loads_neither_other_commands_nor_serving_nor_the_timeline():
+    """A ``predict`` process imports the module that registers it, not those of the other commands
+    (``perfmodel.cli.COMMAND_MODULES``), nor the serving engine, models or the timeline the API names."""
+    code = ("import io, contextlib, sys\nfrom perfmodel.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n    rc = main(['predict', '--format', 'json'])\n"
+            "print(rc, *sorted(m for m in sys.modules if m.startswith('perfmodel')))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out[0] == "0" and "perfmodel.cli.job" in out and "perfmodel.api" in out
+    unused = {"perfmodel.cli.studies", "perfmodel.cli.tools", "perfmodel.cli.trace", "perfmodel.cli.serve",
+              "perfmodel.cli.diagnose", "perfmodel.serving_api", "perfmodel.engine.serve", "perfmodel.spec.serving",
+              "perfmodel.formulas.timeline", "perfmodel.formulas.schedule_orders"}
+    assert unused.isdisjoint(out), sorted(unused.intersection(out))
+
+
+def test_every_command_is_registered_by_the_module_named_for_it():
+    from perfmodel.cli import COMMAND_MODULES, CORE_COMMANDS, build_parser
+
+    assert set(COMMAND_MODULES) == set(CORE_COMMANDS)
+    for command in CORE_COMMANDS:
+        choices = build_parser(with_external=False, command=command)._subparsers._group_actions[0].choices
+        assert command in choices
+    assert list(build_parser(with_external=False)._subparsers._group_actions[0].choices) == list(COMMAND_MODULES)
