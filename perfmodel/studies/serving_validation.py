@@ -14,7 +14,8 @@ fitted to a row):
 - load: each row is compared at the best point of its throughput-latency curve within its
   published objectives: max-throughput rows (all requests queued at once, no objective) at the most
   requests the replica's KV cache holds, capped at the engine's batch limit
-  (``DEFAULT_MAX_CONCURRENCY``); decode pools within the TPOT their users saw (``_decode_pool``);
+  (``DEFAULT_MAX_CONCURRENCY``; trtllm-bench rows: ``TRTLLM_BENCH_MAX_BATCH`` and at most the
+  benchmark's ``num_requests``, ``_batch_limit``); decode pools within the TPOT their users saw (``_decode_pool``);
   continuous (in-flight) batching, CUDA graphs on.
 
 The error of a row is predicted / measured - 1 on output tokens/s per GPU; MAPE is the mean of
@@ -45,6 +46,11 @@ DECODE_POOL_OUTPUT_TOKENS = 1
 """A decode pool row gives the mean context a step reads, not the lengths: the context is the prompt
 and one output token adds half a token to it (the engine's mean context is prompt + output / 2)."""
 """Scenario words of rows measured with every request queued at once."""
+TRTLLM_BENCH_MAX_BATCH = 4096
+"""Most requests ``trtllm-bench`` lets the engine batch: its tuning heuristic caps the batch at
+min(requests the KV cache holds, 4096) / pp (TensorRT-LLM ``tensorrt_llm/bench/build/tuning.py``,
+``finetune_setting``), used by ``trtllm-bench build`` (v0.17 perf overview) and the PyTorch
+backend (v1.0 perf overview); the KV cache bound is the engine's own."""
 
 
 @dataclass(frozen=True)
@@ -149,9 +155,20 @@ def scenario_of_row(row: dict) -> tuple[dict | None, str]:
         return None, f"num_gpus {row['num_gpus']} is not a multiple of tp x pp = {tp_pp}"
     serving = pool or {"prompt_tokens": int(w["input_tokens"]), "output_tokens": int(w["output_tokens"]),
                        "parallelism": layout}
+    batch = _batch_limit(row)
     return {"name": row["id"], "hardware": row["hardware"], "model": row["model"], "num_gpus": row.get("num_gpus"),
-            "serving": {**serving, "concurrency": DEFAULT_MAX_CONCURRENCY,
+            "serving": {**serving, "concurrency": batch, "max_concurrency": batch,
                         "precision": {"weights": weights, "activations": weights, "kv_cache": kv}}}, ""
+
+
+def _batch_limit(row: dict) -> int:
+    """Most requests the row's engine batches: trtllm-bench's cap, and no more than the requests the
+    benchmark sends (``workload.num_requests``: all are queued at once); other engines
+    ``DEFAULT_MAX_CONCURRENCY``."""
+    if not str(row.get("engine", {}).get("benchmark", "")).startswith("trtllm-bench"):
+        return DEFAULT_MAX_CONCURRENCY
+    sent = row.get("workload", {}).get("num_requests")
+    return min(TRTLLM_BENCH_MAX_BATCH, int(sent)) if sent else TRTLLM_BENCH_MAX_BATCH
 
 
 def validate_serving(path=SERVING_RUNS, profile=AUTO) -> ServingValidation:
