@@ -6,7 +6,7 @@ from __future__ import annotations
 import perfmodel as pm
 from perfmodel.cli.common import add_profile_option, emit_json, profile_choice
 from perfmodel.present import fmt
-from perfmodel.present.serving_report import CURVE_HEADER, curve_rows, serve_rows, validation_markdown
+from perfmodel.present.serving_report import CURVE_HEADER, curve_rows, latency_line, serve_rows, validation_markdown
 
 
 def cmd_serve(args) -> int:
@@ -58,6 +58,8 @@ def print_validation(d: dict, form: str, command: str) -> int:
         print(fmt.table(rows, header=["run", "layout", "predicted tok/s/GPU", "measured", "error"]))
         by = ", ".join(f"{g} {fmt.percent(v['mape'])} ({v['cases']})" for g, v in d["mape_by_gpu"].items())
         print(f"MAPE {fmt.percent(d['mape'])} over {d['num_cases']} results ({by}); {len(d['skipped'])} rows not compared")
+        if latency_line(d):
+            print(f"latency at the published request rate: {latency_line(d)}")
     return 0
 
 

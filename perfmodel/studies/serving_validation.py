@@ -20,6 +20,14 @@ fitted to a row):
 
 The error of a row is predicted / measured - 1 on output tokens/s per GPU; MAPE is the mean of
 its absolute value.
+
+Latency rows (``online`` scenario: requests sent at a set rate, ``workload.requests_per_s``) are served
+open loop at that rate (Poisson arrivals, the engine's queue; the sources do not state the arrival
+process) and compared on TTFT and TPOT at the statistic the row publishes: the mean TTFT is the
+engine's TTFT plus the M/D/1 mean wait for the prefill (``formulas.latency.md1_mean_wait_s``), the
+mean TPOT (or ITL: for a fixed output length the mean gap between tokens) the engine's TPOT; a
+published p50 is compared with the engine's p50. A row whose rate the replica cannot serve (the
+engine says saturated: no steady state, the queue grows for the whole run) is not compared.
 """
 
 from __future__ import annotations
@@ -27,7 +35,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from perfmodel.engine.serve import serve
+from perfmodel.engine.serve import ServePrediction, serve
+from perfmodel.formulas.latency import md1_mean_wait_s
 from perfmodel.spec.errors import InputError, read_data_file
 from perfmodel.spec.hardware import list_hardware_ids, load_hardware
 from perfmodel.spec.paths import PROJECT_DIR
@@ -42,6 +51,8 @@ WEIGHT_FORMATS = {"fp4": "fp4", "nvfp4": "fp4", "fp8": "fp8", "fp16": "fp16", "b
 LOW_BIT_KV_DEFAULT = "fp8"
 """KV cache of an fp8/fp4 checkpoint whose row does not state it: ModelOpt's FP8 KV quantisation."""
 MAX_THROUGHPUT = ("max-throughput", "offline")
+ONLINE = "online"
+"""Scenario word of rows measured with requests sent at a set rate (their latencies are compared)."""
 DECODE_POOL_OUTPUT_TOKENS = 1
 """A decode pool row gives the mean context a step reads, not the lengths: the context is the prompt
 and one output token adds half a token to it (the engine's mean context is prompt + output / 2)."""
@@ -69,10 +80,43 @@ class ServingCase:
 
 
 @dataclass(frozen=True)
+class LatencyCase:
+    """One published latency: ``metric`` ttft or tpot, at ``statistic`` mean or p50."""
+
+    id: str
+    gpu: str
+    model: str
+    layout: str
+    requests_per_s: float
+    metric: str
+    statistic: str
+    predicted_s: float
+    measured_s: float
+
+    @property
+    def error(self) -> float:
+        return self.predicted_s / self.measured_s - 1
+
+
+def _mape(errors) -> float:
+    errors = list(errors)
+    return sum(abs(e) for e in errors) / len(errors) if errors else float("nan")
+
+
+@dataclass(frozen=True)
 class ServingValidation:
     cases: tuple[ServingCase, ...]
     skipped: tuple[tuple[str, str], ...]
     """(row id, why it was not compared)."""
+    latency_cases: tuple[LatencyCase, ...] = ()
+
+    def latency_mape(self) -> dict[str, tuple[int, float]]:
+        """{metric: (results, MAPE)} over the latency cases, and per GPU as 'metric gpu'."""
+        by = defaultdict(list)
+        for c in self.latency_cases:
+            by[c.metric].append(c.error)
+            by[f"{c.metric} {c.gpu}"].append(c.error)
+        return {k: (len(v), _mape(v)) for k, v in sorted(by.items())}
 
     @property
     def mape(self) -> float:
@@ -88,6 +132,8 @@ class ServingValidation:
         return {"mape": self.mape, "num_cases": len(self.cases),
                 "mape_by_gpu": {g: {"cases": n, "mape": e} for g, (n, e) in self.mape_by_gpu().items()},
                 "cases": [{**c.__dict__, "error": c.error} for c in self.cases],
+                "latency_mape": {k: {"cases": n, "mape": e} for k, (n, e) in self.latency_mape().items()},
+                "latency_cases": [{**c.__dict__, "error": c.error} for c in self.latency_cases],
                 "skipped": [{"id": i, "reason": r} for i, r in self.skipped]}
 
 
@@ -128,11 +174,14 @@ def scenario_of_row(row: dict) -> tuple[dict | None, str]:
     w = row.get("workload", {})
     kind = str(w.get("scenario", ""))
     pool = None
+    online = kind.startswith(ONLINE)
+    if online and not w.get("requests_per_s"):
+        return None, "online row without its request rate"
     if "decode pool" in kind:
         pool, why = _decode_pool(row)
         if pool is None:
             return None, why
-    elif not kind.startswith(MAX_THROUGHPUT):
+    elif not (kind.startswith(MAX_THROUGHPUT) or online):
         return None, f"scenario {kind[:40]!r}: only max-throughput rows and decode pools are compared so far"
     elif "input_tokens" not in w or "output_tokens" not in w:
         return None, "no fixed input/output lengths in the row"
@@ -140,8 +189,10 @@ def scenario_of_row(row: dict) -> tuple[dict | None, str]:
         return None, "hardware not in the catalogue"
     if row.get("model") not in list_presets():
         return None, "model not a preset"
-    if _measured_per_gpu(row) is None:
+    if not online and _measured_per_gpu(row) is None:
         return None, "no output tokens/s with a GPU count"
+    if online and not _published_latencies(row):
+        return None, "online row without a mean or p50 TTFT or TPOT"
     prec = row.get("precision", {})
     weights = WEIGHT_FORMATS.get(_first_word(prec.get("weights")))
     if weights is None:
@@ -156,9 +207,39 @@ def scenario_of_row(row: dict) -> tuple[dict | None, str]:
     serving = pool or {"prompt_tokens": int(w["input_tokens"]), "output_tokens": int(w["output_tokens"]),
                        "parallelism": layout}
     batch = _batch_limit(row)
+    load = {"requests_per_s": float(w["requests_per_s"])} if online else {"concurrency": batch}
     return {"name": row["id"], "hardware": row["hardware"], "model": row["model"], "num_gpus": row.get("num_gpus"),
-            "serving": {**serving, "concurrency": batch, "max_concurrency": batch,
+            "serving": {**serving, **load, "max_concurrency": batch,
                         "precision": {"weights": weights, "activations": weights, "kv_cache": kv}}}, ""
+
+
+LATENCY_KEYS = {("ttft", "mean"): "ttft_mean_s", ("ttft", "p50"): "ttft_p50_s", ("tpot", "mean"): "tpot_mean_s",
+                ("tpot", "p50"): "tpot_p50_s"}
+ITL_KEYS = {"mean": "itl_mean_s", "p50": "itl_p50_s"}
+"""Inter-token latency: with every request's output length fixed, its mean (median) is the TPOT's."""
+
+
+def _published_latencies(row: dict) -> dict[tuple[str, str], float]:
+    """{(metric, statistic): seconds} the row publishes, the mean before the p50 of each metric."""
+    m, out = row.get("measured", {}), {}
+    for metric in ("ttft", "tpot"):
+        for stat in ("mean", "p50"):
+            key = m.get(LATENCY_KEYS[metric, stat]) or (m.get(ITL_KEYS[stat]) if metric == "tpot" else None)
+            if key:
+                out[metric, stat] = float(key)
+                break
+    return out
+
+
+def latency_cases(row: dict, p: ServePrediction, attention_dp: int, layout: str, gpu: str) -> list[LatencyCase]:
+    """The row's published TTFT and TPOT against the engine's at the row's rate (module docstring):
+    each attention group's prefill is a queue fed 1 / (replicas x groups) of the rate."""
+    pt, rate = p.point, float(row["workload"]["requests_per_s"])
+    rate_group = rate / (p.replicas * attention_dp)
+    predicted = {("ttft", "mean"): pt.ttft_s + md1_mean_wait_s(rate_group, pt.prefill_s), ("ttft", "p50"): pt.ttft_p50_s,
+                 ("tpot", "mean"): pt.tpot_s, ("tpot", "p50"): pt.tpot_p50_s}
+    return [LatencyCase(row["id"], gpu, row["model"], layout, rate, metric, stat, predicted[metric, stat], value)
+            for (metric, stat), value in _published_latencies(row).items()]
 
 
 def _batch_limit(row: dict) -> int:
@@ -175,7 +256,7 @@ def validate_serving(path=SERVING_RUNS, profile=AUTO) -> ServingValidation:
     data = read_data_file(path, "serving runs")
     if not is_serving_file(data):
         raise InputError("serving runs", f"not a {SERVING_FORMAT} file")
-    cases, skipped = [], []
+    cases, skipped, latencies = [], [], []
     for row in data.get("runs", []):
         mapping, why = scenario_of_row(row)
         if mapping is None:
@@ -189,12 +270,20 @@ def validate_serving(path=SERVING_RUNS, profile=AUTO) -> ServingValidation:
             skipped.append((row["id"], str(exc)))
             continue
         par = sc.serving.parallelism
+        layout = f"tp{par.tp} pp{par.pp} ep{par.ep} adp{par.attention_dp}"
+        if sc.serving.requests_per_s is not None:
+            if p.saturated:
+                skipped.append((row["id"], f"predicted saturated: a replica serves less than {sc.serving.requests_per_s:g} "
+                                           "requests/s, so its queue has no steady state"))
+            else:
+                latencies += latency_cases(row, p, par.attention_dp, layout, hw.reference_id)
+            continue
         good = [c for c in p.curve if c.meets_objectives]
         best = max(good, key=lambda c: c.output_tokens_per_s_per_gpu) if good else p.curve[0]
         cases.append(ServingCase(row["id"], hw.reference_id, row["model"],
-                                 f"tp{par.tp} pp{par.pp} ep{par.ep} adp{par.attention_dp}",
+                                 layout,
                                  best.concurrency, best.output_tokens_per_s_per_gpu, _measured_per_gpu(row)))
-    return ServingValidation(tuple(cases), tuple(skipped))
+    return ServingValidation(tuple(cases), tuple(skipped), tuple(latencies))
 
 
 def serving_file(path) -> bool:
