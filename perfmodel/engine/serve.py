@@ -29,7 +29,8 @@ from perfmodel.formulas.cost import effective_usd_per_gpu_hour
 from perfmodel.formulas.kv_cache import max_sequences
 from perfmodel.formulas.latency import QUANTILES, tpot_quantile_s, wait_quantile_s
 from perfmodel.formulas.ops import OpKind, TpSplit
-from perfmodel.formulas.serving import PassTime, expected_tokens_per_step, pass_time
+from perfmodel.formulas.comm import scale_out_fabric, scale_up_fabric
+from perfmodel.formulas.serving import PassTime, expected_tokens_per_step, kv_handoff_s, pass_time
 from perfmodel.formulas.workload import head_weight_op, layer_kinds, weight_ops
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.errors import InputError
@@ -69,6 +70,9 @@ class ServePoint:
     output_tokens_per_s_per_gpu: float
     input_tokens_per_s_per_gpu: float
     meets_objectives: bool
+    kv_handoff_s: float = 0.0
+    """Prefill pool of a disaggregated deployment: the time to send the pass's caches to the decode
+    pool, inside its TTFT (``formulas.serving.kv_handoff_s``); 0 otherwise."""
 
 
 @dataclass(frozen=True)
@@ -203,14 +207,19 @@ def meets(sv: ServingSpec, ttft: float, tpot: float, pct: dict) -> bool:
 
 def _pool_point(sv: ServingSpec, m, hw, eff, B: int, t_pre: float, t_step: float, n_tok: float, gpus: int) -> ServePoint:
     """One pool of a disaggregated deployment. Prefill: B prompts per pass (B / A per attention group),
-    TTFT = that pass through every stage, no decode. Decode: B requests per step, no prefill stalls:
-    TPOT = t_step / n_tok; its TTFT is one step after the cache arrives (the transfer is not modelled)."""
+    TTFT = that pass through every stage and the hand-off of its caches to the decode pool over
+    ``kv_link`` (``formulas.serving.kv_handoff_s``); the next pass overlaps the hand-off, so the rate
+    is B per pass. Decode: B requests per step, no prefill stalls: TPOT = t_step / n_tok; its TTFT is
+    one step after the cache arrives."""
     par, P, O = sv.parallelism, sv.prompt_tokens, sv.output_tokens
     if sv.pool == "prefill":
         t = par.pp * pass_time(m, sv, hw, eff, B, P, P, True).total_s
+        link = scale_out_fabric(hw, eff) if sv.kv_link == "scale_out" else scale_up_fabric(hw, eff)
+        handoff = kv_handoff_s(m, P, FORMAT_BYTES[sv.precision.kv_cache], par.tp, B / par.attention_dp, link)
+        ttft = t + handoff
         rps = B / t
-        ok = sv.ttft_s is None or t <= sv.ttft_s
-        return ServePoint(B, t, 0.0, t, t, 0.0, 0.0, 0.0, 0.0, t, rps, 0.0, 0.0, rps * P / gpus, ok)
+        ok = sv.ttft_s is None or ttft <= sv.ttft_s
+        return ServePoint(B, ttft, 0.0, ttft, ttft, 0.0, 0.0, 0.0, 0.0, t, rps, 0.0, 0.0, rps * P / gpus, ok, handoff)
     tpot = t_step / n_tok
     rps = B * n_tok / t_step / O
     ok = sv.tpot_s is None or tpot <= sv.tpot_s

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from perfmodel.formulas.comm import Collective, group_time_s, p2p_time_s
+from perfmodel.formulas.comm import Collective, Fabric, group_time_s, p2p_time_s
 from perfmodel.formulas.compute import attention_efficiency, gemm_precision, gemm_roofline_s, memory_time_s
 from perfmodel.formulas.counts import attention_fwd_flop_per_token, attention_layer_mix
-from perfmodel.formulas.kv_cache import kv_bytes_per_token_per_layer, kv_shards
+from perfmodel.formulas.kv_cache import kv_bytes_per_sequence, kv_bytes_per_token_per_layer, kv_shards
 from perfmodel.formulas.ops import FP32_BYTES, LayerKind, Op, OpKind, TpSplit
 from perfmodel.formulas.workload import head_weight_op, layer_kinds, layer_ops
 from perfmodel.spec.efficiency import Efficiencies
@@ -92,6 +92,18 @@ def expected_tokens_per_step(acceptance_rate: float, draft_tokens: int) -> float
     (Leviathan et al. 2023, "Fast Inference from Transformers via Speculative Decoding", eq. 1)."""
     a, g = acceptance_rate, draft_tokens
     return (1 - a ** (g + 1)) / (1 - a)
+
+
+def kv_handoff_s(m: ModelSpec, prompt_tokens: int, kv_bytes_per_element: float, tp: int, prompts_per_group: float,
+                 link: Fabric) -> float:
+    """Time to hand a prefill pool's caches to the decode pool (disaggregated serving: Zhong et al.
+    2024, DistServe sec. 4; Patel et al. 2024, Splitwise sec. 4): each GPU of a prefill attention
+    group sends the cache shard it holds (``kv_shards``) of its group's ``prompts_per_group``
+    prompts over its own link, all GPUs at once, to its counterpart in the decode pool:
+    latency + prompts x kv_bytes_per_sequence(P) / shards / link bandwidth. Sent after the pass (no
+    layer-by-layer overlap with the prefill)."""
+    per_gpu = prompts_per_group * float(kv_bytes_per_sequence(m, prompt_tokens, kv_bytes_per_element)) / kv_shards(m, tp)
+    return link.latency_s + per_gpu / link.busbw_bytes_per_s
 
 
 def experts_touched(num_experts: int, top_k: int, tokens: float) -> float:

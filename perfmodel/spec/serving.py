@@ -24,6 +24,7 @@ Pool = Literal["both", "prefill", "decode"]
 WeightFormat = Literal["bf16", "fp16", "fp8", "fp4"]
 KvFormat = Literal["bf16", "fp16", "fp8", "fp4"]
 Statistic = Literal["mean", "p50", "p99"]
+KvLink = Literal["scale_out", "scale_up"]
 
 DEFAULT_CHUNK_TOKENS = 2048
 """Prefill tokens per chunk under chunked prefill: vLLM's ``max_num_batched_tokens`` default for
@@ -129,6 +130,11 @@ class ServingSpec(_Frozen):
     one pool of a disaggregated deployment (Zhong et al. 2024, DistServe; Patel et al. 2024, Splitwise):
     a prefill pool prefills ``concurrency`` prompts per pass and hands their caches on; a decode pool
     decodes ``concurrency`` requests per step with no prefill stalls."""
+    kv_link: KvLink = "scale_out"
+    """The link that carries a prompt's KV cache from the prefill pool to the decode pool (``pool:
+    prefill`` adds the hand-off to its TTFT): ``scale_out``, the GPUs' NICs (pools on different
+    nodes, RDMA: DistServe, Mooncake, DeepSeek and SGLang deployments), or ``scale_up``, NVLink
+    (both pools inside one NVLink domain, e.g. one NVL72 rack)."""
     max_concurrency: int_field(MAX_NUM_GPUS * 1024) = DEFAULT_MAX_CONCURRENCY
     """Most requests one scheduler batches (a replica, or each attention data-parallel group of one),
     beside what the KV cache holds."""

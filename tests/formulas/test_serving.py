@@ -8,7 +8,8 @@ import pytest
 
 import perfmodel as pm
 from perfmodel.formulas.compute import attention_efficiency
-from perfmodel.formulas.serving import ATTENTION_BACKEND, expected_tokens_per_step, experts_touched, pass_time
+from perfmodel.formulas.comm import Fabric
+from perfmodel.formulas.serving import ATTENTION_BACKEND, expected_tokens_per_step, experts_touched, kv_handoff_s, pass_time
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import load_hardware
 from perfmodel.spec.presets import load_model
@@ -163,3 +164,27 @@ def test_a_decode_pool_never_stalls_for_prefills_and_a_prefill_pool_never_decode
     assert dec.tpot_s == pytest.approx(dec.decode_step_s) and dec.tpot_s < both.tpot_s
     assert dec.output_tokens_per_s_per_gpu == pytest.approx(64 / dec.decode_step_s)   # B tokens per step
     assert pre.output_tokens_per_s_per_gpu == 0 and pre.input_tokens_per_s_per_gpu > both.input_tokens_per_s_per_gpu
+
+
+def test_kv_handoff_by_hand():
+    """Llama 3 70B, 8,192-token prompt, fp8 cache: 80 layers x 2 x 8 KV heads x 128 x 1 B = 163,840 B per
+    token, 1,342,177,280 B per prompt; at tp 8 each GPU holds 1/8 (167,772,160 B) and sends it over its
+    own 50 GB/s link (one 400 Gb/s NIC): 3.355 ms + 5 us latency. DeepSeek-V3 MLA: 61 x (512 + 64) x 1 B
+    x 8,192 = 287,834,112 B, the latent replicated on every tensor-parallel rank, so each sends it whole."""
+    link = Fabric(50e9, 5e-6)
+    llama, ds = load_model("llama3-70b"), load_model("deepseek-v3")
+    assert kv_handoff_s(llama, 8192, 1, 8, 1, link) == pytest.approx(5e-6 + 167_772_160 / 50e9)
+    assert kv_handoff_s(llama, 8192, 1, 8, 4, link) == pytest.approx(5e-6 + 4 * 167_772_160 / 50e9)
+    assert kv_handoff_s(ds, 8192, 1, 8, 1, link) == pytest.approx(5e-6 + 287_834_112 / 50e9)
+
+
+def test_a_prefill_pools_ttft_adds_the_kv_handoff_over_the_scale_out_link():
+    sc, hw, m, eff = _setup(pool="prefill", prompt_tokens=8192, concurrency=2)
+    p = pm.serve(sc).point
+    net = hw.scale_out.bandwidth_bytes_per_s * eff.scale_out_bus_efficiency
+    handoff = eff.scale_out_latency_s + 2 * 80 * 2 * 8 * 128 * 8192 / net   # tp 1: the whole cache of 2 prompts
+    assert p.kv_handoff_s == pytest.approx(handoff)
+    assert p.ttft_s == pytest.approx(p.prefill_s + handoff) and p.requests_per_s_per_replica == pytest.approx(2 / p.prefill_s)
+    over_nvlink = pm.serve({**sc.model_dump(), "serving": {**sc.serving.model_dump(), "kv_link": "scale_up"}}).point
+    assert over_nvlink.kv_handoff_s < p.kv_handoff_s
+    assert pm.serve({**sc.model_dump(), "serving": {**sc.serving.model_dump(), "pool": "both"}}).point.kv_handoff_s == 0
