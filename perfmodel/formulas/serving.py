@@ -177,8 +177,15 @@ def _comm_s(kind: LayerKind, m: ModelSpec, sv: ServingSpec, hw: HardwareSpec, ef
     par = sv.parallelism
     h = m.hidden_size
     ar = float(group_time_s(Collective.ALL_REDUCE, tokens_per_group * h * HEAD_BYTES, par.tp, 1, hw, eff))
-    if kind is LayerKind.DENSE or par.ep == 1:
+    if kind is LayerKind.DENSE or (par.ep == 1 and par.attention_dp == 1):
         return TP_ALL_REDUCES_PER_LAYER * ar
+    if par.ep == 1:
+        # attention data-parallel, every expert split over the stage's GPUs: each GPU needs every
+        # group's tokens (all-gather) and hands back its partial sums (reduce-scatter), the two halves
+        # of an all-reduce (TensorRT-LLM attention DP with MoE tensor parallelism; SGLang DP attention)
+        full = tokens_stage * h * HEAD_BYTES
+        return ar + sum(float(group_time_s(op, full, par.stage_gpus, 1, hw, eff))
+                        for op in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER))
     per_gpu = tokens_stage / par.stage_gpus * m.moe.top_k * h * FORMAT_BYTES[sv.precision.activations]
     a2a = float(group_time_s(Collective.ALL_TO_ALL, per_gpu, par.ep, par.expert_tp, hw, eff))
     return ar + EP_ALL_TO_ALLS_PER_MOE_LAYER * a2a

@@ -8,7 +8,7 @@ import pytest
 
 import perfmodel as pm
 from perfmodel.formulas.compute import attention_efficiency
-from perfmodel.formulas.comm import Fabric
+from perfmodel.formulas.comm import Collective, Fabric, group_time_s
 from perfmodel.formulas.serving import ATTENTION_BACKEND, expected_tokens_per_step, experts_touched, kv_handoff_s, pass_time
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import load_hardware
@@ -188,3 +188,19 @@ def test_a_prefill_pools_ttft_adds_the_kv_handoff_over_the_scale_out_link():
     over_nvlink = pm.serve({**sc.model_dump(), "serving": {**sc.serving.model_dump(), "kv_link": "scale_up"}}).point
     assert over_nvlink.kv_handoff_s < p.kv_handoff_s
     assert pm.serve({**sc.model_dump(), "serving": {**sc.serving.model_dump(), "pool": "both"}}).point.kv_handoff_s == 0
+
+
+def test_attention_dp_with_experts_split_over_the_stage_gathers_and_scatters_the_tokens():
+    """tp 1, attention_dp 8, ep 1: each GPU holds 1/8 of every expert, so every MoE layer all-gathers
+    the 8 groups' tokens (64 x 4096 x 2 B) and reduce-scatters the partial sums; no tensor-parallel
+    all-reduce (tp 1). Qwen3-235B-A22B: 94 layers, all MoE."""
+    m = load_model("qwen3-235b-a22b")
+    sc = parse_serving_scenario({"hardware": "h200-sxm", "model": "qwen3-235b-a22b", "serving": {
+        "prompt_tokens": 1000, "output_tokens": 1000, "concurrency": 64,
+        "parallelism": {"tp": 1, "attention_dp": 8, "ep": 1}}})
+    hw = load_hardware("h200-sxm")
+    eff = efficiencies_for(hw)[0]
+    full = 64 * 4096 * 2
+    per_layer = sum(float(group_time_s(op, full, 8, 1, hw, eff)) for op in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER))
+    assert per_layer > 0
+    assert pass_time(m, sc.serving, hw, eff, 64, 1, 1500, False).comm_s == pytest.approx(94 * per_layer, rel=1e-9)
