@@ -125,6 +125,11 @@ class ServingSpec(_Frozen):
     prefills are split into ``chunk_tokens`` pieces mixed into decode steps (Agrawal et al. 2024,
     Sarathi-Serve)."""
     chunk_tokens: int_field(MAX_SEQ_LENGTH) = DEFAULT_CHUNK_TOKENS
+    prefill_tokens_per_pass: int_field(MAX_SEQ_LENGTH) | None = None
+    """Prompt tokens one prefill pass packs when prompts wait together (every request queued at
+    once, a max-throughput run): the scheduler's token budget per pass (TensorRT-LLM
+    ``max_num_tokens``, vLLM ``max_num_batched_tokens``, SGLang ``max_prefill_tokens``). None: one
+    prompt per attention group per pass (requests arriving one at a time)."""
     pool: Pool = "both"
     """What the replicas do: ``both`` prefill and decode (one pool); ``prefill`` or ``decode`` only, as
     one pool of a disaggregated deployment (Zhong et al. 2024, DistServe; Patel et al. 2024, Splitwise):

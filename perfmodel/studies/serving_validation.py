@@ -15,7 +15,9 @@ fitted to a row):
   published objectives: max-throughput rows (all requests queued at once, no objective) at the most
   requests the replica's KV cache holds, capped at the engine's batch limit
   (``DEFAULT_MAX_CONCURRENCY``; trtllm-bench rows: ``TRTLLM_BENCH_MAX_BATCH`` and at most the
-  benchmark's ``num_requests``, ``_batch_limit``); decode pools within the TPOT their users saw (``_decode_pool``);
+  benchmark's ``num_requests``, ``_batch_limit``), with prompts packed into prefill passes up to the
+  token budget trtllm-bench sets (``trtllm_bench_max_num_tokens``: every request is queued at once,
+  so the scheduler fills each pass); decode pools within the TPOT their users saw (``_decode_pool``);
   continuous (in-flight) batching, CUDA graphs on.
 
 The error of a row is predicted / measured - 1 on output tokens/s per GPU; MAPE is the mean of
@@ -32,6 +34,7 @@ engine says saturated: no steady state, the queue grows for the whole run) is no
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -57,6 +60,9 @@ DECODE_POOL_OUTPUT_TOKENS = 1
 """A decode pool row gives the mean context a step reads, not the lengths: the context is the prompt
 and one output token adds half a token to it (the engine's mean context is prompt + output / 2)."""
 """Scenario words of rows measured with every request queued at once."""
+TRTLLM_BENCH_MAX_TOKENS = 32768
+"""Most tokens per pass trtllm-bench sets (``tuning.py``, ``finetune_setting``: "Cap num tokens to
+avoid TRT activation buffer becoming too large")."""
 TRTLLM_BENCH_MAX_BATCH = 4096
 """Most requests ``trtllm-bench`` lets the engine batch: its tuning heuristic caps the batch at
 min(requests the KV cache holds, 4096) / pp (TensorRT-LLM ``tensorrt_llm/bench/build/tuning.py``,
@@ -242,11 +248,42 @@ def latency_cases(row: dict, p: ServePrediction, attention_dp: int, layout: str,
             for (metric, stat), value in _published_latencies(row).items()]
 
 
+def trtllm_bench_max_num_tokens(requests: float, input_tokens: int, output_tokens: int, pp: int) -> int:
+    """The ``max_num_tokens`` trtllm-bench gives the engine (TensorRT-LLM
+    ``tensorrt_llm/bench/build/tuning.py``, ``finetune_setting``): from the requests the KV cache holds,
+    raw = min(min(requests, 4096) / pp x (1 + ISL / OSL), 32768), rounded up to a multiple of 256 (at
+    least 2048) below 4096, of 512 below 8192, else of 1024. Here ``requests`` is the engine's own count
+    of what the cache holds (trtllm-bench estimates it from the checkpoint's size and the GPU memory)."""
+    raw = min(min(requests, TRTLLM_BENCH_MAX_BATCH) / pp * (1 + input_tokens / output_tokens), TRTLLM_BENCH_MAX_TOKENS)
+    if raw < 4096:
+        return max(2048, 256 * math.ceil(raw / 256))
+    if raw < 8192:
+        return 512 * math.ceil(raw / 512)
+    return 1024 * math.ceil(raw / 1024)
+
+
+def _is_trtllm_bench(row: dict) -> bool:
+    return str(row.get("engine", {}).get("benchmark", "")).startswith("trtllm-bench")
+
+
+def _packed(mapping: dict, row: dict, hw, m, eff):
+    """A trtllm-bench max-throughput row's scenario with its prefill token budget: the engine's count of
+    requests the cache holds (up to trtllm-bench's cap) through ``trtllm_bench_max_num_tokens``."""
+    if not _is_trtllm_bench(row) or "requests_per_s" in mapping["serving"]:
+        return parse_serving_scenario(mapping)
+    sv = mapping["serving"]
+    probe = {**mapping, "serving": {**sv, "concurrency": TRTLLM_BENCH_MAX_BATCH, "max_concurrency": TRTLLM_BENCH_MAX_BATCH}}
+    held = serve(parse_serving_scenario(probe), hw, m, eff).max_concurrency
+    pp = sv.get("parallelism", {}).get("pp", 1)
+    tokens = trtllm_bench_max_num_tokens(held, sv["prompt_tokens"], sv["output_tokens"], pp)
+    return parse_serving_scenario({**mapping, "serving": {**sv, "prefill_tokens_per_pass": tokens}})
+
+
 def _batch_limit(row: dict) -> int:
     """Most requests the row's engine batches: trtllm-bench's cap, and no more than the requests the
     benchmark sends (``workload.num_requests``: all are queued at once); other engines
     ``DEFAULT_MAX_CONCURRENCY``."""
-    if not str(row.get("engine", {}).get("benchmark", "")).startswith("trtllm-bench"):
+    if not _is_trtllm_bench(row):
         return DEFAULT_MAX_CONCURRENCY
     sent = row.get("workload", {}).get("num_requests")
     return min(TRTLLM_BENCH_MAX_BATCH, int(sent)) if sent else TRTLLM_BENCH_MAX_BATCH
@@ -263,9 +300,10 @@ def validate_serving(path=SERVING_RUNS, profile=AUTO) -> ServingValidation:
             skipped.append((row["id"], why))
             continue
         try:
-            sc = parse_serving_scenario(mapping)
-            hw, m = load_hardware(sc.hardware), load_model(sc.model)
-            p = serve(sc, hw, m, efficiencies_for(hw, profile)[0])
+            hw, m = load_hardware(mapping["hardware"]), load_model(mapping["model"])
+            eff = efficiencies_for(hw, profile)[0]
+            sc = _packed(mapping, row, hw, m, eff)
+            p = serve(sc, hw, m, eff)
         except InputError as exc:
             skipped.append((row["id"], str(exc)))
             continue

@@ -9,6 +9,7 @@ import pytest
 import perfmodel as pm
 from perfmodel.formulas.compute import attention_efficiency
 from perfmodel.formulas.comm import Collective, Fabric, group_time_s
+from perfmodel.engine.serve import prompts_per_pass
 from perfmodel.formulas.serving import ATTENTION_BACKEND, expected_tokens_per_step, experts_touched, kv_handoff_s, pass_time
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import load_hardware
@@ -204,3 +205,19 @@ def test_attention_dp_with_experts_split_over_the_stage_gathers_and_scatters_the
     per_layer = sum(float(group_time_s(op, full, 8, 1, hw, eff)) for op in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER))
     assert per_layer > 0
     assert pass_time(m, sc.serving, hw, eff, 64, 1, 1500, False).comm_s == pytest.approx(94 * per_layer, rel=1e-9)
+
+
+def test_prefill_passes_pack_prompts_up_to_the_token_budget():
+    """8,192 tokens per pass, 1,000-token prompts: 8 per pass, at most the B waiting; the cycle of B
+    requests is (B / k) packed passes plus O decode steps, by hand from the pass times."""
+    sc, hw, m, eff = _setup(concurrency=64, prefill_tokens_per_pass=8192)
+    assert prompts_per_pass(sc.serving, 64) == 8 and prompts_per_pass(sc.serving, 5) == 5
+    assert prompts_per_pass(sc.serving.model_copy(update={"prefill_tokens_per_pass": None}), 64) == 1
+    assert prompts_per_pass(sc.serving.model_copy(update={"batching": "chunked_prefill"}), 64) == 1
+    p = pm.serve(sc).point
+    t_pass = pass_time(m, sc.serving, hw, eff, 8, 1000, 1000, True).total_s
+    t_step = pass_time(m, sc.serving, hw, eff, 64, 1, 1500, False).total_s
+    cycle = 64 / 8 * t_pass + 1000 * t_step
+    assert p.prefill_s == pytest.approx(t_pass) and p.output_tokens_per_s_per_gpu == pytest.approx(64 * 1000 / cycle)
+    one_by_one = pm.serve({**sc.model_dump(), "serving": {**sc.serving.model_dump(), "prefill_tokens_per_pass": None}}).point
+    assert p.output_tokens_per_s_per_gpu > one_by_one.output_tokens_per_s_per_gpu

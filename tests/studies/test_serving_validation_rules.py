@@ -3,15 +3,23 @@ each against a hand-made row."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 import yaml
 
 import perfmodel as pm
+from perfmodel.spec.hardware import load_hardware
+from perfmodel.spec.presets import load_model
+from perfmodel.spec.profile import efficiencies_for
 from perfmodel.spec.serving import DEFAULT_MAX_CONCURRENCY, parse_serving_scenario
 from perfmodel.studies.serving_validation import (
     SERVING_FORMAT,
     TRTLLM_BENCH_MAX_BATCH,
+    trtllm_bench_max_num_tokens,
     _batch_limit,
+    _packed,
     latency_cases,
     scenario_of_row,
     validate_serving,
@@ -72,3 +80,40 @@ def test_a_rate_the_replica_cannot_serve_is_not_compared(tmp_path):
     assert [i for i, _ in v.skipped] == ["online-test"] and "saturated" in v.skipped[0][1]
     assert len(v.latency_cases) == 2 and not v.cases
     assert v.latency_mape()["ttft"][0] == 1
+
+
+def test_trtllm_bench_max_num_tokens_by_hand():
+    """tuning.py finetune_setting: raw = min(min(requests, 4096) / pp x (1 + ISL/OSL), 32768), rounded up."""
+    assert trtllm_bench_max_num_tokens(194, 1000, 1000, 1) == 2048       # raw 388: the 2048 floor
+    assert trtllm_bench_max_num_tokens(3000, 1000, 1000, 1) == 6144      # raw 6000: up to 512s
+    assert trtllm_bench_max_num_tokens(9000, 1000, 1000, 1) == 8192      # 4096 x 2 = 8192: 1024s
+    assert trtllm_bench_max_num_tokens(380, 2048, 128, 1) == 6656        # 380 x 17 = 6460
+    assert trtllm_bench_max_num_tokens(1500, 1000, 1000, 1) == 3072      # raw 3000: up to 256s
+    assert trtllm_bench_max_num_tokens(4096, 5000, 500, 1) == 32768      # 45,056 capped
+    assert trtllm_bench_max_num_tokens(3000, 1000, 1000, 2) == 3072      # per stage: 1500 x 2
+
+
+def test_a_trtllm_bench_row_packs_its_prefills_up_to_the_benchmarks_token_budget():
+    row = {"id": "pack", "hardware": "h200-sxm", "num_gpus": 8, "model": "qwen3-235b-a22b",
+           "precision": {"weights": "fp8"}, "parallelism": {"tp": 8, "pp": 1},
+           "engine": {"name": "TensorRT-LLM", "benchmark": "trtllm-bench throughput"},
+           "workload": {"scenario": "max-throughput (offline, all requests queued at once)", "input_tokens": 1000,
+                        "output_tokens": 1000, "num_requests": 3000},
+           "measured": {"output_tokens_per_s": 23789}}
+    mapping = scenario_of_row(row)[0]
+    sc = parse_serving_scenario(mapping)
+    held = pm.serve({**mapping, "serving": {**mapping["serving"], "concurrency": 4096, "max_concurrency": 4096}}).max_concurrency
+    hw = load_hardware("h200-sxm")
+    packed = _packed(mapping, row, hw, load_model("qwen3-235b-a22b"), efficiencies_for(hw)[0])
+    assert sc.serving.prefill_tokens_per_pass is None
+    assert packed.serving.prefill_tokens_per_pass == trtllm_bench_max_num_tokens(held, 1000, 1000, 1)
+
+
+def test_the_deployment_sized_by_hand_in_the_docs_is_the_engines_answer():
+    """docs/serving.md reproduces the H200 Llama 3.3 70B row by hand; its figure is the engine's, and its
+    arithmetic (97 packed passes of 246.5 ms and 1,000 steps of 38.5 ms for 194 requests) gives it."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "serving.md").read_text()
+    figure = int(re.search(r"\*\*([\d,]+) output tokens/s\*\* against 2,909", text).group(1).replace(",", ""))
+    case = next(c for c in validate_serving().cases if c.id == "trtllm-perf-overview-llama3-70b-h200-tp1-fp8-1000-1000")
+    assert round(case.predicted_output_tokens_per_s_per_gpu) == figure
+    assert 194 * 1000 / (97 * 0.2465 + 1000 * 0.0385) == pytest.approx(figure, rel=0.002)
