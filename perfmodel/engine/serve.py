@@ -27,11 +27,11 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from perfmodel.formulas.comm import scale_out_fabric, scale_up_fabric
 from perfmodel.formulas.cost import effective_usd_per_gpu_hour
 from perfmodel.formulas.kv_cache import max_sequences
 from perfmodel.formulas.latency import QUANTILES, tpot_quantile_s, wait_quantile_s
 from perfmodel.formulas.ops import OpKind, TpSplit
-from perfmodel.formulas.comm import scale_out_fabric, scale_up_fabric
 from perfmodel.formulas.serving import PassTime, expected_tokens_per_step, kv_handoff_s, pass_time
 from perfmodel.formulas.workload import head_weight_op, layer_kinds, weight_ops
 from perfmodel.spec.efficiency import Efficiencies

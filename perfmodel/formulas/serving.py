@@ -65,6 +65,10 @@ sum of the expert outputs happen inside the grouped GEMMs. The training stack's 
 MOE_ROUTING_PASSES = 2
 """Passes over the fp32 [tokens, experts] router logits in the fused top-k softmax: read, write."""
 HEAD_BYTES = FORMAT_BYTES["bf16"]
+MLA_DECODE_EFFICIENCY = 660 / 990
+"""Share of the bf16 peak the absorbed-MLA decode kernel reaches when compute-bound: FlashMLA, 660
+TFLOP/s on an H800 SXM5 of 990 TFLOP/s (deepseek-ai/FlashMLA README, performance update 2025-04-22,
+and docs/20250422-new-kernel-deep-dive.md)."""
 """Activations written between kernels and sent between GPUs are 16-bit."""
 
 
@@ -168,8 +172,21 @@ def _attention_s(op: Op, m: ModelSpec, sv: ServingSpec, hw: HardwareSpec, eff: E
     kept = sum(share * (context if w is None else min(context, w)) for share, w in attention_layer_mix(op))
     kv_read = requests * kept * kv_bytes_per_token_per_layer(m, kv_b) / kv_shards(m, t)
     t_mem = float(memory_time_s(kv_read, hw, eff))
+    if m.mla is not None:
+        flop = queries * heads_share * mla_decode_flop_per_key(m, op.attn_heads) * kept
+        return max(t_mem, eff.kernel_overhead_s + flop / (peak * MLA_DECODE_EFFICIENCY))
     rate = peak * float(attention_efficiency(context, eff, False, ATTENTION_BACKEND))
     return max(t_mem, eff.kernel_overhead_s + flop / rate)
+
+
+def mla_decode_flop_per_key(m: ModelSpec, heads: int) -> float:
+    """FLOPs a decode query spends per cached token with MLA's absorbed weights: W^UK folded into the
+    query and W^UV into the output (DeepSeek-AI 2024, DeepSeek-V2 report sec. 2.1.2), every head attends
+    to the latent itself, keys of d_k = d_c + d_r and values of d_v = d_c: 2 h (d_k + d_v) (FlashMLA
+    deep dive: 2 h_q s_q s_k (d_k + d_v)). The folded projections are the ``attention/kv_up`` GEMM's
+    MACs per token, already counted; prefill runs un-absorbed (the workload's attention core)."""
+    x = m.mla
+    return 2.0 * heads * (2 * x.kv_lora_rank + x.qk_rope_head_dim)
 
 
 def _comm_s(kind: LayerKind, m: ModelSpec, sv: ServingSpec, hw: HardwareSpec, eff: Efficiencies,

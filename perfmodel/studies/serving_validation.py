@@ -311,8 +311,9 @@ def validate_serving(path=SERVING_RUNS, profile=AUTO) -> ServingValidation:
         layout = f"tp{par.tp} pp{par.pp} ep{par.ep} adp{par.attention_dp}"
         if sc.serving.requests_per_s is not None:
             if p.saturated:
-                skipped.append((row["id"], f"predicted saturated: a replica serves less than {sc.serving.requests_per_s:g} "
-                                           "requests/s, so its queue has no steady state"))
+                why = (f"predicted saturated: a replica serves less than {sc.serving.requests_per_s:g} requests/s, "
+                       "so its queue has no steady state")
+                skipped.append((row["id"], why))
             else:
                 latencies += latency_cases(row, p, par.attention_dp, layout, hw.reference_id)
             continue

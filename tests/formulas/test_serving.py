@@ -7,10 +7,17 @@ from __future__ import annotations
 import pytest
 
 import perfmodel as pm
-from perfmodel.formulas.compute import attention_efficiency
-from perfmodel.formulas.comm import Collective, Fabric, group_time_s
 from perfmodel.engine.serve import prompts_per_pass
-from perfmodel.formulas.serving import ATTENTION_BACKEND, expected_tokens_per_step, experts_touched, kv_handoff_s, pass_time
+from perfmodel.formulas.comm import Collective, Fabric, group_time_s
+from perfmodel.formulas.compute import attention_efficiency
+from perfmodel.formulas.serving import (
+    ATTENTION_BACKEND,
+    expected_tokens_per_step,
+    experts_touched,
+    kv_handoff_s,
+    mla_decode_flop_per_key,
+    pass_time,
+)
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import load_hardware
 from perfmodel.spec.presets import load_model
@@ -180,7 +187,7 @@ def test_kv_handoff_by_hand():
 
 
 def test_a_prefill_pools_ttft_adds_the_kv_handoff_over_the_scale_out_link():
-    sc, hw, m, eff = _setup(pool="prefill", prompt_tokens=8192, concurrency=2)
+    sc, hw, _, eff = _setup(pool="prefill", prompt_tokens=8192, concurrency=2)
     p = pm.serve(sc).point
     net = hw.scale_out.bandwidth_bytes_per_s * eff.scale_out_bus_efficiency
     handoff = eff.scale_out_latency_s + 2 * 80 * 2 * 8 * 128 * 8192 / net   # tp 1: the whole cache of 2 prompts
@@ -221,3 +228,23 @@ def test_prefill_passes_pack_prompts_up_to_the_token_budget():
     assert p.prefill_s == pytest.approx(t_pass) and p.output_tokens_per_s_per_gpu == pytest.approx(64 * 1000 / cycle)
     one_by_one = pm.serve({**sc.model_dump(), "serving": {**sc.serving.model_dump(), "prefill_tokens_per_pass": None}}).point
     assert p.output_tokens_per_s_per_gpu > one_by_one.output_tokens_per_s_per_gpu
+
+
+def test_mla_decode_attends_to_the_latent_with_absorbed_weights():
+    """DeepSeek-V3 decode (128 heads, latent 512, RoPE key 64): 2 x 128 x (576 + 512) = 278,528 FLOPs per
+    cached token per query (FlashMLA deep dive), at 660/990 of the bf16 peak; the fp8 latent read,
+    64 x 4,096 x 576 B per layer, is faster, so each of the 61 layers is compute-bound."""
+    m = load_model("deepseek-v3")
+    hw = load_hardware("h800-sxm")
+    eff = efficiencies_for(hw)[0]
+    sv = parse_serving_scenario({"hardware": "h800-sxm", "model": "deepseek-v3", "serving": {
+        "prompt_tokens": 4096, "output_tokens": 1, "concurrency": 64, "pool": "decode",
+        "precision": {"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"},
+        "parallelism": {"tp": 1, "attention_dp": 8, "ep": 8}}}).serving
+    assert mla_decode_flop_per_key(m, 128) == 278_528
+    requests = 64 * 8                                                  # 64 per attention group
+    flop = 64 * 4096 * 278_528
+    compute = eff.kernel_overhead_s + flop / (hw.gpu.peak_flop_per_s("bf16") * 660 / 990)
+    memory = 64 * 4096 * 576 / (hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency)
+    assert compute > memory
+    assert pass_time(m, sv, hw, eff, requests, 1, 4096, False).attention_s == pytest.approx(61 * compute, rel=1e-9)

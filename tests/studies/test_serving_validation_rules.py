@@ -17,11 +17,11 @@ from perfmodel.spec.serving import DEFAULT_MAX_CONCURRENCY, parse_serving_scenar
 from perfmodel.studies.serving_validation import (
     SERVING_FORMAT,
     TRTLLM_BENCH_MAX_BATCH,
-    trtllm_bench_max_num_tokens,
     _batch_limit,
     _packed,
     latency_cases,
     scenario_of_row,
+    trtllm_bench_max_num_tokens,
     validate_serving,
 )
 
