@@ -28,14 +28,14 @@ def print_size(d: dict, form: str) -> int:
     if form == "json":
         emit_json(d)
         return 0
-    rows = [[o["hardware"], str(o["tp"]), str(o["replicas"]), str(o["num_gpus"]),
+    rows = [[o["hardware"], o["layout"], str(o["replicas"]), str(o["num_gpus"]),
              f"{o['goodput_requests_per_s_per_replica']:.3g}", fmt.usd(o["usd_per_hour"]) + "/h", o["reason"] or "ok"]
             for o in d["options"]]
-    print(fmt.table(rows, header=["hardware", "tp", "replicas", "GPUs", "goodput req/s per replica", "price",
+    print(fmt.table(rows, header=["hardware", "replica layout", "replicas", "GPUs", "goodput req/s per replica", "price",
                                   "verdict"]))
     b = d["best"]
     print(f"cheapest for {d['requests_per_s']:.3g} requests/s: " + (
-        f"{b['replicas']} x tp{b['tp']} on {b['hardware']} ({b['num_gpus']} GPUs, {fmt.usd(b['usd_per_hour'])}/h)"
+        f"{b['replicas']} x {b['layout']} on {b['hardware']} ({b['num_gpus']} GPUs, {fmt.usd(b['usd_per_hour'])}/h)"
         if b else "none meets the objectives"))
     return 0
 

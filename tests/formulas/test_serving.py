@@ -23,6 +23,7 @@ from perfmodel.spec.hardware import load_hardware
 from perfmodel.spec.presets import load_model
 from perfmodel.spec.profile import efficiencies_for
 from perfmodel.spec.serving import parse_serving_scenario
+from perfmodel.studies.serving_size import layouts
 
 # Llama 3 70B GEMM weights by hand (Dubey et al. 2024, table 3): per layer QKV 8192 x (64 + 2 x 8) x 128,
 # out 8192 x 8192, gated up 8192 x 2 x 28672, down 28672 x 8192; 80 layers; output layer 8192 x 128256
@@ -248,3 +249,19 @@ def test_mla_decode_attends_to_the_latent_with_absorbed_weights():
     memory = 64 * 4096 * 576 / (hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency)
     assert compute > memory
     assert pass_time(m, sv, hw, eff, requests, 1, 4096, False).attention_s == pytest.approx(61 * compute, rel=1e-9)
+
+
+def test_sizing_tries_pipeline_and_expert_parallel_layouts():
+    """DeepSeek-V3 in fp8 (~671 GB of weights) does not fit one 8 x 80 GB H100 host at 0.9 of its memory, so
+    every H100 answer has pp >= 2; the MoE layouts (ep = tp, data-parallel attention with ep) are tried; an
+    option's GPUs are its replicas x tp x pp x attention_dp."""
+    assert {"tp": 1, "attention_dp": 8, "ep": 8} in layouts(True) and {"tp": 8, "pp": 2} in layouts(False)
+    assert not any("ep" in lay for lay in layouts(False))
+    sc = {"hardware": "h100-sxm", "model": "deepseek-v3",
+          "serving": {"prompt_tokens": 2000, "output_tokens": 1000, "requests_per_s": 20.0, "ttft_s": 2.0,
+                      "tpot_s": 0.05, "precision": {"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"}}}
+    r = pm.size_serving(sc, hardware=("h100-sxm",))
+    ok = [o for o in r.options if not o.reason]
+    assert ok and all(o.pp >= 2 for o in ok)
+    assert all(o.num_gpus == o.replicas * o.tp * o.pp * o.attention_dp for o in r.options)
+    assert r.best.layout == f"tp{r.best.tp} pp{r.best.pp} ep{r.best.ep} adp{r.best.attention_dp}"
