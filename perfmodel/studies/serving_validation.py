@@ -54,12 +54,12 @@ WEIGHT_FORMATS = {"fp4": "fp4", "nvfp4": "fp4", "fp8": "fp8", "fp16": "fp16", "b
 LOW_BIT_KV_DEFAULT = "fp8"
 """KV cache of an fp8/fp4 checkpoint whose row does not state it: ModelOpt's FP8 KV quantisation."""
 MAX_THROUGHPUT = ("max-throughput", "offline")
+"""Scenario words of rows measured with every request queued at once."""
 ONLINE = "online"
 """Scenario word of rows measured with requests sent at a set rate (their latencies are compared)."""
 DECODE_POOL_OUTPUT_TOKENS = 1
 """A decode pool row gives the mean context a step reads, not the lengths: the context is the prompt
 and one output token adds half a token to it (the engine's mean context is prompt + output / 2)."""
-"""Scenario words of rows measured with every request queued at once."""
 TRTLLM_BENCH_MAX_TOKENS = 32768
 """Most tokens per pass trtllm-bench sets (``tuning.py``, ``finetune_setting``: "Cap num tokens to
 avoid TRT activation buffer becoming too large")."""
