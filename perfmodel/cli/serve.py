@@ -59,7 +59,7 @@ def print_validation(d: dict, form: str, command: str) -> int:
         by = ", ".join(f"{g} {fmt.percent(v['mape'])} ({v['cases']})" for g, v in d["mape_by_gpu"].items())
         print(f"MAPE {fmt.percent(d['mape'])} over {d['num_cases']} results ({by}); {len(d['skipped'])} rows not compared")
         if latency_line(d):
-            print(f"latency at the published request rate: {latency_line(d)}")
+            print(f"latency at the published load: {latency_line(d)}")
     return 0
 
 

@@ -72,13 +72,14 @@ def latency_markdown(d: dict, command: str) -> list[str]:
         return []
     lines = ["", "### Latency", "",
              (f"`{command}`: predicted against published time to first token and time per output token at the "
-              f"published request rate (the statistic the source publishes: mean, else p50): {latency_line(d)}."), "",
+              f"published load, a request rate or a number of concurrent requests (the statistic the source "
+              f"publishes: mean, else p50): {latency_line(d)}."), "",
              "| metric | GPU | results | MAPE |", "|---|---|---:|---:|"]
     for key, v in d["latency_mape"].items():
         metric, _, gpu = key.partition(" ")
         lines.append(f"| {metric.upper()} | {gpu or '**all**'} | {v['cases']} | {fmt.percent(v['mape'])} |")
-    lines += ["", "| run | layout | requests/s | metric | predicted | measured | error |", "|---|---|---:|---|---:|---:|---:|"]
-    lines += [f"| {c['id']} | {c['layout']} | {c['requests_per_s']:g} | {c['metric'].upper()} {c['statistic']} | "
+    lines += ["", "| run | layout | requests/s (served) | metric | predicted | measured | error |", "|---|---|---:|---|---:|---:|---:|"]
+    lines += [f"| {c['id']} | {c['layout']} | {c['requests_per_s']:.3g} | {c['metric'].upper()} {c['statistic']} | "
               f"{fmt.seconds(c['predicted_s'])} | {fmt.seconds(c['measured_s'])} | {c['error']:+.1%} |"
               for c in d["latency_cases"]]
     return lines
@@ -96,5 +97,5 @@ def summary_markdown(d: dict, command: str) -> str:
     lines += [f"| {g} | {v['cases']} | {fmt.percent(v['mape'])} |" for g, v in d["mape_by_gpu"].items()]
     lines.append(f"| **all** | {d['num_cases']} | **{fmt.percent(d['mape'])}** |")
     if latency_line(d):
-        lines += ["", f"Latency at the published request rate (docs/serving_validation.md): {latency_line(d)}."]
+        lines += ["", f"Latency at the published load (docs/serving_validation.md): {latency_line(d)}."]
     return "\n".join(lines)

@@ -23,13 +23,16 @@ fitted to a row):
 The error of a row is predicted / measured - 1 on output tokens/s per GPU; MAPE is the mean of
 its absolute value.
 
-Latency rows (``online`` scenario: requests sent at a set rate, ``workload.requests_per_s``) are served
-open loop at that rate (Poisson arrivals, the engine's queue; the sources do not state the arrival
-process) and compared on TTFT and TPOT at the statistic the row publishes: the mean TTFT is the
-engine's TTFT plus the M/D/1 mean wait for the prefill (``formulas.latency.md1_mean_wait_s``), the
-mean TPOT (or ITL: for a fixed output length the mean gap between tokens) the engine's TPOT; a
-published p50 is compared with the engine's p50. A row whose rate the replica cannot serve (the
-engine says saturated: no steady state, the queue grows for the whole run) is not compared.
+Latency rows (``online`` scenario) are served at the row's load: open loop at its rate
+(``workload.requests_per_s``; Poisson arrivals, the engine's queue; the sources do not state the
+arrival process), or closed loop at its number of concurrent requests (``workload.concurrency``;
+arrivals taken as Poisson at the rate served, as the engine's percentiles do). They are compared on
+TTFT and TPOT at the statistic the row publishes: the mean TTFT is the engine's TTFT plus the M/D/1
+mean wait for the prefill at that rate (``formulas.latency.md1_mean_wait_s``), the mean TPOT (or
+ITL: for a fixed output length the mean gap between tokens) the engine's TPOT; a published p50 is
+compared with the engine's p50. Not compared: a rate the replica cannot serve (the engine says
+saturated: no steady state, the queue grows for the whole run), and more concurrent requests than
+the replica's KV cache holds (the rest wait outside the engine, a queue the engine does not model).
 """
 
 from __future__ import annotations
@@ -181,8 +184,8 @@ def scenario_of_row(row: dict) -> tuple[dict | None, str]:
     kind = str(w.get("scenario", ""))
     pool = None
     online = kind.startswith(ONLINE)
-    if online and not w.get("requests_per_s"):
-        return None, "online row without its request rate"
+    if online and not (w.get("requests_per_s") or w.get("concurrency")):
+        return None, "online row without its request rate or concurrency"
     if "decode pool" in kind:
         pool, why = _decode_pool(row)
         if pool is None:
@@ -213,7 +216,9 @@ def scenario_of_row(row: dict) -> tuple[dict | None, str]:
     serving = pool or {"prompt_tokens": int(w["input_tokens"]), "output_tokens": int(w["output_tokens"]),
                        "parallelism": layout}
     batch = _batch_limit(row)
-    load = {"requests_per_s": float(w["requests_per_s"])} if online else {"concurrency": batch}
+    load = {"concurrency": batch}
+    if online:
+        load = {"requests_per_s": float(w["requests_per_s"])} if w.get("requests_per_s") else {"concurrency": int(w["concurrency"])}
     return {"name": row["id"], "hardware": row["hardware"], "model": row["model"], "num_gpus": row.get("num_gpus"),
             "serving": {**serving, **load, "max_concurrency": batch,
                         "precision": {"weights": weights, "activations": weights, "kv_cache": kv}}}, ""
@@ -240,7 +245,7 @@ def _published_latencies(row: dict) -> dict[tuple[str, str], float]:
 def latency_cases(row: dict, p: ServePrediction, attention_dp: int, layout: str, gpu: str) -> list[LatencyCase]:
     """The row's published TTFT and TPOT against the engine's at the row's rate (module docstring):
     each attention group's prefill is a queue fed 1 / (replicas x groups) of the rate."""
-    pt, rate = p.point, float(row["workload"]["requests_per_s"])
+    pt, rate = p.point, float(row["workload"].get("requests_per_s") or p.point.requests_per_s_per_replica * p.replicas)
     rate_group = rate / (p.replicas * attention_dp)
     predicted = {("ttft", "mean"): pt.ttft_s + md1_mean_wait_s(rate_group, pt.prefill_s), ("ttft", "p50"): pt.ttft_p50_s,
                  ("tpot", "mean"): pt.tpot_s, ("tpot", "p50"): pt.tpot_p50_s}
@@ -269,7 +274,7 @@ def _is_trtllm_bench(row: dict) -> bool:
 def _packed(mapping: dict, row: dict, hw, m, eff):
     """A trtllm-bench max-throughput row's scenario with its prefill token budget: the engine's count of
     requests the cache holds (up to trtllm-bench's cap) through ``trtllm_bench_max_num_tokens``."""
-    if not _is_trtllm_bench(row) or "requests_per_s" in mapping["serving"]:
+    if not _is_trtllm_bench(row) or str(row["workload"].get("scenario", "")).startswith(ONLINE):
         return parse_serving_scenario(mapping)
     sv = mapping["serving"]
     probe = {**mapping, "serving": {**sv, "concurrency": TRTLLM_BENCH_MAX_BATCH, "max_concurrency": TRTLLM_BENCH_MAX_BATCH}}
@@ -309,8 +314,13 @@ def validate_serving(path=SERVING_RUNS, profile=AUTO) -> ServingValidation:
             continue
         par = sc.serving.parallelism
         layout = f"tp{par.tp} pp{par.pp} ep{par.ep} adp{par.attention_dp}"
-        if sc.serving.requests_per_s is not None:
-            if p.saturated:
+        if str(row["workload"].get("scenario", "")).startswith(ONLINE):
+            asked = sc.serving.concurrency
+            if asked is not None and p.point.concurrency < asked:
+                why = (f"{asked} concurrent requests, more than the {p.max_concurrency} the KV cache holds: the rest "
+                       "queue outside the engine")
+                skipped.append((row["id"], why))
+            elif p.saturated:
                 why = (f"predicted saturated: a replica serves less than {sc.serving.requests_per_s:g} requests/s, "
                        "so its queue has no steady state")
                 skipped.append((row["id"], why))

@@ -117,3 +117,23 @@ def test_the_deployment_sized_by_hand_in_the_docs_is_the_engines_answer():
     case = next(c for c in validate_serving().cases if c.id == "trtllm-perf-overview-llama3-70b-h200-tp1-fp8-1000-1000")
     assert round(case.predicted_output_tokens_per_s_per_gpu) == figure
     assert 194 * 1000 / (97 * 0.2465 + 1000 * 0.0385) == pytest.approx(figure, rel=0.002)
+
+
+def test_a_closed_loop_row_is_served_at_its_concurrency_and_not_compared_beyond_the_cache(tmp_path):
+    row = {**ONLINE_ROW, "id": "closed", "model": "llama3-70b", "num_gpus": 2, "parallelism": {"tp": 2},
+           "precision": {"weights": "fp8"},
+           "workload": {"scenario": "online (closed loop at a fixed concurrency)", "input_tokens": 5000,
+                        "output_tokens": 500, "concurrency": 5}}
+    mapping = scenario_of_row(row)[0]
+    assert mapping["serving"]["concurrency"] == 5 and "requests_per_s" not in mapping["serving"]
+    p = pm.serve(mapping)
+    case = {c.metric: c for c in latency_cases(row, p, 1, "tp2", "h100-sxm")}["ttft"]
+    rate = p.point.requests_per_s_per_replica          # the rate 5 clients draw
+    D = p.point.prefill_s
+    assert case.requests_per_s == pytest.approx(rate)
+    assert case.predicted_s == pytest.approx(p.point.ttft_s + rate * D * D / (2 * (1 - rate * D)), rel=1e-12)
+    many = {**row, "workload": {**row["workload"], "concurrency": 10 * p.max_concurrency}}
+    f = tmp_path / "runs.yaml"
+    f.write_text(yaml.safe_dump({"format": SERVING_FORMAT, "runs": [many]}))
+    v = validate_serving(f)
+    assert not v.latency_cases and "more than the" in v.skipped[0][1]
