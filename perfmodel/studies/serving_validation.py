@@ -258,7 +258,11 @@ def trtllm_bench_max_num_tokens(requests: float, input_tokens: int, output_token
     ``tensorrt_llm/bench/build/tuning.py``, ``finetune_setting``): from the requests the KV cache holds,
     raw = min(min(requests, 4096) / pp x (1 + ISL / OSL), 32768), rounded up to a multiple of 256 (at
     least 2048) below 4096, of 512 below 8192, else of 1024. Here ``requests`` is the engine's own count
-    of what the cache holds (trtllm-bench estimates it from the checkpoint's size and the GPU memory)."""
+    of what the cache holds (trtllm-bench estimates it from the checkpoint's size and the GPU memory).
+    The PyTorch backend takes the same heuristic (``bench/benchmark/utils/general.py``, ``get_settings``;
+    it also raises the budget to ISL + max batch without chunked prefill, which no compared row reaches),
+    and the pre-defined settings of ``bench/build/benchmark_config.yml`` name none of the compared
+    checkpoints."""
     raw = min(min(requests, TRTLLM_BENCH_MAX_BATCH) / pp * (1 + input_tokens / output_tokens), TRTLLM_BENCH_MAX_TOKENS)
     if raw < 4096:
         return max(2048, 256 * math.ceil(raw / 256))
