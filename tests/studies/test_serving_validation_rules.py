@@ -137,3 +137,14 @@ def test_a_closed_loop_row_is_served_at_its_concurrency_and_not_compared_beyond_
     f.write_text(yaml.safe_dump({"format": SERVING_FORMAT, "runs": [many]}))
     v = validate_serving(f)
     assert not v.latency_cases and "more than the" in v.skipped[0][1]
+
+
+def test_the_docs_sizing_by_hand_of_ten_requests_per_second_on_h200():
+    """docs/serving.md step 7: 194 requests per 62.5 s cycle = 3.11 requests/s per H200, so 10 requests/s need 4."""
+    sc = {"hardware": "h200-sxm", "model": "llama3-70b",
+          "serving": {"prompt_tokens": 1000, "output_tokens": 1000, "requests_per_s": 10, "prefill_tokens_per_pass": 2048,
+                      "precision": {"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"}}}
+    best = pm.size_serving(sc, hardware=("h200-sxm",)).best
+    assert best.goodput_requests_per_s_per_replica == pytest.approx(194 / (97 * 0.2465 + 1000 * 0.0385), rel=0.003)
+    assert (best.layout, best.replicas, best.num_gpus) == ("tp1 pp1 ep1 adp1", 4, 4)
+    assert best.usd_per_hour == pytest.approx(4 * 5.41, rel=0.01)
