@@ -204,7 +204,7 @@ def serve_point(m: ModelSpec, sv: ServingSpec, hw: HardwareSpec, eff: Efficienci
         stalls_per_step = (prefills - 1) * chunks / steps   # the other requests' prefills (chunks) in its life
         pct = {}
         for name, q in QUANTILES.items():
-            pct[f"ttft_{name}_s"] = ttft + wait_quantile_s(q, arrival_group, t_pre)
+            pct[f"ttft_{name}_s"] = ttft + wait_quantile_s(q, arrival_group, t_pre, sv.prompt_tokens_cv)
             pct[f"tpot_{name}_s"] = tpot_quantile_s(q, steps, stalls_per_step, t_step, chunk_s, O)
     return ServePoint(B, ttft, tpot, **pct, tpot_worst_step_s=worst, decode_step_s=t_step, prefill_s=t_pre,
                       requests_per_s_per_replica=rps, output_tokens_per_s_per_replica=rps * O,

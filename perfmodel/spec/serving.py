@@ -108,6 +108,11 @@ class ServingSpec(_Frozen):
     """Input tokens per request (mean)."""
     output_tokens: int_field(MAX_SEQ_LENGTH)
     """Generated tokens per request (mean)."""
+    prompt_tokens_cv: real_field(MAX_RATIO, exclusive_minimum=False) = 0.0
+    """Spread of the prompt lengths: standard deviation over the mean (0: every prompt ``prompt_tokens``
+    long). A prefill takes time in proportion to its prompt, so the prefill queue is M/G/1 with the
+    service's second moment D^2 (1 + cv^2) (``formulas.latency``): the TTFT percentiles widen; the
+    means (cache held, throughput) stay those of the mean lengths."""
     concurrency: int_field(MAX_NUM_GPUS * 1024) | None = None
     """Requests in flight per replica (closed loop). Give this or ``requests_per_s``."""
     requests_per_s: real_field(1e9) | None = None
