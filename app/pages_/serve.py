@@ -96,10 +96,10 @@ if rate > 0:
     if z is not None:
         b = z["best"]
         st.caption(page.plain(
-            f"{b['replicas']} replica(s) of tp{b['tp']} on {b['hardware']}: {b['num_gpus']} GPUs at "
+            f"{b['replicas']} replica(s) of {b['layout']} on {b['hardware']}: {b['num_gpus']} GPUs at "
             f"{fmt.usd(b['usd_per_hour'])} per hour, TTFT {fmt.seconds(b['ttft_s'])}, TPOT {fmt.seconds(b['tpot_s'])}"
-            if b else "No hardware and tp of the catalogue meets the objectives at any concurrency."))
-        st.dataframe(pd.DataFrame([{"hardware": o["hardware"], "tp": o["tp"], "replicas": o["replicas"],
+            if b else "No hardware and layout of the catalogue meets the objectives at any concurrency."))
+        st.dataframe(pd.DataFrame([{"hardware": o["hardware"], "layout": o["layout"], "replicas": o["replicas"],
                                     "GPUs": o["num_gpus"], "USD per hour": o["usd_per_hour"],
                                     "verdict": o["reason"] or "meets the objectives"}
                                    for o in z["options"][:12]]), hide_index=True)

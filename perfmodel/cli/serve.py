@@ -6,7 +6,7 @@ from __future__ import annotations
 import perfmodel as pm
 from perfmodel.cli.common import add_profile_option, emit_json, profile_choice
 from perfmodel.present import fmt
-from perfmodel.present.serving_report import CURVE_HEADER, curve_rows, serve_rows, validation_markdown
+from perfmodel.present.serving_report import CURVE_HEADER, curve_rows, latency_line, serve_rows, validation_markdown
 
 
 def cmd_serve(args) -> int:
@@ -28,14 +28,14 @@ def print_size(d: dict, form: str) -> int:
     if form == "json":
         emit_json(d)
         return 0
-    rows = [[o["hardware"], str(o["tp"]), str(o["replicas"]), str(o["num_gpus"]),
+    rows = [[o["hardware"], o["layout"], str(o["replicas"]), str(o["num_gpus"]),
              f"{o['goodput_requests_per_s_per_replica']:.3g}", fmt.usd(o["usd_per_hour"]) + "/h", o["reason"] or "ok"]
             for o in d["options"]]
-    print(fmt.table(rows, header=["hardware", "tp", "replicas", "GPUs", "goodput req/s per replica", "price",
+    print(fmt.table(rows, header=["hardware", "replica layout", "replicas", "GPUs", "goodput req/s per replica", "price",
                                   "verdict"]))
     b = d["best"]
     print(f"cheapest for {d['requests_per_s']:.3g} requests/s: " + (
-        f"{b['replicas']} x tp{b['tp']} on {b['hardware']} ({b['num_gpus']} GPUs, {fmt.usd(b['usd_per_hour'])}/h)"
+        f"{b['replicas']} x {b['layout']} on {b['hardware']} ({b['num_gpus']} GPUs, {fmt.usd(b['usd_per_hour'])}/h)"
         if b else "none meets the objectives"))
     return 0
 
@@ -58,6 +58,8 @@ def print_validation(d: dict, form: str, command: str) -> int:
         print(fmt.table(rows, header=["run", "layout", "predicted tok/s/GPU", "measured", "error"]))
         by = ", ".join(f"{g} {fmt.percent(v['mape'])} ({v['cases']})" for g, v in d["mape_by_gpu"].items())
         print(f"MAPE {fmt.percent(d['mape'])} over {d['num_cases']} results ({by}); {len(d['skipped'])} rows not compared")
+        if latency_line(d):
+            print(f"latency at the published load: {latency_line(d)}")
     return 0
 
 

@@ -5,10 +5,12 @@ concurrency and over a curve of them.
 ==========  =================================================================================
 B           requests in flight per replica;  A attention data-parallel groups;  pp stages
 P, O        prompt and output tokens per request (means)
-t_pre       prefill of A prompts (one per attention group), through every stage
+k           prompts a prefill pass packs per attention group: 1, or with ``prefill_tokens_per_pass``
+            (prompts queued together) min(floor(tokens / P), B / A)
+t_pre       one prefill pass of A k prompts (k per attention group), through every stage
 t_step      one decode step of the B requests (pp stage passes of B/pp requests each)
 n_tok       tokens a step yields per request: 1, or (1 - a^(g+1)) / (1 - a) with speculation
-T           time for B requests to finish: (B/A) t_pre + (O / n_tok) t_step
+T           time for B requests to finish: (B / (A k)) t_pre + (O / n_tok) t_step
 ==========  =================================================================================
 
 Request rate = B / T and output tokens/s = B O / T (Little's law over one cycle of the batch).
@@ -25,11 +27,12 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from perfmodel.formulas.comm import scale_out_fabric, scale_up_fabric
 from perfmodel.formulas.cost import effective_usd_per_gpu_hour
 from perfmodel.formulas.kv_cache import max_sequences
 from perfmodel.formulas.latency import QUANTILES, tpot_quantile_s, wait_quantile_s
 from perfmodel.formulas.ops import OpKind, TpSplit
-from perfmodel.formulas.serving import PassTime, expected_tokens_per_step, pass_time
+from perfmodel.formulas.serving import PassTime, expected_tokens_per_step, kv_handoff_s, pass_time
 from perfmodel.formulas.workload import head_weight_op, layer_kinds, weight_ops
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.errors import InputError
@@ -69,6 +72,9 @@ class ServePoint:
     output_tokens_per_s_per_gpu: float
     input_tokens_per_s_per_gpu: float
     meets_objectives: bool
+    kv_handoff_s: float = 0.0
+    """Prefill pool of a disaggregated deployment: the time to send the pass's caches to the decode
+    pool, inside its TTFT (``formulas.serving.kv_handoff_s``); 0 otherwise."""
 
 
 @dataclass(frozen=True)
@@ -138,12 +144,23 @@ def kv_cache_bytes_per_gpu(hw: HardwareSpec, m: ModelSpec, sv: ServingSpec) -> f
     return hw.gpu.hbm_bytes * GPU_MEMORY_UTILIZATION - weight_bytes_per_gpu(m, sv)
 
 
+def prompts_per_pass(sv: ServingSpec, B: float) -> int:
+    """k: prompts one prefill pass packs per attention group. With ``prefill_tokens_per_pass`` set
+    (prompts that queue together, as in a max-throughput run) the scheduler fills a pass up to that
+    many tokens (TensorRT-LLM ``max_num_tokens``, vLLM ``max_num_batched_tokens``), at most the
+    group's B / A requests; else 1 (prompts arriving one at a time). Chunked prefill mixes its
+    chunks into decode steps instead: 1."""
+    if sv.prefill_tokens_per_pass is None or sv.batching == "chunked_prefill":
+        return 1
+    return max(1, min(sv.prefill_tokens_per_pass // sv.prompt_tokens, int(B // sv.parallelism.attention_dp)))
+
+
 def _phases(m, sv, hw, eff, B: float) -> tuple[float, float, float, PassTime]:
-    """(t_pre for A prompts, t_step for B requests, tokens per step per request, the step's parts)."""
+    """(t_pre for A k prompts, t_step for B requests, tokens per step per request, the step's parts)."""
     par, P, O = sv.parallelism, sv.prompt_tokens, sv.output_tokens
     A = par.attention_dp
     chunks = 1 if sv.batching != "chunked_prefill" else math.ceil(P / sv.chunk_tokens)
-    pre = pass_time(m, sv, hw, eff, A, P / chunks, P, True)
+    pre = pass_time(m, sv, hw, eff, A * prompts_per_pass(sv, B), P / chunks, P, True)
     t_pre = par.pp * chunks * pre.total_s
     ctx = P + O / 2
     per_stage = max(B / par.pp, 1.0)
@@ -165,7 +182,8 @@ def serve_point(m: ModelSpec, sv: ServingSpec, hw: HardwareSpec, eff: Efficienci
     par, P, O = sv.parallelism, sv.prompt_tokens, sv.output_tokens
     A = par.attention_dp
     t_pre, t_step, n_tok, _ = _phases(m, sv, hw, eff, B)
-    prefills = max(B / A, 1.0)
+    k = prompts_per_pass(sv, B)
+    prefills = max(B / (A * k), 1.0)   # prefill passes in a cycle
     cycle_s = prefills * t_pre + O / n_tok * t_step
     gpus = par.replica_gpus
     if sv.pool != "both":
@@ -181,12 +199,12 @@ def serve_point(m: ModelSpec, sv: ServingSpec, hw: HardwareSpec, eff: Efficienci
         chunks = max(1, math.ceil(P / sv.chunk_tokens)) if sv.batching == "chunked_prefill" else 1
         chunk_s = t_pre / chunks
         worst = t_step + chunk_s
-        arrival_group = (rps if arrival_per_s is None else arrival_per_s) / A
+        arrival_group = (rps if arrival_per_s is None else arrival_per_s) / (A * k)   # packed passes
         steps = O / n_tok
         stalls_per_step = (prefills - 1) * chunks / steps   # the other requests' prefills (chunks) in its life
         pct = {}
         for name, q in QUANTILES.items():
-            pct[f"ttft_{name}_s"] = ttft + wait_quantile_s(q, arrival_group, t_pre)
+            pct[f"ttft_{name}_s"] = ttft + wait_quantile_s(q, arrival_group, t_pre, sv.prompt_tokens_cv)
             pct[f"tpot_{name}_s"] = tpot_quantile_s(q, steps, stalls_per_step, t_step, chunk_s, O)
     return ServePoint(B, ttft, tpot, **pct, tpot_worst_step_s=worst, decode_step_s=t_step, prefill_s=t_pre,
                       requests_per_s_per_replica=rps, output_tokens_per_s_per_replica=rps * O,
@@ -203,14 +221,19 @@ def meets(sv: ServingSpec, ttft: float, tpot: float, pct: dict) -> bool:
 
 def _pool_point(sv: ServingSpec, m, hw, eff, B: int, t_pre: float, t_step: float, n_tok: float, gpus: int) -> ServePoint:
     """One pool of a disaggregated deployment. Prefill: B prompts per pass (B / A per attention group),
-    TTFT = that pass through every stage, no decode. Decode: B requests per step, no prefill stalls:
-    TPOT = t_step / n_tok; its TTFT is one step after the cache arrives (the transfer is not modelled)."""
+    TTFT = that pass through every stage and the hand-off of its caches to the decode pool over
+    ``kv_link`` (``formulas.serving.kv_handoff_s``); the next pass overlaps the hand-off, so the rate
+    is B per pass. Decode: B requests per step, no prefill stalls: TPOT = t_step / n_tok; its TTFT is
+    one step after the cache arrives."""
     par, P, O = sv.parallelism, sv.prompt_tokens, sv.output_tokens
     if sv.pool == "prefill":
         t = par.pp * pass_time(m, sv, hw, eff, B, P, P, True).total_s
+        link = scale_out_fabric(hw, eff) if sv.kv_link == "scale_out" else scale_up_fabric(hw, eff)
+        handoff = kv_handoff_s(m, P, FORMAT_BYTES[sv.precision.kv_cache], par.tp, B / par.attention_dp, link)
+        ttft = t + handoff
         rps = B / t
-        ok = sv.ttft_s is None or t <= sv.ttft_s
-        return ServePoint(B, t, 0.0, t, t, 0.0, 0.0, 0.0, 0.0, t, rps, 0.0, 0.0, rps * P / gpus, ok)
+        ok = sv.ttft_s is None or ttft <= sv.ttft_s
+        return ServePoint(B, ttft, 0.0, ttft, ttft, 0.0, 0.0, 0.0, 0.0, t, rps, 0.0, 0.0, rps * P / gpus, ok, handoff)
     tpot = t_step / n_tok
     rps = B * n_tok / t_step / O
     ok = sv.tpot_s is None or tpot <= sv.tpot_s
@@ -258,7 +281,7 @@ def serve(sc: ServingScenario, hw: HardwareSpec, m: ModelSpec, eff: Efficiencies
     best = max(good, key=lambda p: p.output_tokens_per_s_per_gpu) if good else None
     usd_h = effective_usd_per_gpu_hour(hw, sc.cost)
     usd_s_replica = usd_h / SECONDS_PER_HOUR * par.replica_gpus
-    prefills = max(point.concurrency / par.attention_dp, 1.0)
+    prefills = max(point.concurrency / (par.attention_dp * prompts_per_pass(sv, point.concurrency)), 1.0)
     in_usd = usd_s_replica * point.prefill_s * prefills / point.concurrency / sv.prompt_tokens * MEGA
     out_usd = usd_s_replica * point.decode_step_s / (point.concurrency * _tokens_per_step(sv)) * MEGA
     step = _phases(m, sv, hw, eff, point.concurrency)[3]

@@ -16,7 +16,10 @@ X           stalled steps of a request, Binomial(n, r)
 TTFT: a prompt waits for the prefills ahead of it, an M/D/1 queue (Kendall's notation: Poisson
 arrivals, deterministic service, one server). Its mean is the Pollaczek-Khinchine formula,
 W_bar = lambda E[S^2] / (2 (1 - rho)) = rho D / (2 (1 - rho)) for E[S^2] = D^2 (Pollaczek 1930,
-Khinchine 1932; Kleinrock 1975, "Queueing Systems, Vol. 1: Theory", ch. 5, the M/G/1 queue). A
+Khinchine 1932; Kleinrock 1975, "Queueing Systems, Vol. 1: Theory", ch. 5, the M/G/1 queue). With
+prompt lengths that vary (coefficient of variation c = std / mean) and a prefill time proportional to
+the prompt, the service is general with E[S^2] = D^2 (1 + c^2): an M/G/1 queue, whose mean wait is
+the same formula times (1 + c^2) (c = 1, exponential service, gives M/M/1's rho D / (1 - rho)). A
 Poisson arrival finds the server busy with probability rho (PASTA: Wolff 1982, "Poisson Arrivals
 See Time Averages", Oper. Res. 30), and the wait of one that waits is taken as exponential with
 the mean that gives W_bar: P(W > t) = rho exp(-rho t / W_bar). This is exact for M/M/1 and is the
@@ -40,14 +43,15 @@ QUANTILES = {"p50": 0.50, "p99": 0.99}
 """The percentiles the serving engine reports (``ttft_p50_s``, ``ttft_p99_s``, ...)."""
 
 
-def md1_mean_wait_s(arrival_per_s: float, service_s: float) -> float:
-    """Pollaczek-Khinchine mean wait of an M/D/1 queue: lambda D^2 / (2 (1 - rho)); inf at rho >= 1."""
+def md1_mean_wait_s(arrival_per_s: float, service_s: float, service_cv: float = 0.0) -> float:
+    """Pollaczek-Khinchine mean wait: lambda D^2 (1 + c^2) / (2 (1 - rho)), M/D/1 at c = 0 and M/G/1 with
+    a service time of mean D and coefficient of variation c; inf at rho >= 1."""
     lam, D = arrival_per_s, service_s
     rho = lam * D
-    return math.inf if rho >= 1 else lam * D * D / (2 * (1 - rho))
+    return math.inf if rho >= 1 else lam * D * D * (1 + service_cv ** 2) / (2 * (1 - rho))
 
 
-def wait_quantile_s(q: float, arrival_per_s: float, service_s: float) -> float:
+def wait_quantile_s(q: float, arrival_per_s: float, service_s: float, service_cv: float = 0.0) -> float:
     """The q-quantile of the wait: 0 while 1 - q >= rho (most arrivals find the server free), else
     (W_bar / rho) ln(rho / (1 - q)), from P(W > t) = rho exp(-rho t / W_bar); inf at rho >= 1."""
     rho = arrival_per_s * service_s
@@ -55,7 +59,7 @@ def wait_quantile_s(q: float, arrival_per_s: float, service_s: float) -> float:
         return math.inf
     if 1 - q >= rho:
         return 0.0
-    return md1_mean_wait_s(arrival_per_s, service_s) / rho * math.log(rho / (1 - q))
+    return md1_mean_wait_s(arrival_per_s, service_s, service_cv) / rho * math.log(rho / (1 - q))
 
 
 def tpot_quantile_s(q: float, steps: float, stalls_per_step: float, step_s: float, stall_s: float,

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from perfmodel.formulas.comm import Collective, group_time_s, p2p_time_s
+from perfmodel.formulas.comm import Collective, Fabric, group_time_s, p2p_time_s
 from perfmodel.formulas.compute import attention_efficiency, gemm_precision, gemm_roofline_s, memory_time_s
 from perfmodel.formulas.counts import attention_fwd_flop_per_token, attention_layer_mix
-from perfmodel.formulas.kv_cache import kv_bytes_per_token_per_layer, kv_shards
+from perfmodel.formulas.kv_cache import kv_bytes_per_sequence, kv_bytes_per_token_per_layer, kv_shards
 from perfmodel.formulas.ops import FP32_BYTES, LayerKind, Op, OpKind, TpSplit
 from perfmodel.formulas.workload import head_weight_op, layer_kinds, layer_ops
 from perfmodel.spec.efficiency import Efficiencies
@@ -65,6 +65,10 @@ sum of the expert outputs happen inside the grouped GEMMs. The training stack's 
 MOE_ROUTING_PASSES = 2
 """Passes over the fp32 [tokens, experts] router logits in the fused top-k softmax: read, write."""
 HEAD_BYTES = FORMAT_BYTES["bf16"]
+MLA_DECODE_EFFICIENCY = 660 / 990
+"""Share of the bf16 peak the absorbed-MLA decode kernel reaches when compute-bound: FlashMLA, 660
+TFLOP/s on an H800 SXM5 of 990 TFLOP/s (deepseek-ai/FlashMLA README, performance update 2025-04-22,
+and docs/20250422-new-kernel-deep-dive.md)."""
 """Activations written between kernels and sent between GPUs are 16-bit."""
 
 
@@ -92,6 +96,18 @@ def expected_tokens_per_step(acceptance_rate: float, draft_tokens: int) -> float
     (Leviathan et al. 2023, "Fast Inference from Transformers via Speculative Decoding", eq. 1)."""
     a, g = acceptance_rate, draft_tokens
     return (1 - a ** (g + 1)) / (1 - a)
+
+
+def kv_handoff_s(m: ModelSpec, prompt_tokens: int, kv_bytes_per_element: float, tp: int, prompts_per_group: float,
+                 link: Fabric) -> float:
+    """Time to hand a prefill pool's caches to the decode pool (disaggregated serving: Zhong et al.
+    2024, DistServe sec. 4; Patel et al. 2024, Splitwise sec. 4): each GPU of a prefill attention
+    group sends the cache shard it holds (``kv_shards``) of its group's ``prompts_per_group``
+    prompts over its own link, all GPUs at once, to its counterpart in the decode pool:
+    latency + prompts x kv_bytes_per_sequence(P) / shards / link bandwidth. Sent after the pass (no
+    layer-by-layer overlap with the prefill)."""
+    per_gpu = prompts_per_group * float(kv_bytes_per_sequence(m, prompt_tokens, kv_bytes_per_element)) / kv_shards(m, tp)
+    return link.latency_s + per_gpu / link.busbw_bytes_per_s
 
 
 def experts_touched(num_experts: int, top_k: int, tokens: float) -> float:
@@ -156,8 +172,21 @@ def _attention_s(op: Op, m: ModelSpec, sv: ServingSpec, hw: HardwareSpec, eff: E
     kept = sum(share * (context if w is None else min(context, w)) for share, w in attention_layer_mix(op))
     kv_read = requests * kept * kv_bytes_per_token_per_layer(m, kv_b) / kv_shards(m, t)
     t_mem = float(memory_time_s(kv_read, hw, eff))
+    if m.mla is not None:
+        flop = queries * heads_share * mla_decode_flop_per_key(m, op.attn_heads) * kept
+        return max(t_mem, eff.kernel_overhead_s + flop / (peak * MLA_DECODE_EFFICIENCY))
     rate = peak * float(attention_efficiency(context, eff, False, ATTENTION_BACKEND))
     return max(t_mem, eff.kernel_overhead_s + flop / rate)
+
+
+def mla_decode_flop_per_key(m: ModelSpec, heads: int) -> float:
+    """FLOPs a decode query spends per cached token with MLA's absorbed weights: W^UK folded into the
+    query and W^UV into the output (DeepSeek-AI 2024, DeepSeek-V2 report sec. 2.1.2), every head attends
+    to the latent itself, keys of d_k = d_c + d_r and values of d_v = d_c: 2 h (d_k + d_v) (FlashMLA
+    deep dive: 2 h_q s_q s_k (d_k + d_v)). The folded projections are the ``attention/kv_up`` GEMM's
+    MACs per token, already counted; prefill runs un-absorbed (the workload's attention core)."""
+    x = m.mla
+    return 2.0 * heads * (2 * x.kv_lora_rank + x.qk_rope_head_dim)
 
 
 def _comm_s(kind: LayerKind, m: ModelSpec, sv: ServingSpec, hw: HardwareSpec, eff: Efficiencies,
@@ -165,8 +194,15 @@ def _comm_s(kind: LayerKind, m: ModelSpec, sv: ServingSpec, hw: HardwareSpec, ef
     par = sv.parallelism
     h = m.hidden_size
     ar = float(group_time_s(Collective.ALL_REDUCE, tokens_per_group * h * HEAD_BYTES, par.tp, 1, hw, eff))
-    if kind is LayerKind.DENSE or par.ep == 1:
+    if kind is LayerKind.DENSE or (par.ep == 1 and par.attention_dp == 1):
         return TP_ALL_REDUCES_PER_LAYER * ar
+    if par.ep == 1:
+        # attention data-parallel, every expert split over the stage's GPUs: each GPU needs every
+        # group's tokens (all-gather) and hands back its partial sums (reduce-scatter), the two halves
+        # of an all-reduce (TensorRT-LLM attention DP with MoE tensor parallelism; SGLang DP attention)
+        full = tokens_stage * h * HEAD_BYTES
+        return ar + sum(float(group_time_s(op, full, par.stage_gpus, 1, hw, eff))
+                        for op in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER))
     per_gpu = tokens_stage / par.stage_gpus * m.moe.top_k * h * FORMAT_BYTES[sv.precision.activations]
     a2a = float(group_time_s(Collective.ALL_TO_ALL, per_gpu, par.ep, par.expert_tp, hw, eff))
     return ar + EP_ALL_TO_ALLS_PER_MOE_LAYER * a2a

@@ -53,9 +53,36 @@ def validation_markdown(d: dict, command: str) -> str:
     lines += ["", "| run | layout | concurrency | predicted | measured | error |", "|---|---|---:|---:|---:|---:|"]
     lines += [f"| {c['id']} | {c['layout']} | {c['concurrency']:,} | {c['predicted_output_tokens_per_s_per_gpu']:,.0f} | "
               f"{c['measured_output_tokens_per_s_per_gpu']:,.0f} | {c['error']:+.1%} |" for c in d["cases"]]
+    lines += latency_markdown(d, command)
     lines += ["", f"Not compared ({len(d['skipped'])} rows):", ""]
     lines += [f"- {s['id']}: {s['reason']}" for s in d["skipped"]]
     return "\n".join(lines)
+
+
+def latency_line(d: dict) -> str:
+    """'TTFT MAPE x% (n results), TPOT MAPE y% (m)' of a serving validation, or '' without latency rows."""
+    lm = d.get("latency_mape", {})
+    parts = [f"{m.upper()} MAPE {fmt.percent(lm[m]['mape'])} ({lm[m]['cases']} results)" for m in ("ttft", "tpot") if m in lm]
+    return ", ".join(parts)
+
+
+def latency_markdown(d: dict, command: str) -> list[str]:
+    """The latency part of the serving validation section: MAPE per metric and GPU, and each result."""
+    if not d.get("latency_cases"):
+        return []
+    lines = ["", "### Latency", "",
+             (f"`{command}`: predicted against published time to first token and time per output token at the "
+              f"published load, a request rate or a number of concurrent requests (the statistic the source "
+              f"publishes: mean, else p50): {latency_line(d)}."), "",
+             "| metric | GPU | results | MAPE |", "|---|---|---:|---:|"]
+    for key, v in d["latency_mape"].items():
+        metric, _, gpu = key.partition(" ")
+        lines.append(f"| {metric.upper()} | {gpu or '**all**'} | {v['cases']} | {fmt.percent(v['mape'])} |")
+    lines += ["", "| run | layout | requests/s (served) | metric | predicted | measured | error |", "|---|---|---:|---|---:|---:|---:|"]
+    lines += [f"| {c['id']} | {c['layout']} | {c['requests_per_s']:.3g} | {c['metric'].upper()} {c['statistic']} | "
+              f"{fmt.seconds(c['predicted_s'])} | {fmt.seconds(c['measured_s'])} | {c['error']:+.1%} |"
+              for c in d["latency_cases"]]
+    return lines
 
 
 def summary_markdown(d: dict, command: str) -> str:
@@ -69,4 +96,6 @@ def summary_markdown(d: dict, command: str) -> str:
              "| GPU | results | MAPE |", "|---|---:|---:|"]
     lines += [f"| {g} | {v['cases']} | {fmt.percent(v['mape'])} |" for g, v in d["mape_by_gpu"].items()]
     lines.append(f"| **all** | {d['num_cases']} | **{fmt.percent(d['mape'])}** |")
+    if latency_line(d):
+        lines += ["", f"Latency at the published load (docs/serving_validation.md): {latency_line(d)}."]
     return "\n".join(lines)

@@ -17,7 +17,7 @@ from perfmodel.spec.hardware import HardwareSpec, list_hardware_ids, load_hardwa
 from perfmodel.spec.limits import MAX_NUM_GPUS, MAX_RATIO, MAX_SECONDS, MAX_SEQ_LENGTH, Name, int_field, real_field
 from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.precision import Precision
-from perfmodel.spec.serving_names import Batching, KvFormat, Pool, Statistic, WeightFormat
+from perfmodel.spec.serving_names import Batching, KvFormat, KvLink, Pool, Statistic, WeightFormat
 
 DEFAULT_CHUNK_TOKENS = 2048
 """Prefill tokens per chunk under chunked prefill: vLLM's ``max_num_batched_tokens`` default for
@@ -101,6 +101,11 @@ class ServingSpec(_Frozen):
     """Input tokens per request (mean)."""
     output_tokens: int_field(MAX_SEQ_LENGTH)
     """Generated tokens per request (mean)."""
+    prompt_tokens_cv: real_field(MAX_RATIO, exclusive_minimum=False) = 0.0
+    """Spread of the prompt lengths: standard deviation over the mean (0: every prompt ``prompt_tokens``
+    long). A prefill takes time in proportion to its prompt, so the prefill queue is M/G/1 with the
+    service's second moment D^2 (1 + cv^2) (``formulas.latency``): the TTFT percentiles widen; the
+    means (cache held, throughput) stay those of the mean lengths."""
     concurrency: int_field(MAX_NUM_GPUS * 1024) | None = None
     """Requests in flight per replica (closed loop). Give this or ``requests_per_s``."""
     requests_per_s: real_field(1e9) | None = None
@@ -118,11 +123,21 @@ class ServingSpec(_Frozen):
     prefills are split into ``chunk_tokens`` pieces mixed into decode steps (Agrawal et al. 2024,
     Sarathi-Serve)."""
     chunk_tokens: int_field(MAX_SEQ_LENGTH) = DEFAULT_CHUNK_TOKENS
+    prefill_tokens_per_pass: int_field(MAX_SEQ_LENGTH) | None = None
+    """Prompt tokens one prefill pass packs when prompts wait together (every request queued at
+    once, a max-throughput run): the scheduler's token budget per pass (TensorRT-LLM
+    ``max_num_tokens``, vLLM ``max_num_batched_tokens``, SGLang ``max_prefill_tokens``). None: one
+    prompt per attention group per pass (requests arriving one at a time)."""
     pool: Pool = "both"
     """What the replicas do: ``both`` prefill and decode (one pool); ``prefill`` or ``decode`` only, as
     one pool of a disaggregated deployment (Zhong et al. 2024, DistServe; Patel et al. 2024, Splitwise):
     a prefill pool prefills ``concurrency`` prompts per pass and hands their caches on; a decode pool
     decodes ``concurrency`` requests per step with no prefill stalls."""
+    kv_link: KvLink = "scale_out"
+    """The link that carries a prompt's KV cache from the prefill pool to the decode pool (``pool:
+    prefill`` adds the hand-off to its TTFT): ``scale_out``, the GPUs' NICs (pools on different
+    nodes, RDMA: DistServe, Mooncake, DeepSeek and SGLang deployments), or ``scale_up``, NVLink
+    (both pools inside one NVLink domain, e.g. one NVL72 rack)."""
     max_concurrency: int_field(MAX_NUM_GPUS * 1024) = DEFAULT_MAX_CONCURRENCY
     """Most requests one scheduler batches (a replica, or each attention data-parallel group of one),
     beside what the KV cache holds."""

@@ -92,3 +92,18 @@ def test_sizing_at_p99_needs_at_least_the_replicas_of_the_mean():
                                   "serving": {**s, "objectives_at": at}}, hardware=("h200-sxm",)).best
                  for at in ("mean", "p99"))
     assert p99.num_gpus >= mean.num_gpus and p99.usd_per_hour >= mean.usd_per_hour
+
+
+def test_varied_prompts_make_the_prefill_queue_m_g_1():
+    """Pollaczek-Khinchine with E[S^2] = D^2 (1 + c^2): c = 1 (exponential service) is M/M/1, whose mean
+    wait is rho D / (1 - rho) = 0.9 / 0.1 = 9 s at lambda 0.9/s, D 1 s: twice M/D/1's 4.5 s."""
+    assert md1_mean_wait_s(0.9, 1.0, 1.0) == pytest.approx(9.0)
+    assert md1_mean_wait_s(0.9, 1.0, 0.5) == pytest.approx(4.5 * 1.25)
+    assert wait_quantile_s(0.99, 0.9, 1.0, 1.0) == pytest.approx(9.0 / 0.9 * math.log(0.9 / 0.01))
+    base = {"hardware": "h200-sxm", "model": "llama3-70b", "serving": {
+        "prompt_tokens": 2000, "output_tokens": 200, "requests_per_s": 2.0,
+        "precision": {"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"}}}
+    fixed = pm.serve(base).to_dict()
+    varied = pm.serve({**base, "serving": {**base["serving"], "prompt_tokens_cv": 1.0}}).to_dict()
+    assert varied["ttft_s"] == fixed["ttft_s"] and varied["tpot_s"] == fixed["tpot_s"]
+    assert varied["ttft_p99_s"] > fixed["ttft_p99_s"]

@@ -7,13 +7,23 @@ from __future__ import annotations
 import pytest
 
 import perfmodel as pm
+from perfmodel.engine.serve import prompts_per_pass
+from perfmodel.formulas.comm import Collective, Fabric, group_time_s
 from perfmodel.formulas.compute import attention_efficiency
-from perfmodel.formulas.serving import ATTENTION_BACKEND, expected_tokens_per_step, experts_touched, pass_time
+from perfmodel.formulas.serving import (
+    ATTENTION_BACKEND,
+    expected_tokens_per_step,
+    experts_touched,
+    kv_handoff_s,
+    mla_decode_flop_per_key,
+    pass_time,
+)
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import load_hardware
 from perfmodel.spec.presets import load_model
 from perfmodel.spec.profile import efficiencies_for
 from perfmodel.spec.serving import parse_serving_scenario
+from perfmodel.studies.search.serving_size import layouts
 
 # Llama 3 70B GEMM weights by hand (Dubey et al. 2024, table 3): per layer QKV 8192 x (64 + 2 x 8) x 128,
 # out 8192 x 8192, gated up 8192 x 2 x 28672, down 28672 x 8192; 80 layers; output layer 8192 x 128256
@@ -163,3 +173,95 @@ def test_a_decode_pool_never_stalls_for_prefills_and_a_prefill_pool_never_decode
     assert dec.tpot_s == pytest.approx(dec.decode_step_s) and dec.tpot_s < both.tpot_s
     assert dec.output_tokens_per_s_per_gpu == pytest.approx(64 / dec.decode_step_s)   # B tokens per step
     assert pre.output_tokens_per_s_per_gpu == 0 and pre.input_tokens_per_s_per_gpu > both.input_tokens_per_s_per_gpu
+
+
+def test_kv_handoff_by_hand():
+    """Llama 3 70B, 8,192-token prompt, fp8 cache: 80 layers x 2 x 8 KV heads x 128 x 1 B = 163,840 B per
+    token, 1,342,177,280 B per prompt; at tp 8 each GPU holds 1/8 (167,772,160 B) and sends it over its
+    own 50 GB/s link (one 400 Gb/s NIC): 3.355 ms + 5 us latency. DeepSeek-V3 MLA: 61 x (512 + 64) x 1 B
+    x 8,192 = 287,834,112 B, the latent replicated on every tensor-parallel rank, so each sends it whole."""
+    link = Fabric(50e9, 5e-6)
+    llama, ds = load_model("llama3-70b"), load_model("deepseek-v3")
+    assert kv_handoff_s(llama, 8192, 1, 8, 1, link) == pytest.approx(5e-6 + 167_772_160 / 50e9)
+    assert kv_handoff_s(llama, 8192, 1, 8, 4, link) == pytest.approx(5e-6 + 4 * 167_772_160 / 50e9)
+    assert kv_handoff_s(ds, 8192, 1, 8, 1, link) == pytest.approx(5e-6 + 287_834_112 / 50e9)
+
+
+def test_a_prefill_pools_ttft_adds_the_kv_handoff_over_the_scale_out_link():
+    sc, hw, _, eff = _setup(pool="prefill", prompt_tokens=8192, concurrency=2)
+    p = pm.serve(sc).point
+    net = hw.scale_out.bandwidth_bytes_per_s * eff.scale_out_bus_efficiency
+    handoff = eff.scale_out_latency_s + 2 * 80 * 2 * 8 * 128 * 8192 / net   # tp 1: the whole cache of 2 prompts
+    assert p.kv_handoff_s == pytest.approx(handoff)
+    assert p.ttft_s == pytest.approx(p.prefill_s + handoff) and p.requests_per_s_per_replica == pytest.approx(2 / p.prefill_s)
+    over_nvlink = pm.serve({**sc.model_dump(), "serving": {**sc.serving.model_dump(), "kv_link": "scale_up"}}).point
+    assert over_nvlink.kv_handoff_s < p.kv_handoff_s
+    assert pm.serve({**sc.model_dump(), "serving": {**sc.serving.model_dump(), "pool": "both"}}).point.kv_handoff_s == 0
+
+
+def test_attention_dp_with_experts_split_over_the_stage_gathers_and_scatters_the_tokens():
+    """tp 1, attention_dp 8, ep 1: each GPU holds 1/8 of every expert, so every MoE layer all-gathers
+    the 8 groups' tokens (64 x 4096 x 2 B) and reduce-scatters the partial sums; no tensor-parallel
+    all-reduce (tp 1). Qwen3-235B-A22B: 94 layers, all MoE."""
+    m = load_model("qwen3-235b-a22b")
+    sc = parse_serving_scenario({"hardware": "h200-sxm", "model": "qwen3-235b-a22b", "serving": {
+        "prompt_tokens": 1000, "output_tokens": 1000, "concurrency": 64,
+        "parallelism": {"tp": 1, "attention_dp": 8, "ep": 1}}})
+    hw = load_hardware("h200-sxm")
+    eff = efficiencies_for(hw)[0]
+    full = 64 * 4096 * 2
+    per_layer = sum(float(group_time_s(op, full, 8, 1, hw, eff)) for op in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER))
+    assert per_layer > 0
+    assert pass_time(m, sc.serving, hw, eff, 64, 1, 1500, False).comm_s == pytest.approx(94 * per_layer, rel=1e-9)
+
+
+def test_prefill_passes_pack_prompts_up_to_the_token_budget():
+    """8,192 tokens per pass, 1,000-token prompts: 8 per pass, at most the B waiting; the cycle of B
+    requests is (B / k) packed passes plus O decode steps, by hand from the pass times."""
+    sc, hw, m, eff = _setup(concurrency=64, prefill_tokens_per_pass=8192)
+    assert prompts_per_pass(sc.serving, 64) == 8 and prompts_per_pass(sc.serving, 5) == 5
+    assert prompts_per_pass(sc.serving.model_copy(update={"prefill_tokens_per_pass": None}), 64) == 1
+    assert prompts_per_pass(sc.serving.model_copy(update={"batching": "chunked_prefill"}), 64) == 1
+    p = pm.serve(sc).point
+    t_pass = pass_time(m, sc.serving, hw, eff, 8, 1000, 1000, True).total_s
+    t_step = pass_time(m, sc.serving, hw, eff, 64, 1, 1500, False).total_s
+    cycle = 64 / 8 * t_pass + 1000 * t_step
+    assert p.prefill_s == pytest.approx(t_pass) and p.output_tokens_per_s_per_gpu == pytest.approx(64 * 1000 / cycle)
+    one_by_one = pm.serve({**sc.model_dump(), "serving": {**sc.serving.model_dump(), "prefill_tokens_per_pass": None}}).point
+    assert p.output_tokens_per_s_per_gpu > one_by_one.output_tokens_per_s_per_gpu
+
+
+def test_mla_decode_attends_to_the_latent_with_absorbed_weights():
+    """DeepSeek-V3 decode (128 heads, latent 512, RoPE key 64): 2 x 128 x (576 + 512) = 278,528 FLOPs per
+    cached token per query (FlashMLA deep dive), at 660/990 of the bf16 peak; the fp8 latent read,
+    64 x 4,096 x 576 B per layer, is faster, so each of the 61 layers is compute-bound."""
+    m = load_model("deepseek-v3")
+    hw = load_hardware("h800-sxm")
+    eff = efficiencies_for(hw)[0]
+    sv = parse_serving_scenario({"hardware": "h800-sxm", "model": "deepseek-v3", "serving": {
+        "prompt_tokens": 4096, "output_tokens": 1, "concurrency": 64, "pool": "decode",
+        "precision": {"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"},
+        "parallelism": {"tp": 1, "attention_dp": 8, "ep": 8}}}).serving
+    assert mla_decode_flop_per_key(m, 128) == 278_528
+    requests = 64 * 8                                                  # 64 per attention group
+    flop = 64 * 4096 * 278_528
+    compute = eff.kernel_overhead_s + flop / (hw.gpu.peak_flop_per_s("bf16") * 660 / 990)
+    memory = 64 * 4096 * 576 / (hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency)
+    assert compute > memory
+    assert pass_time(m, sv, hw, eff, requests, 1, 4096, False).attention_s == pytest.approx(61 * compute, rel=1e-9)
+
+
+def test_sizing_tries_pipeline_and_expert_parallel_layouts():
+    """DeepSeek-V3 in fp8 (~671 GB of weights) does not fit one 8 x 80 GB H100 host at 0.9 of its memory, so
+    every H100 answer has pp >= 2; the MoE layouts (ep = tp, data-parallel attention with ep) are tried; an
+    option's GPUs are its replicas x tp x pp x attention_dp."""
+    assert {"tp": 1, "attention_dp": 8, "ep": 8} in layouts(True) and {"tp": 8, "pp": 2} in layouts(False)
+    assert not any("ep" in lay for lay in layouts(False))
+    sc = {"hardware": "h100-sxm", "model": "deepseek-v3",
+          "serving": {"prompt_tokens": 2000, "output_tokens": 1000, "requests_per_s": 20.0, "ttft_s": 2.0,
+                      "tpot_s": 0.05, "precision": {"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"}}}
+    r = pm.size_serving(sc, hardware=("h100-sxm",))
+    ok = [o for o in r.options if not o.reason]
+    assert ok and all(o.pp >= 2 for o in ok)
+    assert all(o.num_gpus == o.replicas * o.tp * o.pp * o.attention_dp for o in r.options)
+    assert r.best.layout == f"tp{r.best.tp} pp{r.best.pp} ep{r.best.ep} adp{r.best.attention_dp}"
