@@ -26,9 +26,10 @@ They differ in how the keys and values travel and when the compute waits for the
     (``dkv_rotater.next_buffer()`` before the return), with no kernel beside it. torchtitan's
     Llama (9dec370, ``models/llama/model.py`` ``Attention.forward``) repeats K and V to the
     query heads (``repeat_kv``) before ``F.scaled_dot_product_attention``, which the CP
-    dispatcher intercepts, so what travels has the query heads. The same code is in the file at
-    pytorch/pytorch 0123248 (2025) and in the earlier version that still offered
-    ``PRE_ALL_GATHER``.
+    dispatcher intercepts, so what travels has the query heads. Two stored copies of the file
+    (pytorch/pytorch 0123248, 2025, and an earlier form that still offered ``PRE_ALL_GATHER``)
+    hold the same rotaters, merge and accumulators; the report's own torch, 1963fc8
+    (2024-12-23, benchmarks/llama3_h100_202412_torchtitan.md), was not read.
 """
 
 from __future__ import annotations
