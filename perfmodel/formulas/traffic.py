@@ -6,8 +6,10 @@ h              hidden size; b_a = 2 bytes per 16-bit activation
 TP + SP        per layer and direction: all-gather + reduce-scatter of T*h*b_a before/after
                each of attention and MLP (Korthikanti et al. 2022, sec. 4.2.2);
                without SP: one all-reduce each (Shoeybi et al. 2019)
-CP             per layer: (cp - 1) ring steps sending the local K and V chunk forward; twice
-               that backward (K, V and their gradients) (Liu et al. 2023)
+CP             per layer, by implementation (``perfmodel.spec.context_parallel``): p2p, (cp - 1)
+               ring steps sending the local K and V chunk forward, twice that backward (K, V
+               and their gradients) (Liu et al. 2023); torch_allgather, one all-gather of the
+               cp chunks per pass and cp float32 dKV sends backward (PyTorch's experimental CP)
 EP             per MoE layer and direction: dispatch + combine all-to-all of T/tp * k_e * h
                * b_a bytes over the ep group (Lepikhin et al. 2020, GShard); with a
                hierarchical (flex) dispatcher, T/tp * h * b_a per remote domain reached
