@@ -100,14 +100,16 @@ def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerT
     tp_raw_b = tp_raw + (0.0 if c.recompute == "full" else traffic.sp_regather_s(kind, m, L, seq, hw, eff, c.precision))
     tp_f = exposed_s(tp_raw, blk.gemm_fwd_s, phi_tp, slowdown)
     tp_b = exposed_s(tp_raw_b, blk.gemm_bwd_s, phi_tp, slowdown)
-    cp_raw = traffic.cp_layer_fwd_s(m, L, seq, hw, eff)
-    cp_raw_b = traffic.CP_BWD_OVER_FWD * cp_raw
-    cp_f = exposed_s(cp_raw, blk.attn_fwd_s, ov.cp, slowdown)
-    cp_b = exposed_s(cp_raw_b, blk.attn_bwd_s, ov.cp, slowdown)
+    cp = traffic.cp_layer_parts(m, L, seq, hw, eff, sw)
+    # Each part hides behind its share of the pass's attention kernels (perfmodel.spec.context_parallel).
+    cp_f = sum(exposed_s(t, share * blk.attn_fwd_s, ov.cp, slowdown) for t, share in cp.fwd)
+    cp_b = cp.bwd_tail_s + sum(exposed_s(t, share * blk.attn_bwd_s, ov.cp, slowdown) for t, share in cp.bwd)
     # A stretch of compute hides one collective at a time (perfmodel.formulas.overlap): EP, FSDP and the
     # step's DP traffic hide behind what TP and CP leave of each pass.
-    used_f = window_used_s(tp_raw, blk.gemm_fwd_s, phi_tp) + window_used_s(cp_raw, blk.attn_fwd_s, ov.cp)
-    used_b = window_used_s(tp_raw_b, blk.gemm_bwd_s, phi_tp) + window_used_s(cp_raw_b, blk.attn_bwd_s, ov.cp)
+    used_f = window_used_s(tp_raw, blk.gemm_fwd_s, phi_tp) + sum(
+        window_used_s(t, share * blk.attn_fwd_s, ov.cp) for t, share in cp.fwd)
+    used_b = window_used_s(tp_raw_b, blk.gemm_bwd_s, phi_tp) + sum(
+        window_used_s(t, share * blk.attn_bwd_s, ov.cp) for t, share in cp.bwd)
     if kind is LayerKind.MOE:
         ep_raw = traffic.ep_layer_s(m, L, seq, hw, eff, sw)
         # Batch-level overlap: the forward all-to-alls of one micro-batch hide behind the

@@ -6,8 +6,10 @@ h              hidden size; b_a = 2 bytes per 16-bit activation
 TP + SP        per layer and direction: all-gather + reduce-scatter of T*h*b_a before/after
                each of attention and MLP (Korthikanti et al. 2022, sec. 4.2.2);
                without SP: one all-reduce each (Shoeybi et al. 2019)
-CP             per layer: (cp - 1) ring steps sending the local K and V chunk forward; twice
-               that backward (K, V and their gradients) (Liu et al. 2023)
+CP             per layer, by implementation (``perfmodel.spec.context_parallel``): p2p, (cp - 1)
+               ring steps sending the local K and V chunk forward, twice that backward (K, V
+               and their gradients) (Liu et al. 2023); torch_allgather, one all-gather of the
+               cp chunks per pass and cp float32 dKV sends backward (PyTorch's experimental CP)
 EP             per MoE layer and direction: dispatch + combine all-to-all of T/tp * k_e * h
                * b_a bytes over the ep group (Lepikhin et al. 2020, GShard); with a
                hierarchical (flex) dispatcher, T/tp * h * b_a per remote domain reached
@@ -35,6 +37,7 @@ from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.model_states import GRAD_16BIT_BYTES, GRAD_FP32_BYTES
 from perfmodel.formulas.moe_kernels import flex_layer_s
 from perfmodel.formulas.workload import ACT_BYTES, LayerKind, routed_load
+from perfmodel.spec.context_parallel import cp_comm_type
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.hardware import HardwareSpec
 from perfmodel.spec.model import ModelSpec, MoeSpec
@@ -102,20 +105,65 @@ def sp_regather_s(kind: LayerKind, model: ModelSpec, layouts: Layouts, seq: int,
     return np.where(layouts.sp, blocks * ag, 0.0)
 
 
-def cp_layer_fwd_s(model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpec, eff: Efficiencies):
+def cp_kv_chunk_bytes(model: ModelSpec, layouts: Layouts, seq: int, sw: SoftwareStack):
+    """One rank's K and V for one micro-batch, as its CP implementation sends them: T tokens of
+    the kv heads this GPU holds (a kv head shared by several TP ranks is sent by each), or of the
+    query heads where the framework repeats K and V before the attention call
+    (``perfmodel.spec.context_parallel``)."""
     T = tokens_per_microbatch(layouts, seq)
     if model.mla is not None:
         x = model.mla
-        kv_width = model.num_attention_heads * (x.qk_nope_head_dim + x.qk_rope_head_dim + x.v_head_dim)
-    else:
-        kv_width = 2 * model.kv_heads * model.attn_head_dim
-    chunk = T * kv_width * ACT_BYTES / np.minimum(layouts.tp, model.kv_heads if model.mla is None else layouts.tp)
-    crosses = layouts.tp * layouts.cp > hw.scale_up.domain_size
-    return (layouts.cp - 1) * p2p_time_s(chunk, crosses, layouts.tp, hw, eff)
+        width = model.num_attention_heads * (x.qk_nope_head_dim + x.qk_rope_head_dim + x.v_head_dim)
+        return T * width * ACT_BYTES / layouts.tp
+    if cp_comm_type(sw.cp_comm_type).kv_query_heads:
+        return T * 2 * model.num_attention_heads * model.attn_head_dim * ACT_BYTES / layouts.tp
+    return T * 2 * model.kv_heads * model.attn_head_dim * ACT_BYTES / np.minimum(layouts.tp, model.kv_heads)
 
 
 CP_BWD_OVER_FWD = 2
-"""Backward ring sends K, V and their gradients: twice the forward traffic."""
+"""The p2p ring's backward sends K, V and their gradients: twice the forward traffic."""
+
+
+@dataclass(frozen=True)
+class CpTraffic:
+    """One layer's context-parallel traffic in each pass, as (seconds, the share of the pass's
+    attention kernels it can hide behind) parts, plus what no kernel runs beside."""
+
+    fwd: tuple[tuple[np.ndarray, float | np.ndarray], ...]
+    bwd: tuple[tuple[np.ndarray, float | np.ndarray], ...]
+    bwd_tail_s: np.ndarray
+
+    @property
+    def fwd_s(self):
+        return sum(t for t, _ in self.fwd)
+
+    @property
+    def bwd_s(self):
+        return sum(t for t, _ in self.bwd) + self.bwd_tail_s
+
+
+def cp_layer_parts(model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpec, eff: Efficiencies,
+                   sw: SoftwareStack) -> CpTraffic:
+    """The CP traffic of one layer and micro-batch (``perfmodel.spec.context_parallel``), cp ranks
+    ``tp`` apart. p2p: (cp - 1) ring sends of the K/V chunk C forward behind the whole attention,
+    twice that backward. Gathered: an all-gather of cp C behind step 0 (1/cp of the kernels) in
+    each pass; backward also cp sends of the dKV chunk (C at the record's bytes), the first cp - 1
+    behind steps 1..cp-1 and the last exposed."""
+    cp, rec = layouts.cp, cp_comm_type(sw.cp_comm_type)
+    chunk = cp_kv_chunk_bytes(model, layouts, seq, sw)
+    crosses = layouts.tp * cp > hw.scale_up.domain_size
+    hop = p2p_time_s(chunk, crosses, layouts.tp, hw, eff)
+    zero = np.zeros(np.shape(chunk))
+    if not rec.kv_gathered:
+        ring = np.where(cp > 1, (cp - 1) * hop, 0.0)
+        return CpTraffic(fwd=((ring, 1.0),), bwd=((CP_BWD_OVER_FWD * ring, 1.0),), bwd_tail_s=zero)
+    first_step = 1.0 / cp
+    gather = group_time_s(Collective.ALL_GATHER, cp * chunk, cp, layouts.tp, hw, eff)
+    dkv_bytes = chunk / ACT_BYTES * (rec.dkv_bytes_per_element or ACT_BYTES)
+    dkv_hop = np.where(cp > 1, p2p_time_s(dkv_bytes, crosses, layouts.tp, hw, eff), 0.0)
+    tail = dkv_hop if rec.dkv_last_hop_exposed else zero
+    return CpTraffic(fwd=((gather, first_step),),
+                     bwd=((gather, first_step), ((cp - 1) * dkv_hop, 1.0 - first_step)), bwd_tail_s=tail)
 
 
 FP8_DISPATCH_BYTES_PER_ELEMENT = 1 + 4 / 128

@@ -19,15 +19,9 @@ from typing import Annotated, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, model_validator
 
 from perfmodel.spec import pipeline_layout
-from perfmodel.spec.limits import (
-    MAX_FSDP_COLLECTIVES_PER_LAYER,
-    MAX_NAME_LENGTH,
-    MAX_NUM_EXPERTS,
-    MAX_NUM_LAYERS,
-    MAX_PIPELINE_LAYOUT_CHARS,
-    int_field,
-    real_field,
-)
+from perfmodel.spec.context_parallel import CpCommTypeName
+from perfmodel.spec.limits import (MAX_FSDP_COLLECTIVES_PER_LAYER, MAX_NAME_LENGTH, MAX_NUM_EXPERTS, MAX_NUM_LAYERS,
+                                   MAX_PIPELINE_LAYOUT_CHARS, int_field, real_field)
 from perfmodel.spec.stacks import list_stacks, stack_options, unknown_stack_reason
 
 AttentionBackend = Literal["flash", "cudnn", "fa3", "unfused"]
@@ -336,6 +330,11 @@ class SoftwareStack(_Frozen):
     module, L the output layer and loss, ``x*n`` and ``(...)*n`` repeat. null = the even
     split, l / pp layers per rank with the embedding on the first and the output layer on the
     last. See ``perfmodel.spec.pipeline_layout``."""
+    cp_comm_type: CpCommTypeName = "p2p"
+    """How context parallelism moves keys and values: p2p = Megatron-Core's default ring, each
+    send behind one step's kernel; torch_allgather = PyTorch's experimental context_parallel (one
+    K/V all-gather behind the first step, a float32 dKV ring). Records in
+    ``perfmodel.spec.context_parallel``, with their sources. Ignored when cp = 1."""
     cross_entropy: CrossEntropy = "fused"
     """How the loss runs: fused = Megatron-Core's vocab-parallel cross-entropy (or a compiled
     loss), fp32 logits kept, 4 bytes per logit (Korthikanti et al. 2022, sec. 4.3); eager_fp32

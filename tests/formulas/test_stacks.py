@@ -30,10 +30,12 @@ CITED = {
     "torchtitan-eager": {"elementwise_kernels": "eager", "cross_entropy": "eager_fp32", "selective_recompute": "op_sac",
                          "grad_reduce_in_fp32": True, "overlap.tp": 0.0, "optimizer_kernels": "fused"},
     "torchtitan-2412-eager": {"elementwise_kernels": "eager", "cross_entropy": "eager_fp32",
-                              "selective_recompute": "op_sac", "optimizer_kernels": "foreach"},
+                              "selective_recompute": "op_sac", "optimizer_kernels": "foreach",
+                              "cp_comm_type": "torch_allgather"},
     "torchtitan-compile": {"elementwise_kernels": "fused", "cross_entropy": "fused", "selective_recompute": "op_sac"},
     "torchtitan-2412-compile": {"elementwise_kernels": "fused", "cross_entropy": "eager_fp32",
-                                "selective_recompute": "op_sac", "optimizer_kernels": "foreach"},
+                                "selective_recompute": "op_sac", "optimizer_kernels": "foreach",
+                                "cp_comm_type": "torch_allgather"},
     "pytorch-fsdp-accelerate": {"elementwise_kernels": "eager", "cross_entropy": "eager_fp32",
                                 "grad_reduce_in_fp32": False, "overlap.fsdp": 0.0, "optimizer_kernels": "foreach"},
     "pytorch-eager": {"elementwise_kernels": "eager", "cross_entropy": "eager_fp32", "grad_reduce_in_fp32": True,
@@ -50,7 +52,8 @@ API with a synchronize before each gather, and reduces in the 16-bit dtype; a Hu
 decoder layer has 9 parameter-holding sub-modules; dgxc 1b9bb6b maxtext/configure.sh sets
 remat_policy save_qkv_proj; torchtitan's mixed_precision_reduce defaults to float32, its Llama 3 8B
 config asks for op-level checkpointing, 9dec370 runs the loss eagerly and a foreach AdamW, e7c0cae
-compiles the loss with the blocks and defaults to the fused AdamW; Accelerate's FSDP plugin reduces
+compiles the loss with the blocks and defaults to the fused AdamW, and 9dec370's context parallelism
+is PyTorch's experimental one at its default all-gather rotate method; Accelerate's FSDP plugin reduces
 in the mixed-precision dtype with no backward prefetch and torch.optim.AdamW defaults to foreach;
 Megatron-LM's attention dropout defaults to 0.1; NVIDIA's performance recipes set
 grad_reduce_in_fp32 = False, and Megatron-Bridge's set the MoE router and permute fusions; a
