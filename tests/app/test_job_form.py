@@ -103,3 +103,27 @@ def test_a_moe_model_round_trips_through_the_custom_widgets():
                     "router_num_groups": 4, "router_group_topk": 2}}
     m = ModelSpec(**data)
     assert ModelSpec(**job_form.model_from_values(job_form.model_widget_values(m))) == m
+
+
+def test_the_sidebar_draws_every_generated_field_with_its_label():
+    """The sidebar draws what the generator gives, group by group (so a field added to the
+    schema is drawn with no app code): each option's widget is there, of its kind, with its label."""
+    import pytest
+    pytest.importorskip("streamlit")
+    from support.apptest import assert_clean, open_app
+
+    def widgets(at, o):
+        kind = {"checkbox": "checkbox", "select": "selectbox", "multiselect": "multiselect", "text": "text_input"}
+        return getattr(at, kind.get(o.kind, "number_input"))
+
+    at = open_app()
+    for group in ("Cluster and layout", "Batch and precision", "Scenario file and link"):
+        if group != "Cluster and layout":
+            at = at.selectbox(key="_sidebar_group").set_value(group).run()
+        for o in job_form.group_options(group):
+            assert widgets(at, o)(key=o.key).label == o.label, o.key
+    at = at.selectbox(key="_sidebar_group").set_value("Model").run()
+    at = at.radio(key="model_source").set_value("Custom").run()
+    for o in job_form.model_options():
+        assert widgets(at, o)(key=o.key).label == o.label, o.key
+    assert_clean(at)
