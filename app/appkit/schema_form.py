@@ -46,6 +46,7 @@ class Look:
     read: str | None = None           # the attribute whose value the widget shows (a resolved default)
     wide: bool = False                # a row of its own in the sidebar
     row: int = 0                      # starts a row of this many columns (0: goes on in the current row)
+    fmt: str | None = None            # a number input's printf format ("%.3e")
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ class Option:
     read: str | None = None
     wide: bool = False
     row: int = 0
+    fmt: str | None = None
     field: str = ""         # the dotted name an error names (``software.x``, ``parallelism.tp``)
 
     def to_widget(self, value):
@@ -209,10 +211,11 @@ def _with_look(opt: Option, look: Look) -> Option:
         none = (look.none_choice,) if look.none_choice is not None else ()
         opt = replace(opt, kind="select", choices=none + tuple(look.choices()), none_choice=look.none_choice)
     if look.scale is not None:
-        opt = replace(opt, scale=look.scale, max_value=None if opt.max_value is None else opt.max_value / look.scale)
+        opt = replace(opt, scale=look.scale, min_value=None if opt.min_value is None else opt.min_value / look.scale,
+                      max_value=None if opt.max_value is None else opt.max_value / look.scale)
     if look.min_value is not None:
         opt = replace(opt, min_value=type(opt.min_value or 0)(look.min_value))
-    return replace(opt, step=opt.step if look.step is None else look.step, read=look.read, row=look.row,
+    return replace(opt, step=opt.step if look.step is None else look.step, read=look.read, row=look.row, fmt=look.fmt,
                    wide=look.wide or opt.kind in ("multiselect", "text"))
 
 

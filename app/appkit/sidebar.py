@@ -21,6 +21,7 @@ from perfmodel.spec.scenario import parse_scenario
 from perfmodel.spec.stacks import list_stacks, stack_info
 
 from . import job_form, run_inputs, software_form, state
+from .form_widgets import draw
 from .job_labels import BATCH, CLUSTER, FILE, MODEL, MOE
 from .page import plain
 from .software_labels import OVERLAP_HELP
@@ -159,9 +160,9 @@ def _model_widgets() -> None:
     if src == "Preset":
         st.selectbox("Model preset", list_presets(), key="model_preset")
     elif src == "Custom":
-        _draw(job_form.model_options(), MODEL, 2)
+        draw(job_form.model_options(), MODEL, 2)
         st.caption(MOE)
-        _draw(job_form.model_options(), MOE, 2)
+        draw(job_form.model_options(), MOE, 2)
     else:
         st.file_uploader(f"Hugging Face config.json (up to {state.MAX_UPLOAD_MIB} MiB)", type=["json"],
                          key="model_upload", on_change=_on_model_upload, max_upload_size=state.MAX_UPLOAD_MIB)
@@ -191,44 +192,17 @@ def _hardware_widgets() -> None:
         _error_if("_hw_upload_error")
 
 
-def _draw(opts, group: str, ncols: int) -> None:
-    """The group's options, generated from the schema (``appkit.schema_form``): the short
-    widgets ``ncols`` to a row (or as many as a ``Look.row`` says), a wide one (a list, a text, a
-    long choice) across the sidebar."""
-    cols, i = None, 0
-    for o in opts:
-        if o.group != group:
-            continue
-        common = dict(key=o.key, help=o.help or None)
-        if o.wide:
-            where, i = st, len(cols or ())   # the next short one starts a row
-        else:
-            if o.row or cols is None or i == len(cols):
-                cols, i = st.columns(o.row or ncols), 0
-            where, i = cols[i], i + 1
-        if o.kind == "multiselect":
-            where.multiselect(o.label, o.choices, **common)
-        elif o.kind == "text":
-            where.text_input(o.label, max_chars=o.max_chars, **common)
-        elif o.kind == "checkbox":
-            where.checkbox(o.label, **common)
-        elif o.kind == "select":
-            where.selectbox(o.label, o.choices, **common)
-        else:
-            where.number_input(o.label, min_value=o.min_value, max_value=o.max_value, step=o.step, **common)
-
-
 def _layout_widgets() -> None:
-    _draw(job_form.options(), CLUSTER, 3)
+    draw(job_form.options(), CLUSTER, 3)
 
 
 def _batch_widgets() -> None:
-    _draw(job_form.options(), BATCH, 2)
+    draw(job_form.options(), BATCH, 2)
     _software_options(BATCH)
 
 
 def _software_options(group: str) -> None:
-    _draw(software_form.options(), group, 2)
+    draw(software_form.options(), group, 2)
 
 
 def _overlap_widgets() -> None:
@@ -302,7 +276,7 @@ def job_editor() -> state.JobInputs:
             sc, err = None, str(exc)
         cost = sc.cost if sc is not None else CostModel()
         if group == "Scenario file and link":
-            _draw(job_form.options(), FILE, 1)
+            draw(job_form.options(), FILE, 1)
             if sc is not None:
                 st.download_button("Download scenario YAML", state.scenario_yaml(sc),
                                    file_name=state.download_name(sc.name), mime="application/x-yaml")

@@ -122,7 +122,7 @@ def widget_values(sc: Scenario, model: type[Scenario] = Scenario) -> dict:
             v["model_source"] = "Custom"
         else:   # custom fields cannot express MLA: keep the spec as an uploaded model
             v.update(model_source="Uploaded", _uploaded_model=sc.model.model_dump(mode="json", exclude_none=True))
-    v.update(run_inputs.widget_values(sc))
+    v.update(run_inputs.widget_values(sc, model))
     if isinstance(sc.hardware, str):
         v.update(hw_source="Catalogue", hardware_id=sc.hardware, hw_yaml_text=hardware_text(sc.hardware),
                  **headline_fields(sc.hardware))
@@ -177,7 +177,7 @@ def scenario_from_values(v: dict, model: type[Scenario] = Scenario) -> Scenario:
             **software_form.software_values(v),
         },
     }
-    data.update(run_inputs.sections_from_values(v))
+    data.update(run_inputs.sections_from_values(v, model))
     return validated(model, data, "scenario")
 
 

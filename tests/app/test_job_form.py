@@ -12,10 +12,11 @@ from pydantic import Field, StrictBool
 
 from perfmodel.spec.limits import int_field, real_field
 from perfmodel.spec.model import ModelSpec
+from perfmodel.spec.reliability import FailureModel
 from perfmodel.spec.scenario import Parallelism, Scenario
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "app"))
-from appkit import job_form, state  # noqa: E402
+from appkit import job_form, run_inputs, state  # noqa: E402
 
 
 class FixtureParallelism(Parallelism):
@@ -35,6 +36,17 @@ class FixtureScenario(Scenario):
     """How the fixture runs."""
     fixture_flag: StrictBool = False
     """A fixture switch."""
+
+
+class FixtureFailures(FailureModel):
+    fixture_drain_s: real_field(3600.0, exclusive_minimum=False) | None = None
+    """Seconds to drain a node before a restart; null = none."""
+
+
+class FixtureRun(Scenario):
+    """The scenario whose failure model has a field the app has never heard of."""
+
+    reliability: FixtureFailures = Field(default_factory=FixtureFailures)
 
 
 class FixtureModel(ModelSpec):
@@ -126,4 +138,22 @@ def test_the_sidebar_draws_every_generated_field_with_its_label():
     at = at.radio(key="model_source").set_value("Custom").run()
     for o in job_form.model_options():
         assert widgets(at, o)(key=o.key).label == o.label, o.key
+    at = at.selectbox(key="_sidebar_group").set_value("Failures, start-up, input and cost").run()
+    for o in (o for section in run_inputs.SECTIONS for o in run_inputs.options(section)):
+        assert widgets(at, o)(key=o.key).label == o.label, o.key
     assert_clean(at)
+
+
+def test_a_field_added_to_a_run_section_gets_a_widget_in_its_section():
+    opt = _option("fixture_drain_s", run_inputs.options("reliability", FixtureRun))
+    assert (opt.kind, opt.optional, opt.min_value, opt.max_value, opt.group) == ("float", True, 0, 3600.0,
+                                                                                 "reliability")
+    assert opt.label == "Fixture drain s (0 = none)" and opt.help == "Seconds to drain a node before a restart;" \
+        " null = none."
+    data = state.scenario_to_dict(state.default_scenario())
+    sc = FixtureRun(**{**data, "reliability": {**data.get("reliability", {}), "fixture_drain_s": 120.0}})
+    values = state.widget_values(sc, FixtureRun)
+    assert values["fixture_drain_s"] == 120.0 and values["rel_restart_s"] == sc.reliability.restart_s
+    assert state.scenario_from_values(values, FixtureRun) == sc
+    values["fixture_drain_s"] = 0.0   # 0 in the widget is none
+    assert state.scenario_from_values(values, FixtureRun).reliability.fixture_drain_s is None
