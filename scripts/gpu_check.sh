@@ -92,7 +92,7 @@ if want moe; then
                 "--preset mixtral-8x7b --layers 2 --seq 4096 --mbs 1 --gbs 8"
 fi
 if want probe; then
-    "$python" scripts/attention_probe.py --seq 4096 8192 16384 --out "$suite/attention_probe.yaml" 2>&1 | tail -16
+    "$python" -m calibration.attention_probe --seq 4096 8192 16384 --out "$suite/attention_probe.yaml" 2>&1 | tail -16
 fi
 kill "$logger" 2>/dev/null
 

@@ -4,84 +4,96 @@ pipeline and cost (``reliability``, ``startup``, ``input_pipeline``, ``cost``).
 ``widget_values`` and ``sections_from_values`` are pure (no Streamlit), as in ``state``; ``draw``
 draws the widgets. Each widget shows one field in the unit on its label; a scale that is a power
 of ten converts it, so a value typed in round-trips exactly. Where a field may be empty (None), 0
-in its widget means empty, and its label says so.
+in its widget means empty, and its label says so. The widgets are generated from the sections'
+schemas (``appkit.schema_form``); ``LOOKS`` gives their words, keys, steps and scales.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
 
 from perfmodel.spec.capacity import CAPACITY_CLASSES
 from perfmodel.spec.errors import InputError
+from perfmodel.spec.scenario import Scenario
 from perfmodel.spec.units import GIGA, MEGA
 
-
-@dataclass(frozen=True)
-class Field:
-    section: str
-    name: str
-    key: str
-    """Widget key (Session State)."""
-    label: str
-    scale: float = 1.0
-    """Field value = widget value x scale."""
-    integer: bool = False
-    zero_is_none: bool = False
-    fmt: str | None = None
-    step: float = 1.0
-    help: str = ""
+from .schema_form import Look, Option, field_options, read_values
 
 
-FIELDS = (
-    Field("reliability", "gpu_failures_per_gpu_hour", "rel_gpu_rate", "Interruptions per GPU-hour", fmt="%.3e",
-          step=1e-6, help="job interruptions charged per GPU, all causes (default: Llama 3, 419 in 54 days on "
-                          "16,384 H100s)"),
-    Field("reliability", "node_failures_per_node_hour", "rel_node_rate", "Extra per node-hour", fmt="%.3e",
-          step=1e-6, help="host, NIC, power supply (0: inside the GPU rate)"),
-    Field("reliability", "rack_failures_per_rack_hour", "rel_rack_rate", "Extra per rack-hour", fmt="%.3e",
-          step=1e-6, help="NVLink switch trays, power shelves, liquid cooling of a rack"),
-    Field("reliability", "gpus_per_node", "rel_gpus_per_node", "GPUs per node", integer=True),
-    Field("reliability", "gpus_per_rack", "rel_gpus_per_rack", "GPUs per rack", integer=True),
-    Field("reliability", "restart_s", "rel_restart_s", "Restart (s)", step=30.0,
-          help="relaunch after a failure, before reading the checkpoint back"),
-    Field("reliability", "storage_write_bandwidth_bytes_per_s", "rel_write_gb_s", "Checkpoint write (GB/s)",
-          scale=GIGA, step=100.0, help="storage bandwidth the whole job writes a checkpoint at"),
-    Field("reliability", "storage_read_bandwidth_bytes_per_s", "rel_read_gb_s", "Checkpoint read (GB/s)",
-          scale=GIGA, step=100.0),
-    Field("reliability", "per_gpu_io_bandwidth_bytes_per_s", "rel_io_gb_s", "Per-GPU I/O cap (GB/s, 0 = none)",
-          scale=GIGA, zero_is_none=True, step=1.0),
-    Field("reliability", "checkpoint_bytes_per_param", "rel_ckpt_bytes", "Checkpoint bytes per parameter",
-          step=1.0, help="weights and optimizer state (14: bf16 weights, fp32 master, Adam m and v)"),
-    Field("reliability", "checkpoint_interval_s", "rel_ckpt_interval_s", "Checkpoint every (s, 0 = Young/Daly)",
-          zero_is_none=True, step=60.0, help="0: the optimum, sqrt(2 x write time x mean time between failures)"),
-    Field("startup", "launch_s", "su_launch_s", "Launch (s)", step=30.0,
-          help="scheduling, process start, rendezvous, communicator set-up"),
-    Field("startup", "compile_s", "su_compile_s", "Compilation (s)", step=60.0, help="torch.compile or XLA"),
-    Field("startup", "warmup_steps", "su_warmup_steps", "Warm-up steps", integer=True,
-          help="steps at the start counted as lost"),
-    Field("input_pipeline", "bytes_per_token", "in_bytes_per_token", "Bytes read per token", step=1.0),
-    Field("input_pipeline", "storage_read_bytes_per_s_per_gpu", "in_read_gb_s", "Storage read per GPU (GB/s)",
-          scale=GIGA, step=0.05),
-    Field("input_pipeline", "loader_tokens_per_s_per_gpu", "in_loader_tok_s", "Loader tokens/s per GPU (0 = no limit)",
-          zero_is_none=True, step=1000.0, help="what the data-loader workers of one GPU prepare per second"),
-    Field("cost", "usd_per_gpu_hour", "usd_per_gpu_hour", "Your price (USD per GPU-hour)",
-          zero_is_none=True, step=0.25, help="used with the basis 'own' (and beside TCO, for buy or rent)"),
-    Field("cost", "purchase_usd_per_gpu", "cost_purchase", "Purchase price per GPU (USD, 0 = spec's)",
-          zero_is_none=True, step=1000.0),
-    Field("cost", "amortisation_years", "cost_years", "Amortisation (years)", step=0.5),
-    Field("cost", "utilisation_frac", "cost_utilisation", "Utilisation over the life", step=0.05),
-    Field("cost", "pue", "cost_pue", "PUE", step=0.05),
-    Field("cost", "usd_per_kwh", "cost_usd_per_kwh", "Electricity (USD per kWh)", step=0.01),
-    Field("cost", "network_ops_overhead_frac", "cost_network_frac", "Networking and operations (x purchase)",
-          step=0.05),
-    Field("cost", "avg_power_frac", "cost_power_frac", "Average power (x maximum)", step=0.05),
-    Field("cost", "reserved_1y_usd_per_gpu_hour", "cost_reserved_1y", "Reserved 1 y (USD/GPU-h, 0 = none)",
-          zero_is_none=True, step=0.25, help="your one-year reserved price; none is sourced in the specs"),
-    Field("cost", "reserved_3y_usd_per_gpu_hour", "cost_reserved_3y", "Reserved 3 y (USD/GPU-h, 0 = none)",
-          zero_is_none=True, step=0.25, help="your three-year reserved price; none is sourced in the specs"),
-    Field("cost", "spot_usd_per_gpu_hour", "cost_spot", "Spot (USD/GPU-h, 0 = none)", zero_is_none=True,
-          step=0.25, help="your spot price; none is sourced in the specs"),
-)
+LOOKS: dict[str, dict[str, Look]] = {
+    "reliability": {
+        "gpu_failures_per_gpu_hour": Look("Interruptions per GPU-hour",
+            "job interruptions charged per GPU, all causes (default: Llama 3, 419 in 54 days on 16,384 H100s)",
+            key="rel_gpu_rate", step=1e-06, fmt="%.3e"),
+        "node_failures_per_node_hour": Look("Extra per node-hour",
+            "host, NIC, power supply (0: inside the GPU rate)",
+            key="rel_node_rate", step=1e-06, fmt="%.3e"),
+        "rack_failures_per_rack_hour": Look("Extra per rack-hour",
+            "NVLink switch trays, power shelves, liquid cooling of a rack",
+            key="rel_rack_rate", step=1e-06, fmt="%.3e"),
+        "gpus_per_node": Look("GPUs per node", key="rel_gpus_per_node"),
+        "gpus_per_rack": Look("GPUs per rack", key="rel_gpus_per_rack"),
+        "restart_s": Look("Restart (s)",
+            "relaunch after a failure, before reading the checkpoint back",
+            key="rel_restart_s", step=30.0),
+        "storage_write_bandwidth_bytes_per_s": Look("Checkpoint write (GB/s)",
+            "storage bandwidth the whole job writes a checkpoint at",
+            key="rel_write_gb_s", scale=GIGA, step=100.0),
+        "storage_read_bandwidth_bytes_per_s": Look("Checkpoint read (GB/s)",
+            key="rel_read_gb_s", scale=GIGA, step=100.0),
+        "per_gpu_io_bandwidth_bytes_per_s": Look("Per-GPU I/O cap (GB/s, 0 = none)",
+            key="rel_io_gb_s", scale=GIGA, step=1.0),
+        "checkpoint_bytes_per_param": Look("Checkpoint bytes per parameter",
+            "weights and optimizer state (14: bf16 weights, fp32 master, Adam m and v)",
+            key="rel_ckpt_bytes", step=1.0),
+        "checkpoint_interval_s": Look("Checkpoint every (s, 0 = Young/Daly)",
+            "0: the optimum, sqrt(2 x write time x mean time between failures)",
+            key="rel_ckpt_interval_s", step=60.0),
+    },
+    "startup": {
+        "launch_s": Look("Launch (s)",
+            "scheduling, process start, rendezvous, communicator set-up",
+            key="su_launch_s", step=30.0),
+        "compile_s": Look("Compilation (s)", "torch.compile or XLA", key="su_compile_s", step=60.0),
+        "warmup_steps": Look("Warm-up steps", "steps at the start counted as lost", key="su_warmup_steps"),
+    },
+    "input_pipeline": {
+        "bytes_per_token": Look("Bytes read per token", key="in_bytes_per_token", step=1.0),
+        "storage_read_bytes_per_s_per_gpu": Look("Storage read per GPU (GB/s)",
+            key="in_read_gb_s", scale=GIGA, step=0.05),
+        "loader_tokens_per_s_per_gpu": Look("Loader tokens/s per GPU (0 = no limit)",
+            "what the data-loader workers of one GPU prepare per second",
+            key="in_loader_tok_s", step=1000.0),
+    },
+    "cost": {
+        "usd_per_gpu_hour": Look("Your price (USD per GPU-hour)",
+            "used with the basis 'own' (and beside TCO, for buy or rent)",
+            key="usd_per_gpu_hour", step=0.25),
+        "purchase_usd_per_gpu": Look("Purchase price per GPU (USD, 0 = spec's)", key="cost_purchase", step=1000.0),
+        "amortisation_years": Look("Amortisation (years)", key="cost_years", step=0.5),
+        "utilisation_frac": Look("Utilisation over the life", key="cost_utilisation", step=0.05),
+        "pue": Look("PUE", key="cost_pue", step=0.05),
+        "usd_per_kwh": Look("Electricity (USD per kWh)", key="cost_usd_per_kwh", step=0.01),
+        "network_ops_overhead_frac": Look("Networking and operations (x purchase)", key="cost_network_frac", step=0.05),
+        "avg_power_frac": Look("Average power (x maximum)", key="cost_power_frac", step=0.05),
+        "reserved_1y_usd_per_gpu_hour": Look("Reserved 1 y (USD/GPU-h, 0 = none)",
+            "your one-year reserved price; none is sourced in the specs",
+            key="cost_reserved_1y", step=0.25),
+        "reserved_3y_usd_per_gpu_hour": Look("Reserved 3 y (USD/GPU-h, 0 = none)",
+            "your three-year reserved price; none is sourced in the specs",
+            key="cost_reserved_3y", step=0.25),
+        "spot_usd_per_gpu_hour": Look("Spot (USD/GPU-h, 0 = none)",
+            "your spot price; none is sourced in the specs",
+            key="cost_spot", step=0.25),
+    },
+}
+"""Each section's fields as the sidebar shows them: a label in the unit of the widget, the help,
+the widget key and step, and a scale (GB/s for bytes/s). A field this table leaves out is drawn
+from the schema alone (``appkit.schema_form``): a new field of a run section needs no app code."""
+DRAWN_APART = {"cost": ("mode", "cloud_class", "capacity")}
+"""Fields with widgets of their own: the price basis and the capacity class (``draw``)."""
+
+
 SECTIONS = ("reliability", "startup", "input_pipeline", "cost")
 PURPOSE = {"purpose_vot": "value_of_time_usd_per_day", "purpose_deadline_days": "deadline_days",
            "purpose_budget": "budget_usd"}
@@ -111,6 +123,13 @@ SECTION_TITLES = {"reliability": "Failures and checkpoints", "startup": "Start-u
                   "cost": "Cost"}
 
 
+@functools.lru_cache(maxsize=8)
+def options(section: str, model: type[Scenario] = Scenario) -> tuple[Option, ...]:
+    """A run section's fields as widgets, generated from its schema (group: the section)."""
+    return field_options(model.model_fields[section].annotation, LOOKS[section], section,
+                         skip=DRAWN_APART.get(section, ()), path=f"{section}.")
+
+
 def cost_basis(cost) -> str:
     """The price basis of a cost model (``COST_BASES``)."""
     if cost.mode == "tco":
@@ -118,7 +137,7 @@ def cost_basis(cost) -> str:
     return "own" if cost.usd_per_gpu_hour is not None else cost.cloud_class
 
 
-def widget_values(sc) -> dict:
+def widget_values(sc, model: type[Scenario] = Scenario) -> dict:
     """Every run widget's value for the scenario ``sc`` (with ``cost_basis``, the purpose and
     the study keys)."""
     out = {"cost_basis": cost_basis(sc.cost), "cost_capacity": sc.cost.capacity,
@@ -129,10 +148,8 @@ def widget_values(sc) -> dict:
         value = getattr(sc.studies, name)
         value = list(value) if isinstance(value, tuple) else value
         out[key] = value / STUDY_SCALE[key] if key in STUDY_SCALE else value
-    for f in FIELDS:
-        value = getattr(getattr(sc, f.section), f.name)
-        value = 0 if value is None else value
-        out[f.key] = int(value) if f.integer else float(value) / f.scale
+    for section in SECTIONS:
+        out.update(read_values(getattr(sc, section), options(section, model)))
     out.update(site_values(sc))
     return out
 
@@ -163,7 +180,7 @@ def site_sections(v: dict) -> dict:
     return out
 
 
-def sections_from_values(v: dict) -> dict:
+def sections_from_values(v: dict, model: type[Scenario] = Scenario) -> dict:
     """The scenario's run sections from widget values: {section: {field: value}} (the scenario
     parser checks them)."""
     out: dict = {s: {} for s in SECTIONS}
@@ -177,15 +194,8 @@ def sections_from_values(v: dict) -> dict:
     out["purpose"] = {name: float(v[key]) for key, name in PURPOSE.items() if v.get(key)}
     out["studies"] = {name: (v[key] * STUDY_SCALE[key] if key in STUDY_SCALE else v[key])
                       for key, name in STUDY.items() if v.get(key) is not None}
-    for f in FIELDS:
-        if f.key not in v:
-            continue
-        x = v[f.key]
-        if f.zero_is_none and not x:
-            value = None
-        else:
-            value = int(x) if f.integer else float(x) * f.scale
-        out[f.section][f.name] = value
+    for section in SECTIONS:
+        out[section].update({o.name: o.from_widget(v[o.key]) for o in options(section, model) if o.key in v})
     if basis == "own" and not out["cost"].get("usd_per_gpu_hour"):
         raise InputError("cost.usd_per_gpu_hour", "the price basis 'own' needs your price per GPU-hour (> 0)")
     if basis in ("listed", "hyperscaler", "neocloud"):
@@ -197,6 +207,8 @@ def sections_from_values(v: dict) -> dict:
 def draw() -> None:
     """The run widgets, by section (their values live in Session State only)."""
     import streamlit as st
+
+    from .form_widgets import draw as draw_options
 
     st.caption("How the run goes beyond its steps: failures, start-up, data and price. They set goodput, "
                "time to train and cost.")
@@ -212,15 +224,8 @@ def draw() -> None:
                      help="how rented GPUs are held: on demand (the price basis above), reserved for 1 or 3 "
                           "years, or spot (preempted: goodput counts it). Reserved and spot need your price "
                           "below: none is sourced.")
-        cols = st.columns(2)
-        for i, f in enumerate(x for x in FIELDS if x.section == section):
-            col = cols[i % 2]
-            off = f.key == "usd_per_gpu_hour" and st.session_state.get("cost_basis") not in ("own", "tco")
-            if f.integer:
-                col.number_input(f.label, min_value=0, step=int(f.step), key=f.key, help=f.help or None)
-            else:
-                col.number_input(f.label, min_value=0.0, step=f.step, format=f.fmt, key=f.key, help=f.help or None,
-                                 disabled=off)
+        off = st.session_state.get("cost_basis") not in ("own", "tco")
+        draw_options(options(section), section, 2, disabled=frozenset({"usd_per_gpu_hour"} if off else ()))
 
 
 def seeded(widget, label: str, key: str, store_key: str, default, scale: float = 1.0, **kwargs):

@@ -17,10 +17,12 @@ from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import list_hardware_ids
 from perfmodel.spec.hf_config import model_from_hf_config
 from perfmodel.spec.presets import list_presets, load_model
-from perfmodel.spec.scenario import PRECISION_CHOICES, RECOMPUTE_CHOICES, parse_scenario
+from perfmodel.spec.scenario import parse_scenario
 from perfmodel.spec.stacks import list_stacks, stack_info
 
-from . import run_inputs, software_form, state
+from . import job_form, run_inputs, software_form, state
+from .form_widgets import draw
+from .job_labels import BATCH, CLUSTER, FILE, MODEL, MOE
 from .page import plain
 from .software_labels import OVERLAP_HELP
 from .widget_store import GROUP_KEY, GROUPS
@@ -158,32 +160,9 @@ def _model_widgets() -> None:
     if src == "Preset":
         st.selectbox("Model preset", list_presets(), key="model_preset")
     elif src == "Custom":
-        st.text_input("Name", key="m_name", max_chars=NAME_MAX_CHARS)
-        c1, c2 = st.columns(2)
-        c1.number_input("Layers", min_value=1, step=1, key="m_num_layers")
-        c2.number_input("Hidden size", min_value=1, step=64, key="m_hidden_size")
-        c1.number_input("Attention heads", min_value=1, step=1, key="m_num_attention_heads")
-        c2.number_input("KV heads (GQA)", min_value=1, step=1, key="m_num_query_groups")
-        c1.number_input("Head dim (0 = h/a)", min_value=0, step=8, key="m_head_dim")
-        c2.number_input("MLP width", min_value=1, step=64, key="m_ffn_hidden_size")
-        c1.number_input("Vocabulary", min_value=1, step=256, key="m_vocab_size")
-        c2.number_input("MTP layers", min_value=0, step=1, key="m_mtp_layers")
-        c1.checkbox("Gated MLP (SwiGLU)", key="m_gated_mlp")
-        c2.checkbox("Tied embeddings", key="m_tied_embeddings")
-        c1.number_input("Sliding window (0 = none)", min_value=0, step=128, key="m_attention_window",
-                        help="Keys a query attends to in windowed layers (GPT-OSS 128, Mistral 7B v0.1 4096).")
-        c2.number_input("Full attention every n-th layer (0 = all windowed)", min_value=0, step=1,
-                        key="m_full_attention_every", help="GPT-OSS 2, Gemma 3 6; needs a sliding window.")
-        st.caption("Mixture of experts (0 experts = dense)")
-        c1, c2 = st.columns(2)
-        c1.number_input("Experts", min_value=0, step=1, key="m_num_experts")
-        c2.number_input("Top-k", min_value=1, step=1, key="m_top_k")
-        c1.number_input("Expert MLP width", min_value=1, step=64, key="m_expert_ffn_hidden_size")
-        c2.number_input("Shared experts", min_value=0, step=1, key="m_num_shared_experts")
-        c1.number_input("Leading dense layers", min_value=0, step=1, key="m_num_dense_layers")
-        c2.number_input("MoE every n-th layer", min_value=1, step=1, key="m_interleave_step",
-                        help="After the leading dense layers: 1 = every layer MoE, 2 = dense and MoE "
-                             "alternate (Llama 4 Maverick).")
+        draw(job_form.model_options(), MODEL, 2)
+        st.caption(MOE)
+        draw(job_form.model_options(), MOE, 2)
     else:
         st.file_uploader(f"Hugging Face config.json (up to {state.MAX_UPLOAD_MIB} MiB)", type=["json"],
                          key="model_upload", on_change=_on_model_upload, max_upload_size=state.MAX_UPLOAD_MIB)
@@ -214,56 +193,16 @@ def _hardware_widgets() -> None:
 
 
 def _layout_widgets() -> None:
-    st.number_input("GPUs", min_value=0, step=8, key="num_gpus")   # 0 reaches the one-line error, not a clamp
-    c1, c2, c3 = st.columns(3)
-    c1.number_input("tp", min_value=1, step=1, key="tp", help="tensor parallel")
-    c2.number_input("pp", min_value=1, step=1, key="pp", help="pipeline parallel")
-    c3.number_input("vpp", min_value=1, step=1, key="vpp", help="virtual stages per pipeline rank")
-    st.selectbox("Pipeline schedule", state.schedule_choices(), key="pipeline_schedule",
-                 help="default: 1f1b, or interleaved when vpp > 1. zb-h1, zb-h2, zb-v: zero-bubble schedules "
-                      "(Qi et al. 2023, 2024; zb-v needs vpp 2); dualpipe, dualpipe-v: DeepSeek-V3's "
-                      "(dualpipe-v needs vpp 2)")
-    c1.number_input("cp", min_value=1, step=1, key="cp", help="context parallel")
-    c2.number_input("ep", min_value=1, step=1, key="ep", help="expert parallel")
-    c3.number_input("etp", min_value=1, step=1, key="etp", help="tensor parallel inside experts")
-    c1, c2 = st.columns(2)
-    c1.selectbox("ZeRO stage", (0, 1, 2, 3), key="zero_stage")
-    c2.checkbox("SP", key="sequence_parallel", help="sequence parallelism (Megatron)")
+    draw(job_form.options(), CLUSTER, 3)
 
 
 def _batch_widgets() -> None:
-    c1, c2 = st.columns(2)
-    c1.number_input("Sequence length", min_value=1, step=1024, key="seq_length")
-    c2.number_input("Global batch (seqs)", min_value=1, step=8, key="global_batch_size")
-    c1.number_input("Micro-batch (seqs)", min_value=1, step=1, key="micro_batch_size")
-    c2.number_input("Training tokens (billions, 0 = none)", min_value=0.0, step=100.0, key="training_tokens_b")
-    c1.selectbox("Precision", PRECISION_CHOICES, key="precision")
-    c2.selectbox("Recompute", RECOMPUTE_CHOICES, key="recompute")
-    _software_options("Batch and precision")
+    draw(job_form.options(), BATCH, 2)
+    _software_options(BATCH)
 
 
 def _software_options(group: str) -> None:
-    """The group's software options, generated from the schema (``appkit.software_form``): the
-    short widgets two to a row, lists and text across the sidebar."""
-    c1, c2 = st.columns(2)
-    i = 0
-    for o in software_form.group_options(group):
-        common = dict(key=o.key, help=o.help or None)
-        if o.kind == "multiselect":
-            st.multiselect(o.label, o.choices, **common)
-            c1, c2, i = *st.columns(2), 0
-            continue
-        if o.kind == "text":
-            st.text_input(o.label, max_chars=o.max_chars, **common)
-            c1, c2, i = *st.columns(2), 0
-            continue
-        col, i = (c1, c2)[i % 2], i + 1
-        if o.kind == "checkbox":
-            col.checkbox(o.label, **common)
-        elif o.kind == "select":
-            col.selectbox(o.label, o.choices, **common)
-        else:
-            col.number_input(o.label, min_value=o.min_value, max_value=o.max_value, step=o.step, **common)
+    draw(software_form.options(), group, 2)
 
 
 def _overlap_widgets() -> None:
@@ -337,7 +276,7 @@ def job_editor() -> state.JobInputs:
             sc, err = None, str(exc)
         cost = sc.cost if sc is not None else CostModel()
         if group == "Scenario file and link":
-            st.text_input("Scenario name", key="scenario_name", max_chars=NAME_MAX_CHARS)
+            draw(job_form.options(), FILE, 1)
             if sc is not None:
                 st.download_button("Download scenario YAML", state.scenario_yaml(sc),
                                    file_name=state.download_name(sc.name), mime="application/x-yaml")

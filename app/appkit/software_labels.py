@@ -5,21 +5,11 @@ docstring's first sentence as help, and the "Software stack" group), and each ov
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from .schema_form import Look
 
 DEFAULT_GROUP = "Software stack"
 BATCH = "Batch and precision"
 ZERO3 = "Overlap and ZeRO-3"
-
-
-@dataclass(frozen=True)
-class Look:
-    """How the sidebar presents one option; a field left None comes from the schema."""
-
-    label: str | None = None
-    help: str | None = None
-    group: str | None = None
-    step: float | None = None
 
 
 LOOKS = {

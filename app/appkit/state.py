@@ -19,12 +19,11 @@ from perfmodel.spec.hardware import HARDWARE_DIR, HardwareSpec, list_hardware_id
 from perfmodel.spec.headline import Headline, headline_of, headline_spec
 from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.presets import list_presets, load_model, parse_model
-from perfmodel.spec.schedules import schedule_names
 from perfmodel.spec.scenario import Scenario, load_scenario, parse_scenario, scenario_to_dict
 from perfmodel.spec.software import Overlap, SoftwareStack
-from perfmodel.spec.units import GIGA
 
-from . import run_inputs, software_form
+from . import job_form, run_inputs, software_form
+from .job_labels import DEFAULT_SCHEDULE  # noqa: F401  (tests read it as state.DEFAULT_SCHEDULE)
 from .untrusted import (  # noqa: F401  (the pages and tests read them as state.X)
     MAX_QUERY_CHARS, MAX_UPLOAD_BYTES, MAX_UPLOAD_MIB, QUERY_KEY, check_data, check_upload_size, decode_query,
     encode_query, parse_text, upload_text)
@@ -35,56 +34,17 @@ HW_SOURCES = ("Catalogue", "Headline numbers", "Edit YAML", "Upload YAML")
 HEADLINE_FIELDS = ("peak_bf16_tflop_per_s", "hbm_capacity_gib", "hbm_bandwidth_gb_per_s", "scale_up_domain_size",
                    "scale_up_gb_per_s", "nic_gbit_per_s", "usd_per_gpu_hour")
 """Hardware from headline numbers (``perfmodel.spec.headline``): widget key ``hl_<field>``."""
-CUSTOM_INT_FIELDS = ("num_layers", "hidden_size", "num_attention_heads", "num_query_groups", "head_dim",
-                     "ffn_hidden_size", "vocab_size", "num_experts", "top_k", "expert_ffn_hidden_size",
-                     "num_shared_experts", "num_dense_layers", "interleave_step", "mtp_layers",
-                     "attention_window", "full_attention_every")
-"""Custom-model number fields (widget key ``m_<field>``); 0 means 'default' or 'no MoE'."""
-LAYOUT_FIELDS = ("tp", "pp", "vpp", "cp", "ep", "etp")
-DEFAULT_SCHEDULE = "default"
-
-
-def schedule_choices() -> tuple[str, ...]:
-    """The schedule selectbox: ``default`` is a scenario that names none (1f1b, interleaved by
-    vpp), then every schedule record (``perfmodel.spec.schedules``)."""
-    return (DEFAULT_SCHEDULE,) + schedule_names()
 
 
 # --------------------------------------------------------------------------- pure helpers
 def model_fields(m: ModelSpec) -> dict:
-    """Custom-model widget values for a model spec."""
-    moe = m.moe
-    return {
-        "m_name": m.name, "m_num_layers": m.num_layers, "m_hidden_size": m.hidden_size,
-        "m_num_attention_heads": m.num_attention_heads, "m_num_query_groups": m.kv_heads,
-        "m_head_dim": m.head_dim or 0, "m_ffn_hidden_size": m.ffn_hidden_size, "m_vocab_size": m.vocab_size,
-        "m_gated_mlp": m.gated_mlp, "m_tied_embeddings": m.tied_embeddings,
-        "m_num_experts": moe.num_experts if moe else 0, "m_top_k": moe.top_k if moe else 1,
-        "m_expert_ffn_hidden_size": moe.expert_ffn_hidden_size if moe else m.ffn_hidden_size,
-        "m_num_shared_experts": moe.num_shared_experts if moe else 0,
-        "m_num_dense_layers": moe.num_dense_layers if moe else 0,
-        "m_interleave_step": moe.interleave_step if moe else 1, "m_mtp_layers": m.mtp_layers,
-        "m_attention_window": m.attention_window or 0, "m_full_attention_every": m.full_attention_every or 0,
-    }
+    """Custom-model widget values for a model spec (generated from its schema, ``job_form``)."""
+    return job_form.model_widget_values(m)
 
 
 def model_from_fields(v: dict) -> ModelSpec:
     """The custom-model widgets as a ModelSpec, or InputError."""
-    data = {
-        "name": v.get("m_name") or "custom", "num_layers": v["m_num_layers"], "hidden_size": v["m_hidden_size"],
-        "num_attention_heads": v["m_num_attention_heads"], "num_query_groups": v["m_num_query_groups"] or None,
-        "head_dim": v["m_head_dim"] or None, "ffn_hidden_size": v["m_ffn_hidden_size"],
-        "vocab_size": v["m_vocab_size"], "gated_mlp": bool(v["m_gated_mlp"]),
-        "tied_embeddings": bool(v["m_tied_embeddings"]), "mtp_layers": v["m_mtp_layers"],
-        "attention_window": v.get("m_attention_window") or None,
-        "full_attention_every": v.get("m_full_attention_every") or None,
-    }
-    if v["m_num_experts"]:
-        data["moe"] = {"num_experts": v["m_num_experts"], "top_k": v["m_top_k"],
-                       "expert_ffn_hidden_size": v["m_expert_ffn_hidden_size"],
-                       "num_shared_experts": v["m_num_shared_experts"], "num_dense_layers": v["m_num_dense_layers"],
-                       "interleave_step": v.get("m_interleave_step") or 1}
-    return parse_model(data)
+    return parse_model(job_form.model_from_values(v))
 
 
 def hardware_text(hw_id: str) -> str:
@@ -145,18 +105,10 @@ def stack_widget_values(name: str, current: dict) -> dict:
     return v
 
 
-def widget_values(sc: Scenario) -> dict:
-    """Every widget value that reproduces ``sc`` (plus the non-widget ``_uploaded_model``)."""
-    p, sw = sc.parallelism, sc.software
-    v: dict = {
-        "num_gpus": sc.num_gpus, "seq_length": sc.seq_length, "global_batch_size": sc.global_batch_size,
-        "micro_batch_size": sc.micro_batch_size, "recompute": sc.recompute, "precision": sc.precision,
-        **software_widget_values(sw),
-        "sequence_parallel": p.sp, "zero_stage": p.zero_stage, "scenario_name": sc.name,
-        "pipeline_schedule": p.pipeline_schedule or DEFAULT_SCHEDULE,
-        "training_tokens_b": (sc.training_tokens or 0.0) / GIGA,
-        **{k: getattr(p, k) for k in LAYOUT_FIELDS},
-    }
+def widget_values(sc: Scenario, model: type[Scenario] = Scenario) -> dict:
+    """Every widget value that reproduces ``sc`` (plus the non-widget ``_uploaded_model``);
+    ``model`` is the scenario's schema (a test's subclass)."""
+    v: dict = {**job_form.widget_values(sc, model), **software_widget_values(sc.software)}
     if isinstance(sc.model, str):
         spec = load_model(sc.model)
         preset = sc.model if sc.model in list_presets() else None
@@ -170,7 +122,7 @@ def widget_values(sc: Scenario) -> dict:
             v["model_source"] = "Custom"
         else:   # custom fields cannot express MLA: keep the spec as an uploaded model
             v.update(model_source="Uploaded", _uploaded_model=sc.model.model_dump(mode="json", exclude_none=True))
-    v.update(run_inputs.widget_values(sc))
+    v.update(run_inputs.widget_values(sc, model))
     if isinstance(sc.hardware, str):
         v.update(hw_source="Catalogue", hardware_id=sc.hardware, hw_yaml_text=hardware_text(sc.hardware),
                  **headline_fields(sc.hardware))
@@ -194,17 +146,17 @@ def selective_recompute_value(chosen) -> str | tuple[str, ...]:
     return next(o for o in software_form.options() if o.key == "selective_recompute").from_widget(chosen)
 
 
-def scenario_from_values(v: dict) -> Scenario:
-    """Widget values -> Scenario, or InputError naming the field."""
+def scenario_from_values(v: dict, model: type[Scenario] = Scenario) -> Scenario:
+    """Widget values -> Scenario (or ``model``, a test's subclass), or InputError naming the field."""
     src = v["model_source"]
     if src == "Preset":
-        model: str | dict = v["model_preset"]
+        model_spec: str | dict = v["model_preset"]
     elif src == "Custom":
-        model = model_from_fields(v).model_dump(mode="json", exclude_none=True)
+        model_spec = model_from_fields(v).model_dump(mode="json", exclude_none=True)
     else:
         if not v.get("_uploaded_model"):
             raise InputError("model", "upload a Hugging Face config.json (or choose Preset or Custom)")
-        model = v["_uploaded_model"]
+        model_spec = v["_uploaded_model"]
     hw_src = v["hw_source"]
     if hw_src == "Catalogue":
         hardware = v["hardware_id"]
@@ -216,26 +168,17 @@ def scenario_from_values(v: dict) -> Scenario:
         if not v.get("_hw_uploaded_text"):
             raise InputError("hardware", "upload a hardware YAML file (or choose Catalogue)")
         hardware = hardware_from_text(v["_hw_uploaded_text"], "uploaded hardware YAML")
-    tokens = v.get("training_tokens_b") or 0.0
+    own = job_form.scenario_values(v, model)
     data = {
-        "name": v.get("scenario_name") or "scenario", "hardware": hardware, "num_gpus": int(v["num_gpus"]),
-        "model": model, "seq_length": int(v["seq_length"]), "global_batch_size": int(v["global_batch_size"]),
-        "micro_batch_size": int(v["micro_batch_size"]),
-        "parallelism": {**{k: int(v[k]) for k in LAYOUT_FIELDS}, "sequence_parallel": bool(v["sequence_parallel"]),
-                        "zero_stage": int(v["zero_stage"]),
-                        "pipeline_schedule": None if v.get("pipeline_schedule", DEFAULT_SCHEDULE) == DEFAULT_SCHEDULE
-                        else v["pipeline_schedule"]},
-        "recompute": v["recompute"], "precision": v["precision"],
+        **own, "hardware": hardware, "model": model_spec,
         "software": {
             "stack": v.get("stack") or None,
             "overlap": overlap_from_values(v),
             **software_form.software_values(v),
         },
     }
-    if tokens > 0:
-        data["training_tokens"] = float(tokens) * GIGA
-    data.update(run_inputs.sections_from_values(v))
-    return parse_scenario(data)
+    data.update(run_inputs.sections_from_values(v, model))
+    return validated(model, data, "scenario")
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from . import run_inputs, software_form, state
+from . import job_form, run_inputs, software_form, state
+from .job_labels import BATCH, CLUSTER, FILE
 
 STORE = "_job_values"
 """The sidebar's values, kept while their group is not drawn. Streamlit forgets the value of a
@@ -39,8 +40,8 @@ def apply(values: dict) -> None:
             store[k] = v
 
 
-CLUSTER_KEYS = frozenset(("num_gpus", "zero_stage", "sequence_parallel", "pipeline_schedule",
-                          *state.LAYOUT_FIELDS))
+CLUSTER_KEYS = job_form.group_keys(CLUSTER)
+"""The scenario's and its parallelism's fields drawn with the cluster (generated from the schema)."""
 
 
 def _software_keys(group: str) -> frozenset:
@@ -49,8 +50,7 @@ def _software_keys(group: str) -> frozenset:
 
 
 STACK_KEYS = frozenset(("stack",)) | _software_keys("Software stack")
-BATCH_KEYS = frozenset(("seq_length", "global_batch_size", "micro_batch_size", "training_tokens_b", "precision",
-                        "recompute")) | _software_keys("Batch and precision")
+BATCH_KEYS = job_form.group_keys(BATCH) | _software_keys(BATCH)
 
 
 def group_keys(group: str | None) -> frozenset:
@@ -70,7 +70,7 @@ def group_keys(group: str | None) -> frozenset:
         return frozenset(k for k in keys if k not in CLUSTER_KEYS and k.startswith(
             ("rel_", "su_", "in_", "cost_", "usd_", "use_")))
     if group == "Scenario file and link":
-        return frozenset(("scenario_name",))
+        return job_form.group_keys(FILE)
     return frozenset()
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pydantic import BaseModel
 
 from perfmodel.formulas.fabric import for_job, host_gpus, with_fabric
-from perfmodel.formulas.layouts import Layouts, layouts_from_arrays
+from perfmodel.formulas.layouts import Layouts, layouts_for
 from perfmodel.formulas.pipeline import schedule_code
 from perfmodel.formulas.power import capped
 from perfmodel.formulas.placement import placed
@@ -77,13 +77,14 @@ def bind(scenario: Scenario, model: ModelSpec, hardware: HardwareSpec, efficienc
                input_pipeline=scenario.input_pipeline)
 
 
-def scenario_layouts(scenario: Scenario, dp: int, num_microbatches: int) -> Layouts:
-    """The scenario's own layout as a batch of one (``dp`` and micro-batches from the rules)."""
+def scenario_layouts(scenario: Scenario) -> Layouts:
+    """The scenario's own layout as a batch of one (dp and the micro-batch count from their
+    home, ``perfmodel.formulas.layouts.layouts_for``)."""
     p, s = scenario.parallelism, scenario
-    return layouts_from_arrays(
+    return layouts_for(
+        s.num_gpus, s.global_batch_size,
         tp=[p.tp], pp=[p.pp], vpp=[p.vpp], cp=[p.cp], ep=[p.ep], etp=[p.etp], sp=[p.sp],
-        zero_stage=[p.zero_stage], mbs=[s.micro_batch_size], dp=[dp], num_mb=[num_microbatches],
-        schedule=[schedule_code(p.schedule)],
+        zero_stage=[p.zero_stage], mbs=[s.micro_batch_size], schedule=[schedule_code(p.schedule)],
     )
 
 

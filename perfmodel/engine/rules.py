@@ -359,6 +359,5 @@ def resolve(s: Scenario, efficiency: Efficiencies | None = None) -> Resolved:
     check every rule. Raises InputError with the first rule the scenario breaks."""
     hw, m = hardware_of(s), model_of(s)
     check_recompute(s, m)
-    dp, num_mb = check_layout(s, m, hw)
-    return Resolved(scenario=s, job=bind(s, m, hw, efficiency or hw.efficiency),
-                    layouts=scenario_layouts(s, dp, num_mb))
+    check_layout(s, m, hw)
+    return Resolved(scenario=s, job=bind(s, m, hw, efficiency or hw.efficiency), layouts=scenario_layouts(s))

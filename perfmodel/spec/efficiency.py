@@ -38,7 +38,7 @@ from perfmodel.spec.limits import (
 
 EAGER_STREAM_FRACTIONS_H100 = {"norm": (0.77, 0.52), "rope": (0.82, 0.77), "repeat_kv": (0.32, 0.27)}
 """``Efficiencies.stream_fractions`` as measured on the H100: medians of seven runs of
-scripts/eager_ops_probe.py (Llama 3 8B's RMSNorm, rotary embedding and repeat_kv as
+calibration/eager_ops_probe.py (Llama 3 8B's RMSNorm, rotary embedding and repeat_kv as
 calibration/step_check.py runs them, 4k-16k tokens) on two lent H100 80GB HBM3
 (calibration/results/nvidia-h100-80gb-hbm3-2026-11-27-moe/eager_ops/; docs/calibration.md,
 'Eager element-wise operations'), against the bytes perfmodel.formulas.eager counts."""

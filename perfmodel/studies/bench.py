@@ -28,7 +28,7 @@ from perfmodel.engine.evaluate import evaluate
 from perfmodel.engine.job import bind
 from perfmodel.engine.prediction import predict
 from perfmodel.engine.rules import layout_rule_fields, layout_violation, with_recompute
-from perfmodel.formulas.layouts import layouts_from_arrays
+from perfmodel.formulas.layouts import layouts_for
 from perfmodel.spec.paths import DATA_DIR
 from perfmodel.spec.profile import AUTO, efficiencies_for
 from perfmodel.spec.scenario import PIPELINE_SCHEDULES, hardware_of, load_scenario, model_of, parse_scenario
@@ -205,9 +205,8 @@ def bench(repeat: int, *, predict_runs: int = 5, large: bool = True) -> BenchRes
                           pp=cols["pp"], vpp=cols["vpp"], cp=cols["cp"], ep=cols["ep"], etp=cols["etp"],
                           sp=cols["sp"], micro_batch_size=cols["mbs"], **layout_rule_fields(sc)) == ""
     cols = {k: v[ok] for k, v in cols.items()}
-    dp = sc.num_gpus // (cols["tp"] * cols["pp"] * cols["cp"])
-    L = layouts_from_arrays(**{k: cols[k] for k in ("tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero_stage", "mbs")},
-                            dp=dp, num_mb=sc.global_batch_size // (cols["mbs"] * dp))
+    L = layouts_for(sc.num_gpus, sc.global_batch_size,
+                    **{k: cols[k] for k in ("tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero_stage", "mbs")})
     best = float("inf")
     for _ in range(repeat):
         job = bind(with_recompute(sc, "selective"), m, hw, hw.efficiency)

@@ -91,18 +91,16 @@ def test_eager_backward_bytes_and_stream_fractions_by_hand():
 
 @pytest.mark.parametrize("hw_id,folder", [("h100-sxm", "nvidia-h100-*"), ("h200-sxm", "nvidia-h200-*")])
 def test_stream_fractions_are_what_the_committed_probes_measured(hw_id, folder):
-    """Each spec's ``stream_fractions`` against scripts/eager_ops_probe.py's medians over its GPU's
+    """Each spec's ``stream_fractions`` against calibration/eager_ops_probe.py's medians over its GPU's
     committed runs (H100: seven on two lent machines; H200: three), to the two decimals kept;
     SwiGLU, at the full rate in the model, measured within 8% of it. The H100's are the default
     every unmeasured GPU takes."""
     import glob
-    import sys
     from pathlib import Path
 
+    from calibration import eager_ops_probe
     from perfmodel.spec.efficiency import EAGER_STREAM_FRACTIONS_H100
     root = Path(__file__).resolve().parents[2]
-    sys.path.insert(0, str(root / "scripts"))
-    import eager_ops_probe
 
     runs = sorted(glob.glob(str(root / f"calibration/results/{folder}/eager_ops/eager_ops_*.yaml")))
     assert len(runs) >= 3

@@ -156,12 +156,12 @@ def test_the_step_split_script_accounts_for_the_whole_step():
 
 
 @pytest.mark.parametrize("script,argv,fragment", [
-    ("attention_probe.py", ["--seq", "0"], "--seq"), ("attention_probe.py", ["--seq", "4096", "2097152"], "--seq"),
-    ("attention_probe.py", ["--repeats", "0"], "--repeats"), ("attention_probe.py", [], "torch"),
-    ("eager_ops_probe.py", ["--seq", "64"], "--seq"), ("eager_ops_probe.py", ["--repeats", "0"], "--repeats"),
-    ("eager_ops_probe.py", ["--compare", "pyproject.toml"], "--compare"), ("eager_ops_probe.py", [], "torch")])
+    ("attention_probe", ["--seq", "0"], "--seq"), ("attention_probe", ["--seq", "4096", "2097152"], "--seq"),
+    ("attention_probe", ["--repeats", "0"], "--repeats"), ("attention_probe", [], "torch"),
+    ("eager_ops_probe", ["--seq", "64"], "--seq"), ("eager_ops_probe", ["--repeats", "0"], "--repeats"),
+    ("eager_ops_probe", ["--compare", "pyproject.toml"], "--compare"), ("eager_ops_probe", [], "torch")])
 def test_the_probes_refuse_bad_arguments_and_a_missing_gpu_on_one_line(script, argv, fragment):
-    """scripts/attention_probe.py and scripts/eager_ops_probe.py bound their lengths and repeats
+    """calibration/attention_probe.py and calibration/eager_ops_probe.py bound their lengths and repeats
     before any GPU work, the second reads only its own result files for --compare, and without
     torch or a GPU (as here and in CI) each says so in one line."""
     try:
@@ -170,7 +170,7 @@ def test_the_probes_refuse_bad_arguments_and_a_missing_gpu_on_one_line(script, a
             pytest.skip("a GPU is present: the probe would run")
     except ImportError:
         pass
-    out = _run_script(script, *argv)
+    out = _run_script("-m", f"calibration.{script}", *argv)
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and fragment in out.stderr and "Traceback" not in out.stderr
 
@@ -178,5 +178,5 @@ def test_the_probes_refuse_bad_arguments_and_a_missing_gpu_on_one_line(script, a
 def test_the_eager_ops_probe_compares_a_committed_run():
     root = Path(__file__).resolve().parents[2]
     run = min(root.glob("calibration/results/*/eager_ops/eager_ops_s8192_b.yaml"))
-    out = _run_script("eager_ops_probe.py", "--compare", str(run), check=True)
+    out = _run_script("-m", "calibration.eager_ops_probe", "--compare", str(run), check=True)
     assert out.stdout.count("forward") == 4 and "all " in out.stdout

@@ -1,6 +1,6 @@
 """Why do FlashAttention-2 kernels run slower inside a training step than alone? (GPU only)
 
-    python scripts/attention_probe.py [--seq 8192] [--repeats 20] [--out FILE.yaml]
+    python -m calibration.attention_probe [--seq 8192] [--repeats 20] [--out FILE.yaml]
 
 The step checks of calibration/results/nvidia-h100-80gb-hbm3-2026-11-2*/ time the SDPA flash
 kernels 11-20% slower inside a step than the suite times the same kernel alone. This probe
@@ -28,11 +28,8 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from calibration.cli import MAX_ATTENTION_POINTS, MAX_ATTENTION_SEQ  # noqa: E402
-from perfmodel.spec.limits import MAX_BENCH_REPEATS  # noqa: E402
+from calibration.cli import MAX_ATTENTION_POINTS, MAX_ATTENTION_SEQ
+from perfmodel.spec.limits import MAX_BENCH_REPEATS
 
 HEADS, GROUPS, HEAD_DIM, HIDDEN, FFN = 32, 8, 128, 4096, 14336
 """Llama 3 8B (Dubey et al. 2024, Table 3)."""

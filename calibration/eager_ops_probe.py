@@ -1,8 +1,8 @@
 """Eager PyTorch element-wise operations of a Llama block, timed alone, against the model's
 memory-bound pricing of them (GPU to measure; any machine to compare).
 
-    python scripts/eager_ops_probe.py [--seq 8192] [--repeats 20] [--out FILE.yaml]   (needs a GPU)
-    python scripts/eager_ops_probe.py --compare FILE.yaml [--hardware h100-sxm]        (anywhere)
+    python -m calibration.eager_ops_probe [--seq 8192] [--repeats 20] [--out FILE.yaml]   (needs a GPU)
+    python -m calibration.eager_ops_probe --compare FILE.yaml [--hardware h100-sxm]        (anywhere)
 
 The step checks (docs/calibration.md, 'One training step end to end') find the eager
 element-wise work of a step slower than the model's pricing (bytes at the STREAM rate, the
@@ -29,9 +29,6 @@ import sys
 from pathlib import Path
 
 import yaml
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from perfmodel.spec.errors import InputError, read_data_file
 from perfmodel.spec.limits import MAX_BENCH_REPEATS
@@ -170,7 +167,7 @@ def compare(path: str, hardware: str) -> int:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="eager_ops_probe.py", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m calibration.eager_ops_probe", description=__doc__.splitlines()[0])
     p.add_argument("--seq", type=int, default=8192)
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--out", default=None)
@@ -198,7 +195,7 @@ def main(argv=None) -> int:
         print(text, end="")
         return 0
     except InputError as exc:
-        print(f"eager_ops_probe.py: {exc}", file=sys.stderr)
+        print(f"eager_ops_probe: {exc}", file=sys.stderr)
         return 2
 
 
