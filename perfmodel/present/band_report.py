@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from perfmodel.engine.band_groups import POOR_COVERAGE
 from perfmodel.present import fmt
 from perfmodel.studies.observed.band_families import band_file_data
 from perfmodel.studies.observed.bands import LEVELS, NOMINAL, coverage_table, residuals
@@ -85,8 +86,8 @@ def out_of_family_section(rows, oof: dict) -> list[str]:
              "validated sequence lengths or GPU counts has its band widened about its median by a factor fitted by "
              "holding the end groups out (" + ", ".join(f"{SCHEME_TITLES[d]} x{v:.2f}" for d, v in k.items()) +
              "). `perfmodel predict` says which family the band comes from and where a job lies outside the "
-             "validated runs (`band_note`), and names a group of the job that the band covered below 70% when held "
-             "out whole (the model is biased there; the band does not hide it). The coverage below is nested: each "
+             "validated runs (`band_note`), and names a group of the job that the band covered below "
+             f"{POOR_COVERAGE:.0%} when held out whole (the model is biased there; the band does not hide it). The coverage below is nested: each "
              "held-out group's band, spreads and "
              "factors were fitted without it; 'outside' counts the runs that lay outside the other runs in some "
              "dimension. Median half-width: half the 80% band's width as a share of the rate. Groups of fewer than "

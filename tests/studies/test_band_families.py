@@ -185,3 +185,15 @@ def test_validation_report_shows_the_out_of_family_table():
     from perfmodel.present.validation_report import markdown
     text = markdown(pm.validate(RUNS))
     assert "### Out of family" in text and "| model family | moe-fine |" in text
+
+
+def test_the_band_note_names_a_family_the_band_covered_poorly_held_out():
+    """Fine-grained MoE runs held out as a family sit outside the others' band (the model's bias,
+    issue 49): a job of that family says so, with the committed table's figures; a dense job does not."""
+    from perfmodel.engine.band import band_for_job, band_table
+    poor = band_table().poor
+    runs, cov = poor["family"]["moe-fine"]
+    hw = pm.hardware("h100-sxm")
+    note = band_for_job(hw, pm.model("deepseek-v3"), "megatron-core", 4096, 256).note
+    assert f"held out whole, model family moe-fine's {runs} runs were {cov:.0%} inside the 80% band" in note
+    assert cov < 0.7 and "held out whole" not in band_for_job(hw, pm.model("llama3-70b"), "nemo-perf", 8192, 64).note
