@@ -25,6 +25,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from perfmodel.engine.band_groups import poor_coverage_text
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import HardwareSpec
 from perfmodel.spec.model import ModelSpec
@@ -84,8 +85,9 @@ DIMENSIONS = ("stack", "family", "generation", "seq_length", "scale")
 Stack, family and generation are categories (outside: not among the runs); sequence length and GPU
 count are ranges (outside: beyond the runs' smallest and largest)."""
 CATEGORIES = ("stack", "family", "generation")
-"""Dimensions whose held-out groups' offsets the band adds (``shifted``): a new stack, family or
-generation sits where earlier new ones sat, a random effect like the units' offsets."""
+"""Dimensions whose random effect the band adds (``spread``): a new stack, family or generation sits
+off the runs by a draw of N(0, tau_d^2), tau_d the spread of the held-out groups' offsets beyond what
+the band already holds (``perfmodel.studies.observed.band_families``)."""
 RANGES = ("seq_length", "scale")
 """Dimensions whose band is widened by a factor (``widen``): beyond a range there is one held-out
 group on each side, which shows how much wider the error gets, not where a new group sits."""
@@ -140,25 +142,57 @@ def combined_widening(factors: dict | None, dims) -> float:
 
 
 def shifted(levels, log_ratio, offsets) -> tuple[float, ...]:
-    """Quantiles at ``levels`` of r + c, c each held-out group's offset with equal weight: the
-    mixture's distribution function G(x) = mean_c F(x - c), F read between the band's levels (and
-    held at its end levels beyond them), inverted at ``levels``. One offset moves the band by it;
+    """Quantiles at ``levels`` of r + c, c each of ``offsets`` with equal weight: the mixture's
+    distribution function G(x) = mean_c F(x - c), inverted at ``levels``. F is read between the
+    band's levels, 0 below its first quantile and 1 above its last: the mass beyond the end levels
+    sits at the end quantiles, as ``ErrorBand.quantile`` holds them. One offset moves the band by it;
     no offsets: the band as it is."""
     if not len(offsets):
         return tuple(float(x) for x in log_ratio)
     lv, q, c = (np.asarray(a, dtype=float) for a in (levels, log_ratio, offsets))
     points = np.unique((q[:, None] + c[None, :]).ravel())
-    g = np.mean([np.interp(points - ci, q, lv) for ci in c], axis=0)
+    g = np.mean([_atoms_cdf(points - ci, q, lv) for ci in c], axis=0)
     return tuple(float(x) for x in np.interp(lv, g, points))
 
 
-def out_of_family(levels, log_ratio, dims, offsets: dict | None, factors: dict | None) -> tuple[float, ...]:
-    """The band of a job outside the validated runs in ``dims``: each category's held-out offsets
-    added in turn (``shifted``), then widened by the ranges' factor (``widen``)."""
-    q = tuple(log_ratio)
-    for d in dims:
-        if d in CATEGORIES:
-            q = shifted(levels, q, (offsets or {}).get(d, ()))
+def _atoms_cdf(x, q, lv) -> np.ndarray:
+    """F(x) of a band: read between its levels, 0 below its first quantile and 1 above its last (a
+    rounding error's width, 1e-12, off the ends still reads the end level)."""
+    f = np.interp(x, q, lv)
+    tol = 1e-12 * (1.0 + float(np.max(np.abs(q))))
+    return np.where(x < q[0] - tol, 0.0, np.where(x > q[-1] + tol, 1.0, f))
+
+
+NORMAL_POINTS = 40
+"""Equal-weight points that stand for N(0, 1) in ``spread``: its quantiles at (i + 1/2) / 40, scaled
+to unit variance (the midpoint points alone have variance 0.97)."""
+
+
+def _unit_normal_points() -> np.ndarray:
+    from statistics import NormalDist
+    z = np.array([NormalDist().inv_cdf((i + 0.5) / NORMAL_POINTS) for i in range(NORMAL_POINTS)])
+    return z / math.sqrt(float(np.mean(z ** 2)))
+
+
+def spread(levels, log_ratio, tau: float) -> tuple[float, ...]:
+    """Quantiles at ``levels`` of r + c, c ~ N(0, tau^2) independent of r (``shifted`` over
+    ``NORMAL_POINTS`` points of the normal); tau = 0: the band as it is."""
+    if tau <= 0:
+        return tuple(float(x) for x in log_ratio)
+    return shifted(levels, log_ratio, tau * _unit_normal_points())
+
+
+def category_spread(spreads: dict | None, dims) -> float:
+    """tau of a job new in several categories: independent random effects add their variances,
+    tau = sqrt(sum tau_d^2) over the categories in ``dims``."""
+    spreads = spreads or {}
+    return math.sqrt(sum(spreads.get(d, 0.0) ** 2 for d in dims if d in CATEGORIES))
+
+
+def out_of_family(levels, log_ratio, dims, spreads: dict | None, factors: dict | None) -> tuple[float, ...]:
+    """The band of a job outside the validated runs in ``dims``: the categories' random effects
+    added (``spread``), then widened by the ranges' factor (``widen``)."""
+    q = spread(levels, tuple(log_ratio), category_spread(spreads, dims))
     return widen(levels, q, combined_widening(factors, dims))
 
 
@@ -252,8 +286,12 @@ class BandTable:
     """What the published runs span (None in a table fitted before out-of-family bands)."""
     widening: dict | None = None
     """Range dimension -> factor fitted by holding its groups out (``perfmodel.studies.observed.band_families``)."""
-    offsets: dict | None = None
-    """Category dimension -> the held-out groups' offsets (``perfmodel.studies.observed.band_families``)."""
+    spreads: dict | None = None
+    """Category dimension -> tau_d, the spread of a new group's offset
+    (``perfmodel.studies.observed.band_families``)."""
+    poor: dict | None = None
+    """Dimension -> {group: (runs, nested held-out coverage of the 80% band)} for the groups the band
+    covered poorly when they were held out whole (``POOR_COVERAGE``)."""
 
     def band(self, generation: str, kind: str) -> ErrorBand:
         """The stratum's band; a generation with no published runs takes the ``any`` stratum."""
@@ -281,10 +319,12 @@ def band_table_from_dict(data: dict) -> BandTable:
     factors = {k: float(x) for k, x in oof["widening"].items()}
     if any(not (1.0 <= x < 100.0) for x in factors.values()):
         raise InputError("error_bands.out_of_family.widening", "factors must lie in [1, 100)")
-    offsets = {k: tuple(float(x) for x in v) for k, v in (oof.get("offsets") or {}).items()}
-    if any(not abs(x) < 10.0 for v in offsets.values() for x in v):
-        raise InputError("error_bands.out_of_family.offsets", "offsets must lie within (-10, 10)")
-    return BandTable(levels, strata, validated, factors, offsets)
+    spreads = {k: float(x) for k, x in (oof.get("spread") or {}).items()}
+    if any(not (0.0 <= x < 10.0) for x in spreads.values()):
+        raise InputError("error_bands.out_of_family.spread", "spreads must lie in [0, 10)")
+    poor = {d: {g: (int(c["runs"]), float(c["coverage"])) for g, c in groups.items()}
+            for d, groups in (oof.get("poor_coverage") or {}).items()}
+    return BandTable(levels, strata, validated, factors, spreads, poor)
 
 
 @lru_cache(maxsize=1)
@@ -315,16 +355,16 @@ def band_for_job(hw: HardwareSpec, model: ModelSpec, stack: str | None, seq_leng
         return replace(base, note=f"band from {base.stratum} runs ({ctx.family}); the band table predates "
                                   "out-of-family widening: refit with --fit-bands")
     dims = novel_dimensions(ctx, table.validated)
-    q = out_of_family(base.levels, base.log_ratio, dims, table.offsets, table.widening)
+    q = out_of_family(base.levels, base.log_ratio, dims, table.spreads, table.widening)
     k = (_width(q, base.levels) / _width(base.log_ratio, base.levels)) if _width(base.log_ratio, base.levels) > 0 else 1.0
     if dims:
         why = "; ".join(DIMENSION_TEXT[d](ctx, table.validated) for d in dims)
         note = (f"band from {base.stratum} runs (model family {ctx.family}), {k:.2f}x as wide (held-out groups' "
-                f"offsets and spread): outside the validated runs: {why}")
+                f"spread): outside the validated runs: {why}")
     else:
         note = (f"band from {base.stratum} runs (model family {ctx.family}, stack {ctx.stack}: both among the "
                 "validated runs)")
-    return replace(base, log_ratio=q, widening=k, note=note)
+    return replace(base, log_ratio=q, widening=k, note=note + poor_coverage_text(ctx, table.poor))
 
 
 def _width(q, levels) -> float:

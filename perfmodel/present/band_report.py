@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from perfmodel.engine.band_groups import POOR_COVERAGE
 from perfmodel.present import fmt
 from perfmodel.studies.observed.band_families import band_file_data
 from perfmodel.studies.observed.bands import LEVELS, NOMINAL, coverage_table, residuals
@@ -77,13 +78,17 @@ def out_of_family_section(rows, oof: dict) -> list[str]:
              "Held out by whole software stacks, model families (dense, coarse MoE, fine-grained MoE), GPU "
              "generations, sequence-length bins and GPU-count bins (a factor 4 wide), not only by source "
              "(`perfmodel/studies/observed/band_families.py`). A job of a stack, family or generation no published run has "
-             "takes the band plus an offset drawn from where each held-out group of that kind sat against the band "
-             "fitted without it (" + "; ".join(f"{SCHEME_TITLES[d]}: " + ", ".join(f"{x:+.2f}" for x in v)
-                                               for d, v in oof["offsets"].items()) + " in r); one beyond the "
+             "takes the band plus a random offset, normal with mean 0 and the spread by which the held-out groups of "
+             "that kind sat off the band fitted without them beyond what the band already allows for (a moment "
+             "estimate, each group weighing the same: " + "; ".join(f"{SCHEME_TITLES[d]} {v:.2f}"
+                                                                     for d, v in oof["spread"].items()) +
+             " in r); one beyond the "
              "validated sequence lengths or GPU counts has its band widened about its median by a factor fitted by "
              "holding the end groups out (" + ", ".join(f"{SCHEME_TITLES[d]} x{v:.2f}" for d, v in k.items()) +
              "). `perfmodel predict` says which family the band comes from and where a job lies outside the "
-             "validated runs (`band_note`). The coverage below is nested: each held-out group's band, offsets and "
+             "validated runs (`band_note`), and names a group of the job that the band covered below "
+             f"{POOR_COVERAGE:.0%} when held out whole (the model is biased there; the band does not hide it). The coverage below is nested: each "
+             "held-out group's band, spreads and "
              "factors were fitted without it; 'outside' counts the runs that lay outside the other runs in some "
              "dimension. Median half-width: half the 80% band's width as a share of the rate. Groups of fewer than "
              f"{MIN_RUNS_SHOWN} runs count in their scheme's total only.", "",

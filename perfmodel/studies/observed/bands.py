@@ -159,10 +159,9 @@ def parts(rows) -> Parts:
     return Parts(dict(offsets), dict(within))
 
 
-def band_quantiles(p: Parts, generation: str, kind: str, levels=LEVELS) -> tuple[np.ndarray, int]:
-    """(quantiles of b + e at ``levels``, units whose offsets they use) for a job of ``generation``
-    and ``kind``; ``any``, or a generation with fewer than ``MIN_UNITS`` units, uses every unit's
-    offset. Each pair weighs the runs of its offset's unit (each e one run)."""
+def _draws(p: Parts, generation: str, kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(offsets b, the runs each weighs, within-unit residuals e) a job of ``generation`` and ``kind``
+    draws from; ``any``, or a generation with fewer than ``MIN_UNITS`` units, uses every unit's offset."""
     b = p.offsets.get(generation, []) if generation != ANY_GENERATION else []
     if len(b) < MIN_UNITS:
         b = [x for g in sorted(p.offsets) for x in p.offsets[g]]
@@ -170,9 +169,25 @@ def band_quantiles(p: Parts, generation: str, kind: str, levels=LEVELS) -> tuple
         raise ValueError("a band needs the residuals of at least one run")
     e = np.array(p.within.get(kind) or [x for k in sorted(p.within) for x in p.within[k]] or [0.0])
     offsets, runs = (np.array(x, dtype=float) for x in zip(*b))
+    return offsets, runs, e
+
+
+def band_quantiles(p: Parts, generation: str, kind: str, levels=LEVELS) -> tuple[np.ndarray, int]:
+    """(quantiles of b + e at ``levels``, units whose offsets they use) for a job of ``generation``
+    and ``kind`` (``_draws``). Each pair weighs the runs of its offset's unit (each e one run)."""
+    offsets, runs, e = _draws(p, generation, kind)
     values = (offsets[:, None] + e[None, :]).ravel()
-    weights = np.broadcast_to(runs[:, None], (len(b), len(e))).ravel()
-    return weighted_quantiles(values, weights, levels), len(b)
+    weights = np.broadcast_to(runs[:, None], (len(offsets), len(e))).ravel()
+    return weighted_quantiles(values, weights, levels), len(offsets)
+
+
+def band_moments(p: Parts, generation: str, kind: str) -> tuple[float, float, float]:
+    """(mean of b + e, variance of b, variance of e) of the band ``band_quantiles`` reads, each b
+    weighing its unit's runs: the moments the out-of-family spread is measured against."""
+    offsets, runs, e = _draws(p, generation, kind)
+    mean_b = float(np.average(offsets, weights=runs))
+    var_b = float(np.average((offsets - mean_b) ** 2, weights=runs))
+    return mean_b + float(np.mean(e)), var_b, float(np.var(e))
 
 
 def held_out(rows, pooled: bool = False) -> dict:
@@ -248,6 +263,8 @@ HEADER = """\
 # (perfmodel.studies.observed.bands says how); do not edit: fit again after any change of the step model.
 # held_out_coverage: share of the stratum's runs the p10-p90 band covered when fitted without their
 # source (leave-one-source-out).
-# out_of_family: what the runs span, and the factor each dimension widens the band by for a job
-# outside them (perfmodel.studies.observed.band_families).
+# out_of_family: what the runs span; for a job outside them, the spread (in r) of the random offset a
+# new stack, family or generation adds and the factor a sequence length or GPU count beyond them widens
+# the band by; and the groups the band covered below 70% when held out whole
+# (perfmodel.studies.observed.band_families).
 """
