@@ -194,8 +194,10 @@ def time_rows(plan: Plan, tally: Tally, group: int, job: Job, variant: Variant, 
     """Time layouts ``rows`` of ``L`` (whose memory is ``mem``), at ``position`` in the
     enumeration, and keep what the search keeps of them."""
     tally.num_timed += rows.size
-    L, t1 = L.take(rows), time.perf_counter()
-    arrays = evaluate(job, L, _memory_rows(mem, rows))
+    if rows.size < len(L):
+        L, mem = L.take(rows), _memory_rows(mem, rows)
+    t1 = time.perf_counter()
+    arrays = evaluate(job, L, mem)
     tally.evaluate_s += time.perf_counter() - t1
     tally.kept = kept_with(tally.kept, measure(job, L, arrays, plan.cost_model), group, position[rows], variant,
                            plan.objective, plan.top_k, plan.best_only)
@@ -220,10 +222,11 @@ def _checked(plan: Plan, tally: Tally, ni: int, pi: int, job: Job, single_varian
 
 
 def _fit_and_time(plan: Plan, tally: Tally, groups: list[int], job: Job, job_vs: list[Job], L: Layouts,
-                  wanted: np.ndarray, position: np.ndarray) -> None:
-    """Check the memory of every layout of ``L`` once (the same under every overlap setting) and
-    time those that fit under each overlap setting that applies to them (``wanted``)."""
-    mem, fit = memory_and_fit(job, L)
+                  wanted: np.ndarray, position: np.ndarray, state: np.ndarray) -> None:
+    """Check the memory of every layout of ``L`` once (the same under every overlap setting;
+    ``state``: rank 0's model states, ``job_state_floor_bytes``) and time those that fit under
+    each overlap setting that applies to them (``wanted``)."""
+    mem, fit = memory_and_fit(job, L, state)
     tally.rejected[DOES_NOT_FIT] += int(wanted[:, ~fit].sum())
     for vi, variant in enumerate(plan.variants):
         rows = np.flatnonzero(fit & wanted[vi])
@@ -233,11 +236,12 @@ def _fit_and_time(plan: Plan, tally: Tally, groups: list[int], job: Job, job_vs:
 
 
 def _fit_and_time_by_floor(plan: Plan, tally: Tally, groups: list[int], job: Job, job_vs: list[Job], L: Layouts,
-                           wanted: np.ndarray, position: np.ndarray, floor: np.ndarray | None) -> None:
+                           wanted: np.ndarray, position: np.ndarray, floor: np.ndarray | None,
+                           state: np.ndarray) -> None:
     """A pruned search's: under each overlap setting, the layouts of ``L`` whose model states
-    fit (rank 0's first, as ``memory_and_fit``) checked and timed lowest floor first
+    fit (rank 0's first, ``state``, as ``memory_and_fit``) checked and timed lowest floor first
     (``by_floor``) while their floor can beat the k-th best."""
-    fit = job_state_floor_bytes(job, L) <= job.hardware.gpu.hbm_usable_bytes
+    fit = state <= job.hardware.gpu.hbm_usable_bytes
     for vi, variant in enumerate(plan.variants):
         rows = np.flatnonzero(fit & wanted[vi])
         tally.rejected[DOES_NOT_FIT] += int(wanted[vi].sum()) - rows.size
@@ -246,7 +250,7 @@ def _fit_and_time_by_floor(plan: Plan, tally: Tally, groups: list[int], job: Job
         floor_v = floor[rows] if floor is not None else step_time_floor_s(job_vs[vi], L.take(rows))
         for batch in by_floor(floor_v, lambda: tally.bound(plan)):
             L_some, at = L.take(rows[batch]), position[rows[batch]]
-            mem, fits = memory_and_fit(job, L_some)   # the same under every overlap setting
+            mem, fits = memory_and_fit(job, L_some, state[rows[batch]])   # the same under every overlap setting
             tally.rejected[DOES_NOT_FIT] += int((~fits).sum())
             tally.num_fit += int(fits.sum())
             if fits.any():
@@ -261,17 +265,33 @@ def run_chunk(plan: Plan, tally: Tally, ni: int, pi: int, parts: list) -> None:
     wanted = np.concatenate([p[2] for p in parts], axis=1)          # variants x layouts
     L_all = layouts_for(plan.counts[ni], plan.scenario.global_batch_size, **{k: cols[k] for k in LAYOUT_COLUMNS})
     compute: list = []
+    states: dict = {}
     for ri in range(len(plan.recompute)):
         job, job_vs = _jobs(plan, tally, ni, pi, ri)
         checked, floor = _checked(plan, tally, ni, pi, job, len(job_vs) == 1, L_all, compute)
         if not checked.size:
             continue
         groups = [plan.group(ni, pi, ri, vi) for vi in range(len(job_vs))]
-        L, w, at = L_all.take(checked), wanted[:, checked], position[checked]
-        if plan.prune:
-            _fit_and_time_by_floor(plan, tally, groups, job, job_vs, L, w, at, floor)
+        state = _state_floor_bytes(job, L_all, states)
+        if checked.size < len(L_all):
+            L, w, at, state = L_all.take(checked), wanted[:, checked], position[checked], state[checked]
         else:
-            _fit_and_time(plan, tally, groups, job, job_vs, L, w, at)
+            L, w, at = L_all, wanted, position
+        if plan.prune:
+            _fit_and_time_by_floor(plan, tally, groups, job, job_vs, L, w, at, floor, state)
+        else:
+            _fit_and_time(plan, tally, groups, job, job_vs, L, w, at, state)
+
+
+def _state_floor_bytes(job: Job, L: Layouts, states: dict) -> np.ndarray:
+    """``job_state_floor_bytes(job, L)``, worked out once per chunk for the recompute modes that
+    share it: rank 0's model states read the model, the precision and the software stack, not
+    the recompute mode (``states``: the chunk's, by the software stack's identity and precision;
+    a mode that changes the stack, full recompute's block method, gets its own)."""
+    key = (id(job.software), job.precision)
+    if key not in states:
+        states[key] = (job.software, job_state_floor_bytes(job, L))
+    return states[key][1]
 
 
 def valid_part(cols: dict, ok: np.ndarray, offset: int, wanted: np.ndarray) -> tuple:
