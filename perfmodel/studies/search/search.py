@@ -259,7 +259,8 @@ def _result(plan: Plan, options: SearchOptions, tally: Tally, elapsed_s: float) 
     """The search's result from what it kept and counted."""
     kept, rejected = tally.kept, tally.rejected
     return SearchResult(
-        scenario=plan.scenario, options=options, candidates=tuple(kept.best.candidate(i) for i in range(len(kept.best))),
+        scenario=plan.scenario, options=options,
+        candidates=tuple(kept.best.candidate(i) for i in range(len(kept.best))),
         pareto=tuple(kept.front.candidate(i) for i in range(len(kept.front))), table=kept.sample,
         num_enumerated=tally.num_enumerated, num_valid=tally.num_valid, num_fit=tally.num_fit,
         num_evaluated=tally.num_timed,
