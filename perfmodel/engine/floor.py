@@ -98,9 +98,12 @@ def step_time_floor_s(c: Job, L: Layouts) -> np.ndarray:
     return (1.0 - FLOOR_MARGIN) * (num_mb * (stage + last) + bubble)
 
 
-FIRST_BATCH = 256
+FIRST_BATCH = 1024
 """Layouts timed first, lowest floors first (``by_floor``): enough for the best so far to be
-near the best, so that the floor skips most of the rest; each next batch is 4 times larger."""
+near the best, so that the floor skips most of the rest; each next batch is 4 times larger.
+A batch's memory check and timing cost a few milliseconds of calls whatever its size up to a few
+thousand layouts: ``size`` for DeepSeek-V3 over four hardware types took 0.93 of the CPU time at
+1,024 as at 256 (0.96 at 4,096, 1.06 at 64), with the same rows."""
 
 
 def by_floor(floor_s: np.ndarray, bound):

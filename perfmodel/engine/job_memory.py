@@ -26,11 +26,15 @@ def job_state_floor_bytes(c: Job, L: Layouts) -> np.ndarray:
     return first_rank_state_bytes(c.model, c.precision, L, c.software)
 
 
-def memory_and_fit(job: Job, L: Layouts) -> tuple[MemoryBreakdown, np.ndarray]:
+def memory_and_fit(job: Job, L: Layouts, state_floor_bytes: np.ndarray | None = None
+                   ) -> tuple[MemoryBreakdown, np.ndarray]:
     """Each layout's peak memory and whether it fits (the search's check): the memory is worked out
-    only where the model states of pipeline rank 0 alone fit (``job_state_floor_bytes``), and is
-    zeros elsewhere, where no layout fits."""
-    could = np.flatnonzero(job_state_floor_bytes(job, L) <= job.hardware.gpu.hbm_usable_bytes)
+    only where the model states of pipeline rank 0 alone fit (``job_state_floor_bytes``, or
+    ``state_floor_bytes`` where the caller has it already: the search's recompute modes share
+    it), and is zeros elsewhere, where no layout fits."""
+    if state_floor_bytes is None:
+        state_floor_bytes = job_state_floor_bytes(job, L)
+    could = np.flatnonzero(state_floor_bytes <= job.hardware.gpu.hbm_usable_bytes)
     if could.size == len(L):
         mem = job_memory(job, L)
         return mem, fits_in_memory(mem, job.hardware)

@@ -14,34 +14,21 @@ gives its scenario. No Python runs per candidate except for the ones kept.
 The layouts stream through: the search keeps the best ``top_k``, the time-cost front, the count
 of layouts rejected for each reason and a bounded sample of those that fit
 (``perfmodel.studies.search.layout_table``), so its memory does not grow with the number of layouts.
+``search`` fixes the search's ``Plan`` and ``Tally`` and streams the enumeration's blocks through
+the named steps of ``perfmodel.studies.search.stream`` (the rules, one chunk's fit and time).
 """
 
 from __future__ import annotations
 
 import time
-from collections import Counter
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from typing import Annotated, Callable, Literal, get_args
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from perfmodel.engine.enumerate import Bounds, enumeration, keep
-from perfmodel.engine.evaluate import evaluate
-from perfmodel.engine.floor import by_floor, compute_floor_s, step_time_floor_s
-from perfmodel.engine.job import bind
-from perfmodel.engine.job_memory import job_state_floor_bytes, memory_and_fit
-from perfmodel.engine.prediction import Evaluation, measure
-from perfmodel.engine.rules import (
-    check_job,
-    layout_rule_fields,
-    layout_violations,
-    recompute_violation,
-    with_recompute,
-)
+from perfmodel.engine.enumerate import Bounds, enumeration
+from perfmodel.engine.rules import check_job, layout_rule_fields, recompute_violation, with_recompute
 from perfmodel.formulas import pipeline
-from perfmodel.formulas.layouts import layouts_for
-from perfmodel.formulas.memory import MemoryBreakdown
 from perfmodel.spec import limits
 from perfmodel.spec.cost import CostModel
 from perfmodel.spec.efficiency import Efficiencies
@@ -56,20 +43,22 @@ from perfmodel.spec.scenario import (
     hardware_of,
     model_of,
 )
-from perfmodel.studies.search.job_variants import OVERLAP_KINDS, OverlapKind, Variant, applies, variants
+from perfmodel.studies.search.job_variants import OVERLAP_KINDS, OverlapKind, applies, variants
 from perfmodel.studies.search.layout_table import (  # noqa: F401  (Candidate, LayoutTable, pareto_front: public here)
     Candidate,
     LayoutTable,
-    best_candidates,
-    best_rows,
     empty_table,
-    front_candidates,
-    front_rows,
-    objective_values,
     pareto_front,
-    sample_candidates,
-    sample_rows,
-    table_of,
+)
+from perfmodel.studies.search.stream import (  # noqa: F401  (DOES_NOT_FIT, Kept, kept_with: public here)
+    DOES_NOT_FIT,
+    Kept,
+    Plan,
+    Tally,
+    kept_with,
+    run_chunk,
+    tally_block,
+    valid_part,
 )
 
 Objective = Literal["time", "cost", "tokens_per_usd"]
@@ -85,7 +74,6 @@ and 2.8 s at 32,768."""
 PRUNED_CHUNK = 4 * CHUNK
 """Layouts per chunk of a search that prunes by the floor: most are skipped before their memory
 is checked, so a larger chunk costs little memory and saves per-call work (floors, memory, timing)."""
-DOES_NOT_FIT = "does not fit in memory"
 Progress = Callable[[int, int], None]
 """progress(done, total): how much of the enumeration has been gone through (its blocks of
 parallel degrees, each crossed with every zero stage and micro-batch size), out of ``total``."""
@@ -178,39 +166,6 @@ class SearchResult:
         return next(iter(self.rejected), "")
 
 
-@dataclass(frozen=True)
-class Kept:
-    """What a search keeps of the layouts it has evaluated so far."""
-
-    best: LayoutTable
-    front: LayoutTable
-    sample: LayoutTable
-    stride: int
-    """Of the sample: every ``stride``-th layout that fits."""
-    num_fit: int
-    """Layouts that fit seen so far (the sample's stride counts in them)."""
-
-
-def kept_with(kept: Kept, ev: Evaluation, group: int, position: np.ndarray, variant: Variant, objective: str,
-              k: int, best_only: bool) -> Kept:
-    """``kept`` and the rows of one evaluation (all of one search group; ``position``: their
-    places in the enumeration, increasing); with ``best_only``, no front and no sample."""
-    base = kept.best.base
-    obj = objective_values(objective, base, ev.step_time_s, ev.cost_usd)
-    worst = float(kept.best.objective(objective)[-1]) if len(kept.best) == k else np.inf
-    rows = best_candidates(obj, ev.step_time_s, ev.step.memory.total, k, worst)
-    best = best_rows(kept.best, table_of(base, ev, rows, group, position, variant.overlap), objective, k)
-    if best_only:
-        return Kept(best, kept.front, kept.sample, kept.stride, kept.num_fit)
-    time_s = ev.step_time_s if ev.time_to_train_s is None else ev.time_to_train_s
-    rows = front_candidates(time_s, ev.cost_usd, kept.front)
-    front = front_rows(kept.front, table_of(base, ev, rows, group, position, variant.overlap))
-    rows = sample_candidates(len(ev), kept.num_fit, kept.stride)
-    sample, stride = sample_rows(kept.sample, table_of(base, ev, rows, group, position, variant.overlap),
-                                 kept.stride)
-    return Kept(best, front, sample, stride, kept.num_fit + len(ev))
-
-
 # --------------------------------------------------------------------------- search
 def bounds_for(scenario: Scenario, options: SearchOptions) -> Bounds:
     """The enumeration bounds the options set, with pinned dimensions at the scenario's values."""
@@ -230,10 +185,6 @@ def bounds_for(scenario: Scenario, options: SearchOptions) -> Bounds:
                   schedules=schedules, sequence_parallel=options.sequence_parallel)
 
 
-def _memory_rows(mem: MemoryBreakdown, rows) -> MemoryBreakdown:
-    return MemoryBreakdown(*(getattr(mem, f.name)[rows] for f in fields(MemoryBreakdown)))
-
-
 def search(scenario: Scenario, options: SearchOptions | None = None, cost_model: CostModel | None = None,
            progress: Progress | None = None, *, efficiency: Efficiencies | None = None,
            best_only: bool = False) -> SearchResult:
@@ -248,151 +199,71 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
     cover the layouts checked)."""
     t0 = time.perf_counter()
     options = options or SearchOptions()
-    cost_model = cost_model or scenario.cost
-    hw, m = hardware_of(scenario), model_of(scenario)
-    check_job(scenario, m)
-    eff = efficiency or hw.efficiency
-    pin = set(options.pin)
-    precisions = tuple(dict.fromkeys((scenario.precision,) if "precision" in pin or not options.precisions
-                                     else options.precisions))
-    counts = tuple(dict.fromkeys(options.gpu_counts or (scenario.num_gpus,)))
-    job_variants = variants(scenario.software.overlap, () if "overlap" in pin else options.overlap)
-    seq, gbs = scenario.seq_length, scenario.global_batch_size
-    bounds = bounds_for(scenario, options)
-    rule_fields = layout_rule_fields(scenario)
-    rejected: Counter = Counter()
-    # Recompute modes the job's own fields rule out (rules.recompute_violation): every layout
-    # of such a mode is rejected for that reason, as predict would reject it.
-    modes = (scenario.recompute,) if "recompute" in pin else options.recompute
-    recompute_options, ruled_out = [], []
-    for rc in dict.fromkeys(modes):
-        bad = recompute_violation(with_recompute(scenario, rc), rc)
-        (ruled_out if bad else recompute_options).append((rc, bad))
-    recompute_options = tuple(rc for rc, _ in recompute_options)
-    nrc = len(recompute_options)
-    enumerations = [enumeration(m, hw, N, gbs, seq, bounds) for N in counts]
-    total, done = sum(len(e) for e in enumerations), 0
+    plan = _plan(scenario, options, cost_model or scenario.cost, efficiency, best_only)
     empty = empty_table(scenario)
-    kept = Kept(empty, empty, empty, 1, 0)
-    num_enumerated = num_valid = num_fit = num_timed = 0
-    eval_s = 0.0
-    prune = best_only and options.objective == "time"
-    chunk = PRUNED_CHUNK if prune else CHUNK
-    jobs: dict = {}
-
-    def bound() -> float:
-        """The k-th best step so far (inf while fewer are kept): no better layout is skipped."""
-        return float(kept.best.step_time_s[-1]) if len(kept.best) == options.top_k else np.inf
-
-    def time_rows(group: int, job, variant, L, mem, rows, position) -> None:
-        """Time layouts ``rows`` of ``L`` (whose memory is ``mem``), at ``position`` in the enumeration."""
-        nonlocal kept, eval_s, num_timed
-        num_timed += rows.size
-        L, t1 = L.take(rows), time.perf_counter()
-        arrays = evaluate(job, L, _memory_rows(mem, rows))
-        eval_s += time.perf_counter() - t1
-        kept = kept_with(kept, measure(job, L, arrays, cost_model), group, position[rows], variant,
-                         options.objective, options.top_k, best_only)
-
-    def run(ni: int, pi: int, parts: list) -> None:
-        """Fit and time a chunk of valid layouts of one GPU count and precision."""
-        nonlocal num_fit
-        N, prec = counts[ni], precisions[pi]
-        cols = {k: np.concatenate([p[0][k] for p in parts]) for k in parts[0][0]}
-        position = np.concatenate([p[1] for p in parts])
-        wanted = np.concatenate([p[2] for p in parts], axis=1)          # variants x layouts
-        L_all = layouts_for(N, gbs, **{k: cols[k] for k in ("tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero_stage",
-                                                              "mbs", "schedule")})
-        compute = None
-        for ri, rc in enumerate(recompute_options):
-            job = jobs.get((ni, pi, ri))
-            if job is None:   # one per search group, so that work kept per job serves every chunk
-                job = jobs[ni, pi, ri] = bind(with_recompute(scenario, rc), m, hw, eff, num_gpus=N, precision=prec)
-            job_vs = []
-            for vi, variant in enumerate(job_variants):
-                job_v = jobs.get((ni, pi, ri, vi))
-                if job_v is None:
-                    job_v = jobs[ni, pi, ri, vi] = job if not variant.changed else replace(
-                        job, software=job.software.model_copy(update={"overlap": variant.overlap}))
-                job_vs.append(job_v)
-            checked, floor = np.arange(len(L_all)), None
-            if prune and np.isfinite(bound()):
-                # A layout whose step cannot beat the k-th best is not even checked for memory:
-                # first by its compute alone (the same under every recompute and overlap
-                # setting), then, with one overlap setting, by its step's floor.
-                if compute is None:
-                    compute = compute_floor_s(jobs[ni, pi, 0], L_all)
-                checked = np.flatnonzero(compute <= bound())
-                if checked.size and len(job_vs) == 1:
-                    floor = step_time_floor_s(job, L_all.take(checked))
-                    checked, floor = checked[floor <= bound()], floor[floor <= bound()]
-                if not checked.size:
-                    continue
-            L_checked = L_all.take(checked)
-            groups = [((ni * len(precisions) + pi) * nrc + ri) * len(job_variants) + vi for vi in range(len(job_vs))]
-            if not prune:
-                mem, fit = memory_and_fit(job, L_checked)        # the same under every overlap setting
-                rejected[DOES_NOT_FIT] += int(wanted[:, checked][:, ~fit].sum())
-            else:   # lowest floors first, memory checked as timed; rank 0's model states first, as memory_and_fit
-                fit = job_state_floor_bytes(job, L_checked) <= job.hardware.gpu.hbm_usable_bytes
-            for vi, variant in enumerate(job_variants):
-                rows = np.flatnonzero(fit & wanted[vi, checked])
-                num_fit += 0 if prune else rows.size
-                rejected[DOES_NOT_FIT] += int(wanted[vi, checked].sum()) - rows.size if prune else 0
-                if not (prune and rows.size):
-                    if rows.size and not prune:
-                        time_rows(groups[vi], job_vs[vi], variant, L_checked, mem, rows, position[checked])
-                    continue
-                floor_v = floor[rows] if floor is not None else step_time_floor_s(job_vs[vi], L_checked.take(rows))
-                for batch in by_floor(floor_v, bound):
-                    L_some, at = L_checked.take(rows[batch]), position[checked][rows[batch]]
-                    mem, fits = memory_and_fit(job, L_some)   # the same under every overlap setting
-                    rejected[DOES_NOT_FIT] += int((~fits).sum())
-                    num_fit += int(fits.sum())
-                    if fits.any():
-                        time_rows(groups[vi], job_vs[vi], variant, L_some, mem, np.flatnonzero(fits), at)
-
-    for ni, (N, enum) in enumerate(zip(counts, enumerations)):
-        pending = {pi: [] for pi in range(len(precisions))}   # valid layouts not yet evaluated
-        offset = 0                                             # enumeration position of the block
+    tally = Tally(Kept(empty, empty, empty, 1, 0))
+    enumerations = [enumeration(plan.model, plan.hardware, N, scenario.global_batch_size, scenario.seq_length,
+                                plan.bounds) for N in plan.counts]
+    total, done = sum(len(e) for e in enumerations), 0
+    for ni, enum in enumerate(enumerations):
+        pending = {pi: [] for pi in range(len(plan.precisions))}   # valid layouts not yet evaluated
+        offset = 0                                                  # enumeration position of the block
         for cols, _, prefix_rows in enum.blocks(CHUNK):
-            n = len(cols["tp"])
-            wanted = applies(job_variants, cols, m, N)
-            per_layout = wanted.sum(axis=0)                    # candidates each layout stands for
-            for pi, prec in enumerate(precisions):
-                broken = layout_violations(
-                    m, hw, seq, gbs, N, prec, tp=cols["tp"], pp=cols["pp"], vpp=cols["vpp"], cp=cols["cp"],
-                    ep=cols["ep"], etp=cols["etp"], sp=cols["sp"], micro_batch_size=cols["mbs"],
-                    schedule=cols["schedule"], **rule_fields)
-                ok = broken.ok
-                if not ok.all():
-                    weights = np.bincount(broken.code[~ok], weights=per_layout[~ok], minlength=len(broken.reasons))
-                    for text, w in zip(broken.reasons, weights):
-                        rejected[text] += int(w) * nrc
-                valid = int(per_layout[ok].sum())
-                for _, (field, why) in ruled_out:
-                    rejected[f"{field}: {why}"] += valid
-                num_enumerated += int(per_layout.sum()) * (nrc + len(ruled_out))
-                num_valid += valid * nrc
+            wanted = applies(plan.variants, cols, plan.model, plan.counts[ni])
+            per_layout = wanted.sum(axis=0)                         # candidates each layout stands for
+            for pi in pending:
+                ok = tally_block(plan, tally, ni, pi, cols, per_layout)
                 if ok.any():
-                    pending[pi].append((keep(cols, ok), offset + np.flatnonzero(ok), wanted[:, ok]))
-                    if sum(len(p[1]) for p in pending[pi]) >= chunk:
-                        run(ni, pi, pending[pi])
+                    pending[pi].append(valid_part(cols, ok, offset, wanted))
+                    if sum(len(p[1]) for p in pending[pi]) >= plan.chunk:
+                        run_chunk(plan, tally, ni, pi, pending[pi])
                         pending[pi] = []
-            offset += n
+            offset += len(cols["tp"])
             done += prefix_rows
             if progress is not None:
                 progress(done, total)
         for pi, parts in pending.items():
             if parts:
-                run(ni, pi, parts)
+                run_chunk(plan, tally, ni, pi, parts)
     if progress is not None and done < total:
         progress(total, total)
+    return _result(plan, options, tally, time.perf_counter() - t0)
 
+
+def _plan(scenario: Scenario, options: SearchOptions, cost_model: CostModel, efficiency: Efficiencies | None,
+          best_only: bool) -> Plan:
+    """What the search of ``scenario`` under ``options`` does (``search``'s arguments)."""
+    hw, m = hardware_of(scenario), model_of(scenario)
+    check_job(scenario, m)
+    pin = set(options.pin)
+    precisions = tuple(dict.fromkeys((scenario.precision,) if "precision" in pin or not options.precisions
+                                     else options.precisions))
+    # Recompute modes the job's own fields rule out (rules.recompute_violation): every layout
+    # of such a mode is rejected for that reason, as predict would reject it.
+    modes = (scenario.recompute,) if "recompute" in pin else options.recompute
+    allowed, ruled_out = [], []
+    for rc in dict.fromkeys(modes):
+        bad = recompute_violation(with_recompute(scenario, rc), rc)
+        (ruled_out if bad else allowed).append((rc, bad))
+    prune = best_only and options.objective == "time"
+    return Plan(scenario=scenario, model=m, hardware=hw, efficiency=efficiency or hw.efficiency,
+                cost_model=cost_model, objective=options.objective, top_k=options.top_k, best_only=best_only,
+                counts=tuple(dict.fromkeys(options.gpu_counts or (scenario.num_gpus,))), precisions=precisions,
+                recompute=tuple(rc for rc, _ in allowed), ruled_out=tuple(ruled_out),
+                variants=variants(scenario.software.overlap, () if "overlap" in pin else options.overlap),
+                bounds=bounds_for(scenario, options), rule_fields=layout_rule_fields(scenario), prune=prune,
+                chunk=PRUNED_CHUNK if prune else CHUNK)
+
+
+def _result(plan: Plan, options: SearchOptions, tally: Tally, elapsed_s: float) -> SearchResult:
+    """The search's result from what it kept and counted."""
+    kept, rejected = tally.kept, tally.rejected
     return SearchResult(
-        scenario=scenario, options=options, candidates=tuple(kept.best.candidate(i) for i in range(len(kept.best))),
+        scenario=plan.scenario, options=options,
+        candidates=tuple(kept.best.candidate(i) for i in range(len(kept.best))),
         pareto=tuple(kept.front.candidate(i) for i in range(len(kept.front))), table=kept.sample,
-        num_enumerated=num_enumerated, num_valid=num_valid, num_fit=num_fit, num_evaluated=num_timed,
+        num_enumerated=tally.num_enumerated, num_valid=tally.num_valid, num_fit=tally.num_fit,
+        num_evaluated=tally.num_timed,
         rejected=dict(sorted(((k, v) for k, v in rejected.items() if v), key=lambda kv: (-kv[1], kv[0]))),
-        cost_basis="training_tokens" if scenario.training_tokens else "step",
-        elapsed_s=time.perf_counter() - t0, evaluate_s=eval_s)
+        cost_basis="training_tokens" if plan.scenario.training_tokens else "step",
+        elapsed_s=elapsed_s, evaluate_s=tally.evaluate_s)
