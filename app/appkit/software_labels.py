@@ -28,8 +28,9 @@ LOOKS = {
         "domain, fanned out over NVLink; alltoall also sorts tokens by local expert", BATCH),
     "elementwise_kernels": Look(
         "Elementwise kernels",
-        "fused: one kernel per norm and activation (Transformer Engine, torch.compile); eager: PyTorch eager, "
-        "one kernel and HBM round trip per op, norms and rotary in fp32", BATCH),
+        "fused: one kernel per norm and activation (Transformer Engine); eager: PyTorch eager, one kernel and "
+        "HBM round trip per op, norms and rotary in fp32; compiled: torch.compile of torchtitan's block, fused "
+        "but its complex rotary still an ATen kernel and repeat_kv a copy", BATCH),
     "cross_entropy": Look(
         "Cross-entropy",
         "fused: Megatron-Core vocab-parallel loss or a compiled one, 4 bytes per logit kept; eager_fp32: "

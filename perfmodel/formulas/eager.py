@@ -1,6 +1,7 @@
-"""Eager PyTorch's element-wise operations of a transformer block: the bytes their kernels move,
-counted kernel by kernel, and the fraction of the STREAM rate those kernels reach, measured
-(``elementwise_kernels: eager``; docs/model.md, section 3)."""
+"""PyTorch's element-wise operations of torchtitan's Llama block: the bytes their kernels move,
+counted kernel by kernel, eager (``elementwise_kernels: eager``, at the fraction of the STREAM
+rate those kernels reach, measured) and what ``torch.compile`` leaves unfused of them
+(``elementwise_kernels: compiled``; docs/model.md, section 3)."""
 
 from __future__ import annotations
 
@@ -67,3 +68,58 @@ def eager_elementwise_ops(m: ModelSpec, width: int) -> tuple[list[Op], Op]:
         ops.append(Op("attention/repeat_kv", OpKind.MEMORY, bytes_per_token=repeat, kernels=2,
                       bwd_bytes_per_token=repeat, stream_class="repeat_kv"))
     return ops, act
+
+
+COMPILED_ROPE_FWD_BYTES_PER_ELEMENT = (ACT_BYTES + FP32_BYTES) + (FP32_BYTES + FP32_BYTES)
+"""Rotary embedding under ``torch.compile``, forward, per element of Q and K: the fp32 upcast, a
+generated kernel (reads 2, writes 4), then the complex multiply, which Inductor does not generate
+and runs as PyTorch's own kernel (reads 4, writes 4): any node reading or writing a complex tensor
+falls back to ATen, only the views into and out of complex are lowered
+(torch/_inductor/lowering.py ``unsupported_input_tensor`` and
+``fallback_node_due_to_unsupported_type``, in every version read from 2023 to 2026, and the ATen
+kernel in the compiled step check of PyTorch 2.11 below; torchtitan issue #15, 'Rope embeddings
+with complex number generates compile warning', on this very function, open).
+14 bytes; the cast back is counted with what it fuses into (``compiled_rope_ops``)."""
+
+
+def compiled_rope_ops(m: ModelSpec) -> list[Op]:
+    """The rotary embedding and repeat_kv of torchtitan's Llama block under ``torch.compile``.
+
+    Norms, SwiGLU and residual adds fuse as ``fused`` counts them; these do not. Per token, with
+    Q of width q = a d and K of width k = g d (the MLA rope parts as in ``eager_elementwise_ops``),
+    b = 2 and 4 bytes, forward:
+
+    - upcast and complex multiply of Q and K: 14 (q + k) (``COMPILED_ROPE_FWD_BYTES_PER_ELEMENT``);
+    - Q cast back to bf16: 4 + 2 per element of q;
+    - K cast back, fused with repeat_kv's copy where g < a: read 4 k, write 2 q (2 k without GQA);
+    - V's repeat_kv copy where g < a: read 2 k, write 2 q.
+
+    Backward, the same bytes reversed: the incoming Q gradient upcast (2 + 4 per element of q);
+    K's summed over the repeats and upcast (read 2 q, write 4 k); the complex multiply by the
+    conjugate (ATen again, 8 per element); the cast back to bf16 (6 per element of q + k) for the
+    GEMM gradients; V's summed over the repeats (read 2 q, write 2 k). Forward and backward come
+    to the same bytes.
+
+    These kernels run at the STREAM rate. In the compiled step check on an H100
+    (calibration/results/nvidia-h100-80gb-hbm3-2026-11-27/step_check_llama3-8b_4l_s8192_compiled/
+    kernels.txt, PyTorch 2.11, 8,192 tokens a micro-batch) the seven generated kernels of one
+    layer's forward and backward (names ending in ``view_as_complex``, ``clone_expand``,
+    ``squeeze_sum``) and the four ATen ``elementwise_kernel`` calls of the complex multiply (128
+    over 32 layer passes, 63 us each) took 664 us; this count, 2 x 118,784 bytes a token for
+    Llama 3 8B, is 1.95 GB, 648 us at that suite's STREAM rate (3.0 TB/s). So no ``stream_class``.
+    """
+    B, F = ACT_BYTES, FP32_BYTES
+    if m.mla is not None:
+        q, k, repeat = m.num_attention_heads * m.mla.qk_rope_head_dim, m.mla.qk_rope_head_dim, False
+    else:
+        a, g, d = m.num_attention_heads, m.kv_heads, m.attn_head_dim
+        q, k, repeat = a * d, g * d, g < a
+    k_out = q if repeat else k                               # K written at the query heads when repeated
+    rope_bytes = COMPILED_ROPE_FWD_BYTES_PER_ELEMENT * (q + k) + (F + B) * q + F * k + B * k_out
+    ops = [Op("attention/rope", OpKind.MEMORY, bytes_per_token=rope_bytes, kernels=2 + 2 + 2,
+              bwd_bytes_per_token=rope_bytes, bwd_kernels=2 + 2 + 2)]
+    if repeat:
+        v_copy = B * k + B * q                               # V: read g d, write a d
+        ops.append(Op("attention/repeat_kv", OpKind.MEMORY, bytes_per_token=v_copy, kernels=1,
+                      bwd_bytes_per_token=v_copy, bwd_kernels=1))
+    return ops

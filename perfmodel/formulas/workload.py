@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 
-from perfmodel.formulas.eager import eager_elementwise_ops
+from perfmodel.formulas.eager import compiled_rope_ops, eager_elementwise_ops
 from perfmodel.formulas.ops import ACT_BYTES, FP32_BYTES, LayerKind, Op, OpKind, TpSplit
 from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.software import SoftwareStack
@@ -105,7 +105,9 @@ def _memory_ops(m: ModelSpec, kind: LayerKind, sw: SoftwareStack) -> list[Op]:
     fused (Transformer Engine / Megatron-Core kernels, or torch.compile): two norms (read h,
     write h), two residual adds (read 2h, write h), the MLP activation (read the up-projection
     output, write its activated half). Rotary embeddings are applied inside the fused
-    attention path and are not counted. ``eager``: see ``_eager_elementwise_ops``.
+    attention path and are not counted. ``compiled``: the fused ops, and the rotary embedding and
+    repeat_kv that torch.compile leaves of torchtitan's block (``eager.compiled_rope_ops``).
+    ``eager``: see ``eager.eager_elementwise_ops``.
     """
     h, B = m.hidden_size, ACT_BYTES
     width = (m.ffn_hidden_size if kind is LayerKind.DENSE
@@ -120,6 +122,8 @@ def _memory_ops(m: ModelSpec, kind: LayerKind, sw: SoftwareStack) -> list[Op]:
     else:
         ops = [Op("norm", OpKind.MEMORY, bytes_per_token=2 * (2 * h) * B), residual,
                Op("mlp/activation", OpKind.MEMORY, bytes_per_token=(act_in + width) * B)]
+        if sw.elementwise_kernels == "compiled":
+            ops += compiled_rope_ops(m)
     if kind is LayerKind.MOE:
         ops += moe_elementwise_ops(m, sw)
     return ops

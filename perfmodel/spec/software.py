@@ -27,7 +27,7 @@ from perfmodel.spec.stacks import list_stacks, stack_options, unknown_stack_reas
 AttentionBackend = Literal["flash", "cudnn", "fa3", "unfused"]
 MoeDispatcher = Literal["alltoall", "flex"]
 MoeFlexBackend = Literal["deepep", "hybridep"]
-ElementwiseKernels = Literal["fused", "eager"]
+ElementwiseKernels = Literal["fused", "eager", "compiled"]
 SelectiveRecompute = Literal["core_attn", "op_sac", "save_qkv_proj"]
 RecomputeModule = Literal["core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp", "moe", "shared_experts"]
 CrossEntropy = Literal["fused", "eager_fp32"]
@@ -216,10 +216,11 @@ class SoftwareStack(_Frozen):
     gradients are 2 bytes in memory either way."""
     elementwise_kernels: ElementwiseKernels = "fused"
     """How norms, rotary embeddings and the MLP activation run: fused = one kernel each
-    (Transformer Engine and Megatron-Core fused kernels, or torch.compile); eager = PyTorch
-    eager, one kernel and one HBM round trip per elementwise op, with the fp32 upcasts of
-    torchtitan's Llama block (RMSNorm 36 bytes per element in 8 kernels instead of 4 in 1; see
-    ``perfmodel.formulas.eager.eager_elementwise_ops``)."""
+    (Transformer Engine and Megatron-Core fused kernels); eager = PyTorch eager, one kernel and
+    one HBM round trip per elementwise op, with the fp32 upcasts of torchtitan's Llama block
+    (RMSNorm 36 bytes per element in 8 kernels instead of 4 in 1); compiled = torch.compile of that
+    block: fused, but its fp32 complex rotary embedding falls back to ATen between generated casts
+    and repeat_kv's copies stay (``perfmodel.formulas.eager``)."""
     fp8_casts: Fp8Casts = "separate"
     """How a low-precision GEMM's 16-bit inputs become 8-bit (fp8 and fp4 runs only):
     separate = a cast-transpose kernel of their own that reads the 16-bit tensor and writes

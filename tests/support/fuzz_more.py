@@ -132,7 +132,7 @@ def software_options(rng: random.Random, d: dict) -> dict:
         sw["overlap"] = {k: rng.choice([0.0, 0.5, 1.0]) for k in rng.sample(["tp", "cp", "ep", "pp", "dp", "fsdp"],
                                                                              rng.randint(1, 4))}
     for key, choices in (("attention_backend", ["flash", "cudnn", "unfused"]),
-                         ("elementwise_kernels", ["fused", "eager"]),
+                         ("elementwise_kernels", ["fused", "eager", "compiled"]),
                          ("optimizer_kernels", ["fused", "foreach"]), ("cross_entropy", ["fused", "eager_fp32"]),
                          ("cuda_graphs", [True, False]), ("attention_dropout", [True, False]),
                          ("fsdp_collectives_per_layer", [1, 2]), ("moe_dispatcher", ["alltoall", "flex"]),
