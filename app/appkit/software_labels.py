@@ -71,6 +71,11 @@ LOOKS = {
         "ZeRO-3 list API",
         "torch.distributed list API: every collective also copies each rank's chunk with its own kernel "
         "(DeepSpeed until October 2021)", ZERO3),
+    "fsdp_copy_kernels": Look(
+        "ZeRO-3 FSDP2 copies",
+        "PyTorch FSDP2: each all-gather copied out of its flat buffer into the parameters, the gradients copied "
+        "into the reduce-scatter input, on the compute stream (14 bytes a parameter a micro-batch with fp32 "
+        "reduction; torchtitan)", ZERO3),
     "moe_router_fusion": Look(
         "MoE router fusion", "Megatron-Core --moe-router-fusion: 31 router kernels per forward instead of 72"),
     "moe_permute_fusion": Look(

@@ -256,6 +256,8 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
         blocks.append((lt.block, count / len(kinds)))
         used.append((lt.used_fwd_s * count / len(kinds), lt.used_bwd_s * count / len(kinds)))
         layers.append((lt, count / len(kinds)))
+    fsdp_copy = {"compute": per_layer_units * dp.fsdp_copy_per_unit_s}   # FSDP2's, on the compute stream
+    per_layer = add(per_layer, fsdp_copy)
     middle = scaled(per_layer, layers_per_stage)
 
     head = _per_shape(block_totals, head_ops(m, sw), c, L, recompute=False)
@@ -264,7 +266,8 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
     if m.mtp_layers:
         mtp_lt = _layer_time_per_shape(mtp_layer_kind(m), c, L, fsdp_per_layer)
         mtp_proj = _per_shape(block_totals, mtp_extra_ops(m), c, L, recompute=False)
-        mtp_parts = add(_layer_parts(mtp_lt), {"compute": mtp_proj.fwd_s + mtp_proj.bwd_s + head.fwd_s + head.bwd_s})
+        mtp_parts = add(_layer_parts(mtp_lt), fsdp_copy,
+                        {"compute": mtp_proj.fwd_s + mtp_proj.bwd_s + head.fwd_s + head.bwd_s})
 
     if sw.pipeline_stages is None:
         stages, slowest, sum_s = even_stages(L, middle, head_parts, mtp_parts, m.mtp_layers)

@@ -253,6 +253,9 @@ class DpTraffic:
     """Once per step: gradient all-reduce or reduce-scatter."""
     param_gather_s: np.ndarray
     """Once per step: distributed-optimizer parameter all-gather (ZeRO 1/2)."""
+    fsdp_copy_per_unit_s: np.ndarray
+    """ZeRO-3 with ``sw.fsdp_copy_kernels``, per micro-batch and unit: FSDP2's copy kernels on
+    the compute stream (``fsdp_copy_bytes_per_param``), not hidden by any collective."""
     fsdp_per_unit_s: np.ndarray
     """ZeRO-3, per micro-batch and per unit gathered on its own (one transformer layer, or one
     of its parameter tensors): parameter all-gathers forward and backward plus the gradient
@@ -260,6 +263,37 @@ class DpTraffic:
     2023; DeepSpeed ZeRO-3 v0.3 gathered each parameter). Units are taken as equal shares of
     the parameters: time is (piecewise) linear in size, so mainly the count of latencies
     matters."""
+
+
+FSDP_GATHERS_PER_MICROBATCH = 2
+"""All-gathers of a unit per micro-batch: forward, and backward again after resharding
+(torchtitan's ``reshard_after_forward`` is true for every block but the last one and for the
+root module without pipeline parallelism, parallelize_llama.py apply_fsdp at 9dec370 and the
+``fsdp_reshard_after_forward = "default"`` of e7c0cae; the last block's second gather is
+counted all the same, as the collectives are: one block's copy-out of a step)."""
+FSDP_COPY_KERNELS_PER_MICROBATCH = 3
+"""Copy kernels per gathered group and micro-batch: one ``split_with_sizes_copy`` per
+all-gather and one ``_chunk_cat`` per reduce-scatter."""
+
+
+def fsdp_copy_bytes_per_param(grad_reduce_in_fp32: bool) -> int:
+    """HBM bytes per parameter and micro-batch that FSDP2 copies on the compute stream
+    (_fsdp_collectives.py in torch/distributed/fsdp/_fully_shard, formerly
+    torch/distributed/_composable/fsdp, as of late 2024):
+    ``foreach_all_gather_copy_out`` waits for each all-gather on the current stream and
+    ``torch.split_with_sizes_copy`` moves the flat bf16 output into the unsharded parameters
+    (read 2, write 2 bytes), once per gather; ``foreach_reduce`` concatenates the bf16 unsharded
+    gradients into the reduce-scatter input of ``reduce_dtype`` with ``torch._chunk_cat``
+    (read 2, write 2 or 4), on the reduce-scatter stream, but the compute stream waits for it
+    (``current_stream.wait_stream(reduce_scatter_stream)`` before the gradients are freed).
+    14 bytes with fp32 reduction, 12 without. Not counted: the all-gather copy-in (a cast and a
+    ``_foreach_copy_`` of the 1/n local shard, on its own copy-in stream) and, with fp32
+    or bf16 reduction, no division kernel (``_init_grad_divide_factors`` picks ReduceOp.AVG) and
+    no cast of the fp32 output. Megatron-Core needs none: ``_ParamAndGradBuffer`` makes every
+    parameter and ``main_grad`` a view of the buffers its collectives use
+    (megatron/core/distributed/param_and_grad_buffer.py)."""
+    copy_out = FSDP_GATHERS_PER_MICROBATCH * 2 * PARAM_BYTES
+    return copy_out + GRAD_16BIT_BYTES + grad_reduce_bytes(grad_reduce_in_fp32)
 
 
 def dp_traffic(dense_params_per_gpu, expert_params_per_gpu, layouts: Layouts, hw: HardwareSpec,
@@ -300,4 +334,10 @@ def dp_traffic(dense_params_per_gpu, expert_params_per_gpu, layouts: Layouts, hw
     _, rs_ud, ag_ud = sync(dense_params_per_gpu / units, n_dp, layouts.tp, fsdp_list_api)
     _, rs_ue, ag_ue = sync(expert_params_per_gpu / units, n_edp, layouts.ep * layouts.etp, fsdp_list_api)
     fsdp = np.where(zero3, 2.0 * (ag_ud + ag_ue) + rs_ud + rs_ue, 0.0)
-    return DpTraffic(grad_sync_s=grad, param_gather_s=gather, fsdp_per_unit_s=fsdp)
+    copy = np.zeros_like(fsdp)
+    if sw.fsdp_copy_kernels:   # FSDP2 wraps nothing in a group of one (torchtitan: dp_shard 1)
+        for params, n in ((dense_params_per_gpu, n_dp), (expert_params_per_gpu, n_edp)):
+            group = (np.asarray(params) > 0) & (n > 1) & zero3
+            copy = copy + group * memory_time_s(params / units * fsdp_copy_bytes_per_param(grad_reduce_in_fp32), hw,
+                                                eff, kernels=FSDP_COPY_KERNELS_PER_MICROBATCH)
+    return DpTraffic(grad_sync_s=grad, param_gather_s=gather, fsdp_copy_per_unit_s=copy, fsdp_per_unit_s=fsdp)

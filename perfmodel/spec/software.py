@@ -162,6 +162,8 @@ class SoftwareStack(_Frozen):
     collective (PyTorch ProcessGroupNCCL). DeepSpeed ZeRO-3 used it from v0.3.13 (March 2021)
     until it moved to the flat _all_gather_base in October 2021 (DeepSpeed #834, #1188).
     Ignored below ZeRO stage 3."""
+    fsdp_copy_kernels: StrictBool = False
+    """ZeRO-3 copies on the compute stream, FSDP2's (``perfmodel.formulas.traffic.fsdp_copy_bytes_per_param``)."""
     moe_dispatcher: MoeDispatcher = "alltoall"
     """MoE token dispatcher (Megatron-Core's --moe-token-dispatcher-type): alltoall sends every
     routed copy of a token as its own message; flex is the hierarchical dispatch of DeepEP

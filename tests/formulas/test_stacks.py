@@ -28,15 +28,16 @@ CITED = {
     "maxtext": {"selective_recompute": "save_qkv_proj", "elementwise_kernels": "fused", "grad_reduce_in_fp32": True,
                 "fp8_casts": "fused", "attention_backend": "cudnn"},
     "torchtitan-eager": {"elementwise_kernels": "eager", "cross_entropy": "eager_fp32", "selective_recompute": "op_sac",
-                         "grad_reduce_in_fp32": True, "overlap.tp": 0.0, "optimizer_kernels": "fused"},
+                         "grad_reduce_in_fp32": True, "overlap.tp": 0.0, "optimizer_kernels": "fused",
+                         "fsdp_copy_kernels": True},
     "torchtitan-2412-eager": {"elementwise_kernels": "eager", "cross_entropy": "eager_fp32",
                               "selective_recompute": "op_sac", "optimizer_kernels": "foreach",
-                              "cp_comm_type": "torch_allgather"},
+                              "cp_comm_type": "torch_allgather", "fsdp_copy_kernels": True},
     "torchtitan-compile": {"elementwise_kernels": "compiled", "cross_entropy": "fused",
-                           "selective_recompute": "op_sac"},
+                           "selective_recompute": "op_sac", "fsdp_copy_kernels": True},
     "torchtitan-2412-compile": {"elementwise_kernels": "compiled", "cross_entropy": "eager_fp32",
                                 "selective_recompute": "op_sac", "optimizer_kernels": "foreach",
-                                "cp_comm_type": "torch_allgather"},
+                                "cp_comm_type": "torch_allgather", "fsdp_copy_kernels": True},
     "pytorch-fsdp-accelerate": {"elementwise_kernels": "eager", "cross_entropy": "eager_fp32",
                                 "grad_reduce_in_fp32": False, "overlap.fsdp": 0.0, "optimizer_kernels": "foreach"},
     "pytorch-eager": {"elementwise_kernels": "eager", "cross_entropy": "eager_fp32", "grad_reduce_in_fp32": True,
@@ -52,7 +53,7 @@ DeepSpeed v0.3.14 issues one collective per parameter tensor (12 in a GPT layer)
 API with a synchronize before each gather, and reduces in the 16-bit dtype; a Hugging Face Llama
 decoder layer has 9 parameter-holding sub-modules; dgxc 1b9bb6b maxtext/configure.sh sets
 remat_policy save_qkv_proj; torchtitan's mixed_precision_reduce defaults to float32, its Llama 3 8B
-config asks for op-level checkpointing, 9dec370 runs the loss eagerly and a foreach AdamW, e7c0cae
+config asks for op-level checkpointing, FSDP2 copies every gathered unit out of its flat buffer, 9dec370 runs the loss eagerly and a foreach AdamW, e7c0cae
 compiles the loss with the blocks and defaults to the fused AdamW, and 9dec370's context parallelism
 is PyTorch's experimental one at its default all-gather rotate method; Accelerate's FSDP plugin reduces
 in the mixed-precision dtype with no backward prefetch and torch.optim.AdamW defaults to foreach;
