@@ -230,7 +230,7 @@ def _all_parts(counts: list[_Count]) -> None:
         for ri in range(len(plan.recompute)):
             groups: dict = {}       # id of the shared job -> (it, a job of it, the counts that share it)
             for k, c in enumerate(counts):
-                if c.valid[pi] is None or c.valid[pi].any():
+                if len(c.row) and (c.valid[pi] is None or c.valid[pi].any()):
                     job, _ = _jobs(c.plan, c.tally, 0, pi, ri)
                     shared = shared_job(job, recompute=True)
                     groups.setdefault(id(shared), (shared, job, []))[2].append(k)
