@@ -8,6 +8,7 @@ per-shape cache.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import replace
 
 import numpy as np
@@ -23,9 +24,38 @@ from perfmodel.spec.hardware import HardwareSpec
 from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.software import SoftwareStack
 
+_shared: dict | None = None
+"""While ``blocks_shared`` holds: (ids of ``block_time``'s arguments) -> (the arguments, its value)."""
+
+
+@contextmanager
+def blocks_shared():
+    """Within it, ``block_time`` of the same operations on the same ``Layouts`` object (and the
+    same model, sequence length, precision, hardware, efficiencies and stack objects) is worked
+    out once: the recompute modes of a search time the same blocks (what differs is what they
+    add to them), and one caller may work out several modes' parts of one batch in turn."""
+    global _shared
+    outer, _shared = _shared, ({} if _shared is None else _shared)
+    try:
+        yield
+    finally:
+        _shared = outer
+
 
 def block_time(ops: tuple[Op, ...], model: ModelSpec, layouts: Layouts, seq_length: int,
                precision: str, hw: HardwareSpec, eff: Efficiencies, sw: SoftwareStack) -> BlockTime:
+    if _shared is None:
+        return _block_time(ops, model, layouts, seq_length, precision, hw, eff, sw)
+    args = (ops, model, layouts, seq_length, precision, hw, eff, sw)
+    key = tuple(map(id, args))
+    hit = _shared.get(key)
+    if hit is None or not all(a is b for a, b in zip(hit[0], args)):
+        hit = _shared[key] = (args, _block_time(*args))
+    return hit[1]
+
+
+def _block_time(ops: tuple[Op, ...], model: ModelSpec, layouts: Layouts, seq_length: int,
+                precision: str, hw: HardwareSpec, eff: Efficiencies, sw: SoftwareStack) -> BlockTime:
     times = tuple(once_per_shape(op_time, op, model, layouts, seq_length, precision, hw, eff, sw) for op in ops)
     times = on_fewer_sms(times, reserved_sm_scale(hw.gpu.num_sms, sw.moe_comm_reserved_sms))
     zero = np.zeros(len(layouts))

@@ -86,15 +86,27 @@ def step_time_floor_s(c: Job, L: Layouts) -> np.ndarray:
     ranks - slowest) / v, is then at least (p - 1) t / v (0 at p = 1; the other schedules' is
     taken as 0). An explicit layout's slowest rank is at least the mean of the ranks, which
     share the l layers. Worked out once per distinct layer shape (``once_per_shape``)."""
-    per_layer, last = once_per_shape(_floor_parts, _shared(c, recompute=True), L, memo=True,
-                                     memo_rows=FLOOR_MEMO_ROWS)
-    pp = L.pp.astype(float)
+    per_layer, last = floor_parts(c, L)
+    return floor_from_parts(c, per_layer, last, L.pp, L.num_mb, L.vpp, L.schedule)
+
+
+def floor_parts(c: Job, L: Layouts, memo: bool = True):
+    """(one decoder layer's time per micro-batch, layers weighted by kind; what the last pipeline
+    rank adds) of each layout, ``step_time_floor_s``'s per-shape parts, worked out once per
+    distinct layer shape and, with ``memo``, kept for the next call (``once_per_shape``)."""
+    return once_per_shape(_floor_parts, _shared(c, recompute=True), L, memo=memo, memo_rows=FLOOR_MEMO_ROWS)
+
+
+def floor_from_parts(c: Job, per_layer, last, pp, num_mb, vpp, schedule) -> np.ndarray:
+    """``step_time_floor_s`` from its per-shape parts (``floor_parts``) and the layouts' pipeline
+    degree, micro-batches, virtual stages and schedule (arrays of one length)."""
+    pp = pp.astype(float)
     stage = (len(layer_kinds(c.model)) / pp) * per_layer
-    num_mb = L.num_mb.astype(float)
+    num_mb = num_mb.astype(float)
     if c.software.pipeline_stages is not None:
         return (1.0 - FLOOR_MARGIN) * num_mb * stage
-    linear = pipeline.schedule_property(L.schedule, "megatron_order")
-    bubble = np.where(linear, (pp - 1.0) * stage / L.vpp.astype(float), 0.0)
+    linear = pipeline.schedule_property(schedule, "megatron_order")
+    bubble = np.where(linear, (pp - 1.0) * stage / vpp.astype(float), 0.0)
     return (1.0 - FLOOR_MARGIN) * (num_mb * (stage + last) + bubble)
 
 

@@ -17,8 +17,8 @@ from pydantic import BaseModel
 from perfmodel.formulas.fabric import for_job, host_gpus, with_fabric
 from perfmodel.formulas.layouts import Layouts, layouts_for
 from perfmodel.formulas.pipeline import schedule_code
-from perfmodel.formulas.power import capped
 from perfmodel.formulas.placement import placed
+from perfmodel.formulas.power import capped
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import HardwareSpec
@@ -70,11 +70,29 @@ def bind(scenario: Scenario, model: ModelSpec, hardware: HardwareSpec, efficienc
     if scenario.fabric is not None:
         fabric = for_job(scenario.fabric, n, host_gpus(hardware), hardware.scale_out.nics_per_gpu)
         hardware = with_fabric(hardware, fabric)
-    return Job(model=model, hardware=placed(hardware, n), efficiency=efficiency, software=scenario.software,
+    return Job(model=model, hardware=_placed(hardware, n), efficiency=efficiency, software=scenario.software,
                seq_length=scenario.seq_length, global_batch_size=scenario.global_batch_size, num_gpus=n,
                precision=scenario.precision if precision is None else precision, recompute=scenario.recompute,
                training_tokens=scenario.training_tokens, reliability=scenario.reliability, startup=scenario.startup,
                input_pipeline=scenario.input_pipeline)
+
+
+PLACED = 64
+"""Hardware placements kept (``_placed``)."""
+_placements: OrderedDict = OrderedDict()
+
+
+def _placed(hardware: HardwareSpec, n: int) -> HardwareSpec:
+    """``placed(hardware, n)``, the same object for the same hardware object and GPU count: the
+    jobs a search binds at one count (one per precision and recompute mode) then share their
+    hardware by identity, and so what is worked out per identity (``engine.block.blocks_shared``)."""
+    key = (id(hardware), n)
+    hit = _placements.get(key)
+    if hit is None or hit[0] is not hardware:
+        if len(_placements) >= PLACED:
+            _placements.popitem(last=False)
+        hit = _placements[key] = (hardware, placed(hardware, n))
+    return hit[1]
 
 
 def scenario_layouts(scenario: Scenario) -> Layouts:

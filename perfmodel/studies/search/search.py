@@ -50,6 +50,8 @@ from perfmodel.studies.search.layout_table import (  # noqa: F401  (Candidate, L
     empty_table,
     pareto_front,
 )
+from perfmodel.studies.search.pruned import Unprunable
+from perfmodel.studies.search.pruned_timing import best_per_count
 from perfmodel.studies.search.stream import (  # noqa: F401  (DOES_NOT_FIT, Kept, kept_with: public here)
     DOES_NOT_FIT,
     Kept,
@@ -193,15 +195,71 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
     only the top-k is wanted (``scale``, ``size``): no Pareto front and no sample, and with the
     time objective a layout whose step cannot be shorter than the k-th best so far
     (``perfmodel.engine.floor.step_time_floor_s``) is neither checked for memory nor timed, and
-    the layouts are checked and timed lowest floor first (``perfmodel.engine.floor.by_floor``), in
-    chunks of ``PRUNED_CHUNK``; the top-k and the counts of broken rules are the same (the
-    ranking does not depend on the order; ``num_fit`` and the count of layouts that do not fit
-    cover the layouts checked)."""
+    the layouts are checked and timed lowest floor first: of one GPU count and overlap setting,
+    pruned before they are crossed with their zero stages (``perfmodel.studies.search.pruned``),
+    else streamed in chunks of ``PRUNED_CHUNK`` (``perfmodel.engine.floor.by_floor``); the top-k
+    and the counts of broken rules are the same (the ranking does not depend on the order;
+    ``num_fit`` and the count of layouts that do not fit cover the layouts checked)."""
     t0 = time.perf_counter()
     options = options or SearchOptions()
     plan = _plan(scenario, options, cost_model or scenario.cost, efficiency, best_only)
+    tally = _tally(scenario)
+    if _prunable(plan):
+        try:
+            best_per_count([plan], [tally])
+        except Unprunable:
+            tally = _tally(scenario)
+            _stream(plan, tally, progress)
+        else:
+            if progress is not None:
+                progress(1, 1)
+    else:
+        _stream(plan, tally, progress)
+    return _result(plan, options, tally, time.perf_counter() - t0)
+
+
+def best_by_count(scenario: Scenario, counts, options: SearchOptions | None = None,
+                  cost_model: CostModel | None = None, *, efficiency: Efficiencies | None = None,
+                  progress: Progress | None = None) -> list[SearchResult]:
+    """``search(scenario at n GPUs, options, cost_model, efficiency=efficiency, best_only=True)``
+    for each n of ``counts`` (``options.gpu_counts`` aside), with the same top k and counts of
+    broken rules: a search by time shares the floor's per-shape parts between the counts
+    (``perfmodel.studies.search.pruned``). ``progress(done, total)`` counts the counts."""
+    options = (options or SearchOptions()).model_copy(update={"gpu_counts": None})
+    cost_model = cost_model or scenario.cost
+    scenarios = [scenario.model_copy(update={"num_gpus": int(n)}) for n in counts]
+    plans = [_plan(s, options, cost_model, efficiency, True) for s in scenarios]
+    if plans and all(_prunable(p) for p in plans):
+        tallies = [_tally(s) for s in scenarios]
+        try:
+            seconds = best_per_count(plans, tallies, progress)
+        except Unprunable:
+            pass
+        else:
+            return [_result(p, options, t, s) for p, t, s in zip(plans, tallies, seconds)]
+    out = []
+    for k, s in enumerate(scenarios):
+        out.append(search(s, options, cost_model, efficiency=efficiency, best_only=True))
+        if progress is not None:
+            progress(k + 1, len(scenarios))
+    return out
+
+
+def _tally(scenario: Scenario) -> Tally:
     empty = empty_table(scenario)
-    tally = Tally(Kept(empty, empty, empty, 1, 0))
+    return Tally(Kept(empty, empty, empty, 1, 0))
+
+
+def _prunable(plan: Plan) -> bool:
+    """Searched by ``perfmodel.studies.search.pruned``: a pruned search of one GPU count and one
+    overlap setting."""
+    return plan.prune and len(plan.counts) == 1 and len(plan.variants) == 1
+
+
+def _stream(plan: Plan, tally: Tally, progress: Progress | None) -> None:
+    """Stream every layout of the plan through the rules, the memory check and the timing
+    (``perfmodel.studies.search.stream``), block by block."""
+    scenario = plan.scenario
     enumerations = [enumeration(plan.model, plan.hardware, N, scenario.global_batch_size, scenario.seq_length,
                                 plan.bounds) for N in plan.counts]
     total, done = sum(len(e) for e in enumerations), 0
@@ -227,7 +285,6 @@ def search(scenario: Scenario, options: SearchOptions | None = None, cost_model:
                 run_chunk(plan, tally, ni, pi, parts)
     if progress is not None and done < total:
         progress(total, total)
-    return _result(plan, options, tally, time.perf_counter() - t0)
 
 
 def _plan(scenario: Scenario, options: SearchOptions, cost_model: CostModel, efficiency: Efficiencies | None,

@@ -53,7 +53,7 @@ from perfmodel.studies.search.constraints import (
     row_constraints,
 )
 from perfmodel.studies.search.recommendable import placeholder_price, recommendable
-from perfmodel.studies.search.search import Candidate, SearchOptions, search
+from perfmodel.studies.search.search import Candidate, SearchOptions, SearchResult, best_by_count, search
 
 GPU_COUNTS_DEFAULT = tuple(2 ** k for k in range(3, 15))
 """8 to 16,384 GPUs in powers of two (16,384 is the Llama 3 405B run; Llama Team 2024)."""
@@ -183,6 +183,12 @@ def _option(sc: Scenario, n: int, gbs: int, search_options, cost_model, efficien
     """The best layout at ``n`` GPUs and batch ``gbs`` as an option, or (None, why none runs)."""
     res = search(sc.model_copy(update={"num_gpus": n, "global_batch_size": gbs}), search_options, cost_model,
                  efficiency=efficiency, best_only=True)
+    return _option_of(res, n, cost_model, efficiency, band, deadline_s, budget_usd)
+
+
+def _option_of(res: SearchResult, n: int, cost_model, efficiency, band, deadline_s,
+               budget_usd) -> tuple[SizingOption | None, str]:
+    """A best-only search's best layout at ``n`` GPUs as an option, or (None, why none runs)."""
     if res.best is None:
         return None, res.top_reason() or "no layout enumerated"
     p = _predict(res.best.scenario, efficiency or hardware_of(res.best.scenario).efficiency, cost_model)
@@ -203,10 +209,15 @@ def _options_for(scenario: Scenario, counts, rungs, search_options, cost_model, 
     for k, gbs in enumerate(rungs):
         if k == 1 and _choose(out, deadline_s, budget_usd)[1] == "cheapest":
             break           # the scenario's batch meets both: it is kept
-        for i, n in enumerate(counts):
+        def counted(i: int, _: int, _k=k) -> None:
             if step is not None:
-                step(k * len(counts) + i, todo)
-            o, why = _option(scenario, n, gbs, search_options, cost_model, efficiency, band, deadline_s, budget_usd)
+                step(_k * len(counts) + i, todo)
+
+        # every count at once: the counts share the floor's per-shape parts (``best_by_count``)
+        results = best_by_count(scenario.model_copy(update={"global_batch_size": gbs}), counts, search_options,
+                                cost_model, efficiency=efficiency, progress=counted)
+        for n, res in zip(counts, results):
+            o, why = _option_of(res, n, cost_model, efficiency, band, deadline_s, budget_usd)
             if o is None:
                 reasons.setdefault(n, why)
             else:
