@@ -196,6 +196,8 @@ def group_time_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: E
     """
     n = np.asarray(n, dtype=np.int64)
     size = np.asarray(size_bytes, dtype=float)
+    if not (n > 1).any():   # no group of two or more: no collective (as np.where below gives it)
+        return np.zeros(np.broadcast_shapes(n.shape, np.shape(stride), size.shape, np.shape(network_bytes)))
     up, out = scale_up_fabric(hw, eff), scale_out_fabric(hw, eff)
     g_in, n_out = group_domains(n, stride, hw.scale_up.domain_size)
     inside = n_out == 1
