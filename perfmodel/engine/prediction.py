@@ -102,8 +102,10 @@ class Evaluation:
         """``bottleneck`` of rows ``rows`` (worked out only for the rows a caller keeps: the
         search's tables, one prediction)."""
         s, n = self.step, len(self)
-        return bottleneck({k: np.broadcast_to(s.breakdown[k], n)[rows] for k in COMPONENTS},
-                          *(np.broadcast_to(x, n)[rows] for x in (s.gemm_s, s.attention_s, s.memory_bound_s)))
+        def take(x):
+            return x[rows] if isinstance(x, np.ndarray) and x.shape == (n,) else np.broadcast_to(x, n)[rows]
+        return bottleneck({k: take(s.breakdown[k]) for k in COMPONENTS},
+                          *(take(x) for x in (s.gemm_s, s.attention_s, s.memory_bound_s)))
 
 
 def run_goodput(job: Job, cost_model: CostModel):

@@ -133,7 +133,7 @@ def layout_violations(model: ModelSpec, hw: HardwareSpec, seq_length: int, globa
         tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp, mbs=micro_batch_size,
         n=num_gpus, gbs=global_batch_size, s=schedule).items()}
     shape = np.broadcast_shapes(*(v.shape for v in a.values()), np.shape(np.atleast_1d(sp)))
-    a = {k: np.broadcast_to(v, shape) for k, v in a.items()}
+    a = {k: v if v.shape == shape else np.broadcast_to(v, shape) for k, v in a.items()}
     tp, pp, vpp, cp, ep, etp, mbs, n, gbs = (a[k] for k in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs", "n", "gbs"))
     sched = a["s"]
     sp = np.broadcast_to(np.atleast_1d(np.asarray(sp, dtype=bool)), shape)

@@ -180,7 +180,7 @@ def group_domains(n, stride, domain_size: int):
     scale-up domain, and the number of domains the group spans (rounded up: 128 GPUs over
     domains of 72 span two)."""
     n = np.asarray(n, dtype=np.int64)
-    g_in = np.clip(domain_size // np.maximum(np.asarray(stride, dtype=np.int64), 1), 1, None)
+    g_in = np.maximum(domain_size // np.maximum(np.asarray(stride, dtype=np.int64), 1), 1)
     g_in = np.minimum(g_in, n)
     return g_in, np.maximum(-(-n // g_in), 1)
 
@@ -196,15 +196,21 @@ def group_time_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: E
     """
     n = np.asarray(n, dtype=np.int64)
     size = np.asarray(size_bytes, dtype=float)
+    if not (n > 1).any():   # no group of two or more: no collective (as np.where below gives it)
+        return np.zeros(np.broadcast_shapes(n.shape, np.shape(stride), size.shape, np.shape(network_bytes)))
     up, out = scale_up_fabric(hw, eff), scale_out_fabric(hw, eff)
     g_in, n_out = group_domains(n, stride, hw.scale_up.domain_size)
-    out = through_fabric(out, hw, stride, g_in, n_out)
     inside = n_out == 1
     nvls = Algorithm.NVLS if hw.scale_up.in_network_reduction else Algorithm.RING
-
-    t_inside = across_racks_s(op, size, n, stride, hw, eff, flat_time_s(op, size, n, up, nvls))
-
-    if op is Collective.ALL_TO_ALL:
+    # A branch no row takes is not worked out (np.where below gives the same shape and values).
+    all_inside, none_inside = bool(inside.all()), not inside.any()
+    t_inside = 0.0 if none_inside else across_racks_s(op, size, n, stride, hw, eff,
+                                                      flat_time_s(op, size, n, up, nvls))
+    if not all_inside:
+        out = through_fabric(out, hw, stride, g_in, n_out)
+    if all_inside:
+        t_span = 0.0
+    elif op is Collective.ALL_TO_ALL:
         # Intra-domain share at NVLink speed, cross-domain share through one NIC per GPU.
         if network_bytes is None:
             network_bytes = size * (n - g_in) / np.maximum(n, 1)

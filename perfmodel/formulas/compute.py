@@ -143,7 +143,11 @@ def gemm_roofline_s(m, n, k, count, precision: str, hw: HardwareSpec, eff: Effic
 
 def gemm_time_s(m, n, k, count, precision: str, hw: HardwareSpec, eff: Efficiencies, fast_accum: bool = False):
     """Time of ``count`` GEMM kernels: per-kernel overhead plus the slower roof."""
-    t_math, t_mem = gemm_roofline_s(m, n, k, count, precision, hw, eff, fast_accum)
+    return gemm_kernels_s(count, eff, *gemm_roofline_s(m, n, k, count, precision, hw, eff, fast_accum))
+
+
+def gemm_kernels_s(count, eff: Efficiencies, t_math, t_mem):
+    """``gemm_time_s`` from the GEMMs' two roofs (``gemm_roofline_s``)."""
     return count * eff.kernel_overhead_s + np.maximum(t_math, t_mem)
 
 
@@ -280,7 +284,8 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
         sh = gemm_shape(op, model, layouts, seq_length, sw)
         prec = gemm_precision(op, precision)
         curve = gemm_curve(prec, sw)
-        fwd = gemm_time_s(sh.m, sh.n, sh.k, sh.count, curve, hw, eff, fast_accum=True)
+        t_math, t_mem = gemm_roofline_s(sh.m, sh.n, sh.k, sh.count, curve, hw, eff, fast_accum=True)
+        fwd = gemm_kernels_s(sh.count, eff, t_math, t_mem)
         wgrad = gemm_time_s(sh.k, sh.n, sh.m, sh.count, curve, hw, eff)     # weight gradient
         bwd = (gemm_time_s(sh.m, sh.k, sh.n, sh.count, curve, hw, eff)      # input gradient
                + wgrad)
@@ -298,7 +303,6 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
             bwd = bwd + cast_b
             host_ops = host_ops + 1
         flop = 2.0 * sh.m * sh.n * sh.k * sh.count
-        t_math, t_mem = gemm_roofline_s(sh.m, sh.n, sh.k, sh.count, curve, hw, eff, fast_accum=True)
         return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, t_mem > t_math, host_ops, extra, wgrad,
                       cast_f, cast_b)
     if op.kind is OpKind.ATTENTION and not sw.flash_attention:

@@ -77,7 +77,7 @@ def layouts_from_arrays(**arrays) -> Layouts:
     out = {}
     for f in fields(Layouts):
         v = np.asarray(arrays[f.name])
-        out[f.name] = np.broadcast_to(v, (n,)).astype(bool if f.name == "sp" else np.int64)
+        out[f.name] = (v if v.shape == (n,) else np.broadcast_to(v, (n,))).astype(bool if f.name == "sp" else np.int64)
     return Layouts(**out)
 
 

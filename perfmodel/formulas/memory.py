@@ -158,8 +158,8 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
     workspace = CUBLAS_WORKSPACE_BYTES + NCCL_BYTES_PER_GROUP * groups + zero_buffers
 
     shape = np.shape(L.tp)
-    return MemoryBreakdown(*(np.broadcast_to(np.asarray(x, dtype=float), shape).copy()
-                             for x in (w, g, o, activations, workspace)))
+    return MemoryBreakdown(*(x.copy() if x.shape == shape else np.broadcast_to(x, shape).copy()
+                             for x in (np.asarray(y, dtype=float) for y in (w, g, o, activations, workspace))))
 
 
 def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision: str, layouts: Layouts,

@@ -312,13 +312,24 @@ def dp_traffic(dense_params_per_gpu, expert_params_per_gpu, layouts: Layouts, hw
     z = layouts.zero_stage
     grad_reduce_in_fp32, fsdp_list_api = sw.grad_reduce_in_fp32, sw.fsdp_list_api
 
-    def sync(params, n, stride, list_api=False):
+    zero3 = z >= 3
+    units = np.maximum(np.asarray(fsdp_units, dtype=float), 1.0)
+    # A collective no row uses is not worked out: the rows take zeros of the same shape instead.
+    unused = np.zeros(np.broadcast_shapes(*(np.shape(x) for x in (
+        z, units, dense_params_per_gpu, expert_params_per_gpu, n_dp, n_edp, layouts.tp, layouts.ep, layouts.etp))))
+    wanted = {Collective.ALL_REDUCE: bool((z == 0).any()),
+              Collective.REDUCE_SCATTER: bool(((z != 0) & ~zero3).any()),
+              Collective.ALL_GATHER: bool(((z == 1) | (z == 2)).any())}
+
+    def sync(params, n, stride, list_api=False, wanted=wanted):
         # No parameters of a kind (no experts in a dense model): no collective, no latency.
         n = np.where(np.asarray(params) > 0, n, 1)
         size = params * grad_reduce_bytes(grad_reduce_in_fp32)
-        ar = group_time_s(Collective.ALL_REDUCE, size, n, stride, hw, eff)
-        rs = group_time_s(Collective.REDUCE_SCATTER, size, n, stride, hw, eff)
-        ag = group_time_s(Collective.ALL_GATHER, params * PARAM_BYTES, n, stride, hw, eff)
+        ar = group_time_s(Collective.ALL_REDUCE, size, n, stride, hw, eff) if wanted[Collective.ALL_REDUCE] else unused
+        rs = group_time_s(Collective.REDUCE_SCATTER, size, n, stride, hw, eff) \
+            if wanted[Collective.REDUCE_SCATTER] else unused
+        ag = group_time_s(Collective.ALL_GATHER, params * PARAM_BYTES, n, stride, hw, eff) \
+            if wanted[Collective.ALL_GATHER] else unused
         if list_api:   # a group of one has no collective and so no copies
             rs = rs + memory_time_s(2.0 * size, hw, eff, kernels=n) * (n > 1)
             ag = ag + memory_time_s(2.0 * params * PARAM_BYTES, hw, eff, kernels=n) * (n > 1)
@@ -327,13 +338,15 @@ def dp_traffic(dense_params_per_gpu, expert_params_per_gpu, layouts: Layouts, hw
     ar_d, rs_d, ag_d = sync(dense_params_per_gpu, n_dp, layouts.tp)
     ar_e, rs_e, ag_e = sync(expert_params_per_gpu, n_edp, layouts.ep * layouts.etp)
     ar, rs, ag = ar_d + ar_e, rs_d + rs_e, ag_d + ag_e
-    zero3 = z >= 3
     grad = np.where(z == 0, ar, np.where(zero3, 0.0, rs))
     gather = np.where((z == 1) | (z == 2), ag, 0.0)
-    units = np.maximum(np.asarray(fsdp_units, dtype=float), 1.0)
-    _, rs_ud, ag_ud = sync(dense_params_per_gpu / units, n_dp, layouts.tp, fsdp_list_api)
-    _, rs_ue, ag_ue = sync(expert_params_per_gpu / units, n_edp, layouts.ep * layouts.etp, fsdp_list_api)
-    fsdp = np.where(zero3, 2.0 * (ag_ud + ag_ue) + rs_ud + rs_ue, 0.0)
+    if zero3.any():   # ZeRO-3 gathers and reduces each unit
+        only = {Collective.ALL_REDUCE: False, Collective.REDUCE_SCATTER: True, Collective.ALL_GATHER: True}
+        _, rs_ud, ag_ud = sync(dense_params_per_gpu / units, n_dp, layouts.tp, fsdp_list_api, only)
+        _, rs_ue, ag_ue = sync(expert_params_per_gpu / units, n_edp, layouts.ep * layouts.etp, fsdp_list_api, only)
+        fsdp = np.where(zero3, 2.0 * (ag_ud + ag_ue) + rs_ud + rs_ue, 0.0)
+    else:
+        fsdp = np.where(zero3, unused, 0.0)
     copy = np.zeros_like(fsdp)
     if sw.fsdp_copy_kernels:   # FSDP2 wraps nothing in a group of one (torchtitan: dp_shard 1)
         for params, n in ((dense_params_per_gpu, n_dp), (expert_params_per_gpu, n_edp)):
