@@ -204,8 +204,13 @@ def fit_attention(records, peak_flop_per_s: float, default: AttentionEfficiency)
     hi = [1.0] * len(masks) + [1e6] * n_knees
     x = _relative_lsq(lambda x: eff_meas / model(x) - 1.0, x0, lo, hi)
     e_f, e_b, sh, sh_b = unpack(x)
+    # The head dim the records ran at (shape (batch, heads, seq, head_dim)) where they agree on one,
+    # else the spec's; the generation that picks the head-dim rates stays the spec's.
+    dims = {r.shape[3] for r in recs if r.shape}
     fitted = AttentionEfficiency(fwd_efficiency_max=float(e_f), bwd_efficiency_max=float(e_b), half_seq=float(sh),
-                                 bwd_half_seq=float(sh_b) if n_knees == 2 else None)
+                                 bwd_half_seq=float(sh_b) if n_knees == 2 else None,
+                                 measured_head_dim=dims.pop() if len(dims) == 1 else default.measured_head_dim,
+                                 measured_generation=default.measured_generation)
     # One series per pass, so a chart draws the forward and backward curves apart.
     points = tuple(PointFit(f"attention.{'bwd' if b else 'fwd'}", f"{r.op} {_label_shape(r)}", s_,
                             em * peak_flop_per_s, eo * peak_flop_per_s, "flop_per_s", r.source or "measured")

@@ -41,6 +41,7 @@ from perfmodel.formulas.clocks import attention_phase_s
 from perfmodel.formulas.counts import attention_fwd_flop_per_token, attention_layer_mix
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.workload import Op, OpKind, TpSplit, routed_load
+from perfmodel.spec.attention_head_dim import CUDNN_H100, FA3_H100, effective_head_dim, head_dim_factor
 from perfmodel.spec.efficiency import Efficiencies, saturating_attention_efficiency, saturating_gemm_efficiency
 from perfmodel.spec.hardware import HardwareSpec
 from perfmodel.spec.model import ModelSpec
@@ -96,12 +97,12 @@ of 5.22%."""
 HOPPER_CLASS_ATTENTION = ("cudnn", "fa3")
 """Attention backends priced at the measured cuDNN curve (``SoftwareStack.attention_backend``:
 FlashAttention-3 has no measurement of its own in calibration/)."""
-FA3_OVER_CUDNN = {False: 579.0 / 518.0, True: 542.0 / 499.0}
+FA3_OVER_CUDNN = {b: float(FA3_H100.rate(b, 128) / CUDNN_H100.rate(b, 128)) for b in (False, True)}
 """FlashAttention-3's rate over cuDNN's (forward: False, backward: True) in the FA3 paper's own
-H100 SXM5 BF16 benchmark (Shah et al. 2024, arXiv 2407.08608), head dim 128, 4k tokens: forward
-with the causal mask 579 and 518 TFLOP/s (fig. 5); backward 542 and 499 (fig. 6, the paper's only
-backward comparison, without the causal mask). ``attention_backend: fa3`` runs at the measured
-cuDNN curve times these (no FA3 measurement in calibration/)."""
+H100 SXM5 BF16 benchmark at head dim 128, 4k tokens (``perfmodel.spec.attention_head_dim``:
+forward 579 / 518 with the causal mask, fig. 5; backward 542 / 499, fig. 6, without it).
+``attention_backend: fa3`` runs at the measured cuDNN curve times these (no FA3 measurement in
+calibration/), and at FA3's own head-dim factor."""
 
 
 GEMM_CURVES = {"fp8_blockwise": "fp8"}
@@ -157,19 +158,23 @@ def memory_time_s(bytes_moved, hw: HardwareSpec, eff: Efficiencies, kernels: int
             + np.asarray(bytes_moved, dtype=float) / (hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency))
 
 
-def attention_efficiency(seq, eff: Efficiencies, backward: bool, backend: str):
-    """The fused attention kernel's efficiency at ``seq`` keys in a training step, forward or
-    backward: the benchmarked curve of ``backend`` (``cudnn``: ``Efficiencies.attention_cudnn``
-    where measured, else the flash curve; ``fa3``: the cuDNN curve times
-    ``FA3_OVER_CUDNN``) at the clock a step runs at (``Efficiencies.attention_clock_ratio``)."""
+def attention_efficiency(seq, head_dim, eff: Efficiencies, backward: bool, backend: str):
+    """The fused attention kernel's efficiency at ``seq`` keys and ``head_dim``
+    (``effective_head_dim``) in a training step, forward or backward: the benchmarked curve of
+    ``backend`` (``cudnn``: ``Efficiencies.attention_cudnn`` where measured, else the flash curve;
+    ``fa3``: the cuDNN curve times ``FA3_OVER_CUDNN``), times the head-dim factor of the kernel
+    whose curve it is (``perfmodel.spec.attention_head_dim``), at the clock a step runs at
+    (``Efficiencies.attention_clock_ratio``)."""
     hopper_class = backend in HOPPER_CLASS_ATTENTION
     a = eff.attention_cudnn if hopper_class and eff.attention_cudnn is not None else eff.attention
     if backward:
         curve = saturating_attention_efficiency(seq, a.bwd_efficiency_max, a.backward_half_seq)
     else:
         curve = saturating_attention_efficiency(seq, a.fwd_efficiency_max, a.half_seq)
-    if backend == "fa3" and a is eff.attention_cudnn:
+    kernel = "flash" if a is eff.attention else "fa3" if backend == "fa3" else "cudnn"
+    if kernel == "fa3":
         curve = curve * FA3_OVER_CUDNN[backward]
+    curve = curve * head_dim_factor(kernel, a.measured_generation, backward, head_dim, a.measured_head_dim)
     return eff.attention_clock_ratio * curve
 
 
@@ -316,13 +321,14 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
         flop = fwd = bwd = 0.0
         # Full-attention and windowed layers (the op is their average): a windowed kernel's
         # loop over keys is at most w long, so it runs at the efficiency of a w-token sequence.
+        d = effective_head_dim(op.attn_qk_dim, op.attn_v_dim)
         for share, window in attention_layer_mix(op):
             f = share * attention_fwd_flop_per_token(op, seq_length, CAUSAL, window) * T * head_share
             s_kernel = s_local if window is None else np.minimum(s_local, window)
             flop = flop + f
-            fwd = fwd + f / (peak * attention_efficiency(s_kernel, eff, False, sw.attention_backend))
+            fwd = fwd + f / (peak * attention_efficiency(s_kernel, d, eff, False, sw.attention_backend))
             bwd = bwd + ATTENTION_BWD_OVER_FWD_EXECUTED * f / (
-                peak * attention_efficiency(s_kernel, eff, True, sw.attention_backend))
+                peak * attention_efficiency(s_kernel, d, eff, True, sw.attention_backend))
         fwd, bwd = (eff.kernel_overhead_s + attention_phase_s(t, eff, hw) for t in (fwd, bwd))
         heads = op.attn_heads * head_share
         # Reads Q, K, V and writes O once (flash attention never materialises s x s).

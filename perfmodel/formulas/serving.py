@@ -31,6 +31,7 @@ from perfmodel.formulas.counts import attention_fwd_flop_per_token, attention_la
 from perfmodel.formulas.kv_cache import kv_bytes_per_sequence, kv_bytes_per_token_per_layer, kv_shards
 from perfmodel.formulas.ops import FP32_BYTES, LayerKind, Op, OpKind, TpSplit
 from perfmodel.formulas.workload import head_weight_op, layer_kinds, layer_ops
+from perfmodel.spec.attention_head_dim import effective_head_dim
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.hardware import HardwareSpec
 from perfmodel.spec.model import ModelSpec
@@ -165,8 +166,9 @@ def _attention_s(op: Op, m: ModelSpec, sv: ServingSpec, hw: HardwareSpec, eff: E
     flop = sum(share * float(attention_fwd_flop_per_token(op, context, prefill, w))
                for share, w in attention_layer_mix(op)) * queries * heads_share
     peak = hw.gpu.peak_flop_per_s("bf16")
+    d = effective_head_dim(op.attn_qk_dim, op.attn_v_dim)
     if prefill:
-        rate = peak * float(attention_efficiency(context, eff, False, ATTENTION_BACKEND))
+        rate = peak * float(attention_efficiency(context, d, eff, False, ATTENTION_BACKEND))
         return eff.kernel_overhead_s + flop / rate
     kv_b = FORMAT_BYTES[sv.precision.kv_cache]
     kept = sum(share * (context if w is None else min(context, w)) for share, w in attention_layer_mix(op))
@@ -175,7 +177,7 @@ def _attention_s(op: Op, m: ModelSpec, sv: ServingSpec, hw: HardwareSpec, eff: E
     if m.mla is not None:
         flop = queries * heads_share * mla_decode_flop_per_key(m, op.attn_heads) * kept
         return max(t_mem, eff.kernel_overhead_s + flop / (peak * MLA_DECODE_EFFICIENCY))
-    rate = peak * float(attention_efficiency(context, eff, False, ATTENTION_BACKEND))
+    rate = peak * float(attention_efficiency(context, d, eff, False, ATTENTION_BACKEND))
     return max(t_mem, eff.kernel_overhead_s + flop / rate)
 
 

@@ -24,9 +24,11 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from perfmodel.spec.attention_head_dim import Generation
 from perfmodel.spec.limits import (
     MAX_BUSBW_BYTES_PER_S,
     MAX_COLLECTIVE_FITS,
+    MAX_HEAD_DIM,
     MAX_NUM_GPUS,
     MAX_RATIO,
     MAX_SECONDS,
@@ -90,6 +92,12 @@ class AttentionEfficiency(_Frozen):
     """The backward kernel's own half_seq where it was measured apart; None = ``half_seq``.
     FlashAttention-2's backward saturates later than its forward (H100 and H200 suites:
     half_seq about 370 forward and 870-990 backward, docs/calibration.md)."""
+    measured_head_dim: int_field(MAX_HEAD_DIM) | None = None
+    """Head dim of the benchmarks the curve was fitted to. None: not stated, and the curve applies
+    at every head dim (``perfmodel.spec.attention_head_dim``)."""
+    measured_generation: Generation | None = None
+    """GPU generation those benchmarks ran on (a curve borrowed from another GPU names the donor's),
+    which picks the published rates by head dim that scale the curve to an op's head dim."""
 
     @property
     def backward_half_seq(self) -> float:

@@ -83,7 +83,7 @@ def test_prefill_time_from_flops():
     p = pass_time(m, sc.serving, hw, eff, 1, T, T, True)
     assert p.gemm_s == pytest.approx(by_hand, rel=0.02)                # shape factors m/(m+d) etc. >= 0.987
     attn_flop = 2 * 64 * (128 + 128) * (T / 2) * T                     # causal: T/2 keys per query
-    rate = hw.gpu.peak_flop_per_s("bf16") * attention_efficiency(T, eff, False, ATTENTION_BACKEND)
+    rate = hw.gpu.peak_flop_per_s("bf16") * attention_efficiency(T, 128, eff, False, ATTENTION_BACKEND)
     assert p.attention_s == pytest.approx(80 * (eff.kernel_overhead_s + attn_flop / rate), rel=1e-9)
 
 

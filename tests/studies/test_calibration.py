@@ -381,6 +381,18 @@ def test_attention_fit_shares_half_seq_when_a_pass_has_one_length():
     assert "bwd_half_seq" not in group.params
 
 
+def test_attention_fit_states_the_head_dim_its_records_ran_at():
+    """The fitted curve's measured_head_dim is the records' (shape[3]) where they agree on one, else
+    the spec's; its generation is the spec's (perfmodel.spec.attention_head_dim)."""
+    spec_basis = ATT_DEFAULT.model_copy(update={"measured_head_dim": 64, "measured_generation": "hopper"})
+    fitted, _ = fit_attention(_attention_records(0.35, 0.33, 370.0, 990.0, ATT_LENGTHS, ATT_LENGTHS), 989e12,
+                              spec_basis)
+    assert (fitted.measured_head_dim, fitted.measured_generation) == (128, "hopper")
+    published = [Record(kind="attention", op="sdpa_fwd", seq_len=8192, rate_per_s=180e12)]
+    fitted, _ = fit_attention(published, 312e12, spec_basis)
+    assert (fitted.measured_head_dim, fitted.measured_generation) == (64, "hopper")
+
+
 def test_memory_and_launch_fits():
     bw, eff = 3.35e12, 0.88
     recs = [Record(kind="hbm", op=op, size_bytes=b, median_s=b / (bw * eff))
