@@ -16,7 +16,7 @@ import numpy as np
 from perfmodel.engine.distinct import once_per_shape
 from perfmodel.engine.job import Job
 from perfmodel.formulas.compute import BACKWARD_HOST_OPS_OVER_FORWARD, BlockTime, host_dispatched, op_time
-from perfmodel.formulas.layouts import Layouts
+from perfmodel.formulas.layouts import Layouts, one_row
 from perfmodel.formulas.overlap import on_fewer_sms, reserved_sm_scale
 from perfmodel.formulas.workload import Op, OpKind
 from perfmodel.spec.efficiency import Efficiencies
@@ -56,7 +56,8 @@ def block_time(ops: tuple[Op, ...], model: ModelSpec, layouts: Layouts, seq_leng
 
 def _block_time(ops: tuple[Op, ...], model: ModelSpec, layouts: Layouts, seq_length: int,
                 precision: str, hw: HardwareSpec, eff: Efficiencies, sw: SoftwareStack) -> BlockTime:
-    times = tuple(once_per_shape(op_time, op, model, layouts, seq_length, precision, hw, eff, sw) for op in ops)
+    rows = one_row(layouts) if len(layouts) == 1 else layouts   # one layout: on floats (``one_row``)
+    times = tuple(once_per_shape(op_time, op, model, rows, seq_length, precision, hw, eff, sw) for op in ops)
     times = on_fewer_sms(times, reserved_sm_scale(hw.gpu.num_sms, sw.moe_comm_reserved_sms))
     zero = np.zeros(len(layouts))
     eager, graphs = host_dispatched(times, sw)
