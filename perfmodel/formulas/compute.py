@@ -39,7 +39,7 @@ import numpy as np
 
 from perfmodel.formulas.clocks import attention_phase_s
 from perfmodel.formulas.counts import attention_fwd_flop_per_token, attention_layer_mix
-from perfmodel.formulas.layouts import Layouts, as_rows, filled, floats, is_row, where
+from perfmodel.formulas.layouts import Layouts, filled, floats, rows_of, where
 from perfmodel.formulas.workload import Op, OpKind, TpSplit, routed_load
 from perfmodel.spec.attention_head_dim import CUDNN_H100, FA3_H100, effective_head_dim, head_dim_factor
 from perfmodel.spec.efficiency import Efficiencies, saturating_attention_efficiency, saturating_gemm_efficiency
@@ -282,16 +282,12 @@ def unfused_attention_s(op: Op, layouts: Layouts, seq_length: int, hw: HardwareS
     return fwd, bwd, flop, fwd_bytes
 
 
-def _same(*values) -> tuple:
-    return values
-
-
 def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precision: str,
             hw: HardwareSpec, eff: Efficiencies, sw: SoftwareStack) -> OpTime:
     """One operation's time and traffic per micro-batch (arrays over ``layouts``; on a ``one_row``
     worked out on floats and given back as one-element arrays)."""
     T = tokens_per_microbatch(layouts, seq_length)
-    rows = as_rows if is_row(layouts) else _same
+    rows = rows_of(layouts)
     if op.kind is OpKind.GEMM:
         sh = gemm_shape(op, model, layouts, seq_length, sw)
         prec = gemm_precision(op, precision)

@@ -86,6 +86,15 @@ def as_rows(*values) -> tuple:
     return tuple(np.array([v]) for v in values)
 
 
+def _same(*values) -> tuple:
+    return values
+
+
+def rows_of(L: Layouts):
+    """What gives a formula's results on ``L`` as a batch gives them: ``as_rows`` on a ``one_row``."""
+    return as_rows if is_row(L) else _same
+
+
 def where(cond, a, b):
     """``np.where(cond, a, b)``; on a ``one_row``'s scalars, the one of ``a`` and ``b`` that ``cond``
     picks (the same number)."""
