@@ -56,8 +56,11 @@ def block_time(ops: tuple[Op, ...], model: ModelSpec, layouts: Layouts, seq_leng
 
 def _block_time(ops: tuple[Op, ...], model: ModelSpec, layouts: Layouts, seq_length: int,
                 precision: str, hw: HardwareSpec, eff: Efficiencies, sw: SoftwareStack) -> BlockTime:
-    rows = one_row(layouts) if len(layouts) == 1 else layouts   # one layout: on floats (``one_row``)
-    times = tuple(once_per_shape(op_time, op, model, rows, seq_length, precision, hw, eff, sw) for op in ops)
+    if len(layouts) == 1:   # one layout: on floats (``one_row``), nothing to group
+        row = one_row(layouts)
+        times = tuple(op_time(op, model, row, seq_length, precision, hw, eff, sw) for op in ops)
+    else:
+        times = tuple(once_per_shape(op_time, op, model, layouts, seq_length, precision, hw, eff, sw) for op in ops)
     times = on_fewer_sms(times, reserved_sm_scale(hw.gpu.num_sms, sw.moe_comm_reserved_sms))
     zero = np.zeros(len(layouts))
     eager, graphs = host_dispatched(times, sw)
