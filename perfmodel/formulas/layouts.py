@@ -104,8 +104,8 @@ def where(cond, a, b):
 
 
 def floats(x):
-    """``np.asarray(x, dtype=float)``; a float (a ``one_row``'s) stays a float."""
-    return x if isinstance(x, float) else np.asarray(x, dtype=float)
+    """``np.asarray(x, dtype=float)``; a Python number (a ``one_row``'s) as a float."""
+    return float(x) if isinstance(x, (int, float)) else np.asarray(x, dtype=float)
 
 
 def filled(like, value, dtype=float):

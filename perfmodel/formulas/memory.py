@@ -37,7 +37,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from perfmodel.formulas.activations import activation_bytes_per_layer
-from perfmodel.formulas.layouts import Layouts
+from perfmodel.formulas.layouts import Layouts, one_row, where
 from perfmodel.formulas.model_states import (
     STATE_BYTES_PER_PARAM,
     RankLayers,
@@ -114,7 +114,7 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
     rp = rank_params(m, L, rank, held)
     t, last, c, n_mtp, kinds, count, split, vocab = (rp.t, rp.last, rp.c, rp.n_mtp, rp.kinds, rp.count, rp.split,
                                                      rp.vocab)
-    r = np.where(L.sp, t, 1.0)
+    r = where(L.sp, t, 1.0)
     group_dense = L.dp * L.cp
     w, g, o = rank_state_bytes(rp, L, precision, sw)
 
@@ -125,7 +125,7 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
 
     if recompute == "full" and recompute_num_layers is not None:
         # block method: the first N layers of each chunk store their input, the rest all
-        share = np.where(c > 0, np.minimum(recompute_num_layers, c) / np.where(c > 0, c, 1), 0.0)
+        share = where(c > 0, np.minimum(recompute_num_layers, c) / where(c > 0, c, 1), 0.0)
         per_layer = {k: share * act(k, "full") + (1 - share) * act(k, "none") for k in kinds}
         rebuilt = {k: act(k, "full") for k in kinds}
     else:
@@ -133,9 +133,9 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
     stored = chunks_in_flight(rank, L.pp, L.vpp, L.num_mb, L.schedule) \
         * sum(count[k] * per_layer[k] for k in kinds) / L.vpp          # chunks x n / v layers
     if sw.activation_offload_layers:
-        stored = np.where(L.pp == 1, resident_activation_bytes(m, sw.activation_offload_layers, per_layer), stored)
+        stored = where(L.pp == 1, resident_activation_bytes(m, sw.activation_offload_layers, per_layer), stored)
     # backward rebuilds one layer's dropped tensors at a time (Chen et al. 2016, sec. 3)
-    rebuild = np.max([np.where(count[k] > 0, act(k, "none") - rebuilt[k], 0) for k in kinds], axis=0)
+    rebuild = np.max([where(count[k] > 0, act(k, "none") - rebuilt[k], 0) for k in kinds], axis=0)
     tokens = s / L.cp * L.mbs
     B = ACT_BYTES
     # final norm input, output GEMM input, fp32 logits: 4sbh/t * (1 + V/h) with SP (sec. 4.3)
@@ -144,7 +144,7 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
     mtp = 0.0
     if m.mtp_layers:   # norms of h and the embedding, 2h-wide projection input, its own head
         mtp = n_mtp * (act(mtp_layer_kind(m), recompute) + tokens * 4 * B * h / r + output_layer)
-    activations = stored + rebuild + np.where(last, output_layer, 0) + mtp
+    activations = stored + rebuild + where(last, output_layer, 0) + mtp
 
     # workspace: ZeRO-2/3 unshard two consecutive units (a layer and the next layer, or the
     # last layer and the output layer) for the all-gather and the gradient reduce-scatter
@@ -152,12 +152,12 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
     units_in_flight = (FSDP_UNITS_IN_FLIGHT - 1) * layer_unit + np.maximum(layer_unit, vocab)
     w_b, g_b, _ = state_bytes_per_param(precision, grad_reduce_in_fp32)
     sharded = group_dense > 1
-    zero_buffers = np.where((L.zero_stage >= 3) & sharded, w_b * units_in_flight, 0) \
-        + np.where((L.zero_stage >= 2) & sharded, g_b * units_in_flight, 0)
-    groups = (group_dense > 1).astype(int) + (L.tp > 1) + (L.pp > 1) + (L.cp > 1) + (L.ep > 1)
+    zero_buffers = where((L.zero_stage >= 3) & sharded, w_b * units_in_flight, 0) \
+        + where((L.zero_stage >= 2) & sharded, g_b * units_in_flight, 0)
+    groups = 1 * (group_dense > 1) + (L.tp > 1) + (L.pp > 1) + (L.cp > 1) + (L.ep > 1)
     workspace = CUBLAS_WORKSPACE_BYTES + NCCL_BYTES_PER_GROUP * groups + zero_buffers
 
-    shape = np.shape(L.tp)
+    shape = (len(L),)
     return MemoryBreakdown(*(x.copy() if x.shape == shape else np.broadcast_to(x, shape).copy()
                              for x in (np.asarray(y, dtype=float) for y in (w, g, o, activations, workspace))))
 
@@ -182,7 +182,11 @@ def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision:
         raise ValueError(f"recompute {recompute!r} is not one of ('none', 'selective', 'full')")
     pipeline_layout = sw.pipeline_stages
 
+    row = one_row(layouts) if len(layouts) == 1 and pipeline_layout is None else None
+
     def stage(rank, held=None):
+        if row is not None:   # one layout: on floats (``perfmodel.formulas.layouts.one_row``)
+            return _stage(model, seq_length, recompute, precision, row, int(rank[0]), sw, held)
         return _stage(model, seq_length, recompute, precision, layouts, rank, sw, held)
 
     def larger(a: MemoryBreakdown, b: MemoryBreakdown, take_b) -> MemoryBreakdown:
