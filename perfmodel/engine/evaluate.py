@@ -36,7 +36,7 @@ from perfmodel.formulas import comm, offload, overheads, pipeline, traffic
 from perfmodel.formulas.activations import activation_bytes_per_layer
 from perfmodel.formulas.compute import BACKWARD_HOST_OPS_OVER_FORWARD, BlockTime
 from perfmodel.formulas.counts import training_flop_per_token
-from perfmodel.formulas.layouts import Layouts
+from perfmodel.formulas.layouts import Layouts, one_row, rows_of
 from perfmodel.formulas.memory import HIDDEN_DROPOUT, MemoryBreakdown, fits_in_memory
 from perfmodel.formulas.overlap import exposed_s, tp_phi, window_used_s
 from perfmodel.formulas.recompute import recomputed_layer_fraction, selective_recompute_s
@@ -142,7 +142,7 @@ def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerT
     else:
         recompute = np.zeros(len(L))
     fsdp = _fsdp_exposed_s(fsdp_per_layer_s, blk, used_f, used_b, c)
-    return LayerTime(blk, tp_f, tp_b, cp_f, cp_b, ep_f, ep_b, recompute, fsdp, used_f, used_b)
+    return LayerTime(blk, *rows_of(L)(tp_f, tp_b, cp_f, cp_b, ep_f, ep_b, recompute, fsdp, used_f, used_b))
 
 
 def _fsdp_exposed_s(fsdp_per_layer_s, blk: BlockTime, used_fwd_s, used_bwd_s, c: Job):
@@ -155,7 +155,7 @@ def _layer_totals(kind: LayerKind, c: Job, L: Layouts) -> LayerTime:
     """``_layer_time`` before the layer's ZeRO-3 traffic (which depends on the whole layout) and
     without the rows of each operation (``evaluate`` reads only the block's totals): a function
     of the layer's shape, worked out once per distinct one (``perfmodel.engine.distinct``)."""
-    lt = _layer_time(kind, c, L, 0.0)
+    lt = _layer_time(kind, c, one_row(L) if len(L) == 1 else L, 0.0)   # one layout: on floats
     return replace(lt, block=replace(lt.block, ops=()))
 
 

@@ -73,7 +73,7 @@ def one_row(L: Layouts) -> Layouts:
     arithmetic operators, numpy's maximum and minimum and ``where`` runs on it on floats, which gives
     the bits it gives on one-element arrays (IEEE arithmetic is the same on both) without numpy's
     cost of about 1 us an operation; ``as_rows`` turns its results back into arrays."""
-    return Layouts(**{f.name: getattr(L, f.name)[0].item() for f in fields(L)})
+    return L if is_row(L) else Layouts(**{f.name: getattr(L, f.name)[0].item() for f in fields(L)})
 
 
 def is_row(L: Layouts) -> bool:
@@ -82,8 +82,9 @@ def is_row(L: Layouts) -> bool:
 
 
 def as_rows(*values) -> tuple:
-    """Numbers worked out on a ``one_row``, each as the one-element array a batch of one gives."""
-    return tuple(np.array([v]) for v in values)
+    """Numbers worked out on a ``one_row``, each as the one-element array a batch of one gives (one
+    that is such an array already stays)."""
+    return tuple(v if isinstance(v, np.ndarray) and v.ndim == 1 else np.array([v]) for v in values)
 
 
 def _same(*values) -> tuple:
@@ -104,8 +105,18 @@ def where(cond, a, b):
 
 
 def floats(x):
-    """``np.asarray(x, dtype=float)``; a Python number (a ``one_row``'s) as a float."""
-    return float(x) if isinstance(x, (int, float)) else np.asarray(x, dtype=float)
+    """``np.asarray(x, dtype=float)``; a number (a ``one_row``'s) as a Python float."""
+    return float(x) if isinstance(x, (int, float, np.generic)) else np.asarray(x, dtype=float)
+
+
+def ints(x):
+    """``np.asarray(x, dtype=np.int64)``; an integer (a ``one_row``'s) stays a Python int."""
+    return int(x) if isinstance(x, (int, np.integer)) else np.asarray(x, dtype=np.int64)
+
+
+def any_of(x) -> bool:
+    """``x.any()`` of an array; the truth of a ``one_row``'s number."""
+    return bool(x.any()) if isinstance(x, np.ndarray) else bool(x)
 
 
 def filled(like, value, dtype=float):

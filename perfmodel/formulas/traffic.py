@@ -33,7 +33,7 @@ import numpy as np
 
 from perfmodel.formulas.comm import Collective, group_domains, group_time_s, p2p_time_s
 from perfmodel.formulas.compute import memory_time_s, moe_tokens, tokens_per_microbatch
-from perfmodel.formulas.layouts import Layouts
+from perfmodel.formulas.layouts import Layouts, filled, where
 from perfmodel.formulas.model_states import GRAD_16BIT_BYTES, GRAD_FP32_BYTES
 from perfmodel.formulas.moe_kernels import flex_layer_s
 from perfmodel.formulas.workload import ACT_BYTES, LayerKind, routed_load
@@ -72,7 +72,7 @@ def tp_layer_s(kind: LayerKind, model: ModelSpec, layouts: Layouts, seq: int, hw
     ag = group_time_s(Collective.ALL_GATHER, T * model.hidden_size * gather_bytes, layouts.tp, 1, hw, eff)
     rs = group_time_s(Collective.REDUCE_SCATTER, size, layouts.tp, 1, hw, eff)
     ar = group_time_s(Collective.ALL_REDUCE, size, layouts.tp, 1, hw, eff)
-    pair = np.where(layouts.sp, ag + rs, ar)
+    pair = where(layouts.sp, ag + rs, ar)
     # Blocks with TP collectives: attention, and the dense MLP or the MoE shared experts.
     blocks = 2 if (kind is LayerKind.DENSE or model.moe.num_shared_experts) else 1
     t = blocks * pair
@@ -102,7 +102,7 @@ def sp_regather_s(kind: LayerKind, model: ModelSpec, layouts: Layouts, seq: int,
     gather_bytes = precision_mode(precision).bytes_of("gather")
     ag = group_time_s(Collective.ALL_GATHER, T * model.hidden_size * gather_bytes, layouts.tp, 1, hw, eff)
     blocks = 2 if (kind is LayerKind.DENSE or model.moe.num_shared_experts) else 1
-    return np.where(layouts.sp, blocks * ag, 0.0)
+    return where(layouts.sp, blocks * ag, 0.0)
 
 
 def cp_kv_chunk_bytes(model: ModelSpec, layouts: Layouts, seq: int, sw: SoftwareStack):
@@ -153,14 +153,14 @@ def cp_layer_parts(model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpe
     chunk = cp_kv_chunk_bytes(model, layouts, seq, sw)
     crosses = layouts.tp * cp > hw.scale_up.domain_size
     hop = p2p_time_s(chunk, crosses, layouts.tp, hw, eff)
-    zero = np.zeros(np.shape(chunk))
+    zero = filled(chunk, 0.0)
     if not rec.kv_gathered:
-        ring = np.where(cp > 1, (cp - 1) * hop, 0.0)
+        ring = where(cp > 1, (cp - 1) * hop, 0.0)
         return CpTraffic(fwd=((ring, 1.0),), bwd=((CP_BWD_OVER_FWD * ring, 1.0),), bwd_tail_s=zero)
     first_step = 1.0 / cp
     gather = group_time_s(Collective.ALL_GATHER, cp * chunk, cp, layouts.tp, hw, eff)
     dkv_bytes = chunk / ACT_BYTES * (rec.dkv_bytes_per_element or ACT_BYTES)
-    dkv_hop = np.where(cp > 1, p2p_time_s(dkv_bytes, crosses, layouts.tp, hw, eff), 0.0)
+    dkv_hop = where(cp > 1, p2p_time_s(dkv_bytes, crosses, layouts.tp, hw, eff), 0.0)
     tail = dkv_hop if rec.dkv_last_hop_exposed else zero
     return CpTraffic(fwd=((gather, first_step),),
                      bwd=((gather, first_step), ((cp - 1) * dkv_hop, 1.0 - first_step)), bwd_tail_s=tail)
