@@ -23,7 +23,7 @@ and by the layout search (thousands).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -36,7 +36,7 @@ from perfmodel.formulas import comm, offload, overheads, pipeline, traffic
 from perfmodel.formulas.activations import activation_bytes_per_layer
 from perfmodel.formulas.compute import BACKWARD_HOST_OPS_OVER_FORWARD, BlockTime
 from perfmodel.formulas.counts import training_flop_per_token
-from perfmodel.formulas.layouts import Layouts, one_row, rows_of
+from perfmodel.formulas.layouts import Layouts, floats, one_row, rows_of
 from perfmodel.formulas.memory import HIDDEN_DROPOUT, MemoryBreakdown, fits_in_memory
 from perfmodel.formulas.overlap import exposed_s, tp_phi, window_used_s
 from perfmodel.formulas.recompute import recomputed_layer_fraction, selective_recompute_s
@@ -210,10 +210,13 @@ def _data_parallel(c: Job, L: Layouts, by_schedule: bool):
     """(dense and expert parameters one GPU of the fullest stage holds, the step's data-parallel
     traffic for them): a function of the layout alone, worked out once per distinct one
     (``by_schedule``: some layout runs a schedule that places its stages otherwise than 1F1B)."""
-    sp_params = stage_params(c.model, L, by_schedule)
-    units = len(layer_kinds(c.model)) / L.pp.astype(float) * c.software.fsdp_collectives_per_layer
+    row = one_row(L) if len(L) == 1 else L   # one layout: on floats, given back as one-element arrays
+    sp_params = stage_params(c.model, row, by_schedule)
+    units = len(layer_kinds(c.model)) / floats(row.pp) * c.software.fsdp_collectives_per_layer
     dense, expert = sp_params.max_dense(), sp_params.max_expert()
-    return dense, expert, traffic.dp_traffic(dense, expert, L, c.hardware, c.efficiency, units, c.software)
+    dp = traffic.dp_traffic(dense, expert, row, c.hardware, c.efficiency, units, c.software)
+    rows = rows_of(row)
+    return *rows(dense, expert), traffic.DpTraffic(*rows(*(getattr(dp, f.name) for f in fields(dp))))
 
 
 def _layer_parts(lt: LayerTime) -> dict:

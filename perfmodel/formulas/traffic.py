@@ -33,7 +33,7 @@ import numpy as np
 
 from perfmodel.formulas.comm import Collective, group_domains, group_time_s, p2p_time_s
 from perfmodel.formulas.compute import memory_time_s, moe_tokens, tokens_per_microbatch
-from perfmodel.formulas.layouts import Layouts, filled, where
+from perfmodel.formulas.layouts import Layouts, any_of, filled, floats, where
 from perfmodel.formulas.model_states import GRAD_16BIT_BYTES, GRAD_FP32_BYTES
 from perfmodel.formulas.moe_kernels import flex_layer_s
 from perfmodel.formulas.workload import ACT_BYTES, LayerKind, routed_load
@@ -313,17 +313,18 @@ def dp_traffic(dense_params_per_gpu, expert_params_per_gpu, layouts: Layouts, hw
     grad_reduce_in_fp32, fsdp_list_api = sw.grad_reduce_in_fp32, sw.fsdp_list_api
 
     zero3 = z >= 3
-    units = np.maximum(np.asarray(fsdp_units, dtype=float), 1.0)
+    units = np.maximum(floats(fsdp_units), 1.0)
     # A collective no row uses is not worked out: the rows take zeros of the same shape instead.
-    unused = np.zeros(np.broadcast_shapes(*(np.shape(x) for x in (
-        z, units, dense_params_per_gpu, expert_params_per_gpu, n_dp, n_edp, layouts.tp, layouts.ep, layouts.etp))))
-    wanted = {Collective.ALL_REDUCE: bool((z == 0).any()),
-              Collective.REDUCE_SCATTER: bool(((z != 0) & ~zero3).any()),
-              Collective.ALL_GATHER: bool(((z == 1) | (z == 2)).any())}
+    shape = np.broadcast_shapes(*(np.shape(x) for x in (
+        z, units, dense_params_per_gpu, expert_params_per_gpu, n_dp, n_edp, layouts.tp, layouts.ep, layouts.etp)))
+    unused = np.zeros(shape) if shape else 0.0
+    wanted = {Collective.ALL_REDUCE: any_of(z == 0),
+              Collective.REDUCE_SCATTER: any_of((z != 0) & np.logical_not(zero3)),
+              Collective.ALL_GATHER: any_of((z == 1) | (z == 2))}
 
     def sync(params, n, stride, list_api=False, wanted=wanted):
         # No parameters of a kind (no experts in a dense model): no collective, no latency.
-        n = np.where(np.asarray(params) > 0, n, 1)
+        n = where(floats(params) > 0, n, 1)
         size = params * grad_reduce_bytes(grad_reduce_in_fp32)
         ar = group_time_s(Collective.ALL_REDUCE, size, n, stride, hw, eff) if wanted[Collective.ALL_REDUCE] else unused
         rs = group_time_s(Collective.REDUCE_SCATTER, size, n, stride, hw, eff) \
@@ -338,19 +339,19 @@ def dp_traffic(dense_params_per_gpu, expert_params_per_gpu, layouts: Layouts, hw
     ar_d, rs_d, ag_d = sync(dense_params_per_gpu, n_dp, layouts.tp)
     ar_e, rs_e, ag_e = sync(expert_params_per_gpu, n_edp, layouts.ep * layouts.etp)
     ar, rs, ag = ar_d + ar_e, rs_d + rs_e, ag_d + ag_e
-    grad = np.where(z == 0, ar, np.where(zero3, 0.0, rs))
-    gather = np.where((z == 1) | (z == 2), ag, 0.0)
-    if zero3.any():   # ZeRO-3 gathers and reduces each unit
+    grad = where(z == 0, ar, where(zero3, 0.0, rs))
+    gather = where((z == 1) | (z == 2), ag, 0.0)
+    if any_of(zero3):   # ZeRO-3 gathers and reduces each unit
         only = {Collective.ALL_REDUCE: False, Collective.REDUCE_SCATTER: True, Collective.ALL_GATHER: True}
         _, rs_ud, ag_ud = sync(dense_params_per_gpu / units, n_dp, layouts.tp, fsdp_list_api, only)
         _, rs_ue, ag_ue = sync(expert_params_per_gpu / units, n_edp, layouts.ep * layouts.etp, fsdp_list_api, only)
-        fsdp = np.where(zero3, 2.0 * (ag_ud + ag_ue) + rs_ud + rs_ue, 0.0)
+        fsdp = where(zero3, 2.0 * (ag_ud + ag_ue) + rs_ud + rs_ue, 0.0)
     else:
-        fsdp = np.where(zero3, unused, 0.0)
-    copy = np.zeros_like(fsdp)
+        fsdp = where(zero3, unused, 0.0)
+    copy = filled(fsdp, 0.0)
     if sw.fsdp_copy_kernels:   # FSDP2 wraps nothing in a group of one (torchtitan: dp_shard 1)
         for params, n in ((dense_params_per_gpu, n_dp), (expert_params_per_gpu, n_edp)):
-            group = (np.asarray(params) > 0) & (n > 1) & zero3
+            group = (floats(params) > 0) & (n > 1) & zero3
             copy = copy + group * memory_time_s(params / units * fsdp_copy_bytes_per_param(grad_reduce_in_fp32), hw,
                                                 eff, kernels=FSDP_COPY_KERNELS_PER_MICROBATCH)
     return DpTraffic(grad_sync_s=grad, param_gather_s=gather, fsdp_copy_per_unit_s=copy, fsdp_per_unit_s=fsdp)
