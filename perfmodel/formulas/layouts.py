@@ -10,6 +10,7 @@ Every field is an integer (or boolean) array of the same shape. Physical models 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from functools import cached_property
 
 import numpy as np
 
@@ -67,13 +68,18 @@ class Layouts:
     def row(self, i: int) -> dict:
         return {f.name: getattr(self, f.name)[i].item() for f in fields(self)}
 
+    @cached_property
+    def scalars(self) -> "Layouts":
+        """``one_row`` of a batch of one, worked out once per batch (its parts each ask for it)."""
+        return Layouts(**self.row(0))
+
 
 def one_row(L: Layouts) -> Layouts:
     """A batch of one layout with its columns as Python scalars (int, bool). A formula written with
     arithmetic operators, numpy's maximum and minimum and ``where`` runs on it on floats, which gives
     the bits it gives on one-element arrays (IEEE arithmetic is the same on both) without numpy's
     cost of about 1 us an operation; ``as_rows`` turns its results back into arrays."""
-    return L if is_row(L) else Layouts(**{f.name: getattr(L, f.name)[0].item() for f in fields(L)})
+    return L if is_row(L) else L.scalars
 
 
 def is_row(L: Layouts) -> bool:
