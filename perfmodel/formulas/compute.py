@@ -39,7 +39,7 @@ import numpy as np
 
 from perfmodel.formulas.clocks import attention_phase_s
 from perfmodel.formulas.counts import attention_fwd_flop_per_token, attention_layer_mix
-from perfmodel.formulas.layouts import Layouts, filled, floats, rows_of, where
+from perfmodel.formulas.layouts import Layouts, filled, flags, floats, rows_of, where
 from perfmodel.formulas.workload import Op, OpKind, TpSplit, routed_load
 from perfmodel.spec.attention_head_dim import CUDNN_H100, FA3_H100, effective_head_dim, head_dim_factor
 from perfmodel.spec.efficiency import Efficiencies, saturating_attention_efficiency, saturating_gemm_efficiency
@@ -337,13 +337,13 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
         heads = op.attn_heads * head_share
         # Reads Q, K, V and writes O once (flash attention never materialises s x s).
         fwd_bytes = 2.0 * T * heads * (2 * op.attn_qk_dim + 2 * op.attn_v_dim)
-        return OpTime(op.name, op.kind, *rows(fwd, bwd, flop, fwd_bytes, filled(fwd, False, bool)), 1,
+        return OpTime(op.name, op.kind, *rows(fwd, bwd, flop, fwd_bytes, flags(fwd, False)), 1,
                       *rows(filled(fwd, 0.0)))
     # Memory-bound elementwise work: norms and residuals act on the sequence-parallel shard;
     # head-split (rotary, repeat_kv) and MLP-width tensors on the tensor-parallel shard.
     sharded_by_tp = op.name.startswith(("attention/", "mlp/", "moe/", "output/"))
     tokens = where(sharded_by_tp | layouts.sp, T / layouts.tp, T)
-    runs = (model.moe.num_experts // layouts.ep > 1) if op.multi_local_experts_only else filled(T, True, bool)
+    runs = (model.moe.num_experts // layouts.ep > 1) if op.multi_local_experts_only else flags(T, True)
     fwd_bytes = where(runs, op.bytes_per_token * tokens, 0.0)
     fwd_fraction, bwd_fraction = eff.stream_fractions.get(op.stream_class, (1.0, 1.0)) if op.stream_class else (1.0, 1.0)
     fwd = where(runs, memory_time_s(fwd_bytes / fwd_fraction, hw, eff, kernels=op.kernels), 0.0)
@@ -352,7 +352,7 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
     else:
         bwd = where(runs, memory_time_s(op.bwd_bytes_per_token * tokens / bwd_fraction, hw, eff,
                                            kernels=op.bwd_kernels or op.kernels), 0.0)
-    return OpTime(op.name, op.kind, *rows(fwd, bwd, filled(fwd, 0.0), fwd_bytes, filled(fwd, True, bool)),
+    return OpTime(op.name, op.kind, *rows(fwd, bwd, filled(fwd, 0.0), fwd_bytes, flags(fwd, True)),
                   op.kernels, *rows(filled(fwd, 0.0)))
 
 

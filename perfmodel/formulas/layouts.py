@@ -125,9 +125,14 @@ def any_of(x) -> bool:
     return bool(x.any()) if isinstance(x, np.ndarray) else bool(x)
 
 
-def filled(like, value, dtype=float):
-    """``np.full_like(like, value, dtype)``; on a ``one_row``'s float, ``value`` as ``dtype``."""
-    return np.full_like(like, value, dtype=dtype) if isinstance(like, np.ndarray) else dtype(value)
+def filled(like, value: float):
+    """``np.full_like(like, value, dtype=float)``; on a ``one_row``'s number, ``value`` as a float."""
+    return np.full_like(like, value, dtype=float) if isinstance(like, np.ndarray) else float(value)
+
+
+def flags(like, value: bool):
+    """``np.full_like(like, value, dtype=bool)``; on a ``one_row``'s number, ``value`` as a bool."""
+    return np.full_like(like, value, dtype=bool) if isinstance(like, np.ndarray) else bool(value)
 
 
 def layouts_from_arrays(**arrays) -> Layouts:
