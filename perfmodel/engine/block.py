@@ -16,7 +16,7 @@ import numpy as np
 from perfmodel.engine.distinct import once_per_shape
 from perfmodel.engine.job import Job
 from perfmodel.formulas.compute import BACKWARD_HOST_OPS_OVER_FORWARD, BlockTime, host_dispatched, op_time
-from perfmodel.formulas.layouts import Layouts, one_row
+from perfmodel.formulas.layouts import Layouts, is_row, one_row
 from perfmodel.formulas.overlap import on_fewer_sms, reserved_sm_scale
 from perfmodel.formulas.workload import Op, OpKind
 from perfmodel.spec.efficiency import Efficiencies
@@ -24,6 +24,9 @@ from perfmodel.spec.hardware import HardwareSpec
 from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.software import SoftwareStack
 
+BLOCK_TOTALS = ("gemm_fwd_s", "gemm_bwd_s", "attn_fwd_s", "attn_bwd_s", "mem_fwd_s", "mem_bwd_s", "extra_launches",
+                "wgrad_s")
+"""The fields of a ``BlockTime`` that are arrays over layouts (numbers on a ``one_row``)."""
 _shared: dict | None = None
 """While ``blocks_shared`` holds: (ids of ``block_time``'s arguments) -> (the arguments, its value)."""
 
@@ -68,7 +71,7 @@ def _block_time(ops: tuple[Op, ...], model: ModelSpec, layouts: Layouts, seq_len
     def total(kind, attr):
         return sum((getattr(t, attr) for t in times if t.kind is kind), zero)
 
-    return BlockTime(
+    blk = BlockTime(
         gemm_fwd_s=total(OpKind.GEMM, "fwd_s"), gemm_bwd_s=total(OpKind.GEMM, "bwd_s"),
         attn_fwd_s=total(OpKind.ATTENTION, "fwd_s"), attn_bwd_s=total(OpKind.ATTENTION, "bwd_s"),
         mem_fwd_s=total(OpKind.MEMORY, "fwd_s"), mem_bwd_s=total(OpKind.MEMORY, "bwd_s"),
@@ -76,6 +79,9 @@ def _block_time(ops: tuple[Op, ...], model: ModelSpec, layouts: Layouts, seq_len
         extra_launches=sum((t.extra_launches for t in eager), zero),
         ops=times, wgrad_s=sum((t.wgrad_s for t in times), zero),
     )
+    if is_row(layouts):   # asked on a one_row: its totals as numbers (its operations stay arrays)
+        return replace(blk, **{name: float(getattr(blk, name)[0]) for name in BLOCK_TOTALS})
+    return blk
 
 
 def block_totals(ops, c: Job, L: Layouts) -> BlockTime:

@@ -23,11 +23,12 @@ and by the layout search (thousands).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from perfmodel.engine.block import block_time, block_totals
+from perfmodel.engine.block import BLOCK_TOTALS, block_time, block_totals
+from perfmodel.engine.data_parallel import DATA_PARALLEL_COLUMNS, data_parallel
 from perfmodel.engine.distinct import MIN_ROWS, once_per_shape
 from perfmodel.engine.job import Job, shared_job
 from perfmodel.engine.job_memory import job_memory
@@ -36,11 +37,10 @@ from perfmodel.formulas import comm, offload, overheads, pipeline, traffic
 from perfmodel.formulas.activations import activation_bytes_per_layer
 from perfmodel.formulas.compute import BACKWARD_HOST_OPS_OVER_FORWARD, BlockTime
 from perfmodel.formulas.counts import training_flop_per_token
-from perfmodel.formulas.layouts import Layouts, floats, one_row, rows_of
+from perfmodel.formulas.layouts import Layouts, batch_of_one, floats, is_row, one_row, where
 from perfmodel.formulas.memory import HIDDEN_DROPOUT, MemoryBreakdown, fits_in_memory
 from perfmodel.formulas.overlap import exposed_s, tp_phi, window_used_s
 from perfmodel.formulas.recompute import recomputed_layer_fraction, selective_recompute_s
-from perfmodel.formulas.sharding import stage_params
 from perfmodel.formulas.workload import LayerKind, head_ops, layer_kinds, layer_ops, mtp_extra_ops, mtp_layer_kind
 from perfmodel.spec.software import selective_modules
 
@@ -86,6 +86,11 @@ class LayerTime:
     def fwd_pass_s(self):
         """The forward pass with its exposed communication, F of ``perfmodel.formulas.pipeline``."""
         return self.block.fwd_s + self.tp_fwd_s + self.cp_fwd_s + self.ep_fwd_s
+
+
+LAYER_TIMES = ("tp_fwd_s", "tp_bwd_s", "cp_fwd_s", "cp_bwd_s", "ep_fwd_s", "ep_bwd_s", "recompute_s", "fsdp_s",
+               "used_fwd_s", "used_bwd_s")
+"""The fields of a ``LayerTime`` that are arrays over layouts."""
 
 
 def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerTime:
@@ -142,7 +147,7 @@ def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerT
     else:
         recompute = np.zeros(len(L))
     fsdp = _fsdp_exposed_s(fsdp_per_layer_s, blk, used_f, used_b, c)
-    return LayerTime(blk, *rows_of(L)(tp_f, tp_b, cp_f, cp_b, ep_f, ep_b, recompute, fsdp, used_f, used_b))
+    return LayerTime(blk, tp_f, tp_b, cp_f, cp_b, ep_f, ep_b, recompute, fsdp, used_f, used_b)
 
 
 def _fsdp_exposed_s(fsdp_per_layer_s, blk: BlockTime, used_fwd_s, used_bwd_s, c: Job):
@@ -155,7 +160,10 @@ def _layer_totals(kind: LayerKind, c: Job, L: Layouts) -> LayerTime:
     """``_layer_time`` before the layer's ZeRO-3 traffic (which depends on the whole layout) and
     without the rows of each operation (``evaluate`` reads only the block's totals): a function
     of the layer's shape, worked out once per distinct one (``perfmodel.engine.distinct``)."""
-    lt = _layer_time(kind, c, one_row(L) if len(L) == 1 else L, 0.0)   # one layout: on floats
+    if len(L) == 1 and not is_row(L):   # one layout: on its one_row, back as one-element arrays
+        lt = _layer_totals(kind, c, one_row(L))
+        return batch_of_one(replace(lt, block=batch_of_one(lt.block, BLOCK_TOTALS)), LAYER_TIMES)
+    lt = _layer_time(kind, c, L, 0.0)
     return replace(lt, block=replace(lt.block, ops=()))
 
 
@@ -201,24 +209,6 @@ def prime(c: Job, L: Layouts) -> None:
         _per_shape(block_totals, mtp_extra_ops(m), c, L, recompute=False)
 
 
-DATA_PARALLEL_COLUMNS = ("tp", "pp", "vpp", "cp", "ep", "etp", "zero_stage", "dp")
-"""What the parameters of a stage and their data-parallel traffic depend on: all of a layout but
-its micro-batches (the first guess of ``once_per_shape``)."""
-
-
-def _data_parallel(c: Job, L: Layouts, by_schedule: bool):
-    """(dense and expert parameters one GPU of the fullest stage holds, the step's data-parallel
-    traffic for them): a function of the layout alone, worked out once per distinct one
-    (``by_schedule``: some layout runs a schedule that places its stages otherwise than 1F1B)."""
-    row = one_row(L) if len(L) == 1 else L   # one layout: on floats, given back as one-element arrays
-    sp_params = stage_params(c.model, row, by_schedule)
-    units = len(layer_kinds(c.model)) / floats(row.pp) * c.software.fsdp_collectives_per_layer
-    dense, expert = sp_params.max_dense(), sp_params.max_expert()
-    dp = traffic.dp_traffic(dense, expert, row, c.hardware, c.efficiency, units, c.software)
-    rows = rows_of(row)
-    return *rows(dense, expert), traffic.DpTraffic(*rows(*(getattr(dp, f.name) for f in fields(dp))))
-
-
 def _layer_parts(lt: LayerTime) -> dict:
     return {
         "compute": lt.compute_s, "recompute": lt.recompute_s,
@@ -249,21 +239,27 @@ class StepArrays:
 def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepArrays:
     """The step-time breakdown and memory of the job under every layout of ``L``; ``memory``:
     ``job_memory(c, L)`` where the caller has it already (the search, which keeps the layouts
-    that fit)."""
+    that fit). One layout (``predict``) is worked out on its ``one_row`` (floats), the same
+    numbers, given back as one-element arrays."""
+    if len(L) == 1 and not is_row(L) and c.software.pipeline_stages is None:
+        step = evaluate(c, one_row(L), job_memory(c, L) if memory is None else memory)
+        return replace(batch_of_one(step, ("gemm_s", "attention_s", "memory_bound_s")),
+                       breakdown={k: np.array(v, dtype=float).reshape(1) for k, v in step.breakdown.items()},
+                       stage_s=batch_of_one(step.stage_s, ("first_s", "middle_s", "last_s")))
     m, hw, eff, seq, sw = c.model, c.hardware, c.efficiency, c.seq_length, c.software
     ov = sw.overlap
     slowdown = eff.overlap_compute_slowdown   # SMs held by hidden collectives (perfmodel.formulas.overlap)
     kinds = layer_kinds(m)
     n_dense = sum(1 for k in kinds if k is LayerKind.DENSE)
     n_moe = len(kinds) - n_dense
-    pp = L.pp.astype(float)
+    pp = floats(L.pp)
 
     layers_per_stage = len(kinds) / pp
     per_layer_units = sw.fsdp_collectives_per_layer
     by_schedule = not pipeline.only_defaults(L.schedule)
     small = 2 <= len(L) < MIN_ROWS   # a pruned study's batch: one memo per shared_job, as ``_per_shape``
     dense_params, expert_params, dp = once_per_shape(
-        _data_parallel, shared_job(c, recompute=False) if small else c, L, by_schedule, memo=small, min_rows=2,
+        data_parallel, shared_job(c, recompute=False) if small else c, L, by_schedule, memo=small, min_rows=2,
         guess=DATA_PARALLEL_COLUMNS + (("schedule",) if by_schedule else ()))
     fsdp_per_layer = per_layer_units * dp.fsdp_per_unit_s
 
@@ -308,7 +304,7 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
         split = (fwd_s, total(per_layer) - fwd_s - wgrad_s, wgrad_s)
         bubble = pipeline.bubble_from_stages_s(sum_s, t_max, L.vpp, L.schedule, L.pp, split)
 
-    num_mb = L.num_mb.astype(float)
+    num_mb = floats(L.num_mb)
     bd = {k: num_mb * v for k, v in slowest.items()}
 
     # Host dispatch of one micro-batch (forward share 1/3, backward 2/3 of the operations).
@@ -356,11 +352,11 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
             np.maximum(sum(b.bwd_s * w for b, w in blocks), bwd_host_frac * host_layer))
 
     # Optimizer over the parameters this GPU owns.
-    n_dp = (L.dp * L.cp).astype(float)
-    n_edp = L.edp.astype(float)
+    n_dp = floats(L.dp * L.cp)
+    n_edp = floats(L.edp)
     sharded = L.zero_stage >= 1
-    owned = (dense_params / np.where(sharded, n_dp, 1.0)
-             + expert_params / np.where(sharded, n_edp, 1.0))
+    owned = (dense_params / where(sharded, n_dp, 1.0)
+             + expert_params / where(sharded, n_edp, 1.0))
     bd["optimizer"] = overheads.optimizer_s(owned, hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency, sw)
 
     world_latency = comm.scale_out_fabric(hw, eff).latency_s * np.ceil(np.log2(max(c.num_gpus, 2)))
@@ -371,7 +367,7 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
     synced = overheads.host_syncs_per_pass(m, sw)
     fwd_window = np.minimum(t_max, layers_per_stage * sum(
         (lt.fwd_pass_s + traffic.ZERO3_FORWARD_SHARE * lt.fsdp_s) * w for lt, w in layers))
-    bd["overheads"] = (np.where(synced, overheads.synced_host_exposed_s(host_s_per_mb, bwd_host_frac, fwd_window,
+    bd["overheads"] = (where(synced, overheads.synced_host_exposed_s(host_s_per_mb, bwd_host_frac, fwd_window,
                                                                         t_max - fwd_window, num_mb),
                                 overheads.host_exposed_s(host_s_per_mb, t_max, num_mb))
                        + overheads.fixed_step_s(world_latency) * np.ones(len(L)))

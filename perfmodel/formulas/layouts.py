@@ -9,7 +9,7 @@ Every field is an integer (or boolean) array of the same shape. Physical models 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from functools import cached_property
 
 import numpy as np
@@ -91,6 +91,12 @@ def as_rows(*values) -> tuple:
     """Numbers worked out on a ``one_row``, each as the one-element array a batch of one gives (one
     that is such an array already stays)."""
     return tuple(v if isinstance(v, np.ndarray) and v.ndim == 1 else np.array([v]) for v in values)
+
+
+def batch_of_one(obj, names: tuple):
+    """``obj``, a frozen dataclass worked out on a ``one_row``, with its fields ``names`` as the
+    one-element float arrays the same formulas give a batch of one."""
+    return replace(obj, **{n: np.array(getattr(obj, n), dtype=float).reshape(1) for n in names})
 
 
 def _same(*values) -> tuple:
