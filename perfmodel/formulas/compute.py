@@ -39,7 +39,7 @@ import numpy as np
 
 from perfmodel.formulas.clocks import attention_phase_s
 from perfmodel.formulas.counts import attention_fwd_flop_per_token, attention_layer_mix
-from perfmodel.formulas.layouts import Layouts, filled, flags, floats, rows_of, where
+from perfmodel.formulas.layouts import Layouts, filled, flags, floats, where
 from perfmodel.formulas.workload import Op, OpKind, TpSplit, routed_load
 from perfmodel.spec.attention_head_dim import CUDNN_H100, FA3_H100, effective_head_dim, head_dim_factor
 from perfmodel.spec.efficiency import Efficiencies, saturating_attention_efficiency, saturating_gemm_efficiency
@@ -250,6 +250,7 @@ class OpTime:
     """The same for ``bwd_s``."""
 
 
+
 def unfused_attention_s(op: Op, layouts: Layouts, seq_length: int, hw: HardwareSpec, eff: Efficiencies,
                         sw: SoftwareStack):
     """(forward s, backward s, forward FLOPs executed, forward bytes) of attention with the
@@ -284,10 +285,9 @@ def unfused_attention_s(op: Op, layouts: Layouts, seq_length: int, hw: HardwareS
 
 def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precision: str,
             hw: HardwareSpec, eff: Efficiencies, sw: SoftwareStack) -> OpTime:
-    """One operation's time and traffic per micro-batch (arrays over ``layouts``; on a ``one_row``
-    worked out on floats and given back as one-element arrays)."""
+    """One operation's time and traffic per micro-batch (arrays over ``layouts``, numbers on a
+    ``one_row``; ``perfmodel.engine.block.OP_TIMES`` are the fields that vary with the layout)."""
     T = tokens_per_microbatch(layouts, seq_length)
-    rows = rows_of(layouts)
     if op.kind is OpKind.GEMM:
         sh = gemm_shape(op, model, layouts, seq_length, sw)
         prec = gemm_precision(op, precision)
@@ -301,7 +301,7 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
         fwd_bytes = sh.count * bpe * (sh.m * sh.k + sh.k * sh.n + sh.m * sh.n)
         host_ops = sw.te_module_host_ops
         extra = (sh.count - 1) * GEMMS_PER_LINEAR_FWD_BWD
-        cast_f = cast_b = 0.0
+        cast_f = cast_b = filled(T, 0.0)
         if prec in LOW_PRECISION:
             cast_bytes = FP8_CAST_BYTES_PER_ELEMENT[sw.fp8_casts]
             cast_fwd = sh.count * sh.m * sh.k * cast_bytes
@@ -311,13 +311,11 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
             bwd = bwd + cast_b
             host_ops = host_ops + 1
         flop = 2.0 * sh.m * sh.n * sh.k * sh.count
-        casts = rows(cast_f, cast_b) if prec in LOW_PRECISION else (cast_f, cast_b)
-        return OpTime(op.name, op.kind, *rows(fwd, bwd, flop, fwd_bytes, t_mem > t_math), host_ops, *rows(extra, wgrad),
-                      *casts)
+        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, t_mem > t_math, host_ops, extra, wgrad, cast_f, cast_b)
     if op.kind is OpKind.ATTENTION and not sw.flash_attention:
         fwd, bwd, flop, fwd_bytes = unfused_attention_s(op, layouts, seq_length, hw, eff, sw)
         bound = memory_time_s(fwd_bytes, hw, eff, kernels=0) > flop / hw.gpu.peak_flop_per_s("bf16")
-        return OpTime(op.name, op.kind, *rows(fwd, bwd, flop, fwd_bytes, bound), 3, *rows(filled(fwd, 0.0)))
+        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, bound, 3, *(filled(fwd, 0.0) for _ in range(4)))
     if op.kind is OpKind.ATTENTION:
         peak = hw.gpu.peak_flop_per_s("bf16")
         s_local = seq_length / layouts.cp
@@ -337,8 +335,7 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
         heads = op.attn_heads * head_share
         # Reads Q, K, V and writes O once (flash attention never materialises s x s).
         fwd_bytes = 2.0 * T * heads * (2 * op.attn_qk_dim + 2 * op.attn_v_dim)
-        return OpTime(op.name, op.kind, *rows(fwd, bwd, flop, fwd_bytes, flags(fwd, False)), 1,
-                      *rows(filled(fwd, 0.0)))
+        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, flags(fwd, False), 1, *(filled(fwd, 0.0) for _ in range(4)))
     # Memory-bound elementwise work: norms and residuals act on the sequence-parallel shard;
     # head-split (rotary, repeat_kv) and MLP-width tensors on the tensor-parallel shard.
     sharded_by_tp = op.name.startswith(("attention/", "mlp/", "moe/", "output/"))
@@ -352,8 +349,8 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
     else:
         bwd = where(runs, memory_time_s(op.bwd_bytes_per_token * tokens / bwd_fraction, hw, eff,
                                            kernels=op.bwd_kernels or op.kernels), 0.0)
-    return OpTime(op.name, op.kind, *rows(fwd, bwd, filled(fwd, 0.0), fwd_bytes, flags(fwd, True)),
-                  op.kernels, *rows(filled(fwd, 0.0)))
+    return OpTime(op.name, op.kind, fwd, bwd, filled(fwd, 0.0), fwd_bytes, flags(fwd, True), op.kernels,
+                  *(filled(fwd, 0.0) for _ in range(4)))
 
 
 @dataclass(frozen=True)

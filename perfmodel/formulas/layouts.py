@@ -78,7 +78,8 @@ def one_row(L: Layouts) -> Layouts:
     """A batch of one layout with its columns as Python scalars (int, bool). A formula written with
     arithmetic operators, numpy's maximum and minimum and ``where`` runs on it on floats, which gives
     the bits it gives on one-element arrays (IEEE arithmetic is the same on both) without numpy's
-    cost of about 1 us an operation; ``as_rows`` turns its results back into arrays."""
+    cost of about 1 us an operation; ``batch_of_one`` and ``as_rows`` turn its results back into
+    arrays."""
     return L if is_row(L) else L.scalars
 
 
@@ -95,17 +96,8 @@ def as_rows(*values) -> tuple:
 
 def batch_of_one(obj, names: tuple):
     """``obj``, a frozen dataclass worked out on a ``one_row``, with its fields ``names`` as the
-    one-element float arrays the same formulas give a batch of one."""
-    return replace(obj, **{n: np.array(getattr(obj, n), dtype=float).reshape(1) for n in names})
-
-
-def _same(*values) -> tuple:
-    return values
-
-
-def rows_of(L: Layouts):
-    """What gives a formula's results on ``L`` as a batch gives them: ``as_rows`` on a ``one_row``."""
-    return as_rows if is_row(L) else _same
+    one-element arrays the same formulas give a batch of one."""
+    return replace(obj, **{n: np.array(getattr(obj, n)).reshape(1) for n in names})
 
 
 def where(cond, a, b):
