@@ -16,8 +16,9 @@ import numpy as np
 from perfmodel.engine.distinct import once_per_shape
 from perfmodel.engine.job import Job
 from perfmodel.formulas.compute import BACKWARD_HOST_OPS_OVER_FORWARD, BlockTime, host_dispatched, op_time
-from perfmodel.formulas.layouts import Layouts, batch_of_one, is_row, one_row
+from perfmodel.formulas.layouts import Layouts, is_row, one_row
 from perfmodel.formulas.overlap import on_fewer_sms, reserved_sm_scale
+from perfmodel.formulas.scalars import batch_of_one
 from perfmodel.formulas.workload import Op, OpKind
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.hardware import HardwareSpec

@@ -8,7 +8,8 @@ from dataclasses import fields
 
 from perfmodel.engine.job import Job
 from perfmodel.formulas import traffic
-from perfmodel.formulas.layouts import Layouts, as_rows, batch_of_one, floats, is_row, one_row
+from perfmodel.formulas.layouts import Layouts, is_row, one_row
+from perfmodel.formulas.scalars import as_rows, batch_of_one, floats
 from perfmodel.formulas.sharding import stage_params
 from perfmodel.formulas.workload import layer_kinds
 

@@ -37,10 +37,11 @@ from perfmodel.formulas import comm, offload, overheads, pipeline, traffic
 from perfmodel.formulas.activations import activation_bytes_per_layer
 from perfmodel.formulas.compute import BACKWARD_HOST_OPS_OVER_FORWARD, BlockTime
 from perfmodel.formulas.counts import training_flop_per_token
-from perfmodel.formulas.layouts import Layouts, batch_of_one, floats, is_row, one_row, where
+from perfmodel.formulas.layouts import Layouts, is_row, one_row
 from perfmodel.formulas.memory import HIDDEN_DROPOUT, MemoryBreakdown, fits_in_memory
 from perfmodel.formulas.overlap import exposed_s, tp_phi, window_used_s
 from perfmodel.formulas.recompute import recomputed_layer_fraction, selective_recompute_s
+from perfmodel.formulas.scalars import batch_of_one, filled, floats, where
 from perfmodel.formulas.workload import LayerKind, head_ops, layer_kinds, layer_ops, mtp_extra_ops, mtp_layer_kind
 from perfmodel.spec.software import selective_modules
 
@@ -133,7 +134,7 @@ def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerT
         # paired with it: its all-to-alls are not overlapped.
         ep_redo = ep_raw
     else:
-        ep_f = ep_b = ep_redo = np.zeros(len(L))
+        ep_f = ep_b = ep_redo = filled(blk.fwd_s, 0.0)
     if c.recompute == "full":
         recompute = recomputed_layer_fraction(m, L, sw.recompute_num_layers) * (blk.fwd_s + tp_f + cp_f + ep_redo)
     elif c.recompute == "selective":
@@ -145,7 +146,7 @@ def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerT
             # before the saved QKV projection too makes this an upper bound under SP
             recompute = recompute + tp_f + cp_f
     else:
-        recompute = np.zeros(len(L))
+        recompute = filled(blk.fwd_s, 0.0)
     fsdp = _fsdp_exposed_s(fsdp_per_layer_s, blk, used_f, used_b, c)
     return LayerTime(blk, tp_f, tp_b, cp_f, cp_b, ep_f, ep_b, recompute, fsdp, used_f, used_b)
 
@@ -370,12 +371,12 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
     bd["overheads"] = (where(synced, overheads.synced_host_exposed_s(host_s_per_mb, bwd_host_frac, fwd_window,
                                                                         t_max - fwd_window, num_mb),
                                 overheads.host_exposed_s(host_s_per_mb, t_max, num_mb))
-                       + overheads.fixed_step_s(world_latency) * np.ones(len(L)))
+                       + overheads.fixed_step_s(world_latency) * filled(num_mb, 1.0))
     busy = sum(bd.values())
     tokens_per_gpu = c.global_batch_size * seq / c.num_gpus
-    bd["data_wait"] = overheads.data_wait_s(tokens_per_gpu, busy, c.input_pipeline) * np.ones(len(L))
+    bd["data_wait"] = overheads.data_wait_s(tokens_per_gpu, busy, c.input_pipeline) * filled(num_mb, 1.0)
     for k in COMPONENTS:
-        bd.setdefault(k, np.zeros(len(L)))
+        bd.setdefault(k, filled(num_mb, 0.0))
 
     mem = job_memory(c, L) if memory is None else memory
     flop = training_flop_per_token(m, seq, causal=True).total

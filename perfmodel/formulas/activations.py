@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from perfmodel.formulas.layouts import floats, where
 from perfmodel.formulas.recompute import op_sac_saved_bytes_per_token, save_qkv_saved_bytes_per_token
+from perfmodel.formulas.scalars import floats, where
 from perfmodel.formulas.workload import ACT_BYTES, LayerKind
 from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.precision import FORMAT_BYTES, precision_mode

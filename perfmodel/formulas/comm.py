@@ -75,7 +75,7 @@ from perfmodel.formulas.fabric import (
     host_gpus,
     pair_cross_share,
 )
-from perfmodel.formulas.layouts import any_of, filled, floats, ints, where
+from perfmodel.formulas.scalars import any_of, filled, floats, ints, where
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.hardware import HardwareSpec
 

@@ -39,7 +39,8 @@ import numpy as np
 
 from perfmodel.formulas.clocks import attention_phase_s
 from perfmodel.formulas.counts import attention_fwd_flop_per_token, attention_layer_mix
-from perfmodel.formulas.layouts import Layouts, filled, flags, floats, where
+from perfmodel.formulas.layouts import Layouts
+from perfmodel.formulas.scalars import filled, flags, floats, where
 from perfmodel.formulas.workload import Op, OpKind, TpSplit, routed_load
 from perfmodel.spec.attention_head_dim import CUDNN_H100, FA3_H100, effective_head_dim, head_dim_factor
 from perfmodel.spec.efficiency import Efficiencies, saturating_attention_efficiency, saturating_gemm_efficiency

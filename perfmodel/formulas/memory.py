@@ -37,7 +37,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from perfmodel.formulas.activations import activation_bytes_per_layer
-from perfmodel.formulas.layouts import Layouts, one_row, where
+from perfmodel.formulas.layouts import Layouts, one_row
 from perfmodel.formulas.model_states import (
     STATE_BYTES_PER_PARAM,
     RankLayers,
@@ -47,6 +47,7 @@ from perfmodel.formulas.model_states import (
 )
 from perfmodel.formulas.offload import resident_activation_bytes
 from perfmodel.formulas.pipeline import chunks_in_flight, schedule_property
+from perfmodel.formulas.scalars import where
 from perfmodel.formulas.workload import (
     ACT_BYTES,
     FP32_BYTES,

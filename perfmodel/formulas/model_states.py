@@ -11,8 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfmodel.formulas.counts import embedding_params, layer_params, mtp_params, output_params
-from perfmodel.formulas.layouts import Layouts, filled, floats, where
+from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.pipeline import only_defaults, parameter_copies, schedule_property
+from perfmodel.formulas.scalars import filled, floats, where
 from perfmodel.formulas.workload import (
     LayerKind,
     OpKind,

@@ -36,7 +36,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from perfmodel.formulas.layouts import filled, floats
+from perfmodel.formulas.scalars import filled, floats
 from perfmodel.spec.software import Overlap
 
 

@@ -59,7 +59,7 @@ from __future__ import annotations
 import numpy as np
 
 from perfmodel.formulas.compute import BlockTime
-from perfmodel.formulas.layouts import floats
+from perfmodel.formulas.scalars import floats
 from perfmodel.formulas.workload import ACT_BYTES, FP32_BYTES, LayerKind, OpKind
 from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.software import selective_modules

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfmodel.formulas.counts import embedding_params, output_params
-from perfmodel.formulas.layouts import Layouts, filled, floats, where
+from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.model_states import layer_params_per_gpu
 from perfmodel.formulas.pipeline import only_defaults, parameter_copies, schedule_property
+from perfmodel.formulas.scalars import filled, floats, where
 from perfmodel.formulas.workload import LayerKind, layer_kinds, mtp_extra_ops, mtp_layer_kind
 from perfmodel.spec.model import ModelSpec
 

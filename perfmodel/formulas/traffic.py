@@ -33,9 +33,10 @@ import numpy as np
 
 from perfmodel.formulas.comm import Collective, group_domains, group_time_s, p2p_time_s
 from perfmodel.formulas.compute import memory_time_s, moe_tokens, tokens_per_microbatch
-from perfmodel.formulas.layouts import Layouts, any_of, filled, floats, where
+from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.model_states import GRAD_16BIT_BYTES, GRAD_FP32_BYTES
 from perfmodel.formulas.moe_kernels import flex_layer_s
+from perfmodel.formulas.scalars import any_of, filled, floats, where
 from perfmodel.formulas.workload import ACT_BYTES, LayerKind, routed_load
 from perfmodel.spec.context_parallel import cp_comm_type
 from perfmodel.spec.efficiency import Efficiencies
@@ -236,9 +237,9 @@ def ep_layer_s(model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpec, e
 def pp_transfer_s(model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpec, eff: Efficiencies):
     """One activation (or gradient) send between neighbouring stages."""
     T = tokens_per_microbatch(layouts, seq)
-    size = T * model.hidden_size * ACT_BYTES / np.where(layouts.sp, layouts.tp, 1)
+    size = T * model.hidden_size * ACT_BYTES / where(layouts.sp, layouts.tp, 1)
     crosses = layouts.tp * layouts.cp * layouts.dp >= hw.scale_up.domain_size
-    return np.where(layouts.pp > 1, p2p_time_s(size, crosses, layouts.tp * layouts.cp * layouts.dp, hw, eff), 0.0)
+    return where(layouts.pp > 1, p2p_time_s(size, crosses, layouts.tp * layouts.cp * layouts.dp, hw, eff), 0.0)
 
 
 ZERO3_FORWARD_SHARE = 1.0 / 3.0
