@@ -37,7 +37,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from perfmodel.formulas.activations import activation_bytes_per_layer
-from perfmodel.formulas.layouts import Layouts, one_row
+from perfmodel.formulas.layouts import Layouts, is_row, one_row
 from perfmodel.formulas.model_states import (
     STATE_BYTES_PER_PARAM,
     RankLayers,
@@ -47,7 +47,7 @@ from perfmodel.formulas.model_states import (
 )
 from perfmodel.formulas.offload import resident_activation_bytes
 from perfmodel.formulas.pipeline import chunks_in_flight, schedule_property
-from perfmodel.formulas.scalars import where
+from perfmodel.formulas.scalars import as_rows, where
 from perfmodel.formulas.workload import (
     ACT_BYTES,
     FP32_BYTES,
@@ -158,9 +158,12 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
     groups = 1 * (group_dense > 1) + (L.tp > 1) + (L.pp > 1) + (L.cp > 1) + (L.ep > 1)
     workspace = CUBLAS_WORKSPACE_BYTES + NCCL_BYTES_PER_GROUP * groups + zero_buffers
 
+    parts = (w, g, o, activations, workspace)
+    if is_row(L):   # a one_row's numbers
+        return MemoryBreakdown(*(np.asarray(y, dtype=float).item() for y in parts))
     shape = (len(L),)
     return MemoryBreakdown(*(x.copy() if x.shape == shape else np.broadcast_to(x, shape).copy()
-                             for x in (np.asarray(y, dtype=float) for y in (w, g, o, activations, workspace))))
+                             for x in (np.asarray(y, dtype=float) for y in parts)))
 
 
 def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision: str, layouts: Layouts,
@@ -183,7 +186,7 @@ def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision:
         raise ValueError(f"recompute {recompute!r} is not one of ('none', 'selective', 'full')")
     pipeline_layout = sw.pipeline_stages
 
-    row = one_row(layouts) if len(layouts) == 1 and pipeline_layout is None else None
+    row = one_row(layouts) if len(layouts) == 1 and not is_row(layouts) and pipeline_layout is None else None
 
     def stage(rank, held=None):
         if row is not None:   # one layout: on floats (``perfmodel.formulas.layouts.one_row``)
@@ -191,7 +194,7 @@ def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision:
         return _stage(model, seq_length, recompute, precision, layouts, rank, sw, held)
 
     def larger(a: MemoryBreakdown, b: MemoryBreakdown, take_b) -> MemoryBreakdown:
-        return MemoryBreakdown(*(np.where(take_b, getattr(b, f.name), getattr(a, f.name))
+        return MemoryBreakdown(*(where(take_b, getattr(b, f.name), getattr(a, f.name))
                                  for f in fields(MemoryBreakdown)))
 
     if pipeline_layout is None:
@@ -206,7 +209,7 @@ def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision:
             for rank in (r1, np.maximum(r1 - 1, 0)):
                 mb = stage(rank)
                 peak = larger(peak, mb, mb.total > peak.total)
-        return peak
+        return peak if row is None else MemoryBreakdown(*as_rows(*(getattr(peak, f.name) for f in fields(peak))))
     shape = np.shape(layouts.pp)
     peak = None
     leading = model.moe.num_dense_layers if model.moe is not None else 0
