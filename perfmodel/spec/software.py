@@ -22,6 +22,7 @@ from perfmodel.spec import pipeline_layout
 from perfmodel.spec.context_parallel import CpCommTypeName
 from perfmodel.spec.limits import (MAX_FSDP_COLLECTIVES_PER_LAYER, MAX_NAME_LENGTH, MAX_NUM_EXPERTS, MAX_NUM_LAYERS,
                                    MAX_PIPELINE_LAYOUT_CHARS, int_field, real_field)
+from perfmodel.spec.megatron_paths import MegatronPaths
 from perfmodel.spec.stacks import list_stacks, stack_options, unknown_stack_reason
 
 AttentionBackend = Literal["flash", "cudnn", "fa3", "unfused"]
@@ -106,7 +107,7 @@ class Overlap(_Frozen):
     (PyTorch FSDP, Zhao et al. 2023, sec. 4.3)."""
 
 
-class SoftwareStack(_Frozen):
+class SoftwareStack(_Frozen, MegatronPaths):
     """How the framework runs the job (the scenario's ``software:`` section)."""
 
     stack: Annotated[str, StringConstraints(max_length=MAX_NAME_LENGTH)] | None = None
