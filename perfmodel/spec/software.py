@@ -299,9 +299,9 @@ class SoftwareStack(_Frozen, MegatronPaths):
     gradient needs only the SwiGLU output, not the h-wide expert output: that tensor is not kept
     for the backward (Megatron-Core megatron/core/transformer/moe/experts.py, TEGroupedMLP with
     ``weighted_bias_swiglu_impl`` on ``permuted_probs``; DeepEP's dispatch returns the top-k
-    weights beside the received tokens, deepseek-ai/DeepEP README). Default off: the older
-    Megatron-Core unpermute multiplies each expert output by its probability and keeps it
-    (moe_utils.unpermute, core_r0.13). Ignored for dense models (``perfmodel.formulas.activations``)."""
+    weights beside the received tokens, deepseek-ai/DeepEP README). Default off: an unpermute
+    that multiplies each expert output by its probability keeps it (moe_utils.unpermute with probs);
+    Megatron-Core 0.14-0.18 weigh the activation (the megatron-bridge presets). Dense: ignored."""
     selective_recompute: SelectiveRecompute | Annotated[tuple[RecomputeModule, ...], Field(
         max_length=len(RECOMPUTE_MODULE_CHOICES))] = "core_attn"
     """What ``recompute: selective`` recomputes (unused for none and full, but always checked
