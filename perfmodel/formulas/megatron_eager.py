@@ -130,7 +130,9 @@ def with_clamp(activation: Op, clamped_elements: float) -> Op:
 def megatron_eager_ops(m: ModelSpec, kind_is_moe: bool, sw: SoftwareStack, routed_copies: float) -> list[Op]:
     """The eager ops of one layer beside the fused ones: unfused rotary, unfused bias adds (the
     attention output's, and a dense MLP's down projection's; a MoE layer's experts return no bias),
-    and the per-expert bias loop of a MoE layer without the TE op fuser."""
+    and the per-expert bias loop of a MoE layer without the TE op fuser. Called for
+    ``elementwise_kernels: fused`` only (Megatron-Core's Transformer Engine path); the eager and
+    compiled paths count their own rotary embedding."""
     ops = [] if sw.rotary_fusion else [rope_op(m)]
     if m.linear_bias and not sw.bias_dropout_fusion:
         ops.append(bias_add_op(m, sites=1 if kind_is_moe else 2))
