@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 
 from perfmodel.formulas.eager import compiled_rope_ops, eager_elementwise_ops
+from perfmodel.formulas.megatron_eager import megatron_eager_ops, with_clamp
 from perfmodel.formulas.ops import ACT_BYTES, FP32_BYTES, LayerKind, Op, OpKind, TpSplit
 from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.software import SoftwareStack
@@ -105,7 +106,9 @@ def _memory_ops(m: ModelSpec, kind: LayerKind, sw: SoftwareStack) -> list[Op]:
     fused (Transformer Engine / Megatron-Core kernels, or torch.compile): two norms (read h,
     write h), two residual adds (read 2h, write h), the MLP activation (read the up-projection
     output, write its activated half). Rotary embeddings are applied inside the fused
-    attention path and are not counted. ``compiled``: the fused ops, and the rotary embedding and
+    attention path and are not counted; Megatron-Core's eager paths beside the fused kernels
+    (unfused rotary, unfused bias adds, the per-expert bias loop, a GLU's clamp) are
+    ``megatron_eager``'s, where the software and the model say they run. ``compiled``: the fused ops, and the rotary embedding and
     repeat_kv that torch.compile leaves of torchtitan's block (``eager.compiled_rope_ops``).
     ``eager``: see ``eager.eager_elementwise_ops``.
     """
@@ -120,10 +123,14 @@ def _memory_ops(m: ModelSpec, kind: LayerKind, sw: SoftwareStack) -> list[Op]:
         attention_side, activation = eager_elementwise_ops(m, width)
         ops = attention_side + [residual, activation]
     else:
-        ops = [Op("norm", OpKind.MEMORY, bytes_per_token=2 * (2 * h) * B), residual,
-               Op("mlp/activation", OpKind.MEMORY, bytes_per_token=(act_in + width) * B)]
+        activation = Op("mlp/activation", OpKind.MEMORY, bytes_per_token=(act_in + width) * B)
+        if sw.elementwise_kernels == "fused" and m.clamped_glu and kind is LayerKind.MOE and not sw.moe_te_op_fuser:
+            activation = with_clamp(activation, _mlp_mats(m) * m.moe.expert_ffn_hidden_size * routed_copies(m, sw))
+        ops = [Op("norm", OpKind.MEMORY, bytes_per_token=2 * (2 * h) * B), residual, activation]
         if sw.elementwise_kernels == "compiled":
             ops += compiled_rope_ops(m)
+        if sw.elementwise_kernels == "fused":
+            ops += megatron_eager_ops(m, kind is LayerKind.MOE, sw, routed_copies(m, sw) if m.moe else 0.0)
     if kind is LayerKind.MOE:
         ops += moe_elementwise_ops(m, sw)
     return ops
@@ -149,6 +156,11 @@ core_r0.13 moe_utils.permute (routing map transpose, masked_select of token indi
 probabilities, each with its transpose, index_select) and unpermute (masked_select of the
 probabilities with its transposes, the multiply, zero-fill, scatter_add); fused, one
 Transformer Engine kernel each (fused_permute_with_probs, fused_unpermute)."""
+
+
+def routed_copies(m: ModelSpec, sw: SoftwareStack) -> float:
+    """Routed copies of a layer token on the busiest expert-parallel rank: top_k x ``routed_load``."""
+    return m.moe.top_k * routed_load(sw)
 
 
 def routed_load(sw: SoftwareStack) -> float:

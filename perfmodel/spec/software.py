@@ -22,6 +22,7 @@ from perfmodel.spec import pipeline_layout
 from perfmodel.spec.context_parallel import CpCommTypeName
 from perfmodel.spec.limits import (MAX_FSDP_COLLECTIVES_PER_LAYER, MAX_NAME_LENGTH, MAX_NUM_EXPERTS, MAX_NUM_LAYERS,
                                    MAX_PIPELINE_LAYOUT_CHARS, int_field, real_field)
+from perfmodel.spec.megatron_paths import MegatronPaths
 from perfmodel.spec.stacks import list_stacks, stack_options, unknown_stack_reason
 
 AttentionBackend = Literal["flash", "cudnn", "fa3", "unfused"]
@@ -106,7 +107,7 @@ class Overlap(_Frozen):
     (PyTorch FSDP, Zhao et al. 2023, sec. 4.3)."""
 
 
-class SoftwareStack(_Frozen):
+class SoftwareStack(_Frozen, MegatronPaths):
     """How the framework runs the job (the scenario's ``software:`` section)."""
 
     stack: Annotated[str, StringConstraints(max_length=MAX_NAME_LENGTH)] | None = None
@@ -298,9 +299,9 @@ class SoftwareStack(_Frozen):
     gradient needs only the SwiGLU output, not the h-wide expert output: that tensor is not kept
     for the backward (Megatron-Core megatron/core/transformer/moe/experts.py, TEGroupedMLP with
     ``weighted_bias_swiglu_impl`` on ``permuted_probs``; DeepEP's dispatch returns the top-k
-    weights beside the received tokens, deepseek-ai/DeepEP README). Default off: the older
-    Megatron-Core unpermute multiplies each expert output by its probability and keeps it
-    (moe_utils.unpermute, core_r0.13). Ignored for dense models (``perfmodel.formulas.activations``)."""
+    weights beside the received tokens, deepseek-ai/DeepEP README). Default off: an unpermute
+    that multiplies each expert output by its probability keeps it (moe_utils.unpermute with probs);
+    Megatron-Core 0.14-0.18 weigh the activation (the megatron-bridge presets). Dense: ignored."""
     selective_recompute: SelectiveRecompute | Annotated[tuple[RecomputeModule, ...], Field(
         max_length=len(RECOMPUTE_MODULE_CHOICES))] = "core_attn"
     """What ``recompute: selective`` recomputes (unused for none and full, but always checked
