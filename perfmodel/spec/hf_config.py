@@ -302,6 +302,9 @@ def _fields(cfg: dict) -> dict:
     fields = _shape_fields(cfg)
     if cfg["model_type"] in _GATED + _MIXTRAL_LIKE + _QWEN_MOE:
         fields.update(_window_fields(cfg, fields["num_layers"]))
+    if cfg["model_type"] in ("qwen3", "qwen3_moe"):
+        # transformers Qwen3Attention / Qwen3MoeAttention always build q_norm and k_norm (QK-Norm)
+        fields.update(qk_norm=True)
     if cfg["model_type"] == "gpt_oss":
         # transformers GptOssExperts always carries gate_up_proj_bias and down_proj_bias, and
         # GptOssConfig clamps the GLU at swiglu_limit (default 7.0)

@@ -135,6 +135,12 @@ class ModelSpec(_Frozen):
     """The gated activation clamps its inputs before gating (Megatron-Core
     ``activation_func_clamp_value``; GPT-OSS: the gate at most 7, the linear half within +-7,
     Megatron-Bridge ``GPTOSSProvider`` v0.2.0 and ``GPTOSSBridge`` v0.4.2+)."""
+    qk_norm: StrictBool = False
+    """Queries and keys are RMS-normalised per head before the rotary embedding (Qwen3, dense and
+    MoE: Qwen3 Technical Report, arXiv 2505.09388, sec. 2, "QK-Norm"; transformers ``Qwen3Attention``
+    ``q_norm``/``k_norm``; Megatron-Core ``qk_layernorm``, set by Megatron-Bridge's Qwen3 providers).
+    Two more norm kernels a layer (``perfmodel.formulas.workload.qk_norm_op``). MLA's latent norms
+    are part of MLA and counted without it."""
 
     @model_validator(mode="after")
     def _check(self) -> "ModelSpec":
