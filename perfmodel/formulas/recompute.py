@@ -107,7 +107,7 @@ def _module_op_shares(module: str, m: ModelSpec, kind: LayerKind) -> dict[str, f
     if module == "layernorm":
         return {"norm": standalone_norms(m, kind) / NORMS_PER_LAYER}
     if module == "mla_up_proj":
-        return {"attention/q_up": 1.0, "attention/kv_up": 1.0, "attention/rope": 1.0}
+        return {"attention/q_up": 1.0, "attention/kv_up": 1.0, "attention/rope": 1.0, "attention/mla_qkv": 1.0}
     if module == "mlp":
         return {} if moe else {"mlp/up": 1.0, "mlp/down": 1.0, "mlp/activation": 1.0}
     if not moe:
