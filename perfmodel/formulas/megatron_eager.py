@@ -80,6 +80,9 @@ tensor (write) with the half copied in (read, write), and autograd sums the two 
 MLA_INTERLEAVE_BWD_KERNELS = 5
 
 
+MLA_QKV_OP = "attention/mla_qkv"
+
+
 def mla_qkv_op(m: ModelSpec, sw: SoftwareStack) -> Op:
     """How Megatron-Core's MLA turns the up-projections' outputs into the attention's query, key
     and value (``MLASelfAttention.get_query_key_value_tensors``, ``qkv_up_proj_and_rope_apply``,
@@ -99,13 +102,13 @@ def mla_qkv_op(m: ModelSpec, sw: SoftwareStack) -> Op:
     v, r = a * x.v_head_dim, x.qk_rope_head_dim
     if sw.rotary_fusion:
         walked = MLA_KV_FUSED_BYTES_PER_ELEMENT * ((kv + r) + qk + v)
-        return Op("attention/mla_qkv", OpKind.MEMORY, bytes_per_token=walked, kernels=1,
+        return Op(MLA_QKV_OP, OpKind.MEMORY, bytes_per_token=walked, kernels=1,
                   bwd_bytes_per_token=walked, bwd_kernels=1)
     rotary = a * r + r
     fwd = (MLA_INTERLEAVE_FWD_BYTES_PER_ELEMENT * rotary + (B + B) * qk + (B + B) * qk + (B + B) * v)
     bwd = MLA_INTERLEAVE_BWD_BYTES_PER_ELEMENT * rotary + (B + B) * qk + (B + B) * kv + B * a * r
     tensors = 2
-    return Op("attention/mla_qkv", OpKind.MEMORY, bytes_per_token=fwd, kernels=tensors + 3,
+    return Op(MLA_QKV_OP, OpKind.MEMORY, bytes_per_token=fwd, kernels=tensors + 3,
               bwd_bytes_per_token=bwd, bwd_kernels=tensors * MLA_INTERLEAVE_BWD_KERNELS + 3)
 
 
