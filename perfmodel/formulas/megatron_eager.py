@@ -1,7 +1,8 @@
 """Megatron-Core's eager PyTorch paths for the parts of a layer its fused kernels leave out: the
-unfused rotary embedding, the unfused bias add after a projection, the per-expert bias loop and the
-clamp of a clamped GLU (``perfmodel.spec.megatron_paths`` says which run; ``ModelSpec.linear_bias``
-and ``clamped_glu`` say whether the model has them).
+unfused rotary embedding, MLA's assembly of query, key and value (fused or eager), the unfused bias
+add after a projection, the per-expert bias loop and the clamp of a clamped GLU
+(``perfmodel.spec.megatron_paths`` says which run; ``ModelSpec.mla``, ``linear_bias`` and
+``clamped_glu`` say whether the model has them).
 
 Bytes are counted kernel by kernel from the Megatron-Core source (core_v0.15.0, the same in 0.17.0
 and 0.18.0), per element of the tensor each kernel walks, with b = 2 bytes (bf16 activations);
@@ -56,6 +57,59 @@ writes (3 per element), and the chunk's two gradients are joined (read, write). 
 kernels. Autograd keeps the clamp's input (the fc1 output) beside the concatenated copy the
 fused activation keeps (``perfmodel.formulas.activations``)."""
 CLAMP_BWD_KERNELS = 3
+
+
+MLA_KV_FUSED_BYTES_PER_ELEMENT = B
+"""Megatron-Core's fused MLA rotary kernel for the key and value (``fused_mla_yarn_rope_apply.py``
+``ApplyMLARotaryEmbKV``, a Triton kernel, core_v0.15.0 to 0.18.0) reads or writes each element
+once. Forward: reads the kv up-projection's output (a (d_nope + d_v) per token) and the shared
+rotary key (d_rope), writes a new key (a (d_nope + d_rope): the rotary key broadcast to every head)
+and a new contiguous value (a d_v); 1 kernel. Backward (``rotary_bwd_kv_kernel``): reads the key
+and value gradients, writes the kv gradient and the rotary key's (summed over the heads in the
+kernel); 1 kernel. The query's kernel (``ApplyMLARotaryEmbQ``) rotates the query's d_rope columns
+in place, as a fused RoPE does for any attention, and is not counted (``workload._memory_ops``)."""
+
+MLA_INTERLEAVE_FWD_BYTES_PER_ELEMENT = B + B
+"""The eager path's MLA step in ``_apply_rotary_pos_emb_bshd`` (rope_utils.py,
+``multi_latent_attention``): ``torch.cat((t[..., 0::2], t[..., 1::2]))`` de-interleaves the rotary
+part before the rotation (read, write). 1 kernel per tensor (query, key)."""
+MLA_INTERLEAVE_BWD_BYTES_PER_ELEMENT = 2 * (B + B / 2 + B / 2) + (B + B + B)
+"""Its backward: each strided slice's gradient is ``slice_backward``, a zero-filled full-size
+tensor (write) with the half copied in (read, write), and autograd sums the two gradients of t
+(read 2, write 1). 14 bytes in 5 kernels per tensor."""
+MLA_INTERLEAVE_BWD_KERNELS = 5
+
+
+MLA_QKV_OP = "attention/mla_qkv"
+
+
+def mla_qkv_op(m: ModelSpec, sw: SoftwareStack) -> Op:
+    """How Megatron-Core's MLA turns the up-projections' outputs into the attention's query, key
+    and value (``MLASelfAttention.get_query_key_value_tensors``, ``qkv_up_proj_and_rope_apply``,
+    core_v0.12.0 to 0.18.0), beside the rotation itself. a heads, widths d_nope, d_rope, d_v.
+
+    Fused (``sw.rotary_fusion``, Megatron-Core ``apply_rope_fusion`` with MLA, from 0.13): the
+    key/value kernel (``MLA_KV_FUSED_BYTES_PER_ELEMENT``). Eager: the rotation is ``rope_op``; beside it
+    the de-interleave of each rotary tensor (``MLA_INTERLEAVE_*``), ``torch.cat([q_no_pe,
+    q_pos_emb])`` (read, write a (d_nope + d_rope)), ``torch.cat([k_no_pe, k_pos_emb.expand(...)])``
+    (reads a d_nope and the broadcast a d_rope, writes a (d_nope + d_rope)) and
+    ``value.contiguous()`` of the strided split of kv (read, write a d_v): 4 kernels forward.
+    Backward: the cats' gradients are views; the two ``torch.split`` of the up-projections'
+    outputs join their gradients (read, write a (d_nope + d_rope) and a (d_nope + d_v)), and the
+    broadcast rotary key's gradient is a sum over the heads (read a d_rope): 3 kernels."""
+    x, a = m.mla, m.num_attention_heads
+    qk, kv = a * (x.qk_nope_head_dim + x.qk_rope_head_dim), a * (x.qk_nope_head_dim + x.v_head_dim)
+    v, r = a * x.v_head_dim, x.qk_rope_head_dim
+    if sw.rotary_fusion:
+        walked = MLA_KV_FUSED_BYTES_PER_ELEMENT * ((kv + r) + qk + v)
+        return Op(MLA_QKV_OP, OpKind.MEMORY, bytes_per_token=walked, kernels=1,
+                  bwd_bytes_per_token=walked, bwd_kernels=1)
+    rotary = a * r + r
+    fwd = (MLA_INTERLEAVE_FWD_BYTES_PER_ELEMENT * rotary + (B + B) * qk + (B + B) * qk + (B + B) * v)
+    bwd = MLA_INTERLEAVE_BWD_BYTES_PER_ELEMENT * rotary + (B + B) * qk + (B + B) * kv + B * a * r
+    tensors = 2
+    return Op(MLA_QKV_OP, OpKind.MEMORY, bytes_per_token=fwd, kernels=tensors + 3,
+              bwd_bytes_per_token=bwd, bwd_kernels=tensors * MLA_INTERLEAVE_BWD_KERNELS + 3)
 
 
 def probs_bytes(sw: SoftwareStack) -> int:
@@ -128,12 +182,15 @@ def with_clamp(activation: Op, clamped_elements: float) -> Op:
 
 
 def megatron_eager_ops(m: ModelSpec, kind_is_moe: bool, sw: SoftwareStack, routed_copies: float) -> list[Op]:
-    """The eager ops of one layer beside the fused ones: unfused rotary, unfused bias adds (the
-    attention output's, and a dense MLP's down projection's; a MoE layer's experts return no bias),
-    and the per-expert bias loop of a MoE layer without the TE op fuser. Called for
+    """The eager ops of one layer beside the fused ones: unfused rotary, MLA's assembly of query,
+    key and value (``mla_qkv_op``, fused or eager), unfused bias adds (the attention output's, and
+    a dense MLP's down projection's; a MoE layer's experts return no bias), and the per-expert bias
+    loop of a MoE layer without the TE op fuser. Called for
     ``elementwise_kernels: fused`` only (Megatron-Core's Transformer Engine path); the eager and
     compiled paths count their own rotary embedding."""
     ops = [] if sw.rotary_fusion else [rope_op(m)]
+    if m.mla is not None:
+        ops.append(mla_qkv_op(m, sw))
     if m.linear_bias and not sw.bias_dropout_fusion:
         ops.append(bias_add_op(m, sites=1 if kind_is_moe else 2))
     if m.linear_bias and kind_is_moe and not sw.moe_te_op_fuser:

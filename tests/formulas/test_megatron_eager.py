@@ -11,7 +11,7 @@ from perfmodel.formulas.layouts import layouts_from_arrays
 from perfmodel.formulas.megatron_eager import expert_bias_bytes_per_element
 from perfmodel.formulas.workload import LayerKind, layer_ops
 from perfmodel.spec.hardware import load_hardware
-from perfmodel.spec.model import ModelSpec, MoeSpec
+from perfmodel.spec.model import MlaSpec, ModelSpec, MoeSpec
 
 H100 = load_hardware("h100-sxm")
 EFF = H100.efficiency
@@ -96,3 +96,34 @@ def test_clamp_keeps_a_second_copy_unless_recomputed():
     assert act(OSS) - act(PLAIN) == pytest.approx(4096 * 2 * (2 * 512 * 2))
     assert act(OSS, "selective") == pytest.approx(act(PLAIN, "selective"))
     assert act(OSS, moe_te_op_fuser=True) == pytest.approx(act(PLAIN))
+
+
+MLA_MODEL = ModelSpec(**{**BASE, "num_query_groups": 8},
+                      mla=MlaSpec(q_lora_rank=256, kv_lora_rank=128, qk_nope_head_dim=128, qk_rope_head_dim=64,
+                                  v_head_dim=128))
+
+
+def test_mla_qkv_fused_by_hand():
+    """Fused (Megatron-Core's Triton key/value kernel): reads kv 8 x (128 + 128) and the rotary key
+    64, writes the key 8 x 192 and the value 8 x 128: 2 bytes each, one kernel, the same backward.
+    A model without MLA has no such op."""
+    op = _ops(MLA_MODEL, LayerKind.MOE, sw())["attention/mla_qkv"]
+    walked = 2 * (8 * 256 + 64 + 8 * 192 + 8 * 128)
+    assert float(op.fwd_s[0]) == pytest.approx(T * walked / BW + T0, rel=1e-9)
+    assert float(op.bwd_s[0]) == pytest.approx(T * walked / BW + T0, rel=1e-9)
+    assert "attention/mla_qkv" not in _ops(PLAIN, LayerKind.MOE, sw())
+
+
+def test_mla_qkv_eager_by_hand():
+    """Eager: the de-interleave of the rotary query (8 x 64) and key (64), 4 bytes an element
+    forward and 14 backward in 5 kernels each; the query and key cats (4 bytes x 8 x 192 each) and
+    the value copy (4 x 8 x 128) forward; the two splits' gradients (4 x 8 x 192, 4 x 8 x 256) and
+    the rotary key's sum over heads (2 x 8 x 64) backward. The rotation itself stays the rope op's."""
+    ops = _ops(MLA_MODEL, LayerKind.MOE, sw(rotary_fusion=False))
+    rotary = 8 * 64 + 64
+    fwd = 4 * rotary + 4 * 8 * 192 * 2 + 4 * 8 * 128
+    bwd = 14 * rotary + 4 * 8 * 192 + 4 * 8 * 256 + 2 * 8 * 64
+    op = ops["attention/mla_qkv"]
+    assert float(op.fwd_s[0]) == pytest.approx(T * fwd / BW + 5 * T0, rel=1e-9)
+    assert float(op.bwd_s[0]) == pytest.approx(T * bwd / BW + 13 * T0, rel=1e-9)
+    assert "attention/rope" in ops
