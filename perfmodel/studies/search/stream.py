@@ -27,7 +27,7 @@ from perfmodel.engine.enumerate import Bounds, keep
 from perfmodel.engine.evaluate import evaluate
 from perfmodel.engine.floor import by_floor, compute_floor_s, step_time_floor_s
 from perfmodel.engine.job import Job, bind
-from perfmodel.engine.job_memory import job_state_floor_bytes, memory_and_fit
+from perfmodel.engine.job_memory import job_state_floor_bytes, memory_and_fit, memory_and_fit_modes
 from perfmodel.engine.prediction import Evaluation, measure
 from perfmodel.engine.rules import layout_violations, with_recompute
 from perfmodel.formulas.layouts import Layouts, layouts_for
@@ -221,12 +221,10 @@ def _checked(plan: Plan, tally: Tally, ni: int, pi: int, job: Job, single_varian
     return checked[floor <= tally.bound(plan)], floor[floor <= tally.bound(plan)]
 
 
-def _fit_and_time(plan: Plan, tally: Tally, groups: list[int], job: Job, job_vs: list[Job], L: Layouts,
-                  wanted: np.ndarray, position: np.ndarray, state: np.ndarray) -> None:
-    """Check the memory of every layout of ``L`` once (the same under every overlap setting;
-    ``state``: rank 0's model states, ``job_state_floor_bytes``) and time those that fit under
-    each overlap setting that applies to them (``wanted``)."""
-    mem, fit = memory_and_fit(job, L, state)
+def _fit_and_time(plan: Plan, tally: Tally, groups: list[int], job_vs: list[Job], L: Layouts,
+                  wanted: np.ndarray, position: np.ndarray, mem: MemoryBreakdown, fit: np.ndarray) -> None:
+    """Time the layouts of ``L`` that fit (``mem`` and ``fit``: their memory, the same under every
+    overlap setting, ``memory_and_fit``) under each overlap setting that applies to them (``wanted``)."""
     tally.rejected[DOES_NOT_FIT] += int(wanted[:, ~fit].sum())
     for vi, variant in enumerate(plan.variants):
         rows = np.flatnonzero(fit & wanted[vi])
@@ -264,6 +262,9 @@ def run_chunk(plan: Plan, tally: Tally, ni: int, pi: int, parts: list) -> None:
     position = np.concatenate([p[1] for p in parts])
     wanted = np.concatenate([p[2] for p in parts], axis=1)          # variants x layouts
     L_all = layouts_for(plan.counts[ni], plan.scenario.global_batch_size, **{k: cols[k] for k in LAYOUT_COLUMNS})
+    if not plan.prune:
+        _fit_and_time_modes(plan, tally, ni, pi, L_all, wanted, position)
+        return
     compute: list = []
     states: dict = {}
     for ri in range(len(plan.recompute)):
@@ -277,10 +278,25 @@ def run_chunk(plan: Plan, tally: Tally, ni: int, pi: int, parts: list) -> None:
             L, w, at, state = L_all.take(checked), wanted[:, checked], position[checked], state[checked]
         else:
             L, w, at = L_all, wanted, position
-        if plan.prune:
-            _fit_and_time_by_floor(plan, tally, groups, job, job_vs, L, w, at, floor, state)
-        else:
-            _fit_and_time(plan, tally, groups, job, job_vs, L, w, at, state)
+        _fit_and_time_by_floor(plan, tally, groups, job, job_vs, L, w, at, floor, state)
+
+
+def _fit_and_time_modes(plan: Plan, tally: Tally, ni: int, pi: int, L: Layouts, wanted: np.ndarray,
+                        position: np.ndarray) -> None:
+    """A search that does not prune: the memory of every layout of ``L`` checked under every
+    recompute mode, the modes that share a software stack together (their model states worked
+    out once, ``memory_and_fit_modes``), and those that fit timed, mode by mode."""
+    jobs = [_jobs(plan, tally, ni, pi, ri) for ri in range(len(plan.recompute))]
+    by_stack: dict = {}
+    for ri, (job, _) in enumerate(jobs):
+        by_stack.setdefault(id(job.software), []).append(ri)
+    fitted = {}
+    for modes in by_stack.values():
+        state = job_state_floor_bytes(jobs[modes[0]][0], L)
+        fitted.update(zip(modes, memory_and_fit_modes(tuple(jobs[ri][0] for ri in modes), L, state)))
+    for ri, (_, job_vs) in enumerate(jobs):
+        groups = [plan.group(ni, pi, ri, vi) for vi in range(len(job_vs))]
+        _fit_and_time(plan, tally, groups, job_vs, L, wanted, position, *fitted[ri])
 
 
 def _state_floor_bytes(job: Job, L: Layouts, states: dict) -> np.ndarray:
