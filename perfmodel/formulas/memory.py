@@ -33,6 +33,7 @@ follows the software stack (``attention_dropout``); hidden dropout is left out
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from functools import cached_property
 
 import numpy as np
 
@@ -96,8 +97,10 @@ class MemoryBreakdown:
     workspace: np.ndarray
     """cuBLAS workspace, NCCL buffers, ZeRO gather/reduce-scatter buffers."""
 
-    @property
+    @cached_property
     def total(self) -> np.ndarray:
+        """The sum of the parts, worked out once per breakdown (a search reads it for its fit
+        check, its ranking and its tables)."""
         return sum(getattr(self, f.name) for f in fields(self))
 
     def rows(self, i: int = 0) -> list[dict]:
