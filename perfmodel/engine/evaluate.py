@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from perfmodel.engine.block import block_time, block_totals
+from perfmodel.engine.block import block_time, block_totals, shared
 from perfmodel.engine.distinct import MIN_ROWS, once_per_shape
 from perfmodel.engine.job import Job, shared_job
 from perfmodel.engine.job_memory import job_memory
@@ -216,6 +216,15 @@ def _data_parallel(c: Job, L: Layouts, by_schedule: bool):
     return dense, expert, traffic.dp_traffic(dense, expert, L, c.hardware, c.efficiency, units, c.software)
 
 
+def _data_parallel_per_shape(c: Job, L: Layouts, by_schedule: bool):
+    """``_data_parallel``, worked out once per distinct layout of the columns it reads; a pruned
+    study's small batches (``2 <= len(L) < MIN_ROWS``) share one memo per ``shared_job``, as
+    ``_per_shape``."""
+    small = 2 <= len(L) < MIN_ROWS
+    return once_per_shape(_data_parallel, c, L, by_schedule, memo=small, min_rows=2,
+                          guess=DATA_PARALLEL_COLUMNS + (("schedule",) if by_schedule else ()))
+
+
 def _layer_parts(lt: LayerTime) -> dict:
     return {
         "compute": lt.compute_s, "recompute": lt.recompute_s,
@@ -258,10 +267,8 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
     layers_per_stage = len(kinds) / pp
     per_layer_units = sw.fsdp_collectives_per_layer
     by_schedule = not pipeline.only_defaults(L.schedule)
-    small = 2 <= len(L) < MIN_ROWS   # a pruned study's batch: one memo per shared_job, as ``_per_shape``
-    dense_params, expert_params, dp = once_per_shape(
-        _data_parallel, shared_job(c, recompute=False) if small else c, L, by_schedule, memo=small, min_rows=2,
-        guess=DATA_PARALLEL_COLUMNS + (("schedule",) if by_schedule else ()))
+    dense_params, expert_params, dp = shared(_data_parallel_per_shape, shared_job(c, recompute=False) if len(L) >= 2
+                                             else c, L, by_schedule)
     fsdp_per_layer = per_layer_units * dp.fsdp_per_unit_s
 
     per_layer: dict = {}

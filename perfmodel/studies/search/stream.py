@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
+from perfmodel.engine.block import blocks_shared
 from perfmodel.engine.enumerate import Bounds, keep
 from perfmodel.engine.evaluate import evaluate
 from perfmodel.engine.floor import by_floor, compute_floor_s, step_time_floor_s
@@ -47,6 +48,7 @@ from perfmodel.studies.search.layout_table import (
     objective_values,
     sample_candidates,
     sample_rows,
+    sample_thinned,
     table_of,
 )
 
@@ -137,8 +139,8 @@ def kept_with(kept: Kept, ev: Evaluation, group: int, position: np.ndarray, vari
     rows = front_candidates(time_s, ev.cost_usd, kept.front)
     front = front_rows(kept.front, table_of(base, ev, rows, group, position, variant.overlap))
     rows = sample_candidates(len(ev), kept.num_fit, kept.stride)
-    sample, stride = sample_rows(kept.sample, table_of(base, ev, rows, group, position, variant.overlap),
-                                 kept.stride)
+    thinned, rows, stride = sample_thinned(kept.sample, rows, kept.stride)   # only the rows kept made a table
+    sample, stride = sample_rows(thinned, table_of(base, ev, rows, group, position, variant.overlap), stride)
     return Kept(best, front, sample, stride, kept.num_fit + len(ev))
 
 
@@ -190,17 +192,28 @@ def _jobs(plan: Plan, tally: Tally, ni: int, pi: int, ri: int) -> tuple[Job, lis
 
 
 def time_rows(plan: Plan, tally: Tally, group: int, job: Job, variant: Variant, L: Layouts, mem: MemoryBreakdown,
-              rows: np.ndarray, position: np.ndarray) -> None:
+              rows: np.ndarray, position: np.ndarray, taken: dict | None = None) -> None:
     """Time layouts ``rows`` of ``L`` (whose memory is ``mem``), at ``position`` in the
-    enumeration, and keep what the search keeps of them."""
+    enumeration, and keep what the search keeps of them. ``taken``: the rows of ``L`` taken for
+    other recompute modes (by the rows' bytes), given again for the same rows, so that what is
+    kept per object (the groupings of ``perfmodel.engine.distinct``) serves them too."""
     tally.num_timed += rows.size
     if rows.size < len(L):
-        L, mem = L.take(rows), _memory_rows(mem, rows)
+        L, mem = _taken(L, rows, taken), _memory_rows(mem, rows)
     t1 = time.perf_counter()
     arrays = evaluate(job, L, mem)
     tally.evaluate_s += time.perf_counter() - t1
     tally.kept = kept_with(tally.kept, measure(job, L, arrays, plan.cost_model), group, position[rows], variant,
                            plan.objective, plan.top_k, plan.best_only)
+
+
+def _taken(L: Layouts, rows: np.ndarray, taken: dict | None) -> Layouts:
+    if taken is None:
+        return L.take(rows)
+    key = rows.tobytes()
+    if key not in taken:
+        taken[key] = L.take(rows)
+    return taken[key]
 
 
 def _checked(plan: Plan, tally: Tally, ni: int, pi: int, job: Job, single_variant: bool, L_all: Layouts,
@@ -222,15 +235,17 @@ def _checked(plan: Plan, tally: Tally, ni: int, pi: int, job: Job, single_varian
 
 
 def _fit_and_time(plan: Plan, tally: Tally, groups: list[int], job_vs: list[Job], L: Layouts,
-                  wanted: np.ndarray, position: np.ndarray, mem: MemoryBreakdown, fit: np.ndarray) -> None:
+                  wanted: np.ndarray, position: np.ndarray, mem: MemoryBreakdown, fit: np.ndarray,
+                  taken: dict) -> None:
     """Time the layouts of ``L`` that fit (``mem`` and ``fit``: their memory, the same under every
-    overlap setting, ``memory_and_fit``) under each overlap setting that applies to them (``wanted``)."""
+    overlap setting, ``memory_and_fit``) under each overlap setting that applies to them (``wanted``;
+    ``taken``: as ``time_rows``)."""
     tally.rejected[DOES_NOT_FIT] += int(wanted[:, ~fit].sum())
     for vi, variant in enumerate(plan.variants):
         rows = np.flatnonzero(fit & wanted[vi])
         tally.num_fit += rows.size
         if rows.size:
-            time_rows(plan, tally, groups[vi], job_vs[vi], variant, L, mem, rows, position)
+            time_rows(plan, tally, groups[vi], job_vs[vi], variant, L, mem, rows, position, taken)
 
 
 def _fit_and_time_by_floor(plan: Plan, tally: Tally, groups: list[int], job: Job, job_vs: list[Job], L: Layouts,
@@ -294,9 +309,11 @@ def _fit_and_time_modes(plan: Plan, tally: Tally, ni: int, pi: int, L: Layouts, 
     for modes in by_stack.values():
         state = job_state_floor_bytes(jobs[modes[0]][0], L)
         fitted.update(zip(modes, memory_and_fit_modes(tuple(jobs[ri][0] for ri in modes), L, state)))
-    for ri, (_, job_vs) in enumerate(jobs):
-        groups = [plan.group(ni, pi, ri, vi) for vi in range(len(job_vs))]
-        _fit_and_time(plan, tally, groups, job_vs, L, wanted, position, *fitted[ri])
+    taken: dict = {}       # the modes that fit the same layouts time the same Layouts object,
+    with blocks_shared():  # and share its data-parallel parts (``perfmodel.engine.block.shared``)
+        for ri, (_, job_vs) in enumerate(jobs):
+            groups = [plan.group(ni, pi, ri, vi) for vi in range(len(job_vs))]
+            _fit_and_time(plan, tally, groups, job_vs, L, wanted, position, *fitted[ri], taken)
 
 
 def _state_floor_bytes(job: Job, L: Layouts, states: dict) -> np.ndarray:
