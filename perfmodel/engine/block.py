@@ -25,8 +25,7 @@ from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.software import SoftwareStack
 
 _shared: dict | None = None
-"""While ``blocks_shared`` holds: (a function, ids of its arguments) -> (the arguments, its value)
-(``shared``: ``block_time``, and ``evaluate``'s data-parallel parts)."""
+"""While ``blocks_shared`` holds: (ids of ``block_time``'s arguments) -> (the arguments, its value)."""
 
 
 @contextmanager
@@ -34,9 +33,7 @@ def blocks_shared():
     """Within it, ``block_time`` of the same operations on the same ``Layouts`` object (and the
     same model, sequence length, precision, hardware, efficiencies and stack objects) is worked
     out once: the recompute modes of a search time the same blocks (what differs is what they
-    add to them), and one caller may work out several modes' parts of one batch in turn; so is
-    anything else given to ``shared`` (the data-parallel parts of the same batch under every
-    recompute mode, ``evaluate``)."""
+    add to them), and one caller may work out several modes' parts of one batch in turn."""
     global _shared
     outer, _shared = _shared, ({} if _shared is None else _shared)
     try:
@@ -45,21 +42,16 @@ def blocks_shared():
         _shared = outer
 
 
-def shared(fn, *args):
-    """``fn(*args)``; while ``blocks_shared`` holds, worked out once per function and identities of
-    its arguments (held, so that their ids stay theirs)."""
-    if _shared is None:
-        return fn(*args)
-    key = (fn, *map(id, args))
-    hit = _shared.get(key)
-    if hit is None or not all(a is b for a, b in zip(hit[0], args)):
-        hit = _shared[key] = (args, fn(*args))
-    return hit[1]
-
-
 def block_time(ops: tuple[Op, ...], model: ModelSpec, layouts: Layouts, seq_length: int,
                precision: str, hw: HardwareSpec, eff: Efficiencies, sw: SoftwareStack) -> BlockTime:
-    return shared(_block_time, ops, model, layouts, seq_length, precision, hw, eff, sw)
+    if _shared is None:
+        return _block_time(ops, model, layouts, seq_length, precision, hw, eff, sw)
+    args = (ops, model, layouts, seq_length, precision, hw, eff, sw)
+    key = tuple(map(id, args))
+    hit = _shared.get(key)
+    if hit is None or not all(a is b for a, b in zip(hit[0], args)):
+        hit = _shared[key] = (args, _block_time(*args))
+    return hit[1]
 
 
 def _block_time(ops: tuple[Op, ...], model: ModelSpec, layouts: Layouts, seq_length: int,

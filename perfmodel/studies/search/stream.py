@@ -23,7 +23,6 @@ from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
-from perfmodel.engine.block import blocks_shared
 from perfmodel.engine.enumerate import Bounds, keep
 from perfmodel.engine.evaluate import evaluate
 from perfmodel.engine.floor import by_floor, compute_floor_s, step_time_floor_s
@@ -194,9 +193,10 @@ def _jobs(plan: Plan, tally: Tally, ni: int, pi: int, ri: int) -> tuple[Job, lis
 def time_rows(plan: Plan, tally: Tally, group: int, job: Job, variant: Variant, L: Layouts, mem: MemoryBreakdown,
               rows: np.ndarray, position: np.ndarray, taken: dict | None = None) -> None:
     """Time layouts ``rows`` of ``L`` (whose memory is ``mem``), at ``position`` in the
-    enumeration, and keep what the search keeps of them. ``taken``: the rows of ``L`` taken for
-    other recompute modes (by the rows' bytes), given again for the same rows, so that what is
-    kept per object (the groupings of ``perfmodel.engine.distinct``) serves them too."""
+    enumeration, and keep what the search keeps of them. ``taken``: the rows of ``L`` taken last
+    (``_taken``), given again for the same rows, so that what is kept per object (the groupings of
+    ``perfmodel.engine.distinct``, ``evaluate``'s data-parallel parts) serves the next recompute
+    mode too."""
     tally.num_timed += rows.size
     if rows.size < len(L):
         L, mem = _taken(L, rows, taken), _memory_rows(mem, rows)
@@ -208,10 +208,13 @@ def time_rows(plan: Plan, tally: Tally, group: int, job: Job, variant: Variant, 
 
 
 def _taken(L: Layouts, rows: np.ndarray, taken: dict | None) -> Layouts:
+    """``L.take(rows)``; the same object as the last call's with ``taken`` for the same rows (one
+    kept: the recompute modes of one overlap setting follow each other)."""
     if taken is None:
         return L.take(rows)
     key = rows.tobytes()
     if key not in taken:
+        taken.clear()
         taken[key] = L.take(rows)
     return taken[key]
 
@@ -309,11 +312,10 @@ def _fit_and_time_modes(plan: Plan, tally: Tally, ni: int, pi: int, L: Layouts, 
     for modes in by_stack.values():
         state = job_state_floor_bytes(jobs[modes[0]][0], L)
         fitted.update(zip(modes, memory_and_fit_modes(tuple(jobs[ri][0] for ri in modes), L, state)))
-    taken: dict = {}       # the modes that fit the same layouts time the same Layouts object,
-    with blocks_shared():  # and share its data-parallel parts (``perfmodel.engine.block.shared``)
-        for ri, (_, job_vs) in enumerate(jobs):
-            groups = [plan.group(ni, pi, ri, vi) for vi in range(len(job_vs))]
-            _fit_and_time(plan, tally, groups, job_vs, L, wanted, position, *fitted[ri], taken)
+    taken: dict = {}       # the modes that fit the same layouts time the same Layouts object
+    for ri, (_, job_vs) in enumerate(jobs):
+        groups = [plan.group(ni, pi, ri, vi) for vi in range(len(job_vs))]
+        _fit_and_time(plan, tally, groups, job_vs, L, wanted, position, *fitted[ri], taken)
 
 
 def _state_floor_bytes(job: Job, L: Layouts, states: dict) -> np.ndarray:
