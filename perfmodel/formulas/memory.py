@@ -128,10 +128,21 @@ def _stage_modes(m: ModelSpec, seq_length: int, recomputes: tuple[str, ...], pre
     group_dense = L.dp * L.cp
     w, g, o = rank_state_bytes(rp, L, precision, sw)
 
-    # activations
+    # activations (each layer kind's under each mode worked out once: every mode's rebuild reads "none")
+    per_kind: dict = {}
+
     def act(kind, rc):
-        return activation_bytes_per_layer(m, kind, s, L.mbs, t, L.sp, L.cp, L.etp, rc, precision, sw,
-                                          hidden_dropout=HIDDEN_DROPOUT)
+        if (kind, rc) not in per_kind:
+            per_kind[kind, rc] = activation_bytes_per_layer(m, kind, s, L.mbs, t, L.sp, L.cp, L.etp, rc, precision,
+                                                            sw, hidden_dropout=HIDDEN_DROPOUT)
+        return per_kind[kind, rc]
+
+    in_flight = chunks_in_flight(rank, L.pp, L.vpp, L.num_mb, L.schedule)
+    tokens = s / L.cp * L.mbs
+    B = ACT_BYTES
+    # final norm input, output GEMM input, fp32 logits: 4sbh/t * (1 + V/h) with SP (sec. 4.3)
+    per_logit = EAGER_FP32_CE_PEAK_BYTES_PER_LOGIT if sw.cross_entropy == "eager_fp32" else LOGITS_BYTES
+    output_layer = tokens * (2 * B * h / r + per_logit * V / t)
 
     def activations(recompute):
         if recompute == "full" and recompute_num_layers is not None:
@@ -141,18 +152,12 @@ def _stage_modes(m: ModelSpec, seq_length: int, recomputes: tuple[str, ...], pre
             rebuilt = {k: act(k, "full") for k in kinds}
         else:
             per_layer = rebuilt = {k: act(k, recompute) for k in kinds}
-        stored = chunks_in_flight(rank, L.pp, L.vpp, L.num_mb, L.schedule) \
-            * sum(count[k] * per_layer[k] for k in kinds) / L.vpp          # chunks x n / v layers
+        stored = in_flight * sum(count[k] * per_layer[k] for k in kinds) / L.vpp   # chunks x n / v layers
         if sw.activation_offload_layers:
             stored = np.where(L.pp == 1, resident_activation_bytes(m, sw.activation_offload_layers, per_layer),
                               stored)
         # backward rebuilds one layer's dropped tensors at a time (Chen et al. 2016, sec. 3)
         rebuild = np.max([np.where(count[k] > 0, act(k, "none") - rebuilt[k], 0) for k in kinds], axis=0)
-        tokens = s / L.cp * L.mbs
-        B = ACT_BYTES
-        # final norm input, output GEMM input, fp32 logits: 4sbh/t * (1 + V/h) with SP (sec. 4.3)
-        per_logit = EAGER_FP32_CE_PEAK_BYTES_PER_LOGIT if sw.cross_entropy == "eager_fp32" else LOGITS_BYTES
-        output_layer = tokens * (2 * B * h / r + per_logit * V / t)
         mtp = 0.0
         if m.mtp_layers:   # norms of h and the embedding, 2h-wide projection input, its own head
             mtp = n_mtp * (act(mtp_layer_kind(m), recompute) + tokens * 4 * B * h / r + output_layer)
