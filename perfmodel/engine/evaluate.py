@@ -28,7 +28,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from perfmodel.engine.block import block_time, block_totals
-from perfmodel.engine.distinct import MIN_ROWS, once_per_shape
+from perfmodel.engine.data_parallel import data_parallel_parts
+from perfmodel.engine.distinct import once_per_shape
 from perfmodel.engine.job import Job, shared_job
 from perfmodel.engine.job_memory import job_memory
 from perfmodel.engine.stages import add, even_stages, layout_stages, scaled, total
@@ -40,7 +41,6 @@ from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.memory import HIDDEN_DROPOUT, MemoryBreakdown, fits_in_memory
 from perfmodel.formulas.overlap import exposed_s, tp_phi, window_used_s
 from perfmodel.formulas.recompute import recomputed_layer_fraction, selective_recompute_s
-from perfmodel.formulas.sharding import stage_params
 from perfmodel.formulas.workload import LayerKind, head_ops, layer_kinds, layer_ops, mtp_extra_ops, mtp_layer_kind
 from perfmodel.spec.software import selective_modules
 
@@ -201,21 +201,6 @@ def prime(c: Job, L: Layouts) -> None:
         _per_shape(block_totals, mtp_extra_ops(m), c, L, recompute=False)
 
 
-DATA_PARALLEL_COLUMNS = ("tp", "pp", "vpp", "cp", "ep", "etp", "zero_stage", "dp")
-"""What the parameters of a stage and their data-parallel traffic depend on: all of a layout but
-its micro-batches (the first guess of ``once_per_shape``)."""
-
-
-def _data_parallel(c: Job, L: Layouts, by_schedule: bool):
-    """(dense and expert parameters one GPU of the fullest stage holds, the step's data-parallel
-    traffic for them): a function of the layout alone, worked out once per distinct one
-    (``by_schedule``: some layout runs a schedule that places its stages otherwise than 1F1B)."""
-    sp_params = stage_params(c.model, L, by_schedule)
-    units = len(layer_kinds(c.model)) / L.pp.astype(float) * c.software.fsdp_collectives_per_layer
-    dense, expert = sp_params.max_dense(), sp_params.max_expert()
-    return dense, expert, traffic.dp_traffic(dense, expert, L, c.hardware, c.efficiency, units, c.software)
-
-
 def _layer_parts(lt: LayerTime) -> dict:
     return {
         "compute": lt.compute_s, "recompute": lt.recompute_s,
@@ -258,10 +243,7 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
     layers_per_stage = len(kinds) / pp
     per_layer_units = sw.fsdp_collectives_per_layer
     by_schedule = not pipeline.only_defaults(L.schedule)
-    small = 2 <= len(L) < MIN_ROWS   # a pruned study's batch: one memo per shared_job, as ``_per_shape``
-    dense_params, expert_params, dp = once_per_shape(
-        _data_parallel, shared_job(c, recompute=False) if small else c, L, by_schedule, memo=small, min_rows=2,
-        guess=DATA_PARALLEL_COLUMNS + (("schedule",) if by_schedule else ()))
+    dense_params, expert_params, dp = data_parallel_parts(c, L, by_schedule)
     fsdp_per_layer = per_layer_units * dp.fsdp_per_unit_s
 
     per_layer: dict = {}
