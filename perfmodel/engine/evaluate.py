@@ -35,7 +35,7 @@ from perfmodel.engine.stages import add, even_stages, layout_stages, scaled, tot
 from perfmodel.formulas import comm, offload, overheads, pipeline, traffic
 from perfmodel.formulas.activations import activation_bytes_per_layer
 from perfmodel.formulas.compute import BACKWARD_HOST_OPS_OVER_FORWARD, BlockTime
-from perfmodel.formulas.counts import training_flop_per_token
+from perfmodel.formulas.counts import embedding_params, output_params, training_flop_per_token
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.memory import HIDDEN_DROPOUT, MemoryBreakdown, fits_in_memory
 from perfmodel.formulas.overlap import exposed_s, tp_phi, window_used_s
@@ -214,7 +214,8 @@ def _data_parallel(c: Job, L: Layouts, by_schedule: bool):
     sp_params = stage_params(c.model, L, by_schedule)
     units = len(layer_kinds(c.model)) / L.pp.astype(float) * c.software.fsdp_collectives_per_layer
     dense, expert = sp_params.max_dense(), sp_params.max_expert()
-    return dense, expert, traffic.dp_traffic(dense, expert, L, c.hardware, c.efficiency, units, c.software)
+    root = (embedding_params(c.model) + output_params(c.model)) / L.tp.astype(float)   # FSDP2's root group
+    return dense, expert, traffic.dp_traffic(dense, expert, root, L, c.hardware, c.efficiency, units, c.software)
 
 
 def _layer_parts(lt: LayerTime) -> dict:
@@ -342,7 +343,8 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
     grad_s = np.where(drained, pipeline.drain_reduction_s(dp.grad_sync_s, dp.grad_copy_s, layers_per_stage / L.vpp
                                                           * per_layer_units, L.pp, L.vpp),
                       exposed_s(dp.grad_sync_s, slow_bwd - used_bwd, ov.dp, slowdown))
-    bd["dp_comm"] = grad_s + exposed_s(dp.param_gather_s, slow_fwd - used_fwd, ov.dp, slowdown)
+    bd["dp_comm"] = (grad_s + exposed_s(dp.param_gather_s, slow_fwd - used_fwd, ov.dp, slowdown)
+                     + num_mb * dp.fsdp_root_s)   # FSDP2's root group, exposed each micro-batch
 
     # Activation offload: host copies beside the layers' compute (perfmodel.formulas.offload).
     n_off = sw.activation_offload_layers

@@ -150,29 +150,28 @@ class SoftwareStack(_Frozen, MegatronPaths):
     """Communication/computation overlap per traffic kind: any of tp, cp, ep, pp, dp, fsdp,
     a fraction in [0, 1]; kinds left out keep the defaults of ``Overlap``."""
     fsdp_collectives_per_layer: int_field(MAX_FSDP_COLLECTIVES_PER_LAYER) = 1
-    """ZeRO-3 collectives per layer and direction: the layer's parameters are all-gathered
-    (forward and backward) and its gradients reduce-scattered in this many separate
-    collectives, each paying its own ring latency. 1 = one flat unit per transformer block
-    (PyTorch FSDP/FSDP2 auto-wrap, Megatron-FSDP). DeepSpeed ZeRO-3 up to v0.3.x issued one
-    all_gather and one reduce_scatter per parameter tensor
-    (deepspeed/runtime/zero/partition_parameters.py, _allgather_param and
-    _reduce_scatter_gradient, v0.3.14 commit 112ebff): 12 for a GPT-2/3 layer with biases and
-    LayerNorms. Ignored below ZeRO stage 3."""
+    """ZeRO-3 collectives per layer and direction: the layer's parameters are all-gathered (forward and backward)
+    and its gradients reduce-scattered in this many separate collectives, each paying its own ring latency. 1 = one
+    flat unit per transformer block (PyTorch FSDP/FSDP2 auto-wrap, Megatron-FSDP). DeepSpeed ZeRO-3 up to v0.3.x
+    issued one all_gather and one reduce_scatter per parameter tensor
+    (deepspeed/runtime/zero/partition_parameters.py, _allgather_param and _reduce_scatter_gradient, v0.3.14 commit
+    112ebff): 12 for a GPT-2/3 layer with biases and LayerNorms. Ignored below ZeRO stage 3."""
     fsdp_list_api: StrictBool = False
-    """ZeRO-3 collectives through torch.distributed's list API: each all-gather and
-    reduce-scatter also copies every rank's chunk with its own kernel, n kernels per
-    collective (PyTorch ProcessGroupNCCL). DeepSpeed ZeRO-3 used it from v0.3.13 (March 2021)
-    until it moved to the flat _all_gather_base in October 2021 (DeepSpeed #834, #1188).
+    """ZeRO-3 collectives through torch.distributed's list API: each all-gather and reduce-scatter also copies every
+    rank's chunk with its own kernel, n kernels per collective (PyTorch ProcessGroupNCCL). DeepSpeed ZeRO-3 used it
+    from v0.3.13 (March 2021) until it moved to the flat _all_gather_base in October 2021 (DeepSpeed #834, #1188).
     Ignored below ZeRO stage 3."""
     fsdp_copy_kernels: StrictBool = False
     """ZeRO-3 copies on the compute stream, FSDP2's (``perfmodel.formulas.traffic.fsdp_copy_bytes_per_param``)."""
+    fsdp_root_group: StrictBool = False
+    """ZeRO-3 without pipelining: the embedding and output layer are FSDP2's root group, gathered as each micro-batch
+    opens and reduce-scattered as its backward closes, beside no compute (``perfmodel.formulas.traffic.dp_traffic``)."""
     moe_dispatcher: MoeDispatcher = "alltoall"
-    """MoE token dispatcher (Megatron-Core's --moe-token-dispatcher-type): alltoall sends every
-    routed copy of a token as its own message; flex is the hierarchical dispatch of DeepEP
-    and HybridEP (--moe-flex-dispatcher-backend), which crosses the network once per
-    destination domain and fans out over NVLink. Across scale-up domains they differ in
-    network bytes; inside one they send the same all-to-all, and only alltoall sorts tokens
-    by local expert after it. Ignored for dense models."""
+    """MoE token dispatcher (Megatron-Core's --moe-token-dispatcher-type): alltoall sends every routed copy of a
+    token as its own message; flex is the hierarchical dispatch of DeepEP and HybridEP
+    (--moe-flex-dispatcher-backend), which crosses the network once per destination domain and fans out over NVLink.
+    Across scale-up domains they differ in network bytes; inside one they send the same all-to-all, and only
+    alltoall sorts tokens by local expert after it. Ignored for dense models."""
     moe_flex_backend: MoeFlexBackend = "deepep"
     """The flex dispatcher's kernels (--moe-flex-dispatcher-backend; Megatron-Core's default deepep).
     Inside one NVLink domain, on GPUs where they were benchmarked, dispatch and combine run at the

@@ -67,9 +67,9 @@ def test_dp_traffic_fields_zero_without_the_option():
     from perfmodel.formulas.traffic import dp_traffic
     job = resolve(_pp())
     L, hw = job.layouts, job.hardware
-    off = dp_traffic(1e8, 0.0, L, hw, hw.efficiency, 8.0, SW)
+    off = dp_traffic(1e8, 0.0, 0.0, L, hw, hw.efficiency, 8.0, SW)
     assert off.pp_accumulate_per_unit_s.item() == 0.0 and off.grad_copy_s.item() == 0.0
-    on = dp_traffic(1e8, 0.0, L, hw, hw.efficiency, 8.0, sw(pp_grad_reduce="stage_drain"))
+    on = dp_traffic(1e8, 0.0, 0.0, L, hw, hw.efficiency, 8.0, sw(pp_grad_reduce="stage_drain"))
     # 1e8 x 8 bytes at 3.35 TB/s x 0.87 = 2.9145e12 B/s, 8 copy kernels of 5.6 us
     assert on.grad_copy_s.item() == pytest.approx(8e8 / 2.9145e12 + 8 * 5.6e-6, rel=1e-4)
     assert on.grad_sync_s.item() == off.grad_sync_s.item()
