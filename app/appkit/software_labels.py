@@ -76,6 +76,10 @@ LOOKS = {
         "PyTorch FSDP2: each all-gather copied out of its flat buffer into the parameters, the gradients copied "
         "into the reduce-scatter input, on the compute stream (14 bytes a parameter a micro-batch with fp32 "
         "reduction; torchtitan)", ZERO3),
+    "fsdp_root_group": Look(
+        "ZeRO-3 FSDP2 root group",
+        "PyTorch FSDP2 (torchtitan): the embedding and output layer are one group, gathered as each micro-batch "
+        "opens and reduce-scattered after the last block's backward, with no compute beside either", ZERO3),
     "pp_grad_reduce": Look(
         "Pipeline gradient reduction",
         "overlapped: Megatron-Core's reduce-scatter behind the last backward; stage_drain: torch.distributed."
