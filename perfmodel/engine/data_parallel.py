@@ -12,6 +12,7 @@ import weakref
 from perfmodel.engine.distinct import MIN_ROWS, once_per_shape
 from perfmodel.engine.job import Job, shared_job
 from perfmodel.formulas import traffic
+from perfmodel.formulas.counts import embedding_params, output_params
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.sharding import stage_params
 from perfmodel.formulas.workload import layer_kinds
@@ -28,7 +29,8 @@ def _parts(c: Job, L: Layouts, by_schedule: bool):
     sp_params = stage_params(c.model, L, by_schedule)
     units = len(layer_kinds(c.model)) / L.pp.astype(float) * c.software.fsdp_collectives_per_layer
     dense, expert = sp_params.max_dense(), sp_params.max_expert()
-    return dense, expert, traffic.dp_traffic(dense, expert, L, c.hardware, c.efficiency, units, c.software)
+    root = (embedding_params(c.model) + output_params(c.model)) / L.tp.astype(float)   # FSDP2's root group
+    return dense, expert, traffic.dp_traffic(dense, expert, root, L, c.hardware, c.efficiency, units, c.software)
 
 
 _last_data_parallel: tuple = (None, None, None, None)
