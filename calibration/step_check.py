@@ -56,8 +56,9 @@ NORM_EPS = 1e-5
 
 
 def _model(preset: str, layers: int):
-    """The preset with its layer count lowered: the model both the scenario and the run use."""
-    return load_model(preset).model_copy(update={"num_layers": layers})
+    """The preset with its layer count lowered: the model both the scenario and the run use. The
+    timed block normalises no queries or keys, so a preset's ``qk_norm`` (Qwen3) is off in both."""
+    return load_model(preset).model_copy(update={"num_layers": layers, "qk_norm": False})
 
 
 def scenario_dict(preset: str, layers: int, seq: int, mbs: int, gbs: int, hardware: str,

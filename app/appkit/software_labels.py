@@ -76,6 +76,15 @@ LOOKS = {
         "PyTorch FSDP2: each all-gather copied out of its flat buffer into the parameters, the gradients copied "
         "into the reduce-scatter input, on the compute stream (14 bytes a parameter a micro-batch with fp32 "
         "reduction; torchtitan)", ZERO3),
+    "fsdp_root_group": Look(
+        "ZeRO-3 FSDP2 root group",
+        "PyTorch FSDP2 (torchtitan): the embedding and output layer are one group, gathered as each micro-batch "
+        "opens and reduce-scattered after the last block's backward, with no compute beside either", ZERO3),
+    "pp_grad_reduce": Look(
+        "Pipeline gradient reduction",
+        "overlapped: Megatron-Core's reduce-scatter behind the last backward; stage_drain: torch.distributed."
+        "pipelining over FSDP2 (torchtitan), each stage reducing after its last backward, one stage after "
+        "another in the pipeline drain", ZERO3),
     "moe_router_fusion": Look(
         "MoE router fusion", "Megatron-Core --moe-router-fusion: 31 router kernels per forward instead of 72"),
     "moe_permute_fusion": Look(

@@ -28,8 +28,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from perfmodel.engine.block import BLOCK_TOTALS, block_time, block_totals
-from perfmodel.engine.data_parallel import DATA_PARALLEL_COLUMNS, data_parallel
-from perfmodel.engine.distinct import MIN_ROWS, once_per_shape
+from perfmodel.engine.data_parallel import data_parallel_parts
+from perfmodel.engine.distinct import once_per_shape
 from perfmodel.engine.job import Job, shared_job
 from perfmodel.engine.job_memory import job_memory
 from perfmodel.engine.stages import add, even_stages, layout_stages, scaled, total
@@ -43,6 +43,7 @@ from perfmodel.formulas.overlap import exposed_s, tp_phi, window_used_s
 from perfmodel.formulas.recompute import recomputed_layer_fraction, selective_recompute_s
 from perfmodel.formulas.scalars import batch_of_one, filled, floats, where
 from perfmodel.formulas.workload import LayerKind, head_ops, layer_kinds, layer_ops, mtp_extra_ops, mtp_layer_kind
+from perfmodel.spec.pp_grad_reduce import pp_grad_reduce
 from perfmodel.spec.software import selective_modules
 
 COMPONENTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "fsdp_comm", "pp_comm",
@@ -258,10 +259,7 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
     layers_per_stage = len(kinds) / pp
     per_layer_units = sw.fsdp_collectives_per_layer
     by_schedule = not pipeline.only_defaults(L.schedule)
-    small = 2 <= len(L) < MIN_ROWS   # a pruned study's batch: one memo per shared_job, as ``_per_shape``
-    dense_params, expert_params, dp = once_per_shape(
-        data_parallel, shared_job(c, recompute=False) if small else c, L, by_schedule, memo=small, min_rows=2,
-        guess=DATA_PARALLEL_COLUMNS + (("schedule",) if by_schedule else ()))
+    dense_params, expert_params, dp = data_parallel_parts(c, L, by_schedule)
     fsdp_per_layer = per_layer_units * dp.fsdp_per_unit_s
 
     per_layer: dict = {}
@@ -276,7 +274,8 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
         blocks.append((lt.block, count / len(kinds)))
         used.append((lt.used_fwd_s * count / len(kinds), lt.used_bwd_s * count / len(kinds)))
         layers.append((lt, count / len(kinds)))
-    fsdp_copy = {"compute": per_layer_units * dp.fsdp_copy_per_unit_s}   # FSDP2's, on the compute stream
+    # FSDP2's copies on the compute stream: ZeRO-3's, and its gradient accumulation under pipelining
+    fsdp_copy = {"compute": per_layer_units * (dp.fsdp_copy_per_unit_s + dp.pp_accumulate_per_unit_s)}
     per_layer = add(per_layer, fsdp_copy)
     middle = scaled(per_layer, layers_per_stage)
 
@@ -334,8 +333,14 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
     slow_fwd = np.maximum(sum(b.fwd_s * w for b, w in blocks) * layers_per_stage,
                           (1.0 - bwd_host_frac) * host_s_per_mb)
     slow_bwd = np.maximum(sum(b.bwd_s * w for b, w in blocks) * layers_per_stage, bwd_host_frac * host_s_per_mb)
-    bd["dp_comm"] = (exposed_s(dp.grad_sync_s, slow_bwd - used_bwd, ov.dp, slowdown)
-                     + exposed_s(dp.param_gather_s, slow_fwd - used_fwd, ov.dp, slowdown))
+    # Under torch.distributed.pipelining with FSDP2 each stage reduces after its last backward,
+    # one stage after another in the drain (perfmodel.spec.pp_grad_reduce).
+    drained = pp_grad_reduce(sw.pp_grad_reduce).in_drain & (L.pp > 1)
+    grad_s = where(drained, pipeline.drain_reduction_s(dp.grad_sync_s, dp.grad_copy_s, layers_per_stage / L.vpp
+                                                       * per_layer_units, L.pp, L.vpp),
+                   exposed_s(dp.grad_sync_s, slow_bwd - used_bwd, ov.dp, slowdown))
+    bd["dp_comm"] = (grad_s + exposed_s(dp.param_gather_s, slow_fwd - used_fwd, ov.dp, slowdown)
+                     + num_mb * dp.fsdp_root_s)   # FSDP2's root group, exposed each micro-batch
 
     # Activation offload: host copies beside the layers' compute (perfmodel.formulas.offload).
     n_off = sw.activation_offload_layers

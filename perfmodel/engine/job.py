@@ -127,6 +127,21 @@ def _identity(x):
     return x
 
 
+_hardware_identities: dict = {}
+"""id of a hardware object -> (it, held so that its id stays its own; its ``_identity``): the jobs
+a search binds per recompute mode and precision share their hardware object (``_placed``)."""
+
+
+def _hardware_identity(hardware: HardwareSpec):
+    """``_identity(hardware)``, worked out once per hardware object (frozen: its fields stay)."""
+    hit = _hardware_identities.get(id(hardware))
+    if hit is None or hit[0] is not hardware:
+        if len(_hardware_identities) >= SHARED_JOBS:
+            _hardware_identities.pop(next(iter(_hardware_identities)))
+        hit = _hardware_identities[id(hardware)] = (hardware, _identity(hardware))
+    return hit[1]
+
+
 def shared_job(c: Job, *, recompute: bool) -> Job:
     """One ``Job`` for every job that the per-shape parts (a layer's time, the output layer's,
     the floors' parts) cannot tell apart: the same model, software, efficiencies, sequence
@@ -139,8 +154,8 @@ def shared_job(c: Job, *, recompute: bool) -> Job:
     seen = _seen_jobs.get((id(c), recompute))
     if seen is not None and seen[0] is c:       # the same job object as a call before: its answer
         return seen[1]
-    key = (id(c.model), _identity(c.hardware), id(c.efficiency), id(c.software), c.seq_length, c.precision,
-           c.recompute if recompute else None)
+    key = (id(c.model), _hardware_identity(c.hardware), id(c.efficiency), id(c.software), c.seq_length,
+           c.precision, c.recompute if recompute else None)
     job = _shared_jobs.get(key)
     if job is None:
         if len(_shared_jobs) >= SHARED_JOBS:

@@ -123,6 +123,9 @@ def activation_bytes_per_layer(m: ModelSpec, kind: LayerKind, s, b, t, sp, cp, e
         act_out = 0 if "moe_act" in mods else G * fe                # fc2 input, freed by moe_act
         # per token entering the layer on this GPU: k_e copies, each seen by etp ranks
         combine_in = 0 if sw.moe_probs_in_activation else B * h     # expert output kept for d(probs)
-        routed = e.top_k * (G * h * etp + A * mats * fe + act_out + combine_in)
+        # a clamped GLU outside the TE op fuser: autograd keeps the clamp's input and the
+        # concatenated clamped copy the fused activation saves (perfmodel.formulas.megatron_eager)
+        clamp_copy = B * mats * fe if (m.clamped_glu and not sw.moe_te_op_fuser and "moe_act" not in mods) else 0
+        routed = e.top_k * (G * h * etp + A * mats * fe + act_out + combine_in + clamp_copy)
     per_token = replicated / r + split + routed / r + scores
     return tokens * per_token

@@ -75,7 +75,7 @@ from perfmodel.formulas.fabric import (
     host_gpus,
     pair_cross_share,
 )
-from perfmodel.formulas.scalars import any_of, filled, floats, ints, where
+from perfmodel.formulas.scalars import any_of, filled, floats, ints, where, zeros_of
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.hardware import HardwareSpec
 
@@ -198,8 +198,7 @@ def group_time_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: E
     n = ints(n)
     size = floats(size_bytes)
     if not any_of(n > 1):   # no group of two or more: no collective (as np.where below gives it)
-        shape = np.broadcast_shapes(np.shape(n), np.shape(stride), np.shape(size), np.shape(network_bytes))
-        return np.zeros(shape) if shape else 0.0
+        return zeros_of(n, stride, size, network_bytes)
     up, out = scale_up_fabric(hw, eff), scale_out_fabric(hw, eff)
     g_in, n_out = group_domains(n, stride, hw.scale_up.domain_size)
     inside = n_out == 1

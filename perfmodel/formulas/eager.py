@@ -9,6 +9,16 @@ from perfmodel.formulas.ops import ACT_BYTES, FP32_BYTES, Op, OpKind
 from perfmodel.spec.model import ModelSpec
 
 
+_B, _F = ACT_BYTES, FP32_BYTES
+EAGER_RMSNORM_FWD_BYTES_PER_ELEMENT = (_B + _F) + (_F + _F) + _F + (_F + _F) + (_F + _B) + (_B + _B)
+"""An eager RMSNorm's forward bytes per element (36; ``eager_elementwise_ops``)."""
+EAGER_RMSNORM_FWD_KERNELS = 8
+EAGER_RMSNORM_BWD_BYTES_PER_ELEMENT = ((_B + _B) + (_B + _B) + (_B + _F) + (_F + _F) + (_F + _F) + (_F + _F)
+                                       + (_F + _F + _F) + (_F + _B))
+"""Its backward bytes per element (56; ``eager_elementwise_ops``)."""
+EAGER_RMSNORM_BWD_KERNELS = 12
+
+
 def eager_elementwise_ops(m: ModelSpec, width: int) -> tuple[list[Op], Op]:
     """Eager PyTorch: every elementwise op is its own kernel with its own HBM round trip.
 
@@ -44,7 +54,7 @@ def eager_elementwise_ops(m: ModelSpec, width: int) -> tuple[list[Op], Op]:
     torch.compile (only the transformer blocks are compiled) and is not changed here.
     """
     h, B, F = m.hidden_size, ACT_BYTES, FP32_BYTES
-    norm_bytes = (B + F) + (F + F) + F + (F + F) + (F + B) + (B + B)
+    norm_bytes = EAGER_RMSNORM_FWD_BYTES_PER_ELEMENT
     if m.mla is not None:
         rope_q = m.num_attention_heads * m.mla.qk_rope_head_dim
         rope_k = m.mla.qk_rope_head_dim                      # one k_pe shared by all heads
@@ -58,10 +68,11 @@ def eager_elementwise_ops(m: ModelSpec, width: int) -> tuple[list[Op], Op]:
         act = Op("mlp/activation", OpKind.MEMORY, bytes_per_token=((B + B) + (B + B + B)) * width, kernels=2)
     else:
         act = Op("mlp/activation", OpKind.MEMORY, bytes_per_token=(B + B) * width)
-    norm_bwd_bytes = (B + B) + (B + B) + (B + F) + (F + F) + (F + F) + (F + F) + (F + F + F) + (F + B)
+    norm_bwd_bytes = EAGER_RMSNORM_BWD_BYTES_PER_ELEMENT
 
-    ops = [Op("norm", OpKind.MEMORY, bytes_per_token=2 * norm_bytes * h, kernels=2 * 8,
-              bwd_bytes_per_token=2 * norm_bwd_bytes * h, bwd_kernels=2 * 12, stream_class="norm"),
+    ops = [Op("norm", OpKind.MEMORY, bytes_per_token=2 * norm_bytes * h, kernels=2 * EAGER_RMSNORM_FWD_KERNELS,
+              bwd_bytes_per_token=2 * norm_bwd_bytes * h, bwd_kernels=2 * EAGER_RMSNORM_BWD_KERNELS,
+              stream_class="norm"),
            Op("attention/rope", OpKind.MEMORY, bytes_per_token=rope_bytes * (rope_q + rope_k), kernels=2 * 3,
               bwd_bytes_per_token=rope_bytes * (rope_q + rope_k), stream_class="rope")]
     if repeat:

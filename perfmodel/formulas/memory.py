@@ -33,6 +33,7 @@ follows the software stack (``attention_dropout``); hidden dropout is left out
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from functools import cached_property
 
 import numpy as np
 
@@ -97,8 +98,10 @@ class MemoryBreakdown:
     workspace: np.ndarray
     """cuBLAS workspace, NCCL buffers, ZeRO gather/reduce-scatter buffers."""
 
-    @property
+    @cached_property
     def total(self) -> np.ndarray:
+        """The sum of the parts, worked out once per breakdown (a search reads it for its fit
+        check, its ranking and its tables)."""
         return sum(getattr(self, f.name) for f in fields(self))
 
     def rows(self, i: int = 0) -> list[dict]:
@@ -110,6 +113,13 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
            sw: SoftwareStack, held: RankLayers | None = None) -> MemoryBreakdown:
     """One rank's memory. Without ``held`` (even split) every rank holds v chunks of the
     fullest chunk's ceil(l / (p v)) layers; with it, the layout's layers, in chunks of n / v."""
+    return _stage_modes(m, seq_length, (recompute,), precision, L, rank, sw, held)[0]
+
+
+def _stage_modes(m: ModelSpec, seq_length: int, recomputes: tuple[str, ...], precision: str, L: Layouts, rank,
+                 sw: SoftwareStack, held: RankLayers | None) -> tuple[MemoryBreakdown, ...]:
+    """``_stage`` under each recompute mode of ``recomputes``: the model states and the workspace,
+    which do not depend on it, worked out once."""
     s, h, V = seq_length, m.hidden_size, m.vocab_size
     grad_reduce_in_fp32, recompute_num_layers = sw.grad_reduce_in_fp32, sw.recompute_num_layers
     rp = rank_params(m, L, rank, held)
@@ -119,33 +129,39 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
     group_dense = L.dp * L.cp
     w, g, o = rank_state_bytes(rp, L, precision, sw)
 
-    # activations
-    def act(kind, rc):
-        return activation_bytes_per_layer(m, kind, s, L.mbs, t, L.sp, L.cp, L.etp, rc, precision, sw,
-                                          hidden_dropout=HIDDEN_DROPOUT)
+    # activations (each layer kind's under each mode worked out once: every mode's rebuild reads "none")
+    per_kind: dict = {}
 
-    if recompute == "full" and recompute_num_layers is not None:
-        # block method: the first N layers of each chunk store their input, the rest all
-        share = where(c > 0, np.minimum(recompute_num_layers, c) / where(c > 0, c, 1), 0.0)
-        per_layer = {k: share * act(k, "full") + (1 - share) * act(k, "none") for k in kinds}
-        rebuilt = {k: act(k, "full") for k in kinds}
-    else:
-        per_layer = rebuilt = {k: act(k, recompute) for k in kinds}
-    stored = chunks_in_flight(rank, L.pp, L.vpp, L.num_mb, L.schedule) \
-        * sum(count[k] * per_layer[k] for k in kinds) / L.vpp          # chunks x n / v layers
-    if sw.activation_offload_layers:
-        stored = where(L.pp == 1, resident_activation_bytes(m, sw.activation_offload_layers, per_layer), stored)
-    # backward rebuilds one layer's dropped tensors at a time (Chen et al. 2016, sec. 3)
-    rebuild = np.max([where(count[k] > 0, act(k, "none") - rebuilt[k], 0) for k in kinds], axis=0)
+    def act(kind, rc):
+        if (kind, rc) not in per_kind:
+            per_kind[kind, rc] = activation_bytes_per_layer(m, kind, s, L.mbs, t, L.sp, L.cp, L.etp, rc, precision,
+                                                            sw, hidden_dropout=HIDDEN_DROPOUT)
+        return per_kind[kind, rc]
+
+    in_flight = chunks_in_flight(rank, L.pp, L.vpp, L.num_mb, L.schedule)
     tokens = s / L.cp * L.mbs
     B = ACT_BYTES
     # final norm input, output GEMM input, fp32 logits: 4sbh/t * (1 + V/h) with SP (sec. 4.3)
     per_logit = EAGER_FP32_CE_PEAK_BYTES_PER_LOGIT if sw.cross_entropy == "eager_fp32" else LOGITS_BYTES
     output_layer = tokens * (2 * B * h / r + per_logit * V / t)
-    mtp = 0.0
-    if m.mtp_layers:   # norms of h and the embedding, 2h-wide projection input, its own head
-        mtp = n_mtp * (act(mtp_layer_kind(m), recompute) + tokens * 4 * B * h / r + output_layer)
-    activations = stored + rebuild + where(last, output_layer, 0) + mtp
+
+    def activations(recompute):
+        if recompute == "full" and recompute_num_layers is not None:
+            # block method: the first N layers of each chunk store their input, the rest all
+            share = where(c > 0, np.minimum(recompute_num_layers, c) / where(c > 0, c, 1), 0.0)
+            per_layer = {k: share * act(k, "full") + (1 - share) * act(k, "none") for k in kinds}
+            rebuilt = {k: act(k, "full") for k in kinds}
+        else:
+            per_layer = rebuilt = {k: act(k, recompute) for k in kinds}
+        stored = in_flight * sum(count[k] * per_layer[k] for k in kinds) / L.vpp   # chunks x n / v layers
+        if sw.activation_offload_layers:
+            stored = where(L.pp == 1, resident_activation_bytes(m, sw.activation_offload_layers, per_layer), stored)
+        # backward rebuilds one layer's dropped tensors at a time (Chen et al. 2016, sec. 3)
+        rebuild = np.max([where(count[k] > 0, act(k, "none") - rebuilt[k], 0) for k in kinds], axis=0)
+        mtp = 0.0
+        if m.mtp_layers:   # norms of h and the embedding, 2h-wide projection input, its own head
+            mtp = n_mtp * (act(mtp_layer_kind(m), recompute) + tokens * 4 * B * h / r + output_layer)
+        return stored + rebuild + where(last, output_layer, 0) + mtp
 
     # workspace: ZeRO-2/3 unshard two consecutive units (a layer and the next layer, or the
     # last layer and the output layer) for the all-gather and the gradient reduce-scatter
@@ -158,12 +174,14 @@ def _stage(m: ModelSpec, seq_length: int, recompute: str, precision: str, L: Lay
     groups = 1 * (group_dense > 1) + (L.tp > 1) + (L.pp > 1) + (L.cp > 1) + (L.ep > 1)
     workspace = CUBLAS_WORKSPACE_BYTES + NCCL_BYTES_PER_GROUP * groups + zero_buffers
 
-    parts = (w, g, o, activations, workspace)
     if is_row(L):   # a one_row's numbers
-        return MemoryBreakdown(*(np.asarray(y, dtype=float).item() for y in parts))
-    shape = (len(L),)
-    return MemoryBreakdown(*(x.copy() if x.shape == shape else np.broadcast_to(x, shape).copy()
-                             for x in (np.asarray(y, dtype=float) for y in parts)))
+        return tuple(MemoryBreakdown(*(np.asarray(y, dtype=float).item() for y in (w, g, o, activations(rc), workspace)))
+                     for rc in recomputes)
+    shape = np.shape(L.tp)
+    return tuple(MemoryBreakdown(*(x.copy() if x.shape == shape else np.broadcast_to(x, shape).copy()
+                                   for x in (np.asarray(y, dtype=float)
+                                             for y in (w, g, o, activations(rc), workspace))))
+                 for rc in recomputes)
 
 
 def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision: str, layouts: Layouts,
@@ -180,26 +198,36 @@ def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision:
     ``perfmodel.formulas.offload``); ``sw.attention_dropout``: the attention probabilities'
     dropout mask and output, stored where attention is unfused.
     """
+    return memory_per_gpu_modes(model, seq_length, (recompute,), precision, layouts, sw)[0]
+
+
+def memory_per_gpu_modes(model: ModelSpec, seq_length: int, recomputes: tuple[str, ...], precision: str,
+                         layouts: Layouts, sw: SoftwareStack) -> tuple[MemoryBreakdown, ...]:
+    """``memory_per_gpu`` under each recompute mode of ``recomputes``, the same to the last bit,
+    with each rank's model states and workspace (which no mode changes) worked out once."""
     if precision not in STATE_BYTES_PER_PARAM:
         raise ValueError(f"precision {precision!r} is not one of {tuple(STATE_BYTES_PER_PARAM)}")
-    if recompute not in ("none", "selective", "full"):
-        raise ValueError(f"recompute {recompute!r} is not one of ('none', 'selective', 'full')")
+    for recompute in recomputes:
+        if recompute not in ("none", "selective", "full"):
+            raise ValueError(f"recompute {recompute!r} is not one of ('none', 'selective', 'full')")
     pipeline_layout = sw.pipeline_stages
 
     row = one_row(layouts) if len(layouts) == 1 and not is_row(layouts) and pipeline_layout is None else None
 
     def stage(rank, held=None):
         if row is not None:   # one layout: on floats (``perfmodel.formulas.layouts.one_row``)
-            return _stage(model, seq_length, recompute, precision, row, int(rank[0]), sw, held)
-        return _stage(model, seq_length, recompute, precision, layouts, rank, sw, held)
+            return _stage_modes(model, seq_length, recomputes, precision, row, int(rank[0]), sw, held)
+        return _stage_modes(model, seq_length, recomputes, precision, layouts, rank, sw, held)
 
     def larger(a: MemoryBreakdown, b: MemoryBreakdown, take_b) -> MemoryBreakdown:
         return MemoryBreakdown(*(where(take_b, getattr(b, f.name), getattr(a, f.name))
                                  for f in fields(MemoryBreakdown)))
 
+    def larger_each(a, b):
+        return tuple(larger(x, y, y.total > x.total) for x, y in zip(a, b))
+
     if pipeline_layout is None:
-        first, last = stage(np.zeros_like(layouts.pp)), stage(layouts.pp - 1)
-        peak = larger(first, last, last.total > first.total)
+        peak = larger_each(stage(np.zeros_like(layouts.pp)), stage(layouts.pp - 1))
         if model.moe is not None and model.moe.num_dense_layers:
             # The leading dense-MLP layers fill the first chunks; the first rank without one
             # (and the one before it, partly dense) hold more MoE layers with nearly as many
@@ -207,9 +235,9 @@ def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision:
             c = -(-model.num_layers // (layouts.pp * layouts.vpp))
             r1 = np.minimum(-(-model.moe.num_dense_layers // c), layouts.pp - 1)
             for rank in (r1, np.maximum(r1 - 1, 0)):
-                mb = stage(rank)
-                peak = larger(peak, mb, mb.total > peak.total)
-        return peak if row is None else MemoryBreakdown(*as_rows(*(getattr(peak, f.name) for f in fields(peak))))
+                peak = larger_each(peak, stage(rank))
+        return peak if row is None else tuple(MemoryBreakdown(*as_rows(*(getattr(p, f.name) for f in fields(p))))
+                                              for p in peak)
     shape = np.shape(layouts.pp)
     peak = None
     leading = model.moe.num_dense_layers if model.moe is not None else 0
@@ -221,7 +249,8 @@ def memory_per_gpu(model: ModelSpec, seq_length: int, recompute: str, precision:
             held = _held(load, r, np.broadcast_to(dual, shape))
             mb = stage(np.where(rows, r, layouts.pp - 1), held)
             # rank 0 of each pp group resets that group's rows (they may hold another group's)
-            peak = mb if peak is None else larger(peak, mb, rows & ((r == 0) | (mb.total > peak.total)))
+            peak = mb if peak is None else tuple(larger(x, y, rows & ((r == 0) | (y.total > x.total)))
+                                                 for x, y in zip(peak, mb))
     return peak
 
 

@@ -224,3 +224,20 @@ def fill_drain_transfers(pp, vpp, schedule):
     records = list(SCHEDULES.values())
     hops = np.select([s == code for code in range(len(records))], [r.fill_drain_hops(pp, vpp) for r in records])
     return np.where(pp > 1, 2 * hops, 0)
+
+
+def drain_reduction_s(reduce_s, copy_s, units_per_chunk, pp, vpp):
+    """Gradient reduction run stage by stage in the drain (``perfmodel.spec.pp_grad_reduce``,
+    stage_drain): each of the p v virtual stages, after its last backward, copies each of its u
+    groups' gradients into a reduce-scatter input and reduce-scatters it, the compute stream
+    waiting for each group's collective before the next copy, and only then sends its input
+    gradient upstream. ``reduce_s`` and ``copy_s`` are one GPU's, for its v chunks; the last
+    group's reduce-scatter runs beside the send, except on the first stage, where the step ends
+    with it:
+
+        T = p v (c/v + r/v (1 - 1/u)) + r / (v u)
+    """
+    u = np.maximum(floats(units_per_chunk), 1.0)
+    n_chunks = pp * vpp
+    per_chunk_r, per_chunk_c = reduce_s / vpp, copy_s / vpp
+    return n_chunks * (per_chunk_c + per_chunk_r * (1.0 - 1.0 / u)) + per_chunk_r / u

@@ -45,7 +45,9 @@ a list of Megatron-Core ``recompute_modules``
                     MLA input norm, the MoE pre-MLP norm (TE     next GEMM's input)
                     spec fuses the others into linear_qkv /
                     linear_fc1, and IdentityOp is skipped)
-    mla_up_proj     q_up and kv_up GEMMs and RoPE                Q, K and V (the core's inputs)
+    mla_up_proj     the latent norms, q_up and kv_up GEMMs,      Q, K and V (the core's inputs)
+                    RoPE and the Q/K/V assembly (Megatron-Core
+                    ``qkv_up_proj_and_rope_apply``)
     moe_act         the routed experts' activation              its output (fc2's input), per
                                                                 routed copy
     mlp             the dense MLP (dense layers only)           the MLP input and internals
@@ -108,7 +110,8 @@ def _module_op_shares(module: str, m: ModelSpec, kind: LayerKind) -> dict[str, f
     if module == "layernorm":
         return {"norm": standalone_norms(m, kind) / NORMS_PER_LAYER}
     if module == "mla_up_proj":
-        return {"attention/q_up": 1.0, "attention/kv_up": 1.0, "attention/rope": 1.0}
+        return {"attention/q_up": 1.0, "attention/kv_up": 1.0, "attention/rope": 1.0, "attention/mla_qkv": 1.0,
+                "mla/latent_norm": 1.0}
     if module == "mlp":
         return {} if moe else {"mlp/up": 1.0, "mlp/down": 1.0, "mlp/activation": 1.0}
     if not moe:

@@ -50,6 +50,12 @@ def filled(like, value: float):
     return np.full_like(like, value, dtype=float) if isinstance(like, np.ndarray) else float(value)
 
 
+def zeros_of(*values):
+    """``np.zeros`` of the shape ``values`` broadcast to; 0.0 where they are all numbers."""
+    shape = np.broadcast_shapes(*(np.shape(x) for x in values))
+    return np.zeros(shape) if shape else 0.0
+
+
 def flags(like, value: bool):
     """``np.full_like(like, value, dtype=bool)``; on a ``one_row``'s number, ``value`` as a bool."""
     return np.full_like(like, value, dtype=bool) if isinstance(like, np.ndarray) else bool(value)

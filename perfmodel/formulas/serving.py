@@ -30,7 +30,8 @@ from perfmodel.formulas.compute import attention_efficiency, gemm_precision, gem
 from perfmodel.formulas.counts import attention_fwd_flop_per_token, attention_layer_mix
 from perfmodel.formulas.kv_cache import kv_bytes_per_sequence, kv_bytes_per_token_per_layer, kv_shards
 from perfmodel.formulas.ops import FP32_BYTES, LayerKind, Op, OpKind, TpSplit
-from perfmodel.formulas.workload import head_weight_op, layer_kinds, layer_ops
+from perfmodel.formulas.megatron_eager import MLA_QKV_OP
+from perfmodel.formulas.workload import QK_NORM_OP, head_weight_op, layer_kinds, layer_ops
 from perfmodel.spec.attention_head_dim import effective_head_dim
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.hardware import HardwareSpec
@@ -148,9 +149,16 @@ def _gemm_s(op: Op, m: float, sv: ServingSpec, hw: HardwareSpec, eff: Efficienci
 def serving_layer_ops(m: ModelSpec, kind: LayerKind) -> tuple[Op, ...]:
     """The workload's forward operations of a layer as a serving engine runs them: the GEMMs,
     attention and fused norms/residuals/activation of ``workload.layer_ops``, with the MoE
-    routing of a serving engine (``MOE_ROUTING_KERNELS``) in place of the training router's."""
+    routing of a serving engine (``MOE_ROUTING_KERNELS``) in place of the training router's. A
+    per-head QK norm runs inside the rotary kernel, which the attention path already covers
+    (TensorRT-LLM's PyTorch backend, ``QKNormRoPEAttention`` for Qwen3, Gemma 3 and ExaOne 4:
+    ``fuse_qk_norm_rope`` defaults to true and calls one ``torch.ops.trtllm.fused_qk_norm_rope``
+    kernel over Q and K). Megatron-Core's assembly of MLA's per-head key and value
+    (``megatron_eager.mla_qkv_op``) is a training path: a serving engine's MLA keeps the latent and
+    the rotary key in its cache and reads them in its attention kernel (``mla_decode_flop_per_key``)."""
     ops = tuple(op for op in layer_ops(m, kind, SERVING_STACK)
-                if not (op.kind is OpKind.MEMORY and op.name.startswith("moe/")))
+                if not (op.kind is OpKind.MEMORY and op.name.startswith("moe/"))
+                and op.name not in (QK_NORM_OP, MLA_QKV_OP))
     if kind is LayerKind.MOE:
         ops += (Op("moe/routing", OpKind.MEMORY, bytes_per_token=MOE_ROUTING_PASSES * m.moe.num_experts * FP32_BYTES,
                    kernels=MOE_ROUTING_KERNELS),)

@@ -36,12 +36,13 @@ from perfmodel.formulas.compute import memory_time_s, moe_tokens, tokens_per_mic
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.model_states import GRAD_16BIT_BYTES, GRAD_FP32_BYTES
 from perfmodel.formulas.moe_kernels import flex_layer_s
-from perfmodel.formulas.scalars import any_of, filled, floats, where
+from perfmodel.formulas.scalars import any_of, filled, floats, where, zeros_of
 from perfmodel.formulas.workload import ACT_BYTES, LayerKind, routed_load
 from perfmodel.spec.context_parallel import cp_comm_type
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.hardware import HardwareSpec
 from perfmodel.spec.model import ModelSpec, MoeSpec
+from perfmodel.spec.pp_grad_reduce import pp_grad_reduce
 from perfmodel.spec.precision import FORMAT_BYTES, precision_mode
 from perfmodel.spec.software import SoftwareStack
 
@@ -264,6 +265,13 @@ class DpTraffic:
     2023; DeepSpeed ZeRO-3 v0.3 gathered each parameter). Units are taken as equal shares of
     the parameters: time is (piecewise) linear in size, so mainly the count of latencies
     matters."""
+    pp_accumulate_per_unit_s: np.ndarray
+    """pp > 1 with ``sw.pp_grad_reduce`` stage_drain, per micro-batch and unit: FSDP2 accumulating the
+    unsharded gradients on the compute stream (``pp_accumulate_bytes_per_param``, mean over the step)."""
+    grad_copy_s: np.ndarray
+    """The same, once per step for the GPU's parameters: the copy into the reduce-scatter input."""
+    fsdp_root_s: np.ndarray
+    """ZeRO-3 with ``sw.fsdp_root_group``, pp = 1, per micro-batch: the root group's gather and reduce-scatter."""
 
 
 FSDP_GATHERS_PER_MICROBATCH = 2
@@ -297,11 +305,33 @@ def fsdp_copy_bytes_per_param(grad_reduce_in_fp32: bool) -> int:
     return copy_out + GRAD_16BIT_BYTES + grad_reduce_bytes(grad_reduce_in_fp32)
 
 
-def dp_traffic(dense_params_per_gpu, expert_params_per_gpu, layouts: Layouts, hw: HardwareSpec,
-               eff: Efficiencies, fsdp_units, sw: SoftwareStack) -> DpTraffic:
+def pp_accumulate_bytes_per_param(grad_reduce_in_fp32: bool, num_mb) -> tuple:
+    """(HBM bytes per parameter and micro-batch, mean over the step; bytes per parameter once a
+    step) that FSDP2 moves on the compute stream under pipelining, where no backward reduces
+    (``perfmodel.spec.pp_grad_reduce``, stage_drain). With a float32 ``reduce_dtype`` the first
+    micro-batch's bf16 gradient is cast (``to_accumulated_grad_if_needed``: read 2, write 4) and
+    each later one added (``accumulate_unsharded_grad_if_needed``: read 2 and 4, write 4); with
+    bf16 autograd adds into ``.grad`` from the second on (read 2 and 2, write 2). At the end
+    ``foreach_reduce`` copies the accumulated gradients into the reduce-scatter input
+    (``torch._chunk_cat``: read and write the reduce type)."""
+    m = floats(num_mb)
+    g, r = GRAD_16BIT_BYTES, grad_reduce_bytes(grad_reduce_in_fp32)
+    first, later = (g + r, g + r + r) if grad_reduce_in_fp32 else (0, g + g + g)
+    return (first + later * (m - 1.0)) / m, 2 * r
+
+
+def dp_traffic(dense_params_per_gpu, expert_params_per_gpu, root_params_per_gpu, layouts: Layouts,
+               hw: HardwareSpec, eff: Efficiencies, fsdp_units, sw: SoftwareStack) -> DpTraffic:
     """Data-parallel traffic for the parameters one GPU holds (before ZeRO-3 sharding);
     ``fsdp_units`` is the number of separately gathered units they split into; gradients go in
     fp32 or 16 bits by ``sw.grad_reduce_in_fp32``.
+
+    ``sw.fsdp_root_group`` (ZeRO-3, pp = 1): ``root_params_per_gpu`` of the dense parameters (embedding,
+    final norm, output layer) are FSDP2's root group (torchtitan ``apply_fsdp``: ``fully_shard`` on
+    each block, then on the model), not resharded after the forward (``FSDPState._lazy_init``): gathered
+    as the forward opens, before any compute, and reduce-scattered after the last block's backward
+    (the root's post-backward runs in the final callback, the optimizer waits for it); the units share
+    the rest.
 
     ``sw.fsdp_list_api``: the ZeRO-3 collectives go through torch.distributed's list API
     (all_gather into, reduce_scatter from, a list of n per-rank tensors). ProcessGroupNCCL
@@ -316,9 +346,8 @@ def dp_traffic(dense_params_per_gpu, expert_params_per_gpu, layouts: Layouts, hw
     zero3 = z >= 3
     units = np.maximum(floats(fsdp_units), 1.0)
     # A collective no row uses is not worked out: the rows take zeros of the same shape instead.
-    shape = np.broadcast_shapes(*(np.shape(x) for x in (
-        z, units, dense_params_per_gpu, expert_params_per_gpu, n_dp, n_edp, layouts.tp, layouts.ep, layouts.etp)))
-    unused = np.zeros(shape) if shape else 0.0
+    unused = zeros_of(z, units, dense_params_per_gpu, expert_params_per_gpu, n_dp, n_edp, layouts.tp, layouts.ep,
+                      layouts.etp)
     wanted = {Collective.ALL_REDUCE: any_of(z == 0),
               Collective.REDUCE_SCATTER: any_of((z != 0) & np.logical_not(zero3)),
               Collective.ALL_GATHER: any_of((z == 1) | (z == 2))}
@@ -342,9 +371,14 @@ def dp_traffic(dense_params_per_gpu, expert_params_per_gpu, layouts: Layouts, hw
     ar, rs, ag = ar_d + ar_e, rs_d + rs_e, ag_d + ag_e
     grad = where(z == 0, ar, where(zero3, 0.0, rs))
     gather = where((z == 1) | (z == 2), ag, 0.0)
+    root_s = filled(grad, 0.0)
     if any_of(zero3):   # ZeRO-3 gathers and reduces each unit
         only = {Collective.ALL_REDUCE: False, Collective.REDUCE_SCATTER: True, Collective.ALL_GATHER: True}
-        _, rs_ud, ag_ud = sync(dense_params_per_gpu / units, n_dp, layouts.tp, fsdp_list_api, only)
+        root = where(zero3 & (layouts.pp == 1), root_params_per_gpu, 0.0) if sw.fsdp_root_group else 0.0
+        _, rs_ud, ag_ud = sync((dense_params_per_gpu - root) / units, n_dp, layouts.tp, fsdp_list_api, only)
+        if sw.fsdp_root_group:
+            _, rs_root, ag_root = sync(root, n_dp, layouts.tp, fsdp_list_api, only)
+            root_s = rs_root + ag_root
         _, rs_ue, ag_ue = sync(expert_params_per_gpu / units, n_edp, layouts.ep * layouts.etp, fsdp_list_api, only)
         fsdp = where(zero3, 2.0 * (ag_ud + ag_ue) + rs_ud + rs_ue, 0.0)
     else:
@@ -355,4 +389,12 @@ def dp_traffic(dense_params_per_gpu, expert_params_per_gpu, layouts: Layouts, hw
             group = (floats(params) > 0) & (n > 1) & zero3
             copy = copy + group * memory_time_s(params / units * fsdp_copy_bytes_per_param(grad_reduce_in_fp32), hw,
                                                 eff, kernels=FSDP_COPY_KERNELS_PER_MICROBATCH)
-    return DpTraffic(grad_sync_s=grad, param_gather_s=gather, fsdp_copy_per_unit_s=copy, fsdp_per_unit_s=fsdp)
+    accumulate, grad_copy = filled(fsdp, 0.0), filled(fsdp, 0.0)
+    if pp_grad_reduce(sw.pp_grad_reduce).accumulates_unsharded:   # FSDP2 wraps stages where dp_shard > 1
+        staged = (layouts.pp > 1) & (n_dp > 1)
+        per_mb, once = pp_accumulate_bytes_per_param(grad_reduce_in_fp32, layouts.num_mb)
+        params = dense_params_per_gpu + expert_params_per_gpu
+        accumulate = staged * memory_time_s(params / units * per_mb, hw, eff)
+        grad_copy = staged * memory_time_s(params * once, hw, eff, kernels=units)
+    return DpTraffic(grad_sync_s=grad, param_gather_s=gather, fsdp_copy_per_unit_s=copy, fsdp_per_unit_s=fsdp,
+                     pp_accumulate_per_unit_s=accumulate, grad_copy_s=grad_copy, fsdp_root_s=root_s)

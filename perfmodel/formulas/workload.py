@@ -21,7 +21,15 @@ from __future__ import annotations
 
 import functools
 
-from perfmodel.formulas.eager import compiled_rope_ops, eager_elementwise_ops
+from perfmodel.formulas.eager import (
+    EAGER_RMSNORM_BWD_BYTES_PER_ELEMENT,
+    EAGER_RMSNORM_BWD_KERNELS,
+    EAGER_RMSNORM_FWD_BYTES_PER_ELEMENT,
+    EAGER_RMSNORM_FWD_KERNELS,
+    compiled_rope_ops,
+    eager_elementwise_ops,
+)
+from perfmodel.formulas.megatron_eager import megatron_eager_ops, with_clamp
 from perfmodel.formulas.ops import ACT_BYTES, FP32_BYTES, LayerKind, Op, OpKind, TpSplit
 from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.software import SoftwareStack
@@ -105,7 +113,9 @@ def _memory_ops(m: ModelSpec, kind: LayerKind, sw: SoftwareStack) -> list[Op]:
     fused (Transformer Engine / Megatron-Core kernels, or torch.compile): two norms (read h,
     write h), two residual adds (read 2h, write h), the MLP activation (read the up-projection
     output, write its activated half). Rotary embeddings are applied inside the fused
-    attention path and are not counted. ``compiled``: the fused ops, and the rotary embedding and
+    attention path and are not counted; Megatron-Core's eager paths beside the fused kernels
+    (unfused rotary, unfused bias adds, the per-expert bias loop, a GLU's clamp) are
+    ``megatron_eager``'s, where the software and the model say they run. ``compiled``: the fused ops, and the rotary embedding and
     repeat_kv that torch.compile leaves of torchtitan's block (``eager.compiled_rope_ops``).
     ``eager``: see ``eager.eager_elementwise_ops``.
     """
@@ -120,13 +130,51 @@ def _memory_ops(m: ModelSpec, kind: LayerKind, sw: SoftwareStack) -> list[Op]:
         attention_side, activation = eager_elementwise_ops(m, width)
         ops = attention_side + [residual, activation]
     else:
-        ops = [Op("norm", OpKind.MEMORY, bytes_per_token=2 * (2 * h) * B), residual,
-               Op("mlp/activation", OpKind.MEMORY, bytes_per_token=(act_in + width) * B)]
+        activation = Op("mlp/activation", OpKind.MEMORY, bytes_per_token=(act_in + width) * B)
+        if sw.elementwise_kernels == "fused" and m.clamped_glu and kind is LayerKind.MOE and not sw.moe_te_op_fuser:
+            activation = with_clamp(activation, _mlp_mats(m) * m.moe.expert_ffn_hidden_size * routed_copies(m, sw))
+        ops = [Op("norm", OpKind.MEMORY, bytes_per_token=2 * (2 * h) * B), residual, activation]
         if sw.elementwise_kernels == "compiled":
             ops += compiled_rope_ops(m)
+        if sw.elementwise_kernels == "fused":
+            ops += megatron_eager_ops(m, kind is LayerKind.MOE, sw, routed_copies(m, sw) if m.moe else 0.0)
+    norm = qk_norm_op(m, sw.elementwise_kernels == "eager")
+    if norm is not None:
+        ops.append(norm)
     if kind is LayerKind.MOE:
         ops += moe_elementwise_ops(m, sw)
     return ops
+
+
+QK_NORM_OP = "attention/qk_norm"
+
+
+def qk_norm_op(m: ModelSpec, eager: bool) -> Op | None:
+    """The attention's own norms, per layer token: RMSNorm over each head's query and key
+    (``ModelSpec.qk_norm``; a heads x d and kv_heads x d wide tensor, split by tensor parallelism
+    with the heads), or MLA's two latent norms (the query latent, q_lora_rank wide, and the
+    key/value latent, kv_lora_rank wide, between the down- and up-projections: DeepSeek-V2
+    report, arXiv 2405.04434, sec. 2.1.2-2.1.3 with its "additional RMS Norm layers after the
+    compressed latent vectors"; transformers ``DeepseekV3Attention`` ``q_a_layernorm``,
+    ``kv_a_layernorm``; Megatron-Core ``MLASelfAttention`` ``q_layernorm``, ``kv_layernorm``),
+    on the sequence-parallel shard like the layer's own norms. None when there are none.
+
+    A kernel per tensor. Fused (Transformer Engine's RMSNorm, Inductor) it reads and writes each
+    element once forward, twice that backward, as the layer's norms (``_memory_ops``); eager,
+    PyTorch's RMSNorm kernel by kernel (``eager.EAGER_RMSNORM_FWD_BYTES_PER_ELEMENT``)."""
+    if m.mla is not None:
+        name, widths = "mla/latent_norm", [w for w in (m.mla.q_lora_rank, m.mla.kv_lora_rank) if w]
+    elif m.qk_norm:
+        name, widths = QK_NORM_OP, [m.num_attention_heads * m.attn_head_dim, m.kv_heads * m.attn_head_dim]
+    else:
+        return None
+    elements = sum(widths)
+    if eager:
+        return Op(name, OpKind.MEMORY, bytes_per_token=EAGER_RMSNORM_FWD_BYTES_PER_ELEMENT * elements,
+                  kernels=len(widths) * EAGER_RMSNORM_FWD_KERNELS,
+                  bwd_bytes_per_token=EAGER_RMSNORM_BWD_BYTES_PER_ELEMENT * elements,
+                  bwd_kernels=len(widths) * EAGER_RMSNORM_BWD_KERNELS, stream_class="norm")
+    return Op(name, OpKind.MEMORY, bytes_per_token=(ACT_BYTES + ACT_BYTES) * elements, kernels=len(widths))
 
 
 ROUTER_KERNELS_FWD = {False: 72, True: 31}
@@ -149,6 +197,11 @@ core_r0.13 moe_utils.permute (routing map transpose, masked_select of token indi
 probabilities, each with its transpose, index_select) and unpermute (masked_select of the
 probabilities with its transposes, the multiply, zero-fill, scatter_add); fused, one
 Transformer Engine kernel each (fused_permute_with_probs, fused_unpermute)."""
+
+
+def routed_copies(m: ModelSpec, sw: SoftwareStack) -> float:
+    """Routed copies of a layer token on the busiest expert-parallel rank: top_k x ``routed_load``."""
+    return m.moe.top_k * routed_load(sw)
 
 
 def routed_load(sw: SoftwareStack) -> float:

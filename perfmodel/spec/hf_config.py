@@ -240,6 +240,10 @@ def _deepseek(cfg: dict) -> dict:
     return fields
 
 
+GPT_OSS_SWIGLU_LIMIT = 7.0
+"""transformers ``GptOssConfig`` default ``swiglu_limit``: the GLU's clamp (``ModelSpec.clamped_glu``)."""
+
+
 def _gpt2(cfg: dict) -> dict:
     h = _int(cfg, "n_embd")
     return dict(
@@ -298,6 +302,13 @@ def _fields(cfg: dict) -> dict:
     fields = _shape_fields(cfg)
     if cfg["model_type"] in _GATED + _MIXTRAL_LIKE + _QWEN_MOE:
         fields.update(_window_fields(cfg, fields["num_layers"]))
+    if cfg["model_type"] in ("qwen3", "qwen3_moe"):
+        # transformers Qwen3Attention / Qwen3MoeAttention always build q_norm and k_norm (QK-Norm)
+        fields.update(qk_norm=True)
+    if cfg["model_type"] == "gpt_oss":
+        # transformers GptOssExperts always carries gate_up_proj_bias and down_proj_bias, and
+        # GptOssConfig clamps the GLU at swiglu_limit (default 7.0)
+        fields.update(linear_bias=True, clamped_glu=cfg.get("swiglu_limit", GPT_OSS_SWIGLU_LIMIT) is not None)
     return fields
 
 

@@ -126,6 +126,21 @@ class ModelSpec(_Frozen):
     full_attention_every: int_field(MAX_NUM_LAYERS) | None = None
     """With ``attention_window``: layers n, 2n, 3n, ... (counted from 1) keep full attention
     (GPT-OSS: 2, Gemma 3: 6); null = every layer uses the window."""
+    linear_bias: StrictBool = False
+    """The linear layers carry biases (Megatron-Core ``add_bias_linear``): GPT-OSS's QKV, output
+    and expert projections (HF openai/gpt-oss-120b ``attention_bias``, the experts'
+    ``gate_up_proj_bias`` and ``down_proj_bias``). Priced where the framework adds them in kernels
+    of their own (``perfmodel.formulas.megatron_eager``); their few parameters are not counted."""
+    clamped_glu: StrictBool = False
+    """The gated activation clamps its inputs before gating (Megatron-Core
+    ``activation_func_clamp_value``; GPT-OSS: the gate at most 7, the linear half within +-7,
+    Megatron-Bridge ``GPTOSSProvider`` v0.2.0 and ``GPTOSSBridge`` v0.4.2+)."""
+    qk_norm: StrictBool = False
+    """Queries and keys are RMS-normalised per head before the rotary embedding (Qwen3, dense and
+    MoE: Qwen3 Technical Report, arXiv 2505.09388, sec. 2, "QK-Norm"; transformers ``Qwen3Attention``
+    ``q_norm``/``k_norm``; Megatron-Core ``qk_layernorm``, set by Megatron-Bridge's Qwen3 providers).
+    Two more norm kernels a layer (``perfmodel.formulas.workload.qk_norm_op``). MLA's latent norms
+    are part of MLA and counted without it."""
 
     @model_validator(mode="after")
     def _check(self) -> "ModelSpec":

@@ -1,14 +1,14 @@
 """The software stack: how a framework runs the job, as one frozen object.
 
-Every choice that is the framework's rather than the model's or the hardware's lives here:
-which attention kernel, how communication overlaps compute, how ZeRO-3 issues its collectives,
-which MoE dispatcher, the gradient-reduction dtype, fused or eager elementwise kernels, what
-selective recompute keeps, the loss kernel, and the recompute, offload and pipeline-layout
-refinements of Megatron-Core. A scenario carries it under ``software:``; formula functions take
-it whole, never as separate defaulted arguments, so an option a caller forgets is an error.
+Every choice that is the framework's rather than the model's or the hardware's lives here: which attention
+kernel, how communication overlaps compute, how ZeRO-3 issues its collectives, which MoE dispatcher, the
+gradient-reduction dtype and where pipeline stages reduce, fused or eager elementwise kernels, what selective
+recompute keeps, the loss kernel, and the recompute, offload and pipeline-layout refinements of Megatron-Core.
+A scenario carries it under ``software:``; formula functions take it whole, never as separate defaulted
+arguments, so an option a caller forgets is an error.
 
-None of these is in the scenario contract (``shared/contracts/scenario.md``): they are
-perfmodel's own, and every default is what Megatron-Core / NeMo do unless told otherwise.
+None of these is in the scenario contract (``shared/contracts/scenario.md``): they are perfmodel's own, and
+every default is what Megatron-Core / NeMo do unless told otherwise.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from perfmodel.spec import pipeline_layout
 from perfmodel.spec.context_parallel import CpCommTypeName
 from perfmodel.spec.limits import (MAX_FSDP_COLLECTIVES_PER_LAYER, MAX_NAME_LENGTH, MAX_NUM_EXPERTS, MAX_NUM_LAYERS,
                                    MAX_PIPELINE_LAYOUT_CHARS, int_field, real_field)
+from perfmodel.spec.megatron_paths import MegatronPaths
+from perfmodel.spec.pp_grad_reduce import PpGradReduceName
 from perfmodel.spec.stacks import list_stacks, stack_options, unknown_stack_reason
 
 AttentionBackend = Literal["flash", "cudnn", "fa3", "unfused"]
@@ -106,7 +108,7 @@ class Overlap(_Frozen):
     (PyTorch FSDP, Zhao et al. 2023, sec. 4.3)."""
 
 
-class SoftwareStack(_Frozen):
+class SoftwareStack(_Frozen, MegatronPaths):
     """How the framework runs the job (the scenario's ``software:`` section)."""
 
     stack: Annotated[str, StringConstraints(max_length=MAX_NAME_LENGTH)] | None = None
@@ -148,29 +150,28 @@ class SoftwareStack(_Frozen):
     """Communication/computation overlap per traffic kind: any of tp, cp, ep, pp, dp, fsdp,
     a fraction in [0, 1]; kinds left out keep the defaults of ``Overlap``."""
     fsdp_collectives_per_layer: int_field(MAX_FSDP_COLLECTIVES_PER_LAYER) = 1
-    """ZeRO-3 collectives per layer and direction: the layer's parameters are all-gathered
-    (forward and backward) and its gradients reduce-scattered in this many separate
-    collectives, each paying its own ring latency. 1 = one flat unit per transformer block
-    (PyTorch FSDP/FSDP2 auto-wrap, Megatron-FSDP). DeepSpeed ZeRO-3 up to v0.3.x issued one
-    all_gather and one reduce_scatter per parameter tensor
-    (deepspeed/runtime/zero/partition_parameters.py, _allgather_param and
-    _reduce_scatter_gradient, v0.3.14 commit 112ebff): 12 for a GPT-2/3 layer with biases and
-    LayerNorms. Ignored below ZeRO stage 3."""
+    """ZeRO-3 collectives per layer and direction: the layer's parameters are all-gathered (forward and backward)
+    and its gradients reduce-scattered in this many separate collectives, each paying its own ring latency. 1 = one
+    flat unit per transformer block (PyTorch FSDP/FSDP2 auto-wrap, Megatron-FSDP). DeepSpeed ZeRO-3 up to v0.3.x
+    issued one all_gather and one reduce_scatter per parameter tensor
+    (deepspeed/runtime/zero/partition_parameters.py, _allgather_param and _reduce_scatter_gradient, v0.3.14 commit
+    112ebff): 12 for a GPT-2/3 layer with biases and LayerNorms. Ignored below ZeRO stage 3."""
     fsdp_list_api: StrictBool = False
-    """ZeRO-3 collectives through torch.distributed's list API: each all-gather and
-    reduce-scatter also copies every rank's chunk with its own kernel, n kernels per
-    collective (PyTorch ProcessGroupNCCL). DeepSpeed ZeRO-3 used it from v0.3.13 (March 2021)
-    until it moved to the flat _all_gather_base in October 2021 (DeepSpeed #834, #1188).
+    """ZeRO-3 collectives through torch.distributed's list API: each all-gather and reduce-scatter also copies every
+    rank's chunk with its own kernel, n kernels per collective (PyTorch ProcessGroupNCCL). DeepSpeed ZeRO-3 used it
+    from v0.3.13 (March 2021) until it moved to the flat _all_gather_base in October 2021 (DeepSpeed #834, #1188).
     Ignored below ZeRO stage 3."""
     fsdp_copy_kernels: StrictBool = False
     """ZeRO-3 copies on the compute stream, FSDP2's (``perfmodel.formulas.traffic.fsdp_copy_bytes_per_param``)."""
+    fsdp_root_group: StrictBool = False
+    """ZeRO-3 without pipelining: the embedding and output layer are FSDP2's root group, gathered as each micro-batch
+    opens and reduce-scattered as its backward closes, beside no compute (``perfmodel.formulas.traffic.dp_traffic``)."""
     moe_dispatcher: MoeDispatcher = "alltoall"
-    """MoE token dispatcher (Megatron-Core's --moe-token-dispatcher-type): alltoall sends every
-    routed copy of a token as its own message; flex is the hierarchical dispatch of DeepEP
-    and HybridEP (--moe-flex-dispatcher-backend), which crosses the network once per
-    destination domain and fans out over NVLink. Across scale-up domains they differ in
-    network bytes; inside one they send the same all-to-all, and only alltoall sorts tokens
-    by local expert after it. Ignored for dense models."""
+    """MoE token dispatcher (Megatron-Core's --moe-token-dispatcher-type): alltoall sends every routed copy of a
+    token as its own message; flex is the hierarchical dispatch of DeepEP and HybridEP
+    (--moe-flex-dispatcher-backend), which crosses the network once per destination domain and fans out over NVLink.
+    Across scale-up domains they differ in network bytes; inside one they send the same all-to-all, and only
+    alltoall sorts tokens by local expert after it. Ignored for dense models."""
     moe_flex_backend: MoeFlexBackend = "deepep"
     """The flex dispatcher's kernels (--moe-flex-dispatcher-backend; Megatron-Core's default deepep).
     Inside one NVLink domain, on GPUs where they were benchmarked, dispatch and combine run at the
@@ -298,52 +299,50 @@ class SoftwareStack(_Frozen):
     gradient needs only the SwiGLU output, not the h-wide expert output: that tensor is not kept
     for the backward (Megatron-Core megatron/core/transformer/moe/experts.py, TEGroupedMLP with
     ``weighted_bias_swiglu_impl`` on ``permuted_probs``; DeepEP's dispatch returns the top-k
-    weights beside the received tokens, deepseek-ai/DeepEP README). Default off: the older
-    Megatron-Core unpermute multiplies each expert output by its probability and keeps it
-    (moe_utils.unpermute, core_r0.13). Ignored for dense models (``perfmodel.formulas.activations``)."""
+    weights beside the received tokens, deepseek-ai/DeepEP README). Default off: an unpermute
+    that multiplies each expert output by its probability keeps it (moe_utils.unpermute with probs);
+    Megatron-Core 0.14-0.18 weigh the activation (the megatron-bridge presets). Dense: ignored."""
     selective_recompute: SelectiveRecompute | Annotated[tuple[RecomputeModule, ...], Field(
         max_length=len(RECOMPUTE_MODULE_CHOICES))] = "core_attn"
-    """What ``recompute: selective`` recomputes (unused for none and full, but always checked
-    against the model, since the layout search tries selective too): core_attn =
-    Megatron-Core's default, the attention core; op_sac = torchtitan's operator-level policy
-    (selective_ac_option 'op'), which keeps matmul and SDPA outputs except every second matmul
-    and recomputes the rest (dense Llama-style layers only); save_qkv_proj = MaxText's remat
-    policy, which keeps the Q, K and V projections and recomputes the rest of the layer (dense
-    layers without MLA); or a list of Megatron-Core ``recompute_modules`` (core_attn,
-    layernorm, mla_up_proj, moe_act, mlp, moe, shared_experts), each recomputed as
-    Megatron-Core does it (see ``perfmodel.formulas.recompute``). ``core_attn`` and
-    ``[core_attn]`` are the same policy."""
+    """What ``recompute: selective`` recomputes (unused for none and full, but always checked against the model,
+    since the layout search tries selective too): core_attn = Megatron-Core's default, the attention core; op_sac =
+    torchtitan's operator-level policy (selective_ac_option 'op'), which keeps matmul and SDPA outputs except every
+    second matmul and recomputes the rest (dense Llama-style layers only); save_qkv_proj = MaxText's remat policy,
+    which keeps the Q, K and V projections and recomputes the rest of the layer (dense layers without MLA); or a
+    list of Megatron-Core ``recompute_modules`` (core_attn, layernorm, mla_up_proj, moe_act, mlp, moe,
+    shared_experts), each recomputed as Megatron-Core does it (see ``perfmodel.formulas.recompute``).
+    ``core_attn`` and ``[core_attn]`` are the same policy."""
     recompute_num_layers: int_field(MAX_NUM_LAYERS) | None = None
-    """With ``recompute: full``, how many layers of each model chunk (pipeline stage, or
-    virtual stage with interleaving) are recomputed (Megatron-Core ``recompute_method:
-    block`` with ``recompute_num_layers``): the first N layers of every chunk store only their
-    input and are recomputed, the others store everything. null = every layer (``full`` as the
-    contract defines it). A chunk with fewer layers recomputes all of them, as in
+    """With ``recompute: full``, how many layers of each model chunk (pipeline stage, or virtual stage with
+    interleaving) are recomputed (Megatron-Core ``recompute_method: block`` with ``recompute_num_layers``): the
+    first N layers of every chunk store only their input and are recomputed, the others store everything. null =
+    every layer (``full`` as the contract defines it). A chunk with fewer layers recomputes all of them, as in
     Megatron-Core."""
     activation_offload_layers: int_field(MAX_NUM_LAYERS, minimum=0) = 0
-    """Transformer layers whose activations are copied to host memory during the forward and
-    back before their backward (Megatron-Core ``cpu_offloading`` with
-    ``cpu_offloading_num_layers``, through Transformer Engine's ``get_cpu_offload_context``).
-    The first N layers are offloaded; Megatron-Core allows it only with pp = 1, no recompute
-    and N < num_layers. 0 = off. See ``perfmodel.formulas.offload``."""
+    """Transformer layers whose activations are copied to host memory during the forward and back before their
+    backward (Megatron-Core ``cpu_offloading`` with ``cpu_offloading_num_layers``, through Transformer Engine's
+    ``get_cpu_offload_context``). The first N layers are offloaded; Megatron-Core allows it only with pp = 1, no
+    recompute and N < num_layers. 0 = off. See ``perfmodel.formulas.offload``."""
     pipeline_layout: Annotated[str, StringConstraints(max_length=MAX_PIPELINE_LAYOUT_CHARS)] | None = None
-    """Which layers each virtual pipeline stage runs (Megatron-Core
-    ``pipeline_model_parallel_layout`` in its string form, e.g. ``Et*4|(t*4|)*14tmL``): ``|``
-    separates the pp * vpp virtual stages, E is the embedding, t a decoder layer, m an MTP
-    module, L the output layer and loss, ``x*n`` and ``(...)*n`` repeat. null = the even
-    split, l / pp layers per rank with the embedding on the first and the output layer on the
-    last. See ``perfmodel.spec.pipeline_layout``."""
+    """Which layers each virtual pipeline stage runs (Megatron-Core ``pipeline_model_parallel_layout`` in its string
+    form, e.g. ``Et*4|(t*4|)*14tmL``): ``|`` separates the pp * vpp virtual stages, E is the embedding, t a decoder
+    layer, m an MTP module, L the output layer and loss, ``x*n`` and ``(...)*n`` repeat. null = the even split,
+    l / pp layers per rank with the embedding on the first and the output layer on the last. See
+    ``perfmodel.spec.pipeline_layout``."""
     cp_comm_type: CpCommTypeName = "p2p"
-    """How context parallelism moves keys and values: p2p = Megatron-Core's default ring, each
-    send behind one step's kernel; torch_allgather = PyTorch's experimental context_parallel (one
-    K/V all-gather behind the first step, a float32 dKV ring). Records in
-    ``perfmodel.spec.context_parallel``, with their sources. Ignored when cp = 1."""
+    """How context parallelism moves keys and values: p2p = Megatron-Core's default ring, each send behind one
+    step's kernel; torch_allgather = PyTorch's experimental context_parallel (one K/V all-gather behind the first
+    step, a float32 dKV ring). Records in ``perfmodel.spec.context_parallel``, with their sources. Ignored when
+    cp = 1."""
+    pp_grad_reduce: PpGradReduceName = "overlapped"
+    """Where a pipeline stage's gradient reduction runs: overlapped = Megatron-Core's, behind the last backward;
+    stage_drain = torch.distributed.pipelining with FSDP2, after each stage's last backward, in the drain. Records
+    in ``perfmodel.spec.pp_grad_reduce``. Ignored when pp = 1."""
     cross_entropy: CrossEntropy = "fused"
-    """How the loss runs: fused = Megatron-Core's vocab-parallel cross-entropy (or a compiled
-    loss), fp32 logits kept, 4 bytes per logit (Korthikanti et al. 2022, sec. 4.3); eager_fp32
-    = ``F.cross_entropy(logits.float(), labels)`` in eager PyTorch (torchtitan before it
-    compiled the loss), 12 bytes per logit at the start of the backward and 14 bytes of
-    forward traffic (``perfmodel.formulas.memory``, ``perfmodel.formulas.workload``)."""
+    """How the loss runs: fused = Megatron-Core's vocab-parallel cross-entropy (or a compiled loss), fp32 logits
+    kept, 4 bytes per logit (Korthikanti et al. 2022, sec. 4.3); eager_fp32 = ``F.cross_entropy(logits.float(),
+    labels)`` in eager PyTorch (torchtitan before it compiled the loss), 12 bytes per logit at the start of the
+    backward and 14 bytes of forward traffic (``perfmodel.formulas.memory``, ``perfmodel.formulas.workload``)."""
 
     @model_validator(mode="before")
     @classmethod

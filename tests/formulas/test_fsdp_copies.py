@@ -25,13 +25,13 @@ def test_small_unit_by_hand():
     job = resolve(scenario(num_gpus=32, global_batch_size=64, parallelism=dict(tp=1, pp=1, zero_stage=3)))
     L, hw = job.layouts, job.hardware
     on = sw(fsdp_copy_kernels=True)
-    assert dp_traffic(1e8, 0.0, L, hw, hw.efficiency, 1.0, on).fsdp_copy_per_unit_s.item() == pytest.approx(
+    assert dp_traffic(1e8, 0.0, 0.0, L, hw, hw.efficiency, 1.0, on).fsdp_copy_per_unit_s.item() == pytest.approx(
         497.157e-6, rel=1e-5)
     bf16 = sw(fsdp_copy_kernels=True, grad_reduce_in_fp32=False)
-    assert dp_traffic(1e8, 0.0, L, hw, hw.efficiency, 1.0, bf16).fsdp_copy_per_unit_s.item() == pytest.approx(
+    assert dp_traffic(1e8, 0.0, 0.0, L, hw, hw.efficiency, 1.0, bf16).fsdp_copy_per_unit_s.item() == pytest.approx(
         428.535e-6, rel=1e-5)
     # Megatron-Core's buffers hold the parameters and gradients as views: no copies
-    assert dp_traffic(1e8, 0.0, L, hw, hw.efficiency, 1.0, SW).fsdp_copy_per_unit_s.item() == 0.0
+    assert dp_traffic(1e8, 0.0, 0.0, L, hw, hw.efficiency, 1.0, SW).fsdp_copy_per_unit_s.item() == 0.0
 
 
 def test_only_zero3_with_more_than_one_shard_copies():

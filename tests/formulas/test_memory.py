@@ -17,7 +17,7 @@ from perfmodel.engine.rules import check_layout, resolve
 from perfmodel.formulas.activations import activation_bytes_per_layer, korthikanti_activation_bytes_per_layer
 from perfmodel.formulas.counts import param_count
 from perfmodel.formulas.layouts import layouts_from_arrays
-from perfmodel.formulas.memory import MemoryBreakdown, fits_in_memory, memory_per_gpu
+from perfmodel.formulas.memory import MemoryBreakdown, fits_in_memory, memory_per_gpu, memory_per_gpu_modes
 from perfmodel.formulas.model_states import STATE_BYTES_PER_PARAM, model_state_bytes
 from perfmodel.formulas.workload import LayerKind
 from perfmodel.spec.errors import InputError
@@ -215,6 +215,34 @@ def test_rows_sum_to_total_and_fits():
     assert not fits_in_memory(memory_per_gpu(GPT3, 2048, "full", "bf16", layouts(), SW), hw)[0]
 
 
+MODES = ("none", "selective", "full")
+
+
+def _same_bits(a: MemoryBreakdown, b: MemoryBreakdown) -> bool:
+    return all(np.array_equal(getattr(a, k), getattr(b, k)) for k in ("weights", "gradients", "optimizer_states",
+                                                                      "activations", "workspace"))
+
+
+@pytest.mark.parametrize("stack", [SW, sw(recompute_num_layers=2), sw(pipeline_layout="Et|t|t|tL")])
+def test_modes_together_equal_each_alone(stack):
+    """``memory_per_gpu_modes`` shares the model states between the recompute modes: each mode's
+    memory is the same, to the last bit, as ``memory_per_gpu`` of that mode alone (a batch of
+    layouts; the block method of full recompute; an explicit pipeline layout)."""
+    m = ModelSpec(num_layers=4, hidden_size=1024, num_attention_heads=16, num_query_groups=4,
+                  ffn_hidden_size=2816, gated_mlp=True, vocab_size=32000, mtp_layers=1,
+                  moe=MoeSpec(num_experts=8, top_k=2, expert_ffn_hidden_size=256, num_dense_layers=1))
+    rows = [dict(tp=1, pp=1, dp=8, zero_stage=3, num_mb=4, ep=4),
+            dict(tp=2, pp=2, sp=True, dp=2, zero_stage=1, num_mb=8, mbs=2, ep=2),
+            dict(tp=2, pp=2, sp=True, cp=2, dp=1, num_mb=6, ep=2, etp=2),
+            dict(tp=4, pp=2, sp=False, dp=4, zero_stage=2, num_mb=1)]
+    batch = layouts_from_arrays(**{k: [r.get(k, d) for r in rows] for k, d in
+                                   dict(tp=1, pp=1, vpp=1, cp=1, ep=1, etp=1, sp=False,
+                                        zero_stage=0, mbs=1, dp=1, num_mb=1).items()})
+    together = memory_per_gpu_modes(m, 4096, MODES, "bf16", batch, stack)
+    for rc, mem in zip(MODES, together):
+        assert _same_bits(mem, memory_per_gpu(m, 4096, rc, "bf16", batch, stack))
+
+
 def test_mla_and_mtp_run():
     m = ModelSpec(num_layers=6, hidden_size=1024, num_attention_heads=8, ffn_hidden_size=4096,
                   vocab_size=32000, gated_mlp=True, mtp_layers=1,
@@ -368,6 +396,15 @@ def _mem(scen: Scenario, seq=None, **over) -> MemoryBreakdown:
 
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+
+
+@SETTINGS
+@given(scenarios())
+def test_modes_together_equal_each_alone_on_random_scenarios(scen):
+    lay = _lay(scen)
+    together = memory_per_gpu_modes(scen.model, scen.seq_length, MODES, scen.precision, lay, SW)
+    for rc, mem in zip(MODES, together):
+        assert _same_bits(mem, memory_per_gpu(scen.model, scen.seq_length, rc, scen.precision, lay, SW))
 
 
 @SETTINGS

@@ -29,15 +29,18 @@ CITED = {
                 "fp8_casts": "fused", "attention_backend": "cudnn"},
     "torchtitan-eager": {"elementwise_kernels": "eager", "cross_entropy": "eager_fp32", "selective_recompute": "op_sac",
                          "grad_reduce_in_fp32": True, "overlap.tp": 0.0, "optimizer_kernels": "fused",
-                         "fsdp_copy_kernels": True},
+                         "fsdp_copy_kernels": True, "pp_grad_reduce": "stage_drain", "fsdp_root_group": True},
     "torchtitan-2412-eager": {"elementwise_kernels": "eager", "cross_entropy": "eager_fp32",
                               "selective_recompute": "op_sac", "optimizer_kernels": "foreach",
-                              "cp_comm_type": "torch_allgather", "fsdp_copy_kernels": True},
+                              "cp_comm_type": "torch_allgather", "fsdp_copy_kernels": True,
+                              "pp_grad_reduce": "stage_drain", "fsdp_root_group": True},
     "torchtitan-compile": {"elementwise_kernels": "compiled", "cross_entropy": "fused",
-                           "selective_recompute": "op_sac", "fsdp_copy_kernels": True},
+                           "selective_recompute": "op_sac", "fsdp_copy_kernels": True,
+                           "pp_grad_reduce": "stage_drain", "fsdp_root_group": True},
     "torchtitan-2412-compile": {"elementwise_kernels": "compiled", "cross_entropy": "eager_fp32",
                                 "selective_recompute": "op_sac", "optimizer_kernels": "foreach",
-                                "cp_comm_type": "torch_allgather", "fsdp_copy_kernels": True},
+                                "cp_comm_type": "torch_allgather", "fsdp_copy_kernels": True,
+                                "pp_grad_reduce": "stage_drain", "fsdp_root_group": True},
     "pytorch-fsdp-accelerate": {"elementwise_kernels": "eager", "cross_entropy": "eager_fp32",
                                 "grad_reduce_in_fp32": False, "overlap.fsdp": 0.0, "optimizer_kernels": "foreach"},
     "pytorch-eager": {"elementwise_kernels": "eager", "cross_entropy": "eager_fp32", "grad_reduce_in_fp32": True,
@@ -55,7 +58,9 @@ decoder layer has 9 parameter-holding sub-modules; dgxc 1b9bb6b maxtext/configur
 remat_policy save_qkv_proj; torchtitan's mixed_precision_reduce defaults to float32, its Llama 3 8B
 config asks for op-level checkpointing, FSDP2 copies every gathered unit out of its flat buffer, 9dec370 runs the loss eagerly and a foreach AdamW, e7c0cae
 compiles the loss with the blocks and defaults to the fused AdamW, and 9dec370's context parallelism
-is PyTorch's experimental one at its default all-gather rotate method; Accelerate's FSDP plugin reduces
+is PyTorch's experimental one at its default all-gather rotate method, and its pipeline stages
+(torch.distributed.pipelining over FSDP2) reduce their gradients after their last backward, while
+FSDP2's root group (embedding, output layer) is not resharded after the forward; Accelerate's FSDP plugin reduces
 in the mixed-precision dtype with no backward prefetch and torch.optim.AdamW defaults to foreach;
 Megatron-LM's attention dropout defaults to 0.1; NVIDIA's performance recipes set
 grad_reduce_in_fp32 = False, and Megatron-Bridge's set the MoE router and permute fusions; a

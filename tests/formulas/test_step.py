@@ -184,8 +184,8 @@ def test_list_api_copies_each_rank_chunk_with_its_own_kernel():
     job = resolve(scenario(num_gpus=32, global_batch_size=64, parallelism=dict(tp=1, pp=1, zero_stage=3)))
     L, hw = job.layouts, job.hardware
     P, n = 1e8, 32
-    flat = dp_traffic(P, 0.0, L, hw, hw.efficiency, 1.0, SW).fsdp_per_unit_s
-    listed = dp_traffic(P, 0.0, L, hw, hw.efficiency, 1.0, sw(fsdp_list_api=True)).fsdp_per_unit_s
+    flat = dp_traffic(P, 0.0, 0.0, L, hw, hw.efficiency, 1.0, SW).fsdp_per_unit_s
+    listed = dp_traffic(P, 0.0, 0.0, L, hw, hw.efficiency, 1.0, sw(fsdp_list_api=True)).fsdp_per_unit_s
     copies = (2 * memory_time_s(2 * P * PARAM_BYTES, hw, hw.efficiency, kernels=n)
               + memory_time_s(2 * P * grad_reduce_bytes(True), hw, hw.efficiency, kernels=n))
     assert (listed - flat).item() == pytest.approx(float(copies), rel=1e-9)
@@ -199,7 +199,7 @@ def test_a_dense_model_pays_no_expert_collectives():
     job = resolve(scenario(num_gpus=32, global_batch_size=64, parallelism=dict(tp=1, pp=1, zero_stage=3)))
     L, hw = job.layouts, job.hardware
     P = 1e8
-    t = dp_traffic(P, 0.0, L, hw, hw.efficiency, 1.0, SW).fsdp_per_unit_s
+    t = dp_traffic(P, 0.0, 0.0, L, hw, hw.efficiency, 1.0, SW).fsdp_per_unit_s
     dense = (2 * group_time_s(Collective.ALL_GATHER, P * PARAM_BYTES, 32, 1, hw, hw.efficiency)
              + group_time_s(Collective.REDUCE_SCATTER, P * grad_reduce_bytes(True), 32, 1, hw, hw.efficiency))
     assert t.item() == pytest.approx(float(dense), rel=1e-12)
@@ -214,8 +214,8 @@ def test_grad_reduce_in_16_bits_halves_the_gradient_reduce_scatter():
     job = resolve(scenario(num_gpus=32, global_batch_size=64, parallelism=dict(tp=1, pp=1, zero_stage=1)))
     L, hw = job.layouts, job.hardware
     P = 1e8
-    fp32 = dp_traffic(P, 0.0, L, hw, hw.efficiency, 1.0, SW)
-    bf16 = dp_traffic(P, 0.0, L, hw, hw.efficiency, 1.0, sw(grad_reduce_in_fp32=False))
+    fp32 = dp_traffic(P, 0.0, 0.0, L, hw, hw.efficiency, 1.0, SW)
+    bf16 = dp_traffic(P, 0.0, 0.0, L, hw, hw.efficiency, 1.0, sw(grad_reduce_in_fp32=False))
     for t, nbytes in ((fp32, 4), (bf16, 2)):
         rs = group_time_s(Collective.REDUCE_SCATTER, P * nbytes, 32, 1, hw, hw.efficiency)
         assert t.grad_sync_s.item() == pytest.approx(float(rs), rel=1e-12)

@@ -98,6 +98,23 @@ def test_sample_is_bounded_and_evenly_spaced(monkeypatch):
     assert res.table.fits.all()
 
 
+@pytest.mark.parametrize("room", [7, 50, 333])
+def test_sample_is_every_stride_th_fitting_row_seen(room, monkeypatch):
+    """The sample is every stride-th of the fitting rows in the order the search saw them (each
+    chunk's candidates thinned before they are made a table: ``layout_table.sample_thinned``)."""
+    s = scen(TINY_MOE)
+    options = SearchOptions(gpu_counts=(8, 16), precisions=("bf16", "fp8"), overlap=("ep",))
+    monkeypatch.setattr(search_module, "CHUNK", 256)      # the order seen: chunk by chunk
+    res_all, table = _every_row(s, options, monkeypatch)
+    monkeypatch.setattr(layout_table, "SAMPLE_ROWS", room)
+    res = search(s, options)
+    stride = 2 ** int(np.ceil(np.log2(res.num_fit / len(res.table))))
+    every = table.take(slice(0, None, stride))
+    assert res.num_fit == res_all.num_fit > 4 * room
+    for name in ("group", "position", "step_time_s", "memory_per_gpu_bytes", "cost_usd"):
+        assert np.array_equal(getattr(res.table, name), getattr(every, name))
+
+
 def test_enumeration_blocks_are_the_enumeration():
     s = scen(TINY_MOE, num_gpus=32)
     m, hw = model_of(s), hardware_of(s)

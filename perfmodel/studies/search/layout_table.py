@@ -312,6 +312,20 @@ def sample_candidates(num_rows: int, seen: int, stride: int) -> np.ndarray:
     return np.flatnonzero((seen + np.arange(num_rows)) % stride == 0)
 
 
+def sample_thinned(kept: LayoutTable, rows: np.ndarray, stride: int) -> tuple[LayoutTable, np.ndarray, int]:
+    """(the sample kept, the next ``sample_candidates`` and the stride) thinned as ``sample_rows``
+    would thin them together, before the candidates are made a table: each halving keeps every
+    other row of the two in turn, so h of them keep every 2**h-th, the same rows."""
+    num, halvings = len(kept) + len(rows), 0
+    while num > SAMPLE_ROWS:
+        num, halvings = (num + 1) // 2, halvings + 1
+    if not halvings:
+        return kept, rows, stride
+    step = 2 ** halvings
+    return (kept.take(slice(0, None, step)), rows[(len(kept) + np.arange(len(rows))) % step == 0],
+            stride * step)
+
+
 def sample_rows(kept: LayoutTable, new: LayoutTable, stride: int) -> tuple[LayoutTable, int]:
     """(every ``stride``-th fitting row seen, in the order seen, and the stride): ``new`` holds
     the latest ``sample_candidates``; while more than ``SAMPLE_ROWS`` rows would be kept, every

@@ -27,7 +27,7 @@ from perfmodel.engine.enumerate import Bounds, keep
 from perfmodel.engine.evaluate import evaluate
 from perfmodel.engine.floor import by_floor, compute_floor_s, step_time_floor_s
 from perfmodel.engine.job import Job, bind
-from perfmodel.engine.job_memory import job_state_floor_bytes, memory_and_fit
+from perfmodel.engine.job_memory import job_state_floor_bytes, memory_and_fit, memory_and_fit_modes
 from perfmodel.engine.prediction import Evaluation, measure
 from perfmodel.engine.rules import layout_violations, with_recompute
 from perfmodel.formulas.layouts import Layouts, layouts_for
@@ -47,6 +47,7 @@ from perfmodel.studies.search.layout_table import (
     objective_values,
     sample_candidates,
     sample_rows,
+    sample_thinned,
     table_of,
 )
 
@@ -137,8 +138,8 @@ def kept_with(kept: Kept, ev: Evaluation, group: int, position: np.ndarray, vari
     rows = front_candidates(time_s, ev.cost_usd, kept.front)
     front = front_rows(kept.front, table_of(base, ev, rows, group, position, variant.overlap))
     rows = sample_candidates(len(ev), kept.num_fit, kept.stride)
-    sample, stride = sample_rows(kept.sample, table_of(base, ev, rows, group, position, variant.overlap),
-                                 kept.stride)
+    thinned, rows, stride = sample_thinned(kept.sample, rows, kept.stride)   # only the rows kept made a table
+    sample, stride = sample_rows(thinned, table_of(base, ev, rows, group, position, variant.overlap), stride)
     return Kept(best, front, sample, stride, kept.num_fit + len(ev))
 
 
@@ -190,17 +191,32 @@ def _jobs(plan: Plan, tally: Tally, ni: int, pi: int, ri: int) -> tuple[Job, lis
 
 
 def time_rows(plan: Plan, tally: Tally, group: int, job: Job, variant: Variant, L: Layouts, mem: MemoryBreakdown,
-              rows: np.ndarray, position: np.ndarray) -> None:
+              rows: np.ndarray, position: np.ndarray, taken: dict | None = None) -> None:
     """Time layouts ``rows`` of ``L`` (whose memory is ``mem``), at ``position`` in the
-    enumeration, and keep what the search keeps of them."""
+    enumeration, and keep what the search keeps of them. ``taken``: the rows of ``L`` taken last
+    (``_taken``), given again for the same rows, so that what is kept per object (the groupings of
+    ``perfmodel.engine.distinct``, ``evaluate``'s data-parallel parts) serves the next recompute
+    mode too."""
     tally.num_timed += rows.size
     if rows.size < len(L):
-        L, mem = L.take(rows), _memory_rows(mem, rows)
+        L, mem = _taken(L, rows, taken), _memory_rows(mem, rows)
     t1 = time.perf_counter()
     arrays = evaluate(job, L, mem)
     tally.evaluate_s += time.perf_counter() - t1
     tally.kept = kept_with(tally.kept, measure(job, L, arrays, plan.cost_model), group, position[rows], variant,
                            plan.objective, plan.top_k, plan.best_only)
+
+
+def _taken(L: Layouts, rows: np.ndarray, taken: dict | None) -> Layouts:
+    """``L.take(rows)``; the same object as the last call's with ``taken`` for the same rows (one
+    kept: the recompute modes of one overlap setting follow each other)."""
+    if taken is None:
+        return L.take(rows)
+    key = rows.tobytes()
+    if key not in taken:
+        taken.clear()
+        taken[key] = L.take(rows)
+    return taken[key]
 
 
 def _checked(plan: Plan, tally: Tally, ni: int, pi: int, job: Job, single_variant: bool, L_all: Layouts,
@@ -221,18 +237,18 @@ def _checked(plan: Plan, tally: Tally, ni: int, pi: int, job: Job, single_varian
     return checked[floor <= tally.bound(plan)], floor[floor <= tally.bound(plan)]
 
 
-def _fit_and_time(plan: Plan, tally: Tally, groups: list[int], job: Job, job_vs: list[Job], L: Layouts,
-                  wanted: np.ndarray, position: np.ndarray, state: np.ndarray) -> None:
-    """Check the memory of every layout of ``L`` once (the same under every overlap setting;
-    ``state``: rank 0's model states, ``job_state_floor_bytes``) and time those that fit under
-    each overlap setting that applies to them (``wanted``)."""
-    mem, fit = memory_and_fit(job, L, state)
+def _fit_and_time(plan: Plan, tally: Tally, groups: list[int], job_vs: list[Job], L: Layouts,
+                  wanted: np.ndarray, position: np.ndarray, mem: MemoryBreakdown, fit: np.ndarray,
+                  taken: dict) -> None:
+    """Time the layouts of ``L`` that fit (``mem`` and ``fit``: their memory, the same under every
+    overlap setting, ``memory_and_fit``) under each overlap setting that applies to them (``wanted``;
+    ``taken``: as ``time_rows``)."""
     tally.rejected[DOES_NOT_FIT] += int(wanted[:, ~fit].sum())
     for vi, variant in enumerate(plan.variants):
         rows = np.flatnonzero(fit & wanted[vi])
         tally.num_fit += rows.size
         if rows.size:
-            time_rows(plan, tally, groups[vi], job_vs[vi], variant, L, mem, rows, position)
+            time_rows(plan, tally, groups[vi], job_vs[vi], variant, L, mem, rows, position, taken)
 
 
 def _fit_and_time_by_floor(plan: Plan, tally: Tally, groups: list[int], job: Job, job_vs: list[Job], L: Layouts,
@@ -264,6 +280,9 @@ def run_chunk(plan: Plan, tally: Tally, ni: int, pi: int, parts: list) -> None:
     position = np.concatenate([p[1] for p in parts])
     wanted = np.concatenate([p[2] for p in parts], axis=1)          # variants x layouts
     L_all = layouts_for(plan.counts[ni], plan.scenario.global_batch_size, **{k: cols[k] for k in LAYOUT_COLUMNS})
+    if not plan.prune:
+        _fit_and_time_modes(plan, tally, ni, pi, L_all, wanted, position)
+        return
     compute: list = []
     states: dict = {}
     for ri in range(len(plan.recompute)):
@@ -277,10 +296,26 @@ def run_chunk(plan: Plan, tally: Tally, ni: int, pi: int, parts: list) -> None:
             L, w, at, state = L_all.take(checked), wanted[:, checked], position[checked], state[checked]
         else:
             L, w, at = L_all, wanted, position
-        if plan.prune:
-            _fit_and_time_by_floor(plan, tally, groups, job, job_vs, L, w, at, floor, state)
-        else:
-            _fit_and_time(plan, tally, groups, job, job_vs, L, w, at, state)
+        _fit_and_time_by_floor(plan, tally, groups, job, job_vs, L, w, at, floor, state)
+
+
+def _fit_and_time_modes(plan: Plan, tally: Tally, ni: int, pi: int, L: Layouts, wanted: np.ndarray,
+                        position: np.ndarray) -> None:
+    """A search that does not prune: the memory of every layout of ``L`` checked under every
+    recompute mode, the modes that share a software stack together (their model states worked
+    out once, ``memory_and_fit_modes``), and those that fit timed, mode by mode."""
+    jobs = [_jobs(plan, tally, ni, pi, ri) for ri in range(len(plan.recompute))]
+    by_stack: dict = {}
+    for ri, (job, _) in enumerate(jobs):
+        by_stack.setdefault(id(job.software), []).append(ri)
+    fitted = {}
+    for modes in by_stack.values():
+        state = job_state_floor_bytes(jobs[modes[0]][0], L)
+        fitted.update(zip(modes, memory_and_fit_modes(tuple(jobs[ri][0] for ri in modes), L, state)))
+    taken: dict = {}       # the modes that fit the same layouts time the same Layouts object
+    for ri, (_, job_vs) in enumerate(jobs):
+        groups = [plan.group(ni, pi, ri, vi) for vi in range(len(job_vs))]
+        _fit_and_time(plan, tally, groups, job_vs, L, wanted, position, *fitted[ri], taken)
 
 
 def _state_floor_bytes(job: Job, L: Layouts, states: dict) -> np.ndarray:
