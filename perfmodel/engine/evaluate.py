@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from perfmodel.engine.block import block_time, block_totals
+from perfmodel.engine.block import BLOCK_TOTALS, block_time, block_totals
 from perfmodel.engine.data_parallel import data_parallel_parts
 from perfmodel.engine.distinct import once_per_shape
 from perfmodel.engine.job import Job, shared_job
@@ -37,10 +37,11 @@ from perfmodel.formulas import comm, offload, overheads, pipeline, traffic
 from perfmodel.formulas.activations import activation_bytes_per_layer
 from perfmodel.formulas.compute import BACKWARD_HOST_OPS_OVER_FORWARD, BlockTime
 from perfmodel.formulas.counts import training_flop_per_token
-from perfmodel.formulas.layouts import Layouts
+from perfmodel.formulas.layouts import Layouts, is_row, one_row
 from perfmodel.formulas.memory import HIDDEN_DROPOUT, MemoryBreakdown, fits_in_memory
 from perfmodel.formulas.overlap import exposed_s, tp_phi, window_used_s
 from perfmodel.formulas.recompute import recomputed_layer_fraction, selective_recompute_s
+from perfmodel.formulas.scalars import batch_of_one, filled, floats, where
 from perfmodel.formulas.workload import LayerKind, head_ops, layer_kinds, layer_ops, mtp_extra_ops, mtp_layer_kind
 from perfmodel.spec.pp_grad_reduce import pp_grad_reduce
 from perfmodel.spec.software import selective_modules
@@ -89,6 +90,11 @@ class LayerTime:
         return self.block.fwd_s + self.tp_fwd_s + self.cp_fwd_s + self.ep_fwd_s
 
 
+LAYER_TIMES = ("tp_fwd_s", "tp_bwd_s", "cp_fwd_s", "cp_bwd_s", "ep_fwd_s", "ep_bwd_s", "recompute_s", "fsdp_s",
+               "used_fwd_s", "used_bwd_s")
+"""The fields of a ``LayerTime`` that are arrays over layouts."""
+
+
 def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerTime:
     m, hw, eff, sw, seq = c.model, c.hardware, c.efficiency, c.software, c.seq_length
     ov = sw.overlap
@@ -129,7 +135,7 @@ def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerT
         # paired with it: its all-to-alls are not overlapped.
         ep_redo = ep_raw
     else:
-        ep_f = ep_b = ep_redo = np.zeros(len(L))
+        ep_f = ep_b = ep_redo = filled(blk.fwd_s, 0.0)
     if c.recompute == "full":
         recompute = recomputed_layer_fraction(m, L, sw.recompute_num_layers) * (blk.fwd_s + tp_f + cp_f + ep_redo)
     elif c.recompute == "selective":
@@ -141,7 +147,7 @@ def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerT
             # before the saved QKV projection too makes this an upper bound under SP
             recompute = recompute + tp_f + cp_f
     else:
-        recompute = np.zeros(len(L))
+        recompute = filled(blk.fwd_s, 0.0)
     fsdp = _fsdp_exposed_s(fsdp_per_layer_s, blk, used_f, used_b, c)
     return LayerTime(blk, tp_f, tp_b, cp_f, cp_b, ep_f, ep_b, recompute, fsdp, used_f, used_b)
 
@@ -156,6 +162,9 @@ def _layer_totals(kind: LayerKind, c: Job, L: Layouts) -> LayerTime:
     """``_layer_time`` before the layer's ZeRO-3 traffic (which depends on the whole layout) and
     without the rows of each operation (``evaluate`` reads only the block's totals): a function
     of the layer's shape, worked out once per distinct one (``perfmodel.engine.distinct``)."""
+    if len(L) == 1 and not is_row(L):   # one layout: on its one_row, back as one-element arrays
+        lt = _layer_totals(kind, c, one_row(L))
+        return batch_of_one(replace(lt, block=batch_of_one(lt.block, BLOCK_TOTALS)), LAYER_TIMES)
     lt = _layer_time(kind, c, L, 0.0)
     return replace(lt, block=replace(lt.block, ops=()))
 
@@ -232,14 +241,20 @@ class StepArrays:
 def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepArrays:
     """The step-time breakdown and memory of the job under every layout of ``L``; ``memory``:
     ``job_memory(c, L)`` where the caller has it already (the search, which keeps the layouts
-    that fit)."""
+    that fit). One layout (``predict``) is worked out on its ``one_row`` (floats), the same
+    numbers, given back as one-element arrays."""
+    if len(L) == 1 and not is_row(L) and c.software.pipeline_stages is None:
+        step = evaluate(c, one_row(L), job_memory(c, L) if memory is None else memory)
+        return replace(batch_of_one(step, ("gemm_s", "attention_s", "memory_bound_s")),
+                       breakdown={k: np.array(v, dtype=float).reshape(1) for k, v in step.breakdown.items()},
+                       stage_s=batch_of_one(step.stage_s, ("first_s", "middle_s", "last_s")))
     m, hw, eff, seq, sw = c.model, c.hardware, c.efficiency, c.seq_length, c.software
     ov = sw.overlap
     slowdown = eff.overlap_compute_slowdown   # SMs held by hidden collectives (perfmodel.formulas.overlap)
     kinds = layer_kinds(m)
     n_dense = sum(1 for k in kinds if k is LayerKind.DENSE)
     n_moe = len(kinds) - n_dense
-    pp = L.pp.astype(float)
+    pp = floats(L.pp)
 
     layers_per_stage = len(kinds) / pp
     per_layer_units = sw.fsdp_collectives_per_layer
@@ -289,7 +304,7 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
         split = (fwd_s, total(per_layer) - fwd_s - wgrad_s, wgrad_s)
         bubble = pipeline.bubble_from_stages_s(sum_s, t_max, L.vpp, L.schedule, L.pp, split)
 
-    num_mb = L.num_mb.astype(float)
+    num_mb = floats(L.num_mb)
     bd = {k: num_mb * v for k, v in slowest.items()}
 
     # Host dispatch of one micro-batch (forward share 1/3, backward 2/3 of the operations).
@@ -321,9 +336,9 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
     # Under torch.distributed.pipelining with FSDP2 each stage reduces after its last backward,
     # one stage after another in the drain (perfmodel.spec.pp_grad_reduce).
     drained = pp_grad_reduce(sw.pp_grad_reduce).in_drain & (L.pp > 1)
-    grad_s = np.where(drained, pipeline.drain_reduction_s(dp.grad_sync_s, dp.grad_copy_s, layers_per_stage / L.vpp
-                                                          * per_layer_units, L.pp, L.vpp),
-                      exposed_s(dp.grad_sync_s, slow_bwd - used_bwd, ov.dp, slowdown))
+    grad_s = where(drained, pipeline.drain_reduction_s(dp.grad_sync_s, dp.grad_copy_s, layers_per_stage / L.vpp
+                                                       * per_layer_units, L.pp, L.vpp),
+                   exposed_s(dp.grad_sync_s, slow_bwd - used_bwd, ov.dp, slowdown))
     bd["dp_comm"] = (grad_s + exposed_s(dp.param_gather_s, slow_fwd - used_fwd, ov.dp, slowdown)
                      + num_mb * dp.fsdp_root_s)   # FSDP2's root group, exposed each micro-batch
 
@@ -343,11 +358,11 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
             np.maximum(sum(b.bwd_s * w for b, w in blocks), bwd_host_frac * host_layer))
 
     # Optimizer over the parameters this GPU owns.
-    n_dp = (L.dp * L.cp).astype(float)
-    n_edp = L.edp.astype(float)
+    n_dp = floats(L.dp * L.cp)
+    n_edp = floats(L.edp)
     sharded = L.zero_stage >= 1
-    owned = (dense_params / np.where(sharded, n_dp, 1.0)
-             + expert_params / np.where(sharded, n_edp, 1.0))
+    owned = (dense_params / where(sharded, n_dp, 1.0)
+             + expert_params / where(sharded, n_edp, 1.0))
     bd["optimizer"] = overheads.optimizer_s(owned, hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency, sw)
 
     world_latency = comm.scale_out_fabric(hw, eff).latency_s * np.ceil(np.log2(max(c.num_gpus, 2)))
@@ -358,15 +373,15 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
     synced = overheads.host_syncs_per_pass(m, sw)
     fwd_window = np.minimum(t_max, layers_per_stage * sum(
         (lt.fwd_pass_s + traffic.ZERO3_FORWARD_SHARE * lt.fsdp_s) * w for lt, w in layers))
-    bd["overheads"] = (np.where(synced, overheads.synced_host_exposed_s(host_s_per_mb, bwd_host_frac, fwd_window,
+    bd["overheads"] = (where(synced, overheads.synced_host_exposed_s(host_s_per_mb, bwd_host_frac, fwd_window,
                                                                         t_max - fwd_window, num_mb),
                                 overheads.host_exposed_s(host_s_per_mb, t_max, num_mb))
-                       + overheads.fixed_step_s(world_latency) * np.ones(len(L)))
+                       + overheads.fixed_step_s(world_latency) * filled(num_mb, 1.0))
     busy = sum(bd.values())
     tokens_per_gpu = c.global_batch_size * seq / c.num_gpus
-    bd["data_wait"] = overheads.data_wait_s(tokens_per_gpu, busy, c.input_pipeline) * np.ones(len(L))
+    bd["data_wait"] = overheads.data_wait_s(tokens_per_gpu, busy, c.input_pipeline) * filled(num_mb, 1.0)
     for k in COMPONENTS:
-        bd.setdefault(k, np.zeros(len(L)))
+        bd.setdefault(k, filled(num_mb, 0.0))
 
     mem = job_memory(c, L) if memory is None else memory
     flop = training_flop_per_token(m, seq, causal=True).total

@@ -40,6 +40,7 @@ import numpy as np
 from perfmodel.formulas.clocks import attention_phase_s
 from perfmodel.formulas.counts import attention_fwd_flop_per_token, attention_layer_mix
 from perfmodel.formulas.layouts import Layouts
+from perfmodel.formulas.scalars import filled, flags, floats, where
 from perfmodel.formulas.workload import Op, OpKind, TpSplit, routed_load
 from perfmodel.spec.attention_head_dim import CUDNN_H100, FA3_H100, effective_head_dim, head_dim_factor
 from perfmodel.spec.efficiency import Efficiencies, saturating_attention_efficiency, saturating_gemm_efficiency
@@ -155,7 +156,7 @@ def gemm_kernels_s(count, eff: Efficiencies, t_math, t_mem):
 def memory_time_s(bytes_moved, hw: HardwareSpec, eff: Efficiencies, kernels: int = 1):
     """``kernels`` HBM-bound kernels moving ``bytes_moved`` in all."""
     return (kernels * eff.kernel_overhead_s
-            + np.asarray(bytes_moved, dtype=float) / (hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency))
+            + floats(bytes_moved) / (hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency))
 
 
 def attention_efficiency(seq, head_dim, eff: Efficiencies, backward: bool, backend: str):
@@ -209,12 +210,12 @@ def gemm_shape(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, sw: 
         count = E / layouts.ep
         split = layouts.etp
     else:
-        m = np.where(layouts.sp, T / layouts.tp, T) if op.tp_split is TpSplit.NONE else T
-        count = np.ones_like(T)
+        m = where(layouts.sp, T / layouts.tp, T) if op.tp_split is TpSplit.NONE else T
+        count = filled(T, 1.0)
         split = layouts.tp
-    n = np.where(op.tp_split is TpSplit.COLUMN, op.n / split, op.n) * np.ones_like(T)
-    k = np.where(op.tp_split is TpSplit.ROW, op.k / split, op.k) * np.ones_like(T)
-    return OpShape(m=np.asarray(m, float), n=n, k=k, count=np.asarray(count, float))
+    n = (op.n / split if op.tp_split is TpSplit.COLUMN else op.n) * filled(T, 1.0)
+    k = (op.k / split if op.tp_split is TpSplit.ROW else op.k) * filled(T, 1.0)
+    return OpShape(m=floats(m), n=n, k=k, count=floats(count))
 
 
 def gemm_precision(op: Op, precision: str) -> str:
@@ -248,6 +249,7 @@ class OpTime:
     profiler trace counts apart from the GEMMs; 0 for 16-bit GEMMs and other ops)."""
     cast_bwd_s: np.ndarray | float = 0.0
     """The same for ``bwd_s``."""
+
 
 
 def unfused_attention_s(op: Op, layouts: Layouts, seq_length: int, hw: HardwareSpec, eff: Efficiencies,
@@ -284,6 +286,8 @@ def unfused_attention_s(op: Op, layouts: Layouts, seq_length: int, hw: HardwareS
 
 def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precision: str,
             hw: HardwareSpec, eff: Efficiencies, sw: SoftwareStack) -> OpTime:
+    """One operation's time and traffic per micro-batch (arrays over ``layouts``, numbers on a
+    ``one_row``; ``perfmodel.engine.block.OP_TIMES`` are the fields that vary with the layout)."""
     T = tokens_per_microbatch(layouts, seq_length)
     if op.kind is OpKind.GEMM:
         sh = gemm_shape(op, model, layouts, seq_length, sw)
@@ -298,7 +302,7 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
         fwd_bytes = sh.count * bpe * (sh.m * sh.k + sh.k * sh.n + sh.m * sh.n)
         host_ops = sw.te_module_host_ops
         extra = (sh.count - 1) * GEMMS_PER_LINEAR_FWD_BWD
-        cast_f = cast_b = 0.0
+        cast_f = cast_b = filled(T, 0.0)
         if prec in LOW_PRECISION:
             cast_bytes = FP8_CAST_BYTES_PER_ELEMENT[sw.fp8_casts]
             cast_fwd = sh.count * sh.m * sh.k * cast_bytes
@@ -308,12 +312,11 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
             bwd = bwd + cast_b
             host_ops = host_ops + 1
         flop = 2.0 * sh.m * sh.n * sh.k * sh.count
-        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, t_mem > t_math, host_ops, extra, wgrad,
-                      cast_f, cast_b)
+        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, t_mem > t_math, host_ops, extra, wgrad, cast_f, cast_b)
     if op.kind is OpKind.ATTENTION and not sw.flash_attention:
         fwd, bwd, flop, fwd_bytes = unfused_attention_s(op, layouts, seq_length, hw, eff, sw)
         bound = memory_time_s(fwd_bytes, hw, eff, kernels=0) > flop / hw.gpu.peak_flop_per_s("bf16")
-        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, bound, 3, np.zeros_like(fwd))
+        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, bound, 3, *(filled(fwd, 0.0) for _ in range(4)))
     if op.kind is OpKind.ATTENTION:
         peak = hw.gpu.peak_flop_per_s("bf16")
         s_local = seq_length / layouts.cp
@@ -333,22 +336,22 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
         heads = op.attn_heads * head_share
         # Reads Q, K, V and writes O once (flash attention never materialises s x s).
         fwd_bytes = 2.0 * T * heads * (2 * op.attn_qk_dim + 2 * op.attn_v_dim)
-        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, np.zeros_like(fwd, dtype=bool), 1, np.zeros_like(fwd))
+        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, flags(fwd, False), 1, *(filled(fwd, 0.0) for _ in range(4)))
     # Memory-bound elementwise work: norms and residuals act on the sequence-parallel shard;
     # head-split (rotary, repeat_kv) and MLP-width tensors on the tensor-parallel shard.
     sharded_by_tp = op.name.startswith(("attention/", "mlp/", "moe/", "output/"))
-    tokens = np.where(sharded_by_tp | layouts.sp, T / layouts.tp, T)
-    runs = (model.moe.num_experts // layouts.ep > 1) if op.multi_local_experts_only else np.ones(len(layouts), bool)
-    fwd_bytes = np.where(runs, op.bytes_per_token * tokens, 0.0)
+    tokens = where(sharded_by_tp | layouts.sp, T / layouts.tp, T)
+    runs = (model.moe.num_experts // layouts.ep > 1) if op.multi_local_experts_only else flags(T, True)
+    fwd_bytes = where(runs, op.bytes_per_token * tokens, 0.0)
     fwd_fraction, bwd_fraction = eff.stream_fractions.get(op.stream_class, (1.0, 1.0)) if op.stream_class else (1.0, 1.0)
-    fwd = np.where(runs, memory_time_s(fwd_bytes / fwd_fraction, hw, eff, kernels=op.kernels), 0.0)
+    fwd = where(runs, memory_time_s(fwd_bytes / fwd_fraction, hw, eff, kernels=op.kernels), 0.0)
     if op.bwd_bytes_per_token is None:
-        bwd = 2.0 * np.where(runs, memory_time_s(fwd_bytes / bwd_fraction, hw, eff, kernels=op.kernels), 0.0)
+        bwd = 2.0 * where(runs, memory_time_s(fwd_bytes / bwd_fraction, hw, eff, kernels=op.kernels), 0.0)
     else:
-        bwd = np.where(runs, memory_time_s(op.bwd_bytes_per_token * tokens / bwd_fraction, hw, eff,
+        bwd = where(runs, memory_time_s(op.bwd_bytes_per_token * tokens / bwd_fraction, hw, eff,
                                            kernels=op.bwd_kernels or op.kernels), 0.0)
-    return OpTime(op.name, op.kind, fwd, bwd, np.zeros_like(fwd), fwd_bytes, np.ones_like(fwd, dtype=bool),
-                  op.kernels, np.zeros_like(fwd))
+    return OpTime(op.name, op.kind, fwd, bwd, filled(fwd, 0.0), fwd_bytes, flags(fwd, True), op.kernels,
+                  *(filled(fwd, 0.0) for _ in range(4)))
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,7 @@ from __future__ import annotations
 import numpy as np
 
 from perfmodel.formulas.compute import BlockTime
+from perfmodel.formulas.scalars import floats
 from perfmodel.formulas.workload import ACT_BYTES, FP32_BYTES, LayerKind, OpKind
 from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.software import selective_modules
@@ -184,5 +185,5 @@ def recomputed_layer_fraction(m: ModelSpec, L, recompute_num_layers: int | None)
     ``TransformerBlock._checkpointed_forward``, ``recompute_method == 'block'``)."""
     if recompute_num_layers is None:
         return np.ones(len(L))
-    per_chunk = m.num_layers / (L.pp * L.vpp).astype(float)
+    per_chunk = m.num_layers / floats(L.pp * L.vpp)
     return np.minimum(recompute_num_layers, per_chunk) / per_chunk
