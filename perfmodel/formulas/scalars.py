@@ -45,6 +45,11 @@ def any_of(x) -> bool:
     return bool(x.any()) if isinstance(x, np.ndarray) else bool(x)
 
 
+def negated(x):
+    """``~x`` of a boolean array; ``not x`` of a number (``~`` of a Python bool is an int)."""
+    return ~x if isinstance(x, np.ndarray) else not x
+
+
 def filled(like, value: float):
     """``np.full_like(like, value, dtype=float)``; on a ``one_row``'s number, ``value`` as a float."""
     return np.full_like(like, value, dtype=float) if isinstance(like, np.ndarray) else float(value)
