@@ -30,6 +30,27 @@ def where(cond, a, b):
     return a if cond else b
 
 
+_NUMBERS = (int, float)
+
+
+def maximum(a, b):
+    """``np.maximum(a, b)``; on two Python numbers (a ``one_row``'s), the one numpy picks: ``a`` where
+    it is larger or NaN, else ``b`` (so NaN where either is, and ``b`` on ties: -0.0 of 0.0 and -0.0), as a
+    float where either is one."""
+    if type(a) in _NUMBERS and type(b) in _NUMBERS:
+        m = a if a > b or a != a else b
+        return float(m) if float in (type(a), type(b)) else m
+    return np.maximum(a, b)
+
+
+def minimum(a, b):
+    """``np.minimum(a, b)``; on two Python numbers, the one numpy picks (``maximum``'s rule, reversed)."""
+    if type(a) in _NUMBERS and type(b) in _NUMBERS:
+        m = a if a < b or a != a else b
+        return float(m) if float in (type(a), type(b)) else m
+    return np.minimum(a, b)
+
+
 def floats(x):
     """``np.asarray(x, dtype=float)``; a number (a ``one_row``'s) as a Python float."""
     return float(x) if isinstance(x, (int, float, np.generic)) else np.asarray(x, dtype=float)
@@ -48,6 +69,11 @@ def any_of(x) -> bool:
 def negated(x):
     """``~x`` of a boolean array; ``not x`` of a number (``~`` of a Python bool is an int)."""
     return ~x if isinstance(x, np.ndarray) else not x
+
+
+def all_of(x) -> bool:
+    """``x.all()`` of an array; the truth of a ``one_row``'s number."""
+    return bool(x.all()) if isinstance(x, np.ndarray) else bool(x)
 
 
 def filled(like, value: float):
