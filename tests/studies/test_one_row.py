@@ -14,8 +14,9 @@ import pytest
 from perfmodel.engine.block import BLOCK_TOTALS, OP_TIMES
 from perfmodel.engine.data_parallel import _parts
 from perfmodel.engine.enumerate import enumerate_layouts, keep
-from perfmodel.engine.evaluate import LAYER_TIMES, _layer_totals
+from perfmodel.engine.evaluate import COMPONENTS, LAYER_TIMES, _layer_totals
 from perfmodel.engine.job import bind
+from perfmodel.engine.prediction import bottleneck
 from perfmodel.engine.rules import layout_rule_fields, layout_violations, resolve
 from perfmodel.formulas import pipeline
 from perfmodel.formulas.compute import op_time
@@ -163,3 +164,24 @@ def test_layout_rules_on_numbers_equal_them_on_arrays(scenario):
         assert (one.code.tolist(), one.fields, one.reasons) == (many.code.tolist(), many.fields, many.reasons)
         broken += int(one.code[0] >= 0)
     assert broken > 10
+
+
+def test_bottleneck_of_one_layout_on_floats_is_the_arrays_one():
+    """``bottleneck`` on one layout's floats (``prediction_row``) names what it names on arrays: ties
+    (the first), NaN (the first NaN, as np.argmax), the HBM-bound compute, random breakdowns."""
+    rng = np.random.default_rng(54)
+    cases = [(np.zeros(len(COMPONENTS)), 1.0, 1.0, 3.0), (np.ones(len(COMPONENTS)), 1.0, 1.0, 1.0)]
+    for j in range(len(COMPONENTS)):
+        v = rng.random(len(COMPONENTS))
+        v[j] = np.nan
+        cases.append((v, 1.0, 2.0, 0.5))
+        w = rng.random(len(COMPONENTS))
+        w[j] = w[(j + 3) % len(COMPONENTS)] = 2.0   # a tie at the top
+        cases += [(w, 1.0, 0.5, 2.0), (w, 1.0, 0.5, 1.5), (-w * 0.0, 0.0, 0.0, 0.0)]
+    for _ in range(200):
+        cases.append((rng.random(len(COMPONENTS)) * rng.integers(1, 3, len(COMPONENTS)), *rng.random(3)))
+    for values, gemm, attn, mem in cases:
+        one = bottleneck({k: float(v) for k, v in zip(COMPONENTS, values)}, float(gemm), float(attn), float(mem))
+        many = bottleneck({k: np.array([v]) for k, v in zip(COMPONENTS, values)}, np.array([gemm]),
+                          np.array([attn]), np.array([mem]))
+        assert type(one) is str and one == many[0], (values, gemm, attn, mem)
