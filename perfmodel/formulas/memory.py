@@ -48,7 +48,7 @@ from perfmodel.formulas.model_states import (
 )
 from perfmodel.formulas.offload import resident_activation_bytes
 from perfmodel.formulas.pipeline import chunks_in_flight, schedule_property
-from perfmodel.formulas.scalars import as_rows, maximum, minimum, where
+from perfmodel.formulas.scalars import as_rows, largest, maximum, minimum, where
 from perfmodel.formulas.workload import (
     ACT_BYTES,
     FP32_BYTES,
@@ -157,7 +157,7 @@ def _stage_modes(m: ModelSpec, seq_length: int, recomputes: tuple[str, ...], pre
         if sw.activation_offload_layers:
             stored = where(L.pp == 1, resident_activation_bytes(m, sw.activation_offload_layers, per_layer), stored)
         # backward rebuilds one layer's dropped tensors at a time (Chen et al. 2016, sec. 3)
-        rebuild = np.max([where(count[k] > 0, act(k, "none") - rebuilt[k], 0) for k in kinds], axis=0)
+        rebuild = largest([where(count[k] > 0, act(k, "none") - rebuilt[k], 0) for k in kinds])
         mtp = 0.0
         if m.mtp_layers:   # norms of h and the embedding, 2h-wide projection input, its own head
             mtp = n_mtp * (act(mtp_layer_kind(m), recompute) + tokens * 4 * B * h / r + output_layer)
@@ -165,7 +165,7 @@ def _stage_modes(m: ModelSpec, seq_length: int, recomputes: tuple[str, ...], pre
 
     # workspace: ZeRO-2/3 unshard two consecutive units (a layer and the next layer, or the
     # last layer and the output layer) for the all-gather and the gradient reduce-scatter
-    layer_unit = np.max([split[k][0] + split[k][1] for k in kinds], axis=0)
+    layer_unit = largest([split[k][0] + split[k][1] for k in kinds])
     units_in_flight = (FSDP_UNITS_IN_FLIGHT - 1) * layer_unit + maximum(layer_unit, vocab)
     w_b, g_b, _ = state_bytes_per_param(precision, grad_reduce_in_fp32)
     sharded = group_dense > 1

@@ -51,6 +51,17 @@ def minimum(a, b):
     return np.minimum(a, b)
 
 
+def largest(values: list):
+    """``np.max(values, axis=0)``; on a list of Python numbers (a ``one_row``'s), ``maximum`` of them
+    in turn (the number numpy's reduction gives)."""
+    if all(type(v) in _NUMBERS for v in values):
+        out = values[0]
+        for v in values[1:]:
+            out = maximum(out, v)
+        return out
+    return np.max(values, axis=0)
+
+
 def floats(x):
     """``np.asarray(x, dtype=float)``; a number (a ``one_row``'s) as a Python float."""
     return float(x) if isinstance(x, (int, float, np.generic)) else np.asarray(x, dtype=float)
