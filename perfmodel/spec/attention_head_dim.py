@@ -117,6 +117,9 @@ def _head_dim_factor(kernel: AttentionKernel, generation: Generation | None, bac
     return rates.rate(backward, head_dim) / rates.rate(backward, measured_head_dim)
 
 
-_head_dim_factor_of = lru_cache(maxsize=256)(_head_dim_factor)
-"""``_head_dim_factor`` of a head dim that is a number, worked out once: a model's attention asks for
-the same few in every predict (two np.interp each, about 10 us)."""
+@lru_cache(maxsize=256)
+def _head_dim_factor_of(kernel: AttentionKernel, generation: Generation | None, backward: bool, head_dim,
+                        measured_head_dim: int | None) -> float:
+    """``_head_dim_factor`` of a head dim that is a number, as a Python float (the same number),
+    worked out once: a model's attention asks for the same few in every predict (two np.interp each)."""
+    return float(_head_dim_factor(kernel, generation, backward, head_dim, measured_head_dim))
