@@ -40,10 +40,9 @@ from perfmodel.formulas.counts import training_flop_per_token
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.memory import HIDDEN_DROPOUT, MemoryBreakdown, fits_in_memory
 from perfmodel.formulas.overlap import exposed_s, tp_phi, window_used_s
-from perfmodel.formulas.recompute import recomputed_layer_fraction, selective_recompute_s
+from perfmodel.formulas.recompute import RECOMPUTE_MODES, layer_recompute_s
 from perfmodel.formulas.workload import LayerKind, head_ops, layer_kinds, layer_ops, mtp_extra_ops, mtp_layer_kind
 from perfmodel.spec.pp_grad_reduce import pp_grad_reduce
-from perfmodel.spec.software import selective_modules
 
 COMPONENTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "fsdp_comm", "pp_comm",
               "pipeline_bubble", "dp_comm", "offload", "optimizer", "overheads", "data_wait")
@@ -90,6 +89,12 @@ class LayerTime:
 
 
 def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerTime:
+    return _layer_time_under(kind, c, L, fsdp_per_layer_s, c.recompute)
+
+
+def _layer_time_under(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s, recompute) -> LayerTime:
+    """One layer of ``kind`` under recompute mode ``recompute`` (a name), or under each row's own
+    (codes, ``RECOMPUTE_MODES[code]``: ``perfmodel.engine.evaluate_modes``)."""
     m, hw, eff, sw, seq = c.model, c.hardware, c.efficiency, c.software, c.seq_length
     ov = sw.overlap
     blk = block_time(layer_ops(m, kind, sw), m, L, seq, c.precision, hw, eff, sw)
@@ -98,7 +103,9 @@ def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerT
     tp_raw = traffic.tp_layer_s(kind, m, L, seq, hw, eff, c.precision, sw)
     # SP's backward re-gathers each column-parallel GEMM's input, unless the layer's recomputed
     # forward gathered it again (perfmodel.formulas.traffic.sp_regather_s).
-    tp_raw_b = tp_raw + (0.0 if c.recompute == "full" else traffic.sp_regather_s(kind, m, L, seq, hw, eff, c.precision))
+    full = recompute == "full" if isinstance(recompute, str) else recompute == RECOMPUTE_MODES.index("full")
+    regather = 0.0 if full is True else traffic.sp_regather_s(kind, m, L, seq, hw, eff, c.precision)
+    tp_raw_b = tp_raw + (np.where(full, 0.0, regather) if isinstance(full, np.ndarray) else regather)
     tp_f = exposed_s(tp_raw, blk.gemm_fwd_s, phi_tp, slowdown)
     tp_b = exposed_s(tp_raw_b, blk.gemm_bwd_s, phi_tp, slowdown)
     cp = traffic.cp_layer_parts(m, L, seq, hw, eff, sw)
@@ -130,20 +137,13 @@ def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerT
         ep_redo = ep_raw
     else:
         ep_f = ep_b = ep_redo = np.zeros(len(L))
-    if c.recompute == "full":
-        recompute = recomputed_layer_fraction(m, L, sw.recompute_num_layers) * (blk.fwd_s + tp_f + cp_f + ep_redo)
-    elif c.recompute == "selective":
-        recompute = selective_recompute_s(blk, sw.selective_recompute, m, kind)
-        if "moe" in selective_modules(sw.selective_recompute):
-            recompute = recompute + ep_redo       # the recomputed layer dispatches and combines again
-        if sw.selective_recompute == "save_qkv_proj":
-            # the redone forward repeats the layer's collectives; counting the all-gather
-            # before the saved QKV projection too makes this an upper bound under SP
-            recompute = recompute + tp_f + cp_f
-    else:
-        recompute = np.zeros(len(L))
+    if isinstance(recompute, str):
+        redo = layer_recompute_s(recompute, blk, tp_f, cp_f, ep_redo, m, L, sw, kind)
+    else:       # runs of modes: each row's own mode's term
+        redo = np.select([recompute == i for i in range(len(RECOMPUTE_MODES))],
+                         [layer_recompute_s(rc, blk, tp_f, cp_f, ep_redo, m, L, sw, kind) for rc in RECOMPUTE_MODES])
     fsdp = _fsdp_exposed_s(fsdp_per_layer_s, blk, used_f, used_b, c)
-    return LayerTime(blk, tp_f, tp_b, cp_f, cp_b, ep_f, ep_b, recompute, fsdp, used_f, used_b)
+    return LayerTime(blk, tp_f, tp_b, cp_f, cp_b, ep_f, ep_b, redo, fsdp, used_f, used_b)
 
 
 def _fsdp_exposed_s(fsdp_per_layer_s, blk: BlockTime, used_fwd_s, used_bwd_s, c: Job):
@@ -156,8 +156,17 @@ def _layer_totals(kind: LayerKind, c: Job, L: Layouts) -> LayerTime:
     """``_layer_time`` before the layer's ZeRO-3 traffic (which depends on the whole layout) and
     without the rows of each operation (``evaluate`` reads only the block's totals): a function
     of the layer's shape, worked out once per distinct one (``perfmodel.engine.distinct``)."""
-    lt = _layer_time(kind, c, L, 0.0)
+    return _without_ops(_layer_time(kind, c, L, 0.0))
+
+
+def _layer_totals_modes(kind: LayerKind, c: Job, L: Layouts, codes: np.ndarray) -> LayerTime:
+    """``_layer_totals`` with each row under its own recompute mode, ``RECOMPUTE_MODES[codes]``."""
+    return _without_ops(_layer_time_under(kind, c, L, 0.0, codes))
+
+
+def _without_ops(lt: LayerTime) -> LayerTime:
     return replace(lt, block=replace(lt.block, ops=()))
+
 
 
 def layer_parts(kind: LayerKind, c: Job, L: Layouts) -> dict:
@@ -166,10 +175,13 @@ def layer_parts(kind: LayerKind, c: Job, L: Layouts) -> dict:
     return _layer_parts(_layer_totals(kind, c, L))
 
 
-def _layer_time_per_shape(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerTime:
+def _layer_time_per_shape(kind: LayerKind, c: Job, L: Layouts, recompute, fsdp_per_layer_s) -> LayerTime:
     """``_layer_time``, the same to the last bit, with its per-shape part worked out once per
-    distinct layer shape."""
-    lt = _per_shape(_layer_totals, kind, c, L, recompute=True)
+    distinct layer shape (``recompute``: None, or each row's mode's code, as ``evaluate_runs``)."""
+    if recompute is None:
+        lt = _per_shape(_layer_totals, kind, c, L, recompute=True)
+    else:
+        lt = once_per_shape(_layer_totals_modes, kind, shared_job(c, recompute=False), L, recompute)
     return replace(lt, fsdp_s=_fsdp_exposed_s(fsdp_per_layer_s, lt.block, lt.used_fwd_s, lt.used_bwd_s, c))
 
 
@@ -233,6 +245,14 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
     """The step-time breakdown and memory of the job under every layout of ``L``; ``memory``:
     ``job_memory(c, L)`` where the caller has it already (the search, which keeps the layouts
     that fit)."""
+    return evaluate_runs(c, L, None, memory)
+
+
+def evaluate_runs(c: Job, L: Layouts, recompute: np.ndarray | None, memory: MemoryBreakdown | None) -> StepArrays:
+    """``evaluate``, with each layout under its own recompute mode where
+    ``recompute`` gives its code (``RECOMPUTE_MODES``; ``c``'s own mode where None): each layer
+    under its row's mode, the rest as for any row (``perfmodel.engine.evaluate_modes``: runs of
+    modes of one job, and the batch-wide choices read from ``L`` those of each run's rows)."""
     m, hw, eff, seq, sw = c.model, c.hardware, c.efficiency, c.seq_length, c.software
     ov = sw.overlap
     slowdown = eff.overlap_compute_slowdown   # SMs held by hidden collectives (perfmodel.formulas.overlap)
@@ -254,7 +274,7 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
     for kind, count in ((LayerKind.DENSE, n_dense), (LayerKind.MOE, n_moe)):
         if not count:
             continue
-        lt = _layer_time_per_shape(kind, c, L, fsdp_per_layer)
+        lt = _layer_time_per_shape(kind, c, L, recompute, fsdp_per_layer)
         per_layer = add(per_layer, scaled(_layer_parts(lt), count / len(kinds)))
         blocks.append((lt.block, count / len(kinds)))
         used.append((lt.used_fwd_s * count / len(kinds), lt.used_bwd_s * count / len(kinds)))
@@ -268,7 +288,7 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
     head_parts = {"compute": head.fwd_s + head.bwd_s}
     mtp_parts: dict = {}   # one MTP module: its layer, its projection and its own head
     if m.mtp_layers:
-        mtp_lt = _layer_time_per_shape(mtp_layer_kind(m), c, L, fsdp_per_layer)
+        mtp_lt = _layer_time_per_shape(mtp_layer_kind(m), c, L, recompute, fsdp_per_layer)
         mtp_proj = _per_shape(block_totals, mtp_extra_ops(m), c, L, recompute=False)
         mtp_parts = add(_layer_parts(mtp_lt), fsdp_copy,
                         {"compute": mtp_proj.fwd_s + mtp_proj.bwd_s + head.fwd_s + head.bwd_s})
