@@ -2,7 +2,8 @@
 streaming search does with one overlap setting) give each mode's rows exactly what evaluating
 each mode alone gives: the same bits, every component, schedules default or not, MoE and MTP
 included; where one call would not (the modes' schedules choose differently, the jobs differ in
-more than their mode) it evaluates each mode alone."""
+more than their mode) it evaluates each mode alone, and it takes no more than ``MAX_ROWS`` rows
+in one call."""
 
 from __future__ import annotations
 
@@ -77,10 +78,11 @@ def _runs(s: Scenario, schedules: tuple, seed: int) -> list:
 @pytest.mark.parametrize("model, kw, schedules", CASES, ids=[c[0] for c in CASES])
 def test_modes_in_one_call_are_each_mode_alone(model, kw, schedules, monkeypatch):
     runs = _runs(scen(model, **kw), schedules, seed=len(model))
+    monkeypatch.setattr(evaluate_modes_module, "MAX_ROWS", 10**9)
     calls = []
     real = evaluate_modes_module.evaluate_runs
     monkeypatch.setattr(evaluate_modes_module, "evaluate_runs", lambda *a: calls.append(a) or real(*a))
-    got = evaluate_modes(runs)
+    got = list(evaluate_modes(runs))
     assert len(calls) == 1                       # one call for the three modes
     assert len({only_defaults(L.schedule) for _, L, _ in runs}) == 1
     for g, (job, L, mem) in zip(got, runs):
@@ -107,3 +109,15 @@ def test_jobs_that_differ_in_more_than_their_mode_are_evaluated_alone(monkeypatc
     monkeypatch.setattr(evaluate_modes_module, "evaluate_runs", None)
     for g, (job, L, mem) in zip(evaluate_modes(runs), runs):
         _same(g, evaluate(job, L, mem))
+
+
+def test_runs_are_taken_in_turn_up_to_max_rows(monkeypatch):
+    """Runs of more rows than ``MAX_ROWS`` together: as many in one call as fit, the rest after."""
+    runs = _runs(scen("gpt3-175b", num_gpus=256, seq_length=2048, global_batch_size=512), (), seed=7)
+    monkeypatch.setattr(evaluate_modes_module, "MAX_ROWS", len(runs[0][1]) + len(runs[1][1]))
+    calls = []
+    real = evaluate_modes_module.evaluate_runs
+    monkeypatch.setattr(evaluate_modes_module, "evaluate_runs", lambda *a: calls.append(len(a[1])) or real(*a))
+    for g, (job, L, mem) in zip(evaluate_modes(runs), runs):
+        _same(g, evaluate(job, L, mem))
+    assert calls == [len(runs[0][1]) + len(runs[1][1])]     # none and selective together, full alone

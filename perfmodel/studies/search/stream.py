@@ -349,10 +349,11 @@ def _time_modes(plan: Plan, tally: Tally, ni: int, pi: int, jobs: list[Job], L: 
         if rows.size:
             runs.append((job, *_rows_taken(L, mem, rows, taken)))
             rows_of.append((ri, rows))
-    t1 = time.perf_counter()
     arrays = evaluate_modes(runs)
-    tally.evaluate_s += time.perf_counter() - t1
-    for (ri, rows), (job, L_r, _), a in zip(rows_of, runs, arrays):
+    for (ri, rows), (job, L_r, _) in zip(rows_of, runs):
+        t1 = time.perf_counter()
+        a = next(arrays)
+        tally.evaluate_s += time.perf_counter() - t1
         _keep(plan, tally, plan.group(ni, pi, ri, 0), job, plan.variants[0], L_r, a, position[rows])
 
 
