@@ -132,12 +132,16 @@ def kept_with(kept: Kept, ev: Evaluation, group: int, position: np.ndarray, vari
     obj = objective_values(objective, base, ev.step_time_s, ev.cost_usd)
     worst = float(kept.best.objective(objective)[-1]) if len(kept.best) == k else np.inf
     rows = best_candidates(obj, ev.step_time_s, ev.step.memory.total, k, worst)
-    best = best_rows(kept.best, table_of(base, ev, rows, group, position, variant.overlap), objective, k)
+    best = kept.best      # where no row may join it, as it was (ranked already; so is the front)
+    if rows.size:
+        best = best_rows(kept.best, table_of(base, ev, rows, group, position, variant.overlap), objective, k)
     if best_only:
         return Kept(best, kept.front, kept.sample, kept.stride, kept.num_fit)
     time_s = ev.step_time_s if ev.time_to_train_s is None else ev.time_to_train_s
     rows = front_candidates(time_s, ev.cost_usd, kept.front)
-    front = front_rows(kept.front, table_of(base, ev, rows, group, position, variant.overlap))
+    front = kept.front
+    if rows.size:
+        front = front_rows(kept.front, table_of(base, ev, rows, group, position, variant.overlap))
     rows = sample_candidates(len(ev), kept.num_fit, kept.stride)
     thinned, rows, stride = sample_thinned(kept.sample, rows, kept.stride)   # only the rows kept made a table
     sample, stride = sample_rows(thinned, table_of(base, ev, rows, group, position, variant.overlap), stride)
