@@ -25,7 +25,7 @@ import numpy as np
 
 from perfmodel.engine.enumerate import Bounds, keep
 from perfmodel.engine.evaluate import StepArrays, evaluate
-from perfmodel.engine.evaluate_modes import evaluate_modes
+from perfmodel.engine.evaluate_modes import MAX_ROWS, evaluate_modes
 from perfmodel.engine.floor import by_floor, compute_floor_s, step_time_floor_s
 from perfmodel.engine.job import Job, bind
 from perfmodel.engine.job_memory import job_state_floor_bytes, memory_and_fit, memory_and_fit_modes
@@ -330,7 +330,7 @@ def _fit_and_time_modes(plan: Plan, tally: Tally, ni: int, pi: int, L: Layouts, 
         state = job_state_floor_bytes(jobs[modes[0]][0], L)
         fitted.update(zip(modes, memory_and_fit_modes(tuple(jobs[ri][0] for ri in modes), L, state)))
     taken: dict = {}       # the modes that fit the same layouts time the same Layouts object
-    if len(plan.variants) == 1:
+    if len(plan.variants) == 1 and sum(int((fit & wanted[0]).sum()) for _, fit in fitted.values()) <= MAX_ROWS:
         _time_modes(plan, tally, ni, pi, [job_vs[0] for _, job_vs in jobs], L, wanted[0], position, fitted, taken)
         return
     for ri, (_, job_vs) in enumerate(jobs):
@@ -340,9 +340,11 @@ def _fit_and_time_modes(plan: Plan, tally: Tally, ni: int, pi: int, L: Layouts, 
 
 def _time_modes(plan: Plan, tally: Tally, ni: int, pi: int, jobs: list[Job], L: Layouts, wanted: np.ndarray,
                 position: np.ndarray, fitted: dict, taken: dict) -> None:
-    """One overlap setting: the layouts of ``L`` that fit (``fitted``: each mode's memory and fit)
-    under every recompute mode timed in one call (``evaluate_modes``), then kept mode by mode, as
-    ``_fit_and_time`` keeps them."""
+    """One overlap setting, at most ``MAX_ROWS`` layouts timed in all: the layouts of ``L`` that fit
+    (``fitted``: each mode's memory and fit) under every recompute mode timed in one call
+    (``evaluate_modes``), then kept mode by mode, as ``_fit_and_time`` keeps them. (More are timed
+    mode by mode, each mode's rows taken, timed and kept before the next's: one call gains nothing
+    on so many, and would hold them all.)"""
     runs, rows_of = [], []
     for ri, job in enumerate(jobs):
         mem, fit = fitted[ri]
