@@ -1,7 +1,7 @@
 """Several recompute modes of one job evaluated in one call: recompute as runs of rows.
 
-``evaluate`` costs about half a millisecond a call whatever its batch (some hundred numpy calls),
-most of a small batch's time, and a search evaluates each chunk under every recompute mode. The
+``evaluate`` costs a few tenths of a millisecond a call whatever its batch (some hundred numpy
+calls), most of a small batch's time, and a search evaluates each chunk under every recompute mode. The
 modes differ only in each layer's time (``perfmodel.engine.evaluate._layer_time``: its recompute
 term, SP's re-gather); so one call takes the modes' layouts one run after another, with each
 row's mode as a column of codes (``evaluate_runs``): each distinct layer shape's block of
