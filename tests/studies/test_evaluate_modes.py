@@ -25,7 +25,7 @@ from perfmodel.studies.search.search import SearchOptions, bounds_for
 
 
 def scen(model: str, **over) -> Scenario:
-    base = dict(hardware="h100-sxm", model=model, training_tokens=1e9)
+    base = {"hardware": "h100-sxm", "model": model, "training_tokens": 1e9}
     base.update(over)
     return parse_scenario(with_software(base))
 
@@ -44,13 +44,13 @@ def _valid_layouts(s: Scenario, options: SearchOptions) -> Layouts:
 
 
 CASES = [
-    ("gpt3-175b", dict(num_gpus=256, seq_length=2048, global_batch_size=512), ()),
-    ("deepseek-v3", dict(hardware="gb200-nvl72", num_gpus=512, seq_length=4096, global_batch_size=1024),
+    ("gpt3-175b", {"num_gpus": 256, "seq_length": 2048, "global_batch_size": 512}, ()),
+    ("deepseek-v3", {"hardware": "gb200-nvl72", "num_gpus": 512, "seq_length": 4096, "global_batch_size": 1024},
      ("1f1b", "interleaved", "dualpipe-v")),
-    ("mixtral-8x7b", dict(num_gpus=64, seq_length=4096, global_batch_size=256, selective_recompute=["moe"]),
+    ("mixtral-8x7b", {"num_gpus": 64, "seq_length": 4096, "global_batch_size": 256, "selective_recompute": ["moe"]},
      PIPELINE_SCHEDULES),
-    ("llama3-8b", dict(num_gpus=64, seq_length=8192, global_batch_size=128, elementwise_kernels="eager",
-                       attention_backend="unfused", fsdp_collectives_per_layer=12), ()),
+    ("llama3-8b", {"num_gpus": 64, "seq_length": 8192, "global_batch_size": 128, "elementwise_kernels": "eager",
+                   "attention_backend": "unfused", "fsdp_collectives_per_layer": 12}, ()),
 ]
 
 
@@ -72,7 +72,8 @@ def _runs(s: Scenario, schedules: tuple, seed: int) -> list:
     some, other = L.take(np.sort(rng.permutation(len(L))[: len(L) // 2])), L.take(rng.random(len(L)) < 0.6)
     m, hw = model_of(s), hardware_of(s)
     jobs = [bind(with_recompute(s, rc), m, hw, hw.efficiency) for rc in ("none", "selective", "full")]
-    return [(jobs[0], some, job_memory(jobs[0], some)), (jobs[1], some, None), (jobs[2], other, job_memory(jobs[2], other))]
+    return [(jobs[0], some, job_memory(jobs[0], some)), (jobs[1], some, None),
+            (jobs[2], other, job_memory(jobs[2], other))]
 
 
 @pytest.mark.parametrize("model, kw, schedules", CASES, ids=[c[0] for c in CASES])
