@@ -342,6 +342,7 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
     sharded_by_tp = op.name.startswith(("attention/", "mlp/", "moe/", "output/"))
     tokens = where(sharded_by_tp | layouts.sp, T / layouts.tp, T)
     runs = (model.moe.num_experts // layouts.ep > 1) if op.multi_local_experts_only else flags(T, True)
+    runs = runs & (precision in LOW_PRECISION or not op.low_precision_only)
     fwd_bytes = where(runs, op.bytes_per_token * tokens, 0.0)
     fwd_fraction, bwd_fraction = eff.stream_fractions.get(op.stream_class, (1.0, 1.0)) if op.stream_class else (1.0, 1.0)
     fwd = where(runs, memory_time_s(fwd_bytes / fwd_fraction, hw, eff, kernels=op.kernels), 0.0)

@@ -1,10 +1,13 @@
 """Which of Megatron-Core's fused or eager code paths run the parts of a layer that only some
-models have: a rotary embedding other than plain RoPE, linear biases, a clamped gated activation.
+models have: a rotary embedding other than plain RoPE, linear biases, a clamped gated activation;
+and whether its routed experts pad their rows for a low-precision grouped GEMM.
 
-Three software options, part of ``perfmodel.spec.software.SoftwareStack`` (which inherits them
+Four software options, part of ``perfmodel.spec.software.SoftwareStack`` (which inherits them
 from ``MegatronPaths``; they live here to keep that module small). Each default is Megatron-Core's
 own path for a model without the feature, so a model without it is priced as before; a job states
-the path its recipe takes. What each path costs is ``perfmodel.formulas.megatron_eager``.
+the path its recipe takes. ``moe_expert_fp8_padding`` is the exception: it is off by default (no
+framework but Megatron-Core runs TEGroupedMLP) and on in every Megatron preset of
+``perfmodel/data/stacks.yaml``. What each path costs is ``perfmodel.formulas.megatron_eager``.
 """
 
 from __future__ import annotations
@@ -40,3 +43,17 @@ class MegatronPaths(BaseModel):
     eager PyTorch kernels before the fused activation, and the fc2 bias is added per local expert
     in eager PyTorch (``TEGroupedMLP._apply_bias``). Megatron-Bridge v0.5.0 sets it with
     ``cutedsl_fused_grouped_mlp`` (``scripts/performance/utils/overrides.py``)."""
+    moe_expert_fp8_padding: StrictBool = False
+    """Megatron-Core's ``TEGroupedMLP`` pads each local expert's rows to the low-precision GEMM's
+    alignment (16 rows for FP8, 32 for MXFP8) with Transformer Engine's ``Fp8Padding`` before fc1
+    and removes the padding after fc2 with ``Fp8Unpadding`` whenever the precision is FP8 or FP4
+    (``transformer/moe/experts.py`` ``TEGroupedMLP.forward``, core_r0.12.0 to core_v0.17.0; TE
+    ``pytorch/module/fp8_padding.py`` and ``fp8_unpadding.py``, v2.7 to v2.14): a copy of the
+    routed tokens' h-wide input and output each way, skipped only when every count is already a
+    multiple (``m_splits == padded_m_splits``). Dropless routing gives such counts almost never,
+    so the copies run unless the routing map was padded first (``moe_router_padding_for_quantization``,
+    off in Megatron-Core and in every Qwen3, DeepSeek-V3 and Mixtral recipe), the experts are
+    padded to capacity, or the dispatcher pads as it permutes (HybridEP with ``pad_multiple``,
+    Megatron-Core ``_HybridEPManager``, from the 25.11 container's dev 0.15.0, commit 0d8e071).
+    False: no such copies (frameworks other than Megatron-Core). Priced by
+    ``perfmodel.formulas.megatron_eager.fp8_padding_op``."""
