@@ -194,6 +194,36 @@ FP8_PADDING_KERNELS = 3
 their three gradients."""
 
 
+CURRENT_SCALING_AMAX_BYTES_PER_ELEMENT = B
+"""Transformer Engine's per-tensor current scaling (``Float8CurrentScalingQuantizer::quantize``,
+``pytorch/csrc/quantizer.cpp``, v2.7 to v2.14) reads the 16-bit tensor once for its amax
+(``nvte_compute_amax``) before the cast-transpose reads it again: 2 more bytes per element than
+``compute.FP8_CAST_BYTES_PER_ELEMENT``'s separate cast. The output gradients of the backward and
+every forward input not written by a Transformer Engine norm pay it; a norm fused into the next
+GEMM (``TELayerNormColumnParallelLinear``) computes the amax as it writes its output
+(``normalization.cpp`` ``FUSED_NORM_AMAX_FP8``), so that GEMM's forward does not
+(``NORM_FED_GEMMS``)."""
+CURRENT_SCALING_KERNELS = 3
+"""Kernels per quantised tensor under current scaling: amax, the scale from the amax, the cast.
+Per expert in ``GroupedLinear``: ``tex.split_quantize`` fuses the experts' casts into one kernel
+only for delayed scaling (``multi_tensor_quantize_impl``, ``pytorch/csrc/extensions/cast.cpp``,
+v2.9: "Currently only have fused kernel for FP8 delayed scaling") and quantises them one by one
+otherwise."""
+NORM_FED_GEMMS = ("attention/qkv", "mlp/up")
+"""The GEMMs whose input a fused Transformer Engine norm writes (Megatron-Core's TE layer spec:
+``TELayerNormColumnParallelLinear`` for the QKV projection and a dense MLP's fc1)."""
+
+
+def current_scaling_cast(op_name: str, count: int, sw: SoftwareStack) -> tuple[float, float, int]:
+    """(forward, backward) bytes per element beside the separate cast, and kernels per pass, of a
+    low-precision GEMM's input quantisation under ``sw.fp8_current_scaling`` (``count``: the
+    grouped GEMMs of the op); (0, 0, 1) otherwise: one cast kernel per pass, as before."""
+    if not sw.fp8_current_scaling:
+        return 0.0, 0.0, 1
+    fwd = 0.0 if op_name in NORM_FED_GEMMS else CURRENT_SCALING_AMAX_BYTES_PER_ELEMENT
+    return fwd, CURRENT_SCALING_AMAX_BYTES_PER_ELEMENT, CURRENT_SCALING_KERNELS * count
+
+
 def fp8_padding_op(m: ModelSpec, sw: SoftwareStack, routed_copies: float) -> Op:
     """``TEGroupedMLP``'s row padding for a low-precision grouped GEMM (``sw.moe_expert_fp8_padding``):
     ``FP8_PADDING_BYTES_PER_ELEMENT`` over the routed copies' h-wide rows and the probabilities'

@@ -2,7 +2,7 @@
 models have: a rotary embedding other than plain RoPE, linear biases, a clamped gated activation;
 and whether its routed experts pad their rows for a low-precision grouped GEMM.
 
-Four software options, part of ``perfmodel.spec.software.SoftwareStack`` (which inherits them
+Five software options, part of ``perfmodel.spec.software.SoftwareStack`` (which inherits them
 from ``MegatronPaths``; they live here to keep that module small). Each default is Megatron-Core's
 own path for a model without the feature, so a model without it is priced as before; a job states
 the path its recipe takes. ``moe_expert_fp8_padding`` is the exception: it is off by default (no
@@ -57,3 +57,11 @@ class MegatronPaths(BaseModel):
     Megatron-Core ``_HybridEPManager``, from the 25.11 container's dev 0.15.0, commit 0d8e071).
     False: no such copies (frameworks other than Megatron-Core). Priced by
     ``perfmodel.formulas.megatron_eager.fp8_padding_op``."""
+    fp8_current_scaling: StrictBool = False
+    """fp8 GEMMs scale their inputs by Transformer Engine's per-tensor current scaling
+    (``Float8CurrentScaling``, Megatron-Bridge ``bf16_with_fp8_current_scaling_mixed``, the
+    performance scripts' ``fp8_cs``): each quantisation reads its input for the amax before the
+    cast and runs three kernels, one set per expert in a grouped linear
+    (``perfmodel.formulas.megatron_eager.current_scaling_cast``). False: delayed scaling, or a
+    recipe without the separate amax pass (MXFP8, blockwise), priced as before. Per job: the
+    scripts pick the recipe per GPU (H100: ``fp8_cs``; Blackwell: ``fp8_mx``)."""
