@@ -40,7 +40,7 @@ import numpy as np
 from perfmodel.formulas.clocks import attention_phase_s
 from perfmodel.formulas.counts import attention_fwd_flop_per_token, attention_layer_mix
 from perfmodel.formulas.layouts import Layouts
-from perfmodel.formulas.megatron_eager import current_scaling_cast
+from perfmodel.formulas.megatron_eager import QUANTISATIONS_PER_LINEAR_FWD_BWD, quantisation_cast
 from perfmodel.formulas.scalars import filled, flags, floats, where
 from perfmodel.formulas.workload import Op, OpKind, TpSplit, routed_load
 from perfmodel.spec.attention_head_dim import CUDNN_H100, FA3_H100, effective_head_dim, head_dim_factor
@@ -306,10 +306,11 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
         cast_f = cast_b = filled(T, 0.0)
         if prec in LOW_PRECISION:
             cast_bytes = FP8_CAST_BYTES_PER_ELEMENT[sw.fp8_casts]
-            amax_f, amax_b, kernels = current_scaling_cast(op.name, sh.count, sw)
+            amax_f, amax_b, kernels = quantisation_cast(op.name, sh.count, sw)
             cast_fwd = sh.count * sh.m * sh.k * (cast_bytes + amax_f)
             cast_bwd = sh.count * sh.m * sh.n * (cast_bytes + amax_b)
             cast_f, cast_b = memory_time_s(cast_fwd, hw, eff, kernels), memory_time_s(cast_bwd, hw, eff, kernels)
+            extra = extra + (kernels - 1) * QUANTISATIONS_PER_LINEAR_FWD_BWD
             fwd = fwd + cast_f
             bwd = bwd + cast_b
             host_ops = host_ops + 1

@@ -214,14 +214,30 @@ NORM_FED_GEMMS = ("attention/qkv", "mlp/up")
 ``TELayerNormColumnParallelLinear`` for the QKV projection and a dense MLP's fc1)."""
 
 
-def current_scaling_cast(op_name: str, count: int, sw: SoftwareStack) -> tuple[float, float, int]:
+MXFP8_KERNELS = 1
+"""Kernels per quantised tensor under MXFP8: one quantise kernel (block scales need no amax
+pass). Per expert in ``GroupedLinear``: ``tex.split_quantize`` allocates the experts' MXFP8
+tensors in bulk but quantises them one by one (``multi_tensor_quantize_impl``, cast.cpp, v2.9
+and v2.14; TE 2.14's grouped MXFP8 kernel, ``nvte_group_quantize``, serves ``group_quantize``,
+which ``GroupedLinear`` does not call)."""
+
+
+QUANTISATIONS_PER_LINEAR_FWD_BWD = 2
+"""Input quantisations of a linear layer per forward and backward: its input forward, its output
+gradient backward (the weight gradient reuses the forward's column-wise copy). Each one's kernels
+beyond the first are launches inside the same host operation (``OpTime.extra_launches``)."""
+
+
+def quantisation_cast(op_name: str, count: int, sw: SoftwareStack) -> tuple[float, float, int]:
     """(forward, backward) bytes per element beside the separate cast, and kernels per pass, of a
-    low-precision GEMM's input quantisation under ``sw.fp8_current_scaling`` (``count``: the
-    grouped GEMMs of the op); (0, 0, 1) otherwise: one cast kernel per pass, as before."""
-    if not sw.fp8_current_scaling:
-        return 0.0, 0.0, 1
-    fwd = 0.0 if op_name in NORM_FED_GEMMS else CURRENT_SCALING_AMAX_BYTES_PER_ELEMENT
-    return fwd, CURRENT_SCALING_AMAX_BYTES_PER_ELEMENT, CURRENT_SCALING_KERNELS * count
+    low-precision GEMM's input quantisation (``count``: the grouped GEMMs of the op): under
+    ``sw.fp8_current_scaling`` the amax pass and three kernels per GEMM; under ``sw.fp8_mxfp8`` one
+    kernel per GEMM; otherwise one cast kernel per pass, as before (delayed scaling's experts
+    share one multi-tensor cast-transpose, ``nvte_multi_cast_transpose``)."""
+    if sw.fp8_current_scaling:
+        fwd = 0.0 if op_name in NORM_FED_GEMMS else CURRENT_SCALING_AMAX_BYTES_PER_ELEMENT
+        return fwd, CURRENT_SCALING_AMAX_BYTES_PER_ELEMENT, CURRENT_SCALING_KERNELS * count
+    return 0.0, 0.0, MXFP8_KERNELS * count if sw.fp8_mxfp8 else 1
 
 
 def fp8_padding_op(m: ModelSpec, sw: SoftwareStack, routed_copies: float) -> Op:

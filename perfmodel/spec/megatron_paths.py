@@ -2,12 +2,11 @@
 models have: a rotary embedding other than plain RoPE, linear biases, a clamped gated activation;
 and whether its routed experts pad their rows for a low-precision grouped GEMM.
 
-Five software options, part of ``perfmodel.spec.software.SoftwareStack`` (which inherits them
+Six software options, part of ``perfmodel.spec.software.SoftwareStack`` (which inherits them
 from ``MegatronPaths``; they live here to keep that module small). Each default is Megatron-Core's
 own path for a model without the feature, so a model without it is priced as before; a job states
-the path its recipe takes. ``moe_expert_fp8_padding`` is the exception: it is off by default (no
-framework but Megatron-Core runs TEGroupedMLP) and on in every Megatron preset of
-``perfmodel/data/stacks.yaml``. What each path costs is ``perfmodel.formulas.megatron_eager``.
+the path its recipe takes. ``moe_expert_fp8_padding`` is Megatron-Core's path for every MoE model in FP8, on by default; the
+presets of other frameworks in ``perfmodel/data/stacks.yaml`` turn it off. What each path costs is ``perfmodel.formulas.megatron_eager``.
 """
 
 from __future__ import annotations
@@ -43,7 +42,7 @@ class MegatronPaths(BaseModel):
     eager PyTorch kernels before the fused activation, and the fc2 bias is added per local expert
     in eager PyTorch (``TEGroupedMLP._apply_bias``). Megatron-Bridge v0.5.0 sets it with
     ``cutedsl_fused_grouped_mlp`` (``scripts/performance/utils/overrides.py``)."""
-    moe_expert_fp8_padding: StrictBool = False
+    moe_expert_fp8_padding: StrictBool = True
     """Megatron-Core's ``TEGroupedMLP`` pads each local expert's rows to the low-precision GEMM's
     alignment (16 rows for FP8, 32 for MXFP8) with Transformer Engine's ``Fp8Padding`` before fc1
     and removes the padding after fc2 with ``Fp8Unpadding`` whenever the precision is FP8 or FP4
@@ -55,13 +54,19 @@ class MegatronPaths(BaseModel):
     off in Megatron-Core and in every Qwen3, DeepSeek-V3 and Mixtral recipe), the experts are
     padded to capacity, or the dispatcher pads as it permutes (HybridEP with ``pad_multiple``,
     Megatron-Core ``_HybridEPManager``, from the 25.11 container's dev 0.15.0, commit 0d8e071).
-    False: no such copies (frameworks other than Megatron-Core). Priced by
+    False: no such copies (the presets of frameworks other than Megatron-Core). Priced by
     ``perfmodel.formulas.megatron_eager.fp8_padding_op``."""
     fp8_current_scaling: StrictBool = False
     """fp8 GEMMs scale their inputs by Transformer Engine's per-tensor current scaling
     (``Float8CurrentScaling``, Megatron-Bridge ``bf16_with_fp8_current_scaling_mixed``, the
     performance scripts' ``fp8_cs``): each quantisation reads its input for the amax before the
     cast and runs three kernels, one set per expert in a grouped linear
-    (``perfmodel.formulas.megatron_eager.current_scaling_cast``). False: delayed scaling, or a
+    (``perfmodel.formulas.megatron_eager.quantisation_cast``). False: delayed scaling, or a
     recipe without the separate amax pass (MXFP8, blockwise), priced as before. Per job: the
     scripts pick the recipe per GPU (H100: ``fp8_cs``; Blackwell: ``fp8_mx``)."""
+    fp8_mxfp8: StrictBool = False
+    """fp8 GEMMs run Transformer Engine's MXFP8 block scaling (``MXFP8BlockScaling``,
+    Megatron-Bridge ``bf16_with_mxfp8_mixed``, the performance scripts' ``fp8_mx`` on Blackwell):
+    one quantise kernel per tensor, one per expert in a grouped linear
+    (``perfmodel.formulas.megatron_eager.quantisation_cast``; its block scales are not a curve
+    of their own). False: priced as before."""
