@@ -1,7 +1,8 @@
 """Megatron-Core's eager PyTorch paths for the parts of a layer its fused kernels leave out: the
 unfused rotary embedding, MLA's assembly of query, key and value (fused or eager), the unfused bias
 add after a projection, the per-expert bias loop, the clamp of a clamped GLU and the routed
-experts' padding for a low-precision grouped GEMM
+experts' padding for a low-precision grouped GEMM (Transformer Engine's input quantisation is
+``perfmodel.formulas.fp8_casts``)
 (``perfmodel.spec.megatron_paths`` says which run; ``ModelSpec.mla``, ``linear_bias`` and
 ``clamped_glu`` say whether the model has them).
 
@@ -192,52 +193,6 @@ and the unpadding's a padding). Beside them the [copies, 1] probabilities are pa
 FP8_PADDING_KERNELS = 3
 """Forward: the input's padding, the probabilities' padding, the output's unpadding; backward
 their three gradients."""
-
-
-CURRENT_SCALING_AMAX_BYTES_PER_ELEMENT = B
-"""Transformer Engine's per-tensor current scaling (``Float8CurrentScalingQuantizer::quantize``,
-``pytorch/csrc/quantizer.cpp``, v2.7 to v2.14) reads the 16-bit tensor once for its amax
-(``nvte_compute_amax``) before the cast-transpose reads it again: 2 more bytes per element than
-``compute.FP8_CAST_BYTES_PER_ELEMENT``'s separate cast. The output gradients of the backward and
-every forward input not written by a Transformer Engine norm pay it; a norm fused into the next
-GEMM (``TELayerNormColumnParallelLinear``) computes the amax as it writes its output
-(``normalization.cpp`` ``FUSED_NORM_AMAX_FP8``), so that GEMM's forward does not
-(``NORM_FED_GEMMS``)."""
-CURRENT_SCALING_KERNELS = 3
-"""Kernels per quantised tensor under current scaling: amax, the scale from the amax, the cast.
-Per expert in ``GroupedLinear``: ``tex.split_quantize`` fuses the experts' casts into one kernel
-only for delayed scaling (``multi_tensor_quantize_impl``, ``pytorch/csrc/extensions/cast.cpp``,
-v2.9: "Currently only have fused kernel for FP8 delayed scaling") and quantises them one by one
-otherwise."""
-NORM_FED_GEMMS = ("attention/qkv", "mlp/up")
-"""The GEMMs whose input a fused Transformer Engine norm writes (Megatron-Core's TE layer spec:
-``TELayerNormColumnParallelLinear`` for the QKV projection and a dense MLP's fc1)."""
-
-
-MXFP8_KERNELS = 1
-"""Kernels per quantised tensor under MXFP8: one quantise kernel (block scales need no amax
-pass). Per expert in ``GroupedLinear``: ``tex.split_quantize`` allocates the experts' MXFP8
-tensors in bulk but quantises them one by one (``multi_tensor_quantize_impl``, cast.cpp, v2.9
-and v2.14; TE 2.14's grouped MXFP8 kernel, ``nvte_group_quantize``, serves ``group_quantize``,
-which ``GroupedLinear`` does not call)."""
-
-
-QUANTISATIONS_PER_LINEAR_FWD_BWD = 2
-"""Input quantisations of a linear layer per forward and backward: its input forward, its output
-gradient backward (the weight gradient reuses the forward's column-wise copy). Each one's kernels
-beyond the first are launches inside the same host operation (``OpTime.extra_launches``)."""
-
-
-def quantisation_cast(op_name: str, count: int, sw: SoftwareStack) -> tuple[float, float, int]:
-    """(forward, backward) bytes per element beside the separate cast, and kernels per pass, of a
-    low-precision GEMM's input quantisation (``count``: the grouped GEMMs of the op): under
-    ``sw.fp8_current_scaling`` the amax pass and three kernels per GEMM; under ``sw.fp8_mxfp8`` one
-    kernel per GEMM; otherwise one cast kernel per pass, as before (delayed scaling's experts
-    share one multi-tensor cast-transpose, ``nvte_multi_cast_transpose``)."""
-    if sw.fp8_current_scaling:
-        fwd = 0.0 if op_name in NORM_FED_GEMMS else CURRENT_SCALING_AMAX_BYTES_PER_ELEMENT
-        return fwd, CURRENT_SCALING_AMAX_BYTES_PER_ELEMENT, CURRENT_SCALING_KERNELS * count
-    return 0.0, 0.0, MXFP8_KERNELS * count if sw.fp8_mxfp8 else 1
 
 
 def fp8_padding_op(m: ModelSpec, sw: SoftwareStack, routed_copies: float) -> Op:

@@ -194,9 +194,9 @@ def combined_1f1b_paired_frac(pp, vpp, num_mb) -> np.ndarray:
     (schedules.py ``get_pp_rank_microbatches``, Megatron-Core dev 0.15.0 0d8e071, the 25.11
     container's, and core_v0.15.0 to 0.18.0); without pipelining the first forward and the last
     backward run alone (``combined_1f1b_schedule_for_no_pipelining``). Of the v m passes each way."""
-    pp, vpp, num_mb = (np.asarray(x) for x in (pp, vpp, num_mb))
-    unpaired = np.where(pp > 1, 2 * (pp - 1) + (vpp - 1) * pp + 1, 1)
-    return np.clip(1.0 - unpaired / (vpp * num_mb), 0.0, 1.0)
+    unpaired = where(pp > 1, 2 * (pp - 1) + (vpp - 1) * pp + 1, 1)
+    paired = 1.0 - unpaired / (vpp * num_mb)
+    return where(paired > 0.0, paired, 0.0)
 
 
 def chunks_in_flight(rank, pp, vpp, num_mb, schedule) -> np.ndarray:

@@ -61,12 +61,12 @@ class MegatronPaths(BaseModel):
     (``Float8CurrentScaling``, Megatron-Bridge ``bf16_with_fp8_current_scaling_mixed``, the
     performance scripts' ``fp8_cs``): each quantisation reads its input for the amax before the
     cast and runs three kernels, one set per expert in a grouped linear
-    (``perfmodel.formulas.megatron_eager.quantisation_cast``). False: delayed scaling, or a
+    (``perfmodel.formulas.fp8_casts.quantisation_cast``). False: delayed scaling, or a
     recipe without the separate amax pass (MXFP8, blockwise), priced as before. Per job: the
     scripts pick the recipe per GPU (H100: ``fp8_cs``; Blackwell: ``fp8_mx``)."""
     fp8_mxfp8: StrictBool = False
     """fp8 GEMMs run Transformer Engine's MXFP8 block scaling (``MXFP8BlockScaling``,
     Megatron-Bridge ``bf16_with_mxfp8_mixed``, the performance scripts' ``fp8_mx`` on Blackwell):
     one quantise kernel per tensor, one per expert in a grouped linear
-    (``perfmodel.formulas.megatron_eager.quantisation_cast``; its block scales are not a curve
+    (``perfmodel.formulas.fp8_casts.quantisation_cast``; its block scales are not a curve
     of their own). False: priced as before."""

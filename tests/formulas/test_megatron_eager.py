@@ -160,7 +160,7 @@ def test_quantisation_kernels_per_expert():
     kernel per local expert, current scaling three (amax, scale, cast); the kernels beyond the
     first of each of the two quantisations (input forward, output gradient backward) are launches
     inside the one host operation."""
-    from perfmodel.formulas.megatron_eager import quantisation_cast
+    from perfmodel.formulas.fp8_casts import quantisation_cast
     assert quantisation_cast("moe/expert_up", 8, sw()) == (0.0, 0.0, 1)
     assert sw().moe_expert_fp8_padding and not sw(stack="torchtitan-eager").moe_expert_fp8_padding
     assert quantisation_cast("moe/expert_up", 8, sw(fp8_mxfp8=True)) == (0.0, 0.0, 8)
