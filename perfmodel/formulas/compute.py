@@ -324,7 +324,8 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
     sharded_by_tp = op.name.startswith(("attention/", "mlp/", "moe/", "output/"))
     tokens = where(sharded_by_tp | layouts.sp, T / layouts.tp, T)
     runs = (model.moe.num_experts // layouts.ep > 1) if op.multi_local_experts_only else flags(T, True)
-    runs = runs & (precision in LOW_PRECISION or not op.low_precision_only)
+    at_precision = precision in LOW_PRECISION or not op.low_precision_only   # else no kernels, no host op
+    runs = runs & at_precision
     fwd_bytes = where(runs, op.bytes_per_token * tokens, 0.0)
     fwd_fraction, bwd_fraction = eff.stream_fractions.get(op.stream_class, (1.0, 1.0)) if op.stream_class else (1.0, 1.0)
     fwd = where(runs, memory_time_s(fwd_bytes / fwd_fraction, hw, eff, kernels=op.kernels), 0.0)
@@ -333,7 +334,7 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
     else:
         bwd = where(runs, memory_time_s(op.bwd_bytes_per_token * tokens / bwd_fraction, hw, eff,
                                            kernels=op.bwd_kernels or op.kernels), 0.0)
-    return OpTime(op.name, op.kind, fwd, bwd, filled(fwd, 0.0), fwd_bytes, flags(fwd, True), op.kernels,
+    return OpTime(op.name, op.kind, fwd, bwd, filled(fwd, 0.0), fwd_bytes, flags(fwd, True), op.kernels * at_precision,
                   *(filled(fwd, 0.0) for _ in range(4)))
 
 

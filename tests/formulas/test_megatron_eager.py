@@ -149,6 +149,7 @@ def test_fp8_padding_runs_only_where_the_copies_do():
     on = dict(moe_expert_fp8_padding=True)
     bf16 = block_time(layer_ops(PLAIN, LayerKind.MOE, sw(**on)), PLAIN, _layouts(), T, "bf16", H100, EFF, sw(**on))
     assert float({t.name: t for t in bf16.ops}["moe/fp8_padding"].fwd_s[0]) == 0.0
+    assert {t.name: t for t in bf16.ops}["moe/fp8_padding"].host_ops_fwd == 0
     for stack in (sw(moe_expert_fp8_padding=False), sw(**on, moe_expert_capacity_factor=1.0, moe_pad_expert_input_to_capacity=True),
                   sw(**on, moe_dispatcher="flex", moe_flex_backend="hybridep")):
         assert "moe/fp8_padding" not in _fp8_ops(stack)
