@@ -121,10 +121,12 @@ def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerT
         ep_raw = traffic.ep_layer_s(m, L, seq, hw, eff, sw)
         # Batch-level overlap: the forward all-to-alls of one micro-batch hide behind the
         # layer's backward compute of another, and vice versa (Megatron-Core
-        # combined_1f1b, overlap_moe_expert_parallel_comm); DualPipe's paired chunks always do
-        # (their records' ``paired``, perfmodel.spec.schedules).
-        phi_ep = ov.ep if pipeline.only_defaults(L.schedule) else np.where(
-            pipeline.schedule_property(L.schedule, "paired"), 1.0, ov.ep)
+        # combined_1f1b, overlap_moe_expert_parallel_comm) in the steady state only
+        # (pipeline.combined_1f1b_paired_frac); DualPipe's paired chunks always do (their
+        # records' ``paired``, perfmodel.spec.schedules).
+        phi_ep = ov.ep * pipeline.combined_1f1b_paired_frac(L.pp, L.vpp, L.num_mb)
+        if not pipeline.only_defaults(L.schedule):
+            phi_ep = np.where(pipeline.schedule_property(L.schedule, "paired"), 1.0, phi_ep)
         left_b, left_f = blk.bwd_s - used_b, blk.fwd_s - used_f
         ep_slowdown = 0.0 if sw.moe_comm_reserved_sms else slowdown   # its SMs are kept apart
         ep_f = exposed_s(ep_raw, left_b, phi_ep, ep_slowdown)
