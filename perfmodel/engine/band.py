@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
 from perfmodel.engine.band_groups import poor_coverage_text
+from perfmodel.engine.band_mixture import spread
 from perfmodel.spec.errors import InputError
 from perfmodel.spec.hardware import HardwareSpec
 from perfmodel.spec.model import ModelSpec
@@ -141,47 +142,6 @@ def combined_widening(factors: dict | None, dims) -> float:
     return math.sqrt(1.0 + sum(max(factors.get(d, 1.0), 1.0) ** 2 - 1.0 for d in dims if d in RANGES))
 
 
-def shifted(levels, log_ratio, offsets) -> tuple[float, ...]:
-    """Quantiles at ``levels`` of r + c, c each of ``offsets`` with equal weight: the mixture's
-    distribution function G(x) = mean_c F(x - c), inverted at ``levels``. F is read between the
-    band's levels, 0 below its first quantile and 1 above its last: the mass beyond the end levels
-    sits at the end quantiles, as ``ErrorBand.quantile`` holds them. One offset moves the band by it;
-    no offsets: the band as it is."""
-    if not len(offsets):
-        return tuple(float(x) for x in log_ratio)
-    lv, q, c = (np.asarray(a, dtype=float) for a in (levels, log_ratio, offsets))
-    points = np.unique((q[:, None] + c[None, :]).ravel())
-    g = np.mean([_atoms_cdf(points - ci, q, lv) for ci in c], axis=0)
-    return tuple(float(x) for x in np.interp(lv, g, points))
-
-
-def _atoms_cdf(x, q, lv) -> np.ndarray:
-    """F(x) of a band: read between its levels, 0 below its first quantile and 1 above its last (a
-    rounding error's width, 1e-12, off the ends still reads the end level)."""
-    f = np.interp(x, q, lv)
-    tol = 1e-12 * (1.0 + float(np.max(np.abs(q))))
-    return np.where(x < q[0] - tol, 0.0, np.where(x > q[-1] + tol, 1.0, f))
-
-
-NORMAL_POINTS = 40
-"""Equal-weight points that stand for N(0, 1) in ``spread``: its quantiles at (i + 1/2) / 40, scaled
-to unit variance (the midpoint points alone have variance 0.97)."""
-
-
-def _unit_normal_points() -> np.ndarray:
-    from statistics import NormalDist
-    z = np.array([NormalDist().inv_cdf((i + 0.5) / NORMAL_POINTS) for i in range(NORMAL_POINTS)])
-    return z / math.sqrt(float(np.mean(z ** 2)))
-
-
-def spread(levels, log_ratio, tau: float) -> tuple[float, ...]:
-    """Quantiles at ``levels`` of r + c, c ~ N(0, tau^2) independent of r (``shifted`` over
-    ``NORMAL_POINTS`` points of the normal); tau = 0: the band as it is."""
-    if tau <= 0:
-        return tuple(float(x) for x in log_ratio)
-    return shifted(levels, log_ratio, tau * _unit_normal_points())
-
-
 def category_spread(spreads: dict | None, dims) -> float:
     """tau of a job new in several categories: independent random effects add their variances,
     tau = sqrt(sum tau_d^2) over the categories in ``dims``."""
@@ -244,15 +204,22 @@ class ErrorBand:
         span = r[i] - r[i - 1]
         return float(lv[i - 1] + (lv[i] - lv[i - 1]) * (log_ratio - r[i - 1]) / span) if span > 0 else float(lv[i])
 
+    @cached_property
+    def nominal(self) -> tuple[float, float, float]:
+        """The quantiles of r at ``NOMINAL_LOW``, 0.5 and ``NOMINAL_HIGH`` (read once per band)."""
+        return self.quantile(NOMINAL_LOW), self.quantile(0.5), self.quantile(NOMINAL_HIGH)
+
     def rate(self, predicted: float) -> dict:
         """{p10, p50, p90} of a rate (tokens/s per GPU) predicted as ``predicted``."""
-        return {"p10": predicted * math.exp(-self.quantile(NOMINAL_HIGH)), "p50": predicted * math.exp(-self.quantile(0.5)),
-                "p90": predicted * math.exp(-self.quantile(NOMINAL_LOW))}
+        q_low, q_mid, q_high = self.nominal
+        return {"p10": predicted * math.exp(-q_high), "p50": predicted * math.exp(-q_mid),
+                "p90": predicted * math.exp(-q_low)}
 
     def duration(self, predicted: float) -> dict:
         """{p10, p50, p90} of a time or a cost (proportional to 1 / rate) predicted as ``predicted``."""
-        return {"p10": predicted * math.exp(self.quantile(NOMINAL_LOW)), "p50": predicted * math.exp(self.quantile(0.5)),
-                "p90": predicted * math.exp(self.quantile(NOMINAL_HIGH))}
+        q_low, q_mid, q_high = self.nominal
+        return {"p10": predicted * math.exp(q_low), "p50": predicted * math.exp(q_mid),
+                "p90": predicted * math.exp(q_high)}
 
     def probability_within(self, predicted: float, limit: float) -> float:
         """P(actual <= limit) for a time or cost predicted as ``predicted``: P(r <= log(limit /
@@ -275,9 +242,10 @@ class ErrorBand:
                 "widening": self.widening, "note": self.note}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class BandTable:
-    """Every stratum's band (``perfmodel/data/error_bands.yaml``)."""
+    """Every stratum's band (``perfmodel/data/error_bands.yaml``); equal only to itself, so that it
+    keys the bands worked out from it (``_band_in``)."""
 
     levels: tuple[float, ...]
     strata: dict
@@ -349,8 +317,19 @@ def band_for_job(hw: HardwareSpec, model: ModelSpec, stack: str | None, seq_leng
     table = band_table()
     if table is None:
         return None
-    base = table.band(generation_of(hw), kind_of(model))
-    ctx = Context(stack or DEFAULT_STACK, family_of(model), generation_of(hw), seq_length, num_gpus)
+    return _band_in(table, kind_of(model),
+                    Context(stack or DEFAULT_STACK, family_of(model), generation_of(hw), seq_length, num_gpus))
+
+
+JOB_BANDS = 256
+"""Bands kept by ``_band_in``: a job's band depends on its GPU generation, model family, stack,
+sequence and GPU count, not on its layout, so every layout of a job shares one."""
+
+
+@lru_cache(maxsize=JOB_BANDS)
+def _band_in(table: BandTable, kind: str, ctx: Context) -> ErrorBand:
+    """``band_for_job`` from the table, the kind (dense or MoE) and where the job sits."""
+    base = table.band(ctx.generation, kind)
     if table.validated is None:
         return replace(base, note=f"band from {base.stratum} runs ({ctx.family}); the band table predates "
                                   "out-of-family widening: refit with --fit-bands")

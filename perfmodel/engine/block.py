@@ -16,14 +16,21 @@ import numpy as np
 from perfmodel.engine.distinct import once_per_shape
 from perfmodel.engine.job import Job
 from perfmodel.formulas.compute import BACKWARD_HOST_OPS_OVER_FORWARD, BlockTime, host_dispatched, op_time
-from perfmodel.formulas.layouts import Layouts
+from perfmodel.formulas.layouts import Layouts, is_row, one_row
 from perfmodel.formulas.overlap import on_fewer_sms, reserved_sm_scale
+from perfmodel.formulas.scalars import batch_of_one
 from perfmodel.formulas.workload import Op, OpKind
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.hardware import HardwareSpec
 from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.software import SoftwareStack
 
+OP_TIMES = ("fwd_s", "bwd_s", "fwd_flop", "fwd_bytes", "fwd_memory_bound", "extra_launches", "wgrad_s", "cast_fwd_s",
+            "cast_bwd_s")
+"""The fields of an ``OpTime`` that ``op_time`` gives as arrays over layouts (numbers on a ``one_row``)."""
+BLOCK_TOTALS = ("gemm_fwd_s", "gemm_bwd_s", "attn_fwd_s", "attn_bwd_s", "mem_fwd_s", "mem_bwd_s", "extra_launches",
+                "wgrad_s")
+"""The fields of a ``BlockTime`` that are arrays over layouts (numbers on a ``one_row``)."""
 _shared: dict | None = None
 """While ``blocks_shared`` holds: (ids of ``block_time``'s arguments) -> (the arguments, its value)."""
 
@@ -56,9 +63,15 @@ def block_time(ops: tuple[Op, ...], model: ModelSpec, layouts: Layouts, seq_leng
 
 def _block_time(ops: tuple[Op, ...], model: ModelSpec, layouts: Layouts, seq_length: int,
                 precision: str, hw: HardwareSpec, eff: Efficiencies, sw: SoftwareStack) -> BlockTime:
-    times = tuple(once_per_shape(op_time, op, model, layouts, seq_length, precision, hw, eff, sw) for op in ops)
+    if len(layouts) == 1:   # one layout: on floats (``one_row``), nothing to group
+        row = one_row(layouts)
+        times = tuple(op_time(op, model, row, seq_length, precision, hw, eff, sw) for op in ops)
+        if not is_row(layouts):   # asked on arrays: each operation's numbers as one-element arrays
+            times = tuple(batch_of_one(t, OP_TIMES) for t in times)
+    else:
+        times = tuple(once_per_shape(op_time, op, model, layouts, seq_length, precision, hw, eff, sw) for op in ops)
     times = on_fewer_sms(times, reserved_sm_scale(hw.gpu.num_sms, sw.moe_comm_reserved_sms))
-    zero = np.zeros(len(layouts))
+    zero = 0.0 if is_row(layouts) else np.zeros(len(layouts))
     eager, graphs = host_dispatched(times, sw)
 
     def total(kind, attr):

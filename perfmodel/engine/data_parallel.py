@@ -8,12 +8,14 @@ micro-batches, nor of the recompute mode), worked out once per distinct one
 from __future__ import annotations
 
 import weakref
+from dataclasses import fields
 
 from perfmodel.engine.distinct import MIN_ROWS, once_per_shape
 from perfmodel.engine.job import Job, shared_job
 from perfmodel.formulas import traffic
 from perfmodel.formulas.counts import embedding_params, output_params
-from perfmodel.formulas.layouts import Layouts
+from perfmodel.formulas.layouts import Layouts, is_row, one_row
+from perfmodel.formulas.scalars import as_rows, batch_of_one, floats
 from perfmodel.formulas.sharding import stage_params
 from perfmodel.formulas.workload import layer_kinds
 
@@ -27,9 +29,9 @@ def _parts(c: Job, L: Layouts, by_schedule: bool):
     traffic for them): a function of the layout alone, worked out once per distinct one
     (``by_schedule``: some layout runs a schedule that places its stages otherwise than 1F1B)."""
     sp_params = stage_params(c.model, L, by_schedule)
-    units = len(layer_kinds(c.model)) / L.pp.astype(float) * c.software.fsdp_collectives_per_layer
+    units = len(layer_kinds(c.model)) / floats(L.pp) * c.software.fsdp_collectives_per_layer
     dense, expert = sp_params.max_dense(), sp_params.max_expert()
-    root = (embedding_params(c.model) + output_params(c.model)) / L.tp.astype(float)   # FSDP2's root group
+    root = (embedding_params(c.model) + output_params(c.model)) / floats(L.tp)   # FSDP2's root group
     return dense, expert, traffic.dp_traffic(dense, expert, root, L, c.hardware, c.efficiency, units, c.software)
 
 
@@ -44,6 +46,9 @@ def data_parallel_parts(c: Job, L: Layouts, by_schedule: bool):
     study's small batches (``2 <= len(L) < MIN_ROWS``) share one memo per ``shared_job``, as
     ``_per_shape``; the last batch's kept for its next job that shares them."""
     global _last_data_parallel
+    if len(L) == 1 and not is_row(L):   # one layout: on its one_row, back as one-element arrays
+        dense, expert, dp = _parts(c, one_row(L), by_schedule)
+        return *as_rows(dense, expert), batch_of_one(dp, tuple(f.name for f in fields(dp)))
     if len(L) < 2:
         return _parts(c, L, by_schedule)
     job = shared_job(c, recompute=False)

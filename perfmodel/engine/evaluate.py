@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from perfmodel.engine.block import block_time, block_totals
+from perfmodel.engine.block import BLOCK_TOTALS, block_time, block_totals
 from perfmodel.engine.data_parallel import data_parallel_parts
 from perfmodel.engine.distinct import once_per_shape
 from perfmodel.engine.job import Job, shared_job
@@ -37,10 +37,11 @@ from perfmodel.formulas import comm, offload, overheads, pipeline, traffic
 from perfmodel.formulas.activations import activation_bytes_per_layer
 from perfmodel.formulas.compute import BACKWARD_HOST_OPS_OVER_FORWARD, BlockTime
 from perfmodel.formulas.counts import training_flop_per_token
-from perfmodel.formulas.layouts import Layouts
+from perfmodel.formulas.layouts import Layouts, is_row, one_row
 from perfmodel.formulas.memory import HIDDEN_DROPOUT, MemoryBreakdown, fits_in_memory
 from perfmodel.formulas.overlap import exposed_s, tp_phi, window_used_s
-from perfmodel.formulas.recompute import RECOMPUTE_MODES, layer_recompute_s
+from perfmodel.formulas.recompute import layer_recompute_s, runs_under
+from perfmodel.formulas.scalars import batch_of_one, filled, floats, where
 from perfmodel.formulas.workload import LayerKind, head_ops, layer_kinds, layer_ops, mtp_extra_ops, mtp_layer_kind
 from perfmodel.spec.pp_grad_reduce import pp_grad_reduce
 
@@ -88,13 +89,18 @@ class LayerTime:
         return self.block.fwd_s + self.tp_fwd_s + self.cp_fwd_s + self.ep_fwd_s
 
 
+LAYER_TIMES = ("tp_fwd_s", "tp_bwd_s", "cp_fwd_s", "cp_bwd_s", "ep_fwd_s", "ep_bwd_s", "recompute_s", "fsdp_s",
+               "used_fwd_s", "used_bwd_s")
+"""The fields of a ``LayerTime`` that are arrays over layouts."""
+
+
 def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerTime:
     return _layer_time_under(kind, c, L, fsdp_per_layer_s, c.recompute)
 
 
 def _layer_time_under(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s, recompute) -> LayerTime:
     """One layer of ``kind`` under recompute mode ``recompute`` (a name), or under each row's own
-    (codes, ``RECOMPUTE_MODES[code]``: ``perfmodel.engine.evaluate_modes``)."""
+    (its code in ``RECOMPUTE_MODES``: ``perfmodel.engine.evaluate_modes``)."""
     m, hw, eff, sw, seq = c.model, c.hardware, c.efficiency, c.software, c.seq_length
     ov = sw.overlap
     blk = block_time(layer_ops(m, kind, sw), m, L, seq, c.precision, hw, eff, sw)
@@ -103,7 +109,7 @@ def _layer_time_under(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s, rec
     tp_raw = traffic.tp_layer_s(kind, m, L, seq, hw, eff, c.precision, sw)
     # SP's backward re-gathers each column-parallel GEMM's input, unless the layer's recomputed
     # forward gathered it again (perfmodel.formulas.traffic.sp_regather_s).
-    full = recompute == "full" if isinstance(recompute, str) else recompute == RECOMPUTE_MODES.index("full")
+    full = runs_under(recompute, "full")
     regather = 0.0 if full is True else traffic.sp_regather_s(kind, m, L, seq, hw, eff, c.precision)
     tp_raw_b = tp_raw + (np.where(full, 0.0, regather) if isinstance(full, np.ndarray) else regather)
     tp_f = exposed_s(tp_raw, blk.gemm_fwd_s, phi_tp, slowdown)
@@ -122,10 +128,12 @@ def _layer_time_under(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s, rec
         ep_raw = traffic.ep_layer_s(m, L, seq, hw, eff, sw)
         # Batch-level overlap: the forward all-to-alls of one micro-batch hide behind the
         # layer's backward compute of another, and vice versa (Megatron-Core
-        # combined_1f1b, overlap_moe_expert_parallel_comm); DualPipe's paired chunks always do
-        # (their records' ``paired``, perfmodel.spec.schedules).
-        phi_ep = ov.ep if pipeline.only_defaults(L.schedule) else np.where(
-            pipeline.schedule_property(L.schedule, "paired"), 1.0, ov.ep)
+        # combined_1f1b, overlap_moe_expert_parallel_comm) in the steady state only
+        # (pipeline.combined_1f1b_paired_frac); DualPipe's paired chunks always do (their
+        # records' ``paired``, perfmodel.spec.schedules).
+        phi_ep = ov.ep * pipeline.combined_1f1b_paired_frac(L.pp, L.vpp, L.num_mb)
+        if not pipeline.only_defaults(L.schedule):
+            phi_ep = np.where(pipeline.schedule_property(L.schedule, "paired"), 1.0, phi_ep)
         left_b, left_f = blk.bwd_s - used_b, blk.fwd_s - used_f
         ep_slowdown = 0.0 if sw.moe_comm_reserved_sms else slowdown   # its SMs are kept apart
         ep_f = exposed_s(ep_raw, left_b, phi_ep, ep_slowdown)
@@ -136,12 +144,8 @@ def _layer_time_under(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s, rec
         # paired with it: its all-to-alls are not overlapped.
         ep_redo = ep_raw
     else:
-        ep_f = ep_b = ep_redo = np.zeros(len(L))
-    if isinstance(recompute, str):
-        redo = layer_recompute_s(recompute, blk, tp_f, cp_f, ep_redo, m, L, sw, kind)
-    else:       # runs of modes: each row's own mode's term
-        redo = np.select([recompute == i for i in range(len(RECOMPUTE_MODES))],
-                         [layer_recompute_s(rc, blk, tp_f, cp_f, ep_redo, m, L, sw, kind) for rc in RECOMPUTE_MODES])
+        ep_f = ep_b = ep_redo = filled(blk.fwd_s, 0.0)
+    redo = layer_recompute_s(recompute, blk, tp_f, cp_f, ep_redo, m, L, sw, kind)
     fsdp = _fsdp_exposed_s(fsdp_per_layer_s, blk, used_f, used_b, c)
     return LayerTime(blk, tp_f, tp_b, cp_f, cp_b, ep_f, ep_b, redo, fsdp, used_f, used_b)
 
@@ -156,33 +160,22 @@ def _layer_totals(kind: LayerKind, c: Job, L: Layouts) -> LayerTime:
     """``_layer_time`` before the layer's ZeRO-3 traffic (which depends on the whole layout) and
     without the rows of each operation (``evaluate`` reads only the block's totals): a function
     of the layer's shape, worked out once per distinct one (``perfmodel.engine.distinct``)."""
-    return _without_ops(_layer_time(kind, c, L, 0.0))
+    if len(L) == 1 and not is_row(L):   # one layout: on its one_row, back as one-element arrays
+        lt = _layer_totals(kind, c, one_row(L))
+        return batch_of_one(replace(lt, block=batch_of_one(lt.block, BLOCK_TOTALS)), LAYER_TIMES)
+    return layer_totals_under(kind, c, L, c.recompute)
 
 
-def _layer_totals_modes(kind: LayerKind, c: Job, L: Layouts, codes: np.ndarray) -> LayerTime:
-    """``_layer_totals`` with each row under its own recompute mode, ``RECOMPUTE_MODES[codes]``."""
-    return _without_ops(_layer_time_under(kind, c, L, 0.0, codes))
-
-
-def _without_ops(lt: LayerTime) -> LayerTime:
+def layer_totals_under(kind: LayerKind, c: Job, L: Layouts, recompute) -> LayerTime:
+    """``_layer_totals`` under recompute mode ``recompute``, or each row's (``_layer_time_under``)."""
+    lt = _layer_time_under(kind, c, L, 0.0, recompute)
     return replace(lt, block=replace(lt.block, ops=()))
-
 
 
 def layer_parts(kind: LayerKind, c: Job, L: Layouts) -> dict:
     """The step components of one layer of ``kind`` per micro-batch (``_layer_parts``) without its
     ZeRO-3 traffic (which depends on the whole layout): the numbers ``evaluate`` sums."""
     return _layer_parts(_layer_totals(kind, c, L))
-
-
-def _layer_time_per_shape(kind: LayerKind, c: Job, L: Layouts, recompute, fsdp_per_layer_s) -> LayerTime:
-    """``_layer_time``, the same to the last bit, with its per-shape part worked out once per
-    distinct layer shape (``recompute``: None, or each row's mode's code, as ``evaluate_runs``)."""
-    if recompute is None:
-        lt = _per_shape(_layer_totals, kind, c, L, recompute=True)
-    else:
-        lt = once_per_shape(_layer_totals_modes, kind, shared_job(c, recompute=False), L, recompute)
-    return replace(lt, fsdp_s=_fsdp_exposed_s(fsdp_per_layer_s, lt.block, lt.used_fwd_s, lt.used_bwd_s, c))
 
 
 def _per_shape(fn, first, c: Job, L: Layouts, *, recompute: bool):
@@ -244,22 +237,26 @@ class StepArrays:
 def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepArrays:
     """The step-time breakdown and memory of the job under every layout of ``L``; ``memory``:
     ``job_memory(c, L)`` where the caller has it already (the search, which keeps the layouts
-    that fit)."""
-    return evaluate_runs(c, L, None, memory)
+    that fit). One layout (``predict``) is worked out on its ``one_row`` (floats), the same
+    numbers, given back as one-element arrays."""
+    if len(L) == 1 and not is_row(L) and c.software.pipeline_stages is None:
+        step = evaluate(c, one_row(L), job_memory(c, L) if memory is None else memory)
+        return replace(batch_of_one(step, ("gemm_s", "attention_s", "memory_bound_s")),
+                       breakdown={k: np.array(v, dtype=float).reshape(1) for k, v in step.breakdown.items()},
+                       stage_s=batch_of_one(step.stage_s, ("first_s", "middle_s", "last_s")))
+    return evaluate_runs(c, L, lambda kind: _per_shape(_layer_totals, kind, c, L, recompute=True), memory)
 
 
-def evaluate_runs(c: Job, L: Layouts, recompute: np.ndarray | None, memory: MemoryBreakdown | None) -> StepArrays:
-    """``evaluate``, with each layout under its own recompute mode where
-    ``recompute`` gives its code (``RECOMPUTE_MODES``; ``c``'s own mode where None): each layer
-    under its row's mode, the rest as for any row (``perfmodel.engine.evaluate_modes``: runs of
-    modes of one job, and the batch-wide choices read from ``L`` those of each run's rows)."""
+def evaluate_runs(c: Job, L: Layouts, layer_totals, memory: MemoryBreakdown | None) -> StepArrays:
+    """``evaluate`` with each kind's layer totals ``layer_totals(kind)`` (each row's own recompute
+    mode's: ``perfmodel.engine.evaluate_modes``)."""
     m, hw, eff, seq, sw = c.model, c.hardware, c.efficiency, c.seq_length, c.software
     ov = sw.overlap
     slowdown = eff.overlap_compute_slowdown   # SMs held by hidden collectives (perfmodel.formulas.overlap)
     kinds = layer_kinds(m)
     n_dense = sum(1 for k in kinds if k is LayerKind.DENSE)
     n_moe = len(kinds) - n_dense
-    pp = L.pp.astype(float)
+    pp = floats(L.pp)
 
     layers_per_stage = len(kinds) / pp
     per_layer_units = sw.fsdp_collectives_per_layer
@@ -274,7 +271,8 @@ def evaluate_runs(c: Job, L: Layouts, recompute: np.ndarray | None, memory: Memo
     for kind, count in ((LayerKind.DENSE, n_dense), (LayerKind.MOE, n_moe)):
         if not count:
             continue
-        lt = _layer_time_per_shape(kind, c, L, recompute, fsdp_per_layer)
+        lt = layer_totals(kind)          # its per-shape part, and its ZeRO-3 traffic
+        lt = replace(lt, fsdp_s=_fsdp_exposed_s(fsdp_per_layer, lt.block, lt.used_fwd_s, lt.used_bwd_s, c))
         per_layer = add(per_layer, scaled(_layer_parts(lt), count / len(kinds)))
         blocks.append((lt.block, count / len(kinds)))
         used.append((lt.used_fwd_s * count / len(kinds), lt.used_bwd_s * count / len(kinds)))
@@ -288,7 +286,9 @@ def evaluate_runs(c: Job, L: Layouts, recompute: np.ndarray | None, memory: Memo
     head_parts = {"compute": head.fwd_s + head.bwd_s}
     mtp_parts: dict = {}   # one MTP module: its layer, its projection and its own head
     if m.mtp_layers:
-        mtp_lt = _layer_time_per_shape(mtp_layer_kind(m), c, L, recompute, fsdp_per_layer)
+        mtp_lt = layer_totals(mtp_layer_kind(m))
+        mtp_lt = replace(mtp_lt, fsdp_s=_fsdp_exposed_s(fsdp_per_layer, mtp_lt.block, mtp_lt.used_fwd_s,
+                                                        mtp_lt.used_bwd_s, c))
         mtp_proj = _per_shape(block_totals, mtp_extra_ops(m), c, L, recompute=False)
         mtp_parts = add(_layer_parts(mtp_lt), fsdp_copy,
                         {"compute": mtp_proj.fwd_s + mtp_proj.bwd_s + head.fwd_s + head.bwd_s})
@@ -309,7 +309,7 @@ def evaluate_runs(c: Job, L: Layouts, recompute: np.ndarray | None, memory: Memo
         split = (fwd_s, total(per_layer) - fwd_s - wgrad_s, wgrad_s)
         bubble = pipeline.bubble_from_stages_s(sum_s, t_max, L.vpp, L.schedule, L.pp, split)
 
-    num_mb = L.num_mb.astype(float)
+    num_mb = floats(L.num_mb)
     bd = {k: num_mb * v for k, v in slowest.items()}
 
     # Host dispatch of one micro-batch (forward share 1/3, backward 2/3 of the operations).
@@ -341,9 +341,9 @@ def evaluate_runs(c: Job, L: Layouts, recompute: np.ndarray | None, memory: Memo
     # Under torch.distributed.pipelining with FSDP2 each stage reduces after its last backward,
     # one stage after another in the drain (perfmodel.spec.pp_grad_reduce).
     drained = pp_grad_reduce(sw.pp_grad_reduce).in_drain & (L.pp > 1)
-    grad_s = np.where(drained, pipeline.drain_reduction_s(dp.grad_sync_s, dp.grad_copy_s, layers_per_stage / L.vpp
-                                                          * per_layer_units, L.pp, L.vpp),
-                      exposed_s(dp.grad_sync_s, slow_bwd - used_bwd, ov.dp, slowdown))
+    grad_s = where(drained, pipeline.drain_reduction_s(dp.grad_sync_s, dp.grad_copy_s, layers_per_stage / L.vpp
+                                                       * per_layer_units, L.pp, L.vpp),
+                   exposed_s(dp.grad_sync_s, slow_bwd - used_bwd, ov.dp, slowdown))
     bd["dp_comm"] = (grad_s + exposed_s(dp.param_gather_s, slow_fwd - used_fwd, ov.dp, slowdown)
                      + num_mb * dp.fsdp_root_s)   # FSDP2's root group, exposed each micro-batch
 
@@ -363,11 +363,11 @@ def evaluate_runs(c: Job, L: Layouts, recompute: np.ndarray | None, memory: Memo
             np.maximum(sum(b.bwd_s * w for b, w in blocks), bwd_host_frac * host_layer))
 
     # Optimizer over the parameters this GPU owns.
-    n_dp = (L.dp * L.cp).astype(float)
-    n_edp = L.edp.astype(float)
+    n_dp = floats(L.dp * L.cp)
+    n_edp = floats(L.edp)
     sharded = L.zero_stage >= 1
-    owned = (dense_params / np.where(sharded, n_dp, 1.0)
-             + expert_params / np.where(sharded, n_edp, 1.0))
+    owned = (dense_params / where(sharded, n_dp, 1.0)
+             + expert_params / where(sharded, n_edp, 1.0))
     bd["optimizer"] = overheads.optimizer_s(owned, hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency, sw)
 
     world_latency = comm.scale_out_fabric(hw, eff).latency_s * np.ceil(np.log2(max(c.num_gpus, 2)))
@@ -378,15 +378,15 @@ def evaluate_runs(c: Job, L: Layouts, recompute: np.ndarray | None, memory: Memo
     synced = overheads.host_syncs_per_pass(m, sw)
     fwd_window = np.minimum(t_max, layers_per_stage * sum(
         (lt.fwd_pass_s + traffic.ZERO3_FORWARD_SHARE * lt.fsdp_s) * w for lt, w in layers))
-    bd["overheads"] = (np.where(synced, overheads.synced_host_exposed_s(host_s_per_mb, bwd_host_frac, fwd_window,
+    bd["overheads"] = (where(synced, overheads.synced_host_exposed_s(host_s_per_mb, bwd_host_frac, fwd_window,
                                                                         t_max - fwd_window, num_mb),
                                 overheads.host_exposed_s(host_s_per_mb, t_max, num_mb))
-                       + overheads.fixed_step_s(world_latency) * np.ones(len(L)))
+                       + overheads.fixed_step_s(world_latency) * filled(num_mb, 1.0))
     busy = sum(bd.values())
     tokens_per_gpu = c.global_batch_size * seq / c.num_gpus
-    bd["data_wait"] = overheads.data_wait_s(tokens_per_gpu, busy, c.input_pipeline) * np.ones(len(L))
+    bd["data_wait"] = overheads.data_wait_s(tokens_per_gpu, busy, c.input_pipeline) * filled(num_mb, 1.0)
     for k in COMPONENTS:
-        bd.setdefault(k, np.zeros(len(L)))
+        bd.setdefault(k, filled(num_mb, 0.0))
 
     mem = job_memory(c, L) if memory is None else memory
     flop = training_flop_per_token(m, seq, causal=True).total

@@ -23,9 +23,9 @@ from dataclasses import fields
 
 import numpy as np
 
-from perfmodel.engine.distinct import joined
-from perfmodel.engine.evaluate import StepArrays, evaluate, evaluate_runs
-from perfmodel.engine.job import Job
+from perfmodel.engine.distinct import joined, once_per_shape
+from perfmodel.engine.evaluate import StepArrays, evaluate, evaluate_runs, layer_totals_under
+from perfmodel.engine.job import Job, shared_job
 from perfmodel.engine.job_memory import job_memory
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.memory import MemoryBreakdown
@@ -88,6 +88,8 @@ def _in_one_call(runs: list) -> list[StepArrays]:
     L_all = joined([L for _, L, _ in runs], lengths)
     mems = [job_memory(job, L) if mem is None else mem for job, L, mem in runs]
     codes = np.repeat([RECOMPUTE_MODES.index(job.recompute) for job in jobs], lengths)
-    arrays = evaluate_runs(jobs[0], L_all, codes, joined(mems, lengths))
+    shared = shared_job(jobs[0], recompute=False)
+    arrays = evaluate_runs(jobs[0], L_all, lambda kind: once_per_shape(layer_totals_under, kind, shared, L_all, codes),
+                           joined(mems, lengths))
     ends = np.cumsum(lengths)
     return [_rows(arrays, int(end - n), int(end), mem) for end, n, mem in zip(ends, lengths, mems)]

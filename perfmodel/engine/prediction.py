@@ -12,6 +12,7 @@ same arrays, so a layout the search ranks has exactly the numbers ``predict`` gi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -30,10 +31,11 @@ from perfmodel.formulas.goodput import (
     waterfall,
 )
 from perfmodel.formulas.layouts import Layouts
-from perfmodel.spec.capacity import CAPACITY
+from perfmodel.spec.capacity import CAPACITY, Preemption
 from perfmodel.spec.cost import CostModel
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.errors import InputError
+from perfmodel.spec.reliability import FailureModel
 from perfmodel.spec.scenario import Scenario
 
 RECOMPUTE_FRAC_FLOOR = 1e-30
@@ -111,12 +113,33 @@ class Evaluation:
 def run_goodput(job: Job, cost_model: CostModel):
     """Goodput under failures, checkpoints and restarts (``job_goodput``), and on preemptible
     capacity (``cost.capacity``: spot) under preemptions too (``goodput.preempted``)."""
-    gp = job_goodput(job.num_gpus, param_count(job.model).total, job.reliability)
+    return _run_goodput(*_goodput_inputs(job, cost_model))[0]
+
+
+def _goodput_inputs(job: Job, cost_model: CostModel) -> tuple:
+    """What ``run_goodput`` reads: the GPU count, the parameters, the failure model and, on
+    preemptible capacity, the GPUs per node and the preemptions (none of the layout)."""
     if not CAPACITY[cost_model.capacity].preemptible:
-        return gp
-    hw, pre = job.hardware, cost_model.preemption
-    return preempted(gp, job.num_gpus, hw.scale_up.gpus_per_host or hw.power.gpus_per_node,
-                     pre.preemptions_per_node_hour, pre.notice_s, job.reliability.checkpoint_interval_s)
+        return job.num_gpus, param_count(job.model).total, job.reliability, None, None
+    hw = job.hardware
+    return (job.num_gpus, param_count(job.model).total, job.reliability,
+            hw.scale_up.gpus_per_host or hw.power.gpus_per_node, cost_model.preemption)
+
+
+GOODPUTS = 256
+"""Goodputs kept by ``_run_goodput`` (a study's GPU counts and failure models)."""
+
+
+@lru_cache(maxsize=GOODPUTS)
+def _run_goodput(num_gpus: int, num_params: int, reliability: FailureModel, gpus_per_node: int | None,
+                 preemption: Preemption | None) -> tuple:
+    """(``run_goodput``, its fraction as a float): a function of frozen inputs that no layout
+    changes, worked out once for every layout and micro-batch ``predict`` is asked about."""
+    gp = job_goodput(num_gpus, num_params, reliability)
+    if preemption is not None:
+        gp = preempted(gp, num_gpus, gpus_per_node, preemption.preemptions_per_node_hour, preemption.notice_s,
+                       reliability.checkpoint_interval_s)
+    return gp, float(gp.fraction)
 
 
 def measure(job: Job, layouts: Layouts, arrays: StepArrays, cost_model: CostModel) -> Evaluation:
@@ -127,8 +150,7 @@ def measure(job: Job, layouts: Layouts, arrays: StepArrays, cost_model: CostMode
     peak = job.hardware.gpu.peak_flop_per_s(job.precision)
     mfu = arrays.flop_per_token * tokens / (step * job.num_gpus * peak)
     recompute_frac = arrays.breakdown["recompute"] / np.maximum(arrays.breakdown["compute"], RECOMPUTE_FRAC_FLOOR)
-    gp = run_goodput(job, cost_model)
-    g = float(gp.fraction)
+    gp, g = _run_goodput(*_goodput_inputs(job, cost_model))
     ideal = None if not job.training_tokens else job.training_tokens / tps
     su = job.startup
     frac = np.atleast_1d(training_time_frac(0.0 if ideal is None else ideal, g,

@@ -9,6 +9,7 @@ import numpy as np
 
 from perfmodel.formulas import pipeline
 from perfmodel.formulas.layouts import Layouts
+from perfmodel.formulas.scalars import where
 from perfmodel.spec import pipeline_layout
 
 
@@ -33,12 +34,12 @@ def even_stages(L: Layouts, middle: dict, head_parts: dict, mtp_parts: dict, num
     first, with pp = 1). Returns (StageTimes, components of the slowest rank, sum over ranks)."""
     single = L.pp == 1
     last = add(middle, head_parts, scaled(mtp_parts, num_mtp))
-    first = {k: np.where(single, last[k], middle[k]) for k in last}
+    first = {k: where(single, last[k], middle[k]) for k in last}
     stages = pipeline.StageTimes(first_s=total(first), middle_s=total(middle), last_s=total(last))
     # Components of the slowest stage (first == last when pp == 1).
-    slow_is_last = total(last) >= np.maximum(total(first), np.where(L.pp > 2, total(middle), 0.0))
-    slow_is_first = ~slow_is_last & (total(first) >= total(middle))
-    slowest = {k: np.where(slow_is_last, last[k], np.where(slow_is_first, first[k], middle[k])) for k in last}
+    slow_is_last = total(last) >= np.maximum(total(first), where(L.pp > 2, total(middle), 0.0))
+    slow_is_first = np.logical_not(slow_is_last) & (total(first) >= total(middle))
+    slowest = {k: where(slow_is_last, last[k], where(slow_is_first, first[k], middle[k])) for k in last}
     return stages, slowest, pipeline.sum_stages_s(stages, L.pp)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from perfmodel.formulas.recompute import op_sac_saved_bytes_per_token, save_qkv_saved_bytes_per_token
+from perfmodel.formulas.scalars import floats, where
 from perfmodel.formulas.workload import ACT_BYTES, LayerKind
 from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.precision import FORMAT_BYTES, precision_mode
@@ -65,9 +66,9 @@ def activation_bytes_per_layer(m: ModelSpec, kind: LayerKind, s, b, t, sp, cp, e
     MoE: every token is copied to k_e experts (balanced routing assumed); the dispatched
     input, the expert MLP's internals and the output before the weighted combine are stored.
     """
-    t = np.asarray(t, dtype=float)
-    r = np.where(sp, t, 1.0)
-    tokens = np.asarray(s) / np.asarray(cp) * np.asarray(b)
+    t = floats(t)
+    r = where(sp, t, 1.0)
+    tokens = s / cp * b
     B, h, a = ACT_BYTES, m.hidden_size, m.num_attention_heads
     G = precision_mode(precision).bytes_of("saved_gemm_input")
     flash, selective_policy = sw.flash_attention, sw.selective_recompute
@@ -98,7 +99,7 @@ def activation_bytes_per_layer(m: ModelSpec, kind: LayerKind, s, b, t, sp, cp, e
     scores = 0.0
     if not flash and (recompute == "none" or (recompute == "selective" and "core_attn" not in mods)):
         per_score = SOFTMAX_BYTES + (DROPOUT_MASK_BYTES + SOFTMAX_BYTES if sw.attention_dropout else 0)
-        scores = per_score * a * np.asarray(s) / t                   # a*s keys per query token
+        scores = per_score * a * s / t                   # a*s keys per query token
     # MLP block, per token
     replicated = replicated + B * h + mask                          # norm input; mask
     routed = 0.0
@@ -118,7 +119,7 @@ def activation_bytes_per_layer(m: ModelSpec, kind: LayerKind, s, b, t, sp, cp, e
         A = FP8_BYTES if sw.moe_fp8_activation_cache else B         # SwiGLU input kept (sec. 3.3.2)
         if "shared_experts" not in mods:
             split = split + (A * mats * sf + G * sf) / t            # shared experts
-        etp = np.asarray(etp, dtype=float)
+        etp = floats(etp)
         act_out = 0 if "moe_act" in mods else G * fe                # fc2 input, freed by moe_act
         # per token entering the layer on this GPU: k_e copies, each seen by etp ranks
         combine_in = 0 if sw.moe_probs_in_activation else B * h     # expert output kept for d(probs)

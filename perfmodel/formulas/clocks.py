@@ -49,7 +49,8 @@ def attention_phase_s(capped_s, eff: Efficiencies, hw: HardwareSpec):
     """t: one layer's attention pass that takes ``capped_s`` at the capped clock (T_c), with the
     clock raised to the kernels' own after ``POWER_CONTROL_RESPONSE_S`` where the GPU's power
     limit allows it (module docstring)."""
-    T_c, r_0, tau = np.asarray(capped_s, dtype=float), eff.attention_clock_ratio, POWER_CONTROL_RESPONSE_S
+    T_c = capped_s if isinstance(capped_s, float) else np.asarray(capped_s, dtype=float)
+    r_0, tau = eff.attention_clock_ratio, POWER_CONTROL_RESPONSE_S
     if r_0 >= 1.0 or hw.gpu.tdp_w is None or hw.gpu.tdp_w < ATTENTION_OWN_POWER_W:
         return T_c
     return np.minimum(T_c, tau) + np.maximum(T_c - tau, 0.0) * r_0

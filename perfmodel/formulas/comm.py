@@ -75,6 +75,7 @@ from perfmodel.formulas.fabric import (
     host_gpus,
     pair_cross_share,
 )
+from perfmodel.formulas.scalars import any_of, filled, floats, ints, where, zeros_of
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.hardware import HardwareSpec
 
@@ -101,19 +102,19 @@ NVLS_ALLREDUCE_GAIN = 480.0 / 370.0
 
 def bus_factor(op: Collective, n):
     """Bytes moved per GPU per byte of S (nccl-tests busbw conventions)."""
-    n = np.asarray(n, dtype=float)
+    n = floats(n)
     if op is Collective.ALL_REDUCE:
         return 2.0 * (n - 1.0) / n
     if op is Collective.SEND_RECV:
-        return np.ones_like(n)
+        return filled(n, 1.0)
     return (n - 1.0) / n
 
 
 def latency_steps(op: Collective, n, algorithm: Algorithm = Algorithm.RING):
     """Algorithm steps that each pay one alpha."""
-    n = np.asarray(n, dtype=float)
+    n = floats(n)
     if op is Collective.SEND_RECV:
-        return np.ones_like(n)
+        return filled(n, 1.0)
     if algorithm is Algorithm.TREE:
         return 2.0 * np.ceil(np.log2(np.maximum(n, 2.0)))
     ring = n - 1.0
@@ -127,7 +128,7 @@ def ring_intra_steps(n, n_domains):
     n_domains - 1 of them cross the network, the rest stay on NVLink (NVIDIA/nccl
     src/graph/tuning.cc, commit 5067397: ring latency = (nsteps - nInterSteps) * intraLat
     + nInterSteps * interLat, nInterSteps = nNodes - 1 for all-gather/reduce-scatter)."""
-    return np.asarray(n, dtype=float) - np.asarray(n_domains, dtype=float)
+    return floats(n) - floats(n_domains)
 
 
 TREE_MAX_LOAD = 2.0
@@ -144,7 +145,7 @@ def tree_load(n_domains):
     root of one tree has two children and is a leaf of the other (1.5 S); from four on some
     node is an inner node of one tree and a leaf of the other (2 S). Counted over NCCL's
     ncclGetDtree for N = 2..1024 (test_comm)."""
-    return np.minimum(TREE_MAX_LOAD, np.asarray(n_domains, dtype=float) / 2.0)
+    return np.minimum(TREE_MAX_LOAD, floats(n_domains) / 2.0)
 
 
 @dataclass(frozen=True)
@@ -165,22 +166,22 @@ def scale_out_fabric(hw: HardwareSpec, eff: Efficiencies) -> Fabric:
 
 def flat_time_s(op: Collective, size_bytes, n, fabric: Fabric, algorithm: Algorithm = Algorithm.RING):
     """One collective inside a single fabric. Zero when n == 1."""
-    n = np.asarray(n, dtype=float)
-    size_bytes = np.asarray(size_bytes, dtype=float)
+    n = floats(n)
+    size_bytes = floats(size_bytes)
     bw = fabric.busbw_bytes_per_s
     if algorithm is Algorithm.NVLS and op is Collective.ALL_REDUCE:
         bw = bw * NVLS_ALLREDUCE_GAIN
     steps_alg = Algorithm.RING if algorithm is Algorithm.NVLS else algorithm
     t = latency_steps(op, n, steps_alg) * fabric.latency_s + bus_factor(op, n) * size_bytes / bw
-    return np.where(n > 1, t, 0.0)
+    return where(n > 1, t, 0.0)
 
 
 def group_domains(n, stride, domain_size: int):
     """(g_in, n_out): GPUs of a group of n (members ``stride`` ranks apart) inside one
     scale-up domain, and the number of domains the group spans (rounded up: 128 GPUs over
     domains of 72 span two)."""
-    n = np.asarray(n, dtype=np.int64)
-    g_in = np.maximum(domain_size // np.maximum(np.asarray(stride, dtype=np.int64), 1), 1)
+    n = ints(n)
+    g_in = np.maximum(domain_size // np.maximum(ints(stride), 1), 1)
     g_in = np.minimum(g_in, n)
     return g_in, np.maximum(-(-n // g_in), 1)
 
@@ -194,10 +195,10 @@ def group_time_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: E
     group spans them, where the algorithm sends fewer than the plain all-to-all's
     S * (n - g_in) / n (hierarchical MoE dispatch, ``traffic.ep_layer_s``).
     """
-    n = np.asarray(n, dtype=np.int64)
-    size = np.asarray(size_bytes, dtype=float)
-    if not (n > 1).any():   # no group of two or more: no collective (as np.where below gives it)
-        return np.zeros(np.broadcast_shapes(n.shape, np.shape(stride), size.shape, np.shape(network_bytes)))
+    n = ints(n)
+    size = floats(size_bytes)
+    if not any_of(n > 1):   # no group of two or more: no collective (as np.where below gives it)
+        return zeros_of(n, stride, size, network_bytes)
     up, out = scale_up_fabric(hw, eff), scale_out_fabric(hw, eff)
     g_in, n_out = group_domains(n, stride, hw.scale_up.domain_size)
     inside = n_out == 1
@@ -216,13 +217,13 @@ def group_time_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: E
             network_bytes = size * (n - g_in) / np.maximum(n, 1)
         t_span = ((g_in - 1) * up.latency_s + (n_out - 1) * out.latency_s
                   + np.maximum(size * (g_in - 1) / np.maximum(n, 1) / up.busbw_bytes_per_s,
-                               np.asarray(network_bytes, dtype=float) / out.busbw_bytes_per_s))
+                               floats(network_bytes) / out.busbw_bytes_per_s))
     elif op is Collective.SEND_RECV:
         t_span = flat_time_s(op, size, 2, out)
     else:
         t_span = across_domains_s(op, size, n, g_in, n_out, up, out, hw.scale_up.in_network_reduction)
-    t = _apply_measured(op, size, n, n_out, eff, np.where(inside, t_inside, t_span))
-    return np.where(n > 1, t, 0.0)
+    t = _apply_measured(op, size, n, n_out, eff, where(inside, t_inside, t_span))
+    return where(n > 1, t, 0.0)
 
 
 def through_fabric(out: Fabric, hw: HardwareSpec, stride, g_in, n_out) -> Fabric:
@@ -247,8 +248,8 @@ def across_racks_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff:
     su = hw.scale_up
     if su.gpus_per_rack is None or su.inter_rack_bandwidth_per_direction_gb_per_s is None:
         return t_flat
-    n = np.asarray(n, dtype=np.int64)
-    size = np.asarray(size_bytes, dtype=float)
+    n = ints(n)
+    size = floats(size_bytes)
     g_r, n_racks = group_domains(n, stride, min(su.gpus_per_rack, su.domain_size))
     B_r = su.inter_rack_bandwidth_bytes_per_s * eff.scale_up_bus_efficiency
     if op is Collective.ALL_TO_ALL:
@@ -256,7 +257,7 @@ def across_racks_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff:
     else:
         crossing = bus_factor(op, n) * size / (g_r * B_r)
     latency = latency_steps(op, n) * eff.scale_up_latency_s
-    return np.where(n_racks > 1, np.maximum(t_flat, latency + crossing), t_flat)
+    return where(n_racks > 1, np.maximum(t_flat, latency + crossing), t_flat)
 
 
 def across_domains_s(op: Collective, size_bytes, n, g_in, n_out, up: Fabric, out: Fabric, nvls: bool,
@@ -264,8 +265,8 @@ def across_domains_s(op: Collective, size_bytes, n, g_in, n_out, up: Fabric, out
     """All-reduce, all-gather or reduce-scatter of S over n GPUs, g_in in each of n_out domains
     (module table: ring, tree, NVLS-tree). ``algorithm`` None: the fastest NCCL would run
     (rings only for all-gather and reduce-scatter; NVLS-tree only where ``nvls``)."""
-    S = np.asarray(size_bytes, dtype=float)
-    n, g, N = (np.asarray(x, dtype=float) for x in (n, g_in, n_out))
+    S = floats(size_bytes)
+    n, g, N = (floats(x) for x in (n, g_in, n_out))
     passes = 2.0 if op is Collective.ALL_REDUCE else 1.0   # reduce-scatter then all-gather
     ring = (passes * (ring_intra_steps(n, N) * up.latency_s + (N - 1.0) * out.latency_s)
             + bus_factor(op, n) * S * np.maximum((g - 1.0) / (g * up.busbw_bytes_per_s),
@@ -300,6 +301,9 @@ def _apply_measured(op: Collective, size, n, n_domains, eff: Efficiencies, t_def
     fits = [f for f in eff.collectives if f.op == op.value]
     if not fits:
         return t_default
+    if not any(isinstance(x, np.ndarray) for x in (size, n, n_domains, t_default)):   # one layout's group
+        mine = [f for f in fits if f.describes(int(n), int(n_domains))]
+        return _fastest(op, mine, int(n), size) if mine else t_default
     n, n_domains, size, t = np.broadcast_arrays(np.asarray(n), np.asarray(n_domains),
                                                 np.asarray(size, dtype=float), np.asarray(t_default, dtype=float))
     pairs = np.stack([n.ravel(), n_domains.ravel()], axis=1)
@@ -309,10 +313,13 @@ def _apply_measured(op: Collective, size, n, n_domains, eff: Efficiencies, t_def
     for num_gpus, num_domains in groups:
         mine = [f for f in fits if f.describes(num_gpus, num_domains)]
         if mine:
-            fitted = np.min([f.latency_s + bus_factor(op, num_gpus) * size / f.busbw_bytes_per_s for f in mine],
-                            axis=0)
-            t = np.where((n == num_gpus) & (n_domains == num_domains), fitted, t)
+            t = np.where((n == num_gpus) & (n_domains == num_domains), _fastest(op, mine, num_gpus, size), t)
     return t
+
+
+def _fastest(op: Collective, fits: list, num_gpus: int, size):
+    """min_i(latency_i + factor * S / busbw_i) over the fits of one group (``_apply_measured``)."""
+    return np.min([f.latency_s + bus_factor(op, num_gpus) * size / f.busbw_bytes_per_s for f in fits], axis=0)
 
 
 def p2p_time_s(size_bytes, crosses_domain, stride, hw: HardwareSpec, eff: Efficiencies):
@@ -325,7 +332,7 @@ def p2p_time_s(size_bytes, crosses_domain, stride, hw: HardwareSpec, eff: Effici
         f = pair_cross_share(stride, host_gpus(hw), fab)
         out = Fabric(out.busbw_bytes_per_s / crossing_slowdown(f, fab.oversubscription),
                      out.latency_s + crossing_latency_s(f, fab))
-    size = np.asarray(size_bytes, dtype=float)
+    size = floats(size_bytes)
     t_up = up.latency_s + size / up.busbw_bytes_per_s
     t_out = out.latency_s + size / out.busbw_bytes_per_s
-    return np.where(crosses_domain, t_out, t_up)
+    return where(crosses_domain, t_out, t_up)

@@ -40,6 +40,8 @@ import numpy as np
 from perfmodel.formulas.clocks import attention_phase_s
 from perfmodel.formulas.counts import attention_fwd_flop_per_token, attention_layer_mix
 from perfmodel.formulas.layouts import Layouts
+from perfmodel.formulas.fp8_casts import QUANTISATIONS_PER_LINEAR_FWD_BWD, input_cast
+from perfmodel.formulas.scalars import filled, flags, floats, where
 from perfmodel.formulas.workload import Op, OpKind, TpSplit, routed_load
 from perfmodel.spec.attention_head_dim import CUDNN_H100, FA3_H100, effective_head_dim, head_dim_factor
 from perfmodel.spec.efficiency import Efficiencies, saturating_attention_efficiency, saturating_gemm_efficiency
@@ -72,26 +74,6 @@ backward (Megatron-Core ``CudaGraphManager``, megatron/core/transformer/cuda_gra
 forward and a backward graph per layer and replays them in place of the layer's eager calls).
 The operations and kernel launches inside a graph cost the host nothing."""
 BYTES_PER_ELEMENT = {"bf16": 2, "fp16": 2, "fp8": 1, "fp4": 0.5, "tf32": 4}
-FP8_CAST_BYTES_PER_ELEMENT = {"separate": 2 + 1 + 1, "fused": 1 + 1}
-"""HBM bytes per element that turn a low-precision GEMM's 16-bit input into 8 bits
-(``SoftwareStack.fp8_casts``). Forward: the GEMM input (m x k); backward: the output gradient
-(m x n). Hopper FP8 GEMMs take only the TN layout, so the weight-gradient GEMM needs a
-transposed copy of both.
-separate: Transformer Engine's fused cast-transpose kernel (and torchao float8's cast) reads
-the 2-byte tensor and writes the 1-byte copy and its 1-byte transpose.
-fused: the quantisation is an elementwise op of a known scale that the compiler fuses into the
-kernel producing the tensor, so the 16-bit tensor is not read again; that kernel writes the
-1-byte copy and its transpose. XLA matches the quantise-dequantise pattern around a dot and
-calls cuBLASLt's FP8 GEMM on the 8-bit tensor, transposes allowed in between (NVIDIA
-JAX-Toolbox docs/NATIVE_FP8.md, "Exact pattern that XLA can match for FP8 MatMul"); flax's
-Fp8DotGeneralOp quantises with the scale of earlier steps' amax history (delayed scaling,
-flax/linen/fp8_ops.py in_qdq, out_qdq), so no reduction over the tensor has to finish first.
-torchao's dynamic (current) scaling needs the tensor's amax before the cast, so it stays a
-pass of its own: separate. Where XLA emits the transpose as a kernel of its own (its FP8 rewrite
-tests show a ``transpose`` of the 8-bit operand, xla/service/gpu/transforms/
-gemm_rewriter_fp8_test.cc) the fused form costs 1 + 2 = 3 bytes; 2 takes the transpose as fused
-into the producer too. At 3 the anchored what-ifs of 2026-11-27 (HEAD 57c7de1) were 5.27% instead
-of 5.22%."""
 
 
 HOPPER_CLASS_ATTENTION = ("cudnn", "fa3")
@@ -155,7 +137,7 @@ def gemm_kernels_s(count, eff: Efficiencies, t_math, t_mem):
 def memory_time_s(bytes_moved, hw: HardwareSpec, eff: Efficiencies, kernels: int = 1):
     """``kernels`` HBM-bound kernels moving ``bytes_moved`` in all."""
     return (kernels * eff.kernel_overhead_s
-            + np.asarray(bytes_moved, dtype=float) / (hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency))
+            + floats(bytes_moved) / (hw.gpu.hbm_bandwidth_bytes_per_s * eff.memory_efficiency))
 
 
 def attention_efficiency(seq, head_dim, eff: Efficiencies, backward: bool, backend: str):
@@ -209,12 +191,12 @@ def gemm_shape(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, sw: 
         count = E / layouts.ep
         split = layouts.etp
     else:
-        m = np.where(layouts.sp, T / layouts.tp, T) if op.tp_split is TpSplit.NONE else T
-        count = np.ones_like(T)
+        m = where(layouts.sp, T / layouts.tp, T) if op.tp_split is TpSplit.NONE else T
+        count = filled(T, 1.0)
         split = layouts.tp
-    n = np.where(op.tp_split is TpSplit.COLUMN, op.n / split, op.n) * np.ones_like(T)
-    k = np.where(op.tp_split is TpSplit.ROW, op.k / split, op.k) * np.ones_like(T)
-    return OpShape(m=np.asarray(m, float), n=n, k=k, count=np.asarray(count, float))
+    n = (op.n / split if op.tp_split is TpSplit.COLUMN else op.n) * filled(T, 1.0)
+    k = (op.k / split if op.tp_split is TpSplit.ROW else op.k) * filled(T, 1.0)
+    return OpShape(m=floats(m), n=n, k=k, count=floats(count))
 
 
 def gemm_precision(op: Op, precision: str) -> str:
@@ -248,6 +230,7 @@ class OpTime:
     profiler trace counts apart from the GEMMs; 0 for 16-bit GEMMs and other ops)."""
     cast_bwd_s: np.ndarray | float = 0.0
     """The same for ``bwd_s``."""
+
 
 
 def unfused_attention_s(op: Op, layouts: Layouts, seq_length: int, hw: HardwareSpec, eff: Efficiencies,
@@ -284,6 +267,8 @@ def unfused_attention_s(op: Op, layouts: Layouts, seq_length: int, hw: HardwareS
 
 def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precision: str,
             hw: HardwareSpec, eff: Efficiencies, sw: SoftwareStack) -> OpTime:
+    """One operation's time and traffic per micro-batch (arrays over ``layouts``, numbers on a
+    ``one_row``; ``perfmodel.engine.block.OP_TIMES`` are the fields that vary with the layout)."""
     T = tokens_per_microbatch(layouts, seq_length)
     if op.kind is OpKind.GEMM:
         sh = gemm_shape(op, model, layouts, seq_length, sw)
@@ -298,22 +283,22 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
         fwd_bytes = sh.count * bpe * (sh.m * sh.k + sh.k * sh.n + sh.m * sh.n)
         host_ops = sw.te_module_host_ops
         extra = (sh.count - 1) * GEMMS_PER_LINEAR_FWD_BWD
-        cast_f = cast_b = 0.0
+        cast_f = cast_b = filled(T, 0.0)
         if prec in LOW_PRECISION:
-            cast_bytes = FP8_CAST_BYTES_PER_ELEMENT[sw.fp8_casts]
-            cast_fwd = sh.count * sh.m * sh.k * cast_bytes
-            cast_bwd = sh.count * sh.m * sh.n * cast_bytes
-            cast_f, cast_b = memory_time_s(cast_fwd, hw, eff), memory_time_s(cast_bwd, hw, eff)
+            cast_fwd_bytes, cast_bwd_bytes, kernels = input_cast(op.name, sh.count, sw)
+            cast_fwd = sh.count * sh.m * sh.k * cast_fwd_bytes
+            cast_bwd = sh.count * sh.m * sh.n * cast_bwd_bytes
+            cast_f, cast_b = memory_time_s(cast_fwd, hw, eff, kernels), memory_time_s(cast_bwd, hw, eff, kernels)
+            extra = extra + (kernels - 1) * QUANTISATIONS_PER_LINEAR_FWD_BWD
             fwd = fwd + cast_f
             bwd = bwd + cast_b
             host_ops = host_ops + 1
         flop = 2.0 * sh.m * sh.n * sh.k * sh.count
-        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, t_mem > t_math, host_ops, extra, wgrad,
-                      cast_f, cast_b)
+        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, t_mem > t_math, host_ops, extra, wgrad, cast_f, cast_b)
     if op.kind is OpKind.ATTENTION and not sw.flash_attention:
         fwd, bwd, flop, fwd_bytes = unfused_attention_s(op, layouts, seq_length, hw, eff, sw)
         bound = memory_time_s(fwd_bytes, hw, eff, kernels=0) > flop / hw.gpu.peak_flop_per_s("bf16")
-        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, bound, 3, np.zeros_like(fwd))
+        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, bound, 3, *(filled(fwd, 0.0) for _ in range(4)))
     if op.kind is OpKind.ATTENTION:
         peak = hw.gpu.peak_flop_per_s("bf16")
         s_local = seq_length / layouts.cp
@@ -333,22 +318,24 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
         heads = op.attn_heads * head_share
         # Reads Q, K, V and writes O once (flash attention never materialises s x s).
         fwd_bytes = 2.0 * T * heads * (2 * op.attn_qk_dim + 2 * op.attn_v_dim)
-        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, np.zeros_like(fwd, dtype=bool), 1, np.zeros_like(fwd))
+        return OpTime(op.name, op.kind, fwd, bwd, flop, fwd_bytes, flags(fwd, False), 1, *(filled(fwd, 0.0) for _ in range(4)))
     # Memory-bound elementwise work: norms and residuals act on the sequence-parallel shard;
     # head-split (rotary, repeat_kv) and MLP-width tensors on the tensor-parallel shard.
     sharded_by_tp = op.name.startswith(("attention/", "mlp/", "moe/", "output/"))
-    tokens = np.where(sharded_by_tp | layouts.sp, T / layouts.tp, T)
-    runs = (model.moe.num_experts // layouts.ep > 1) if op.multi_local_experts_only else np.ones(len(layouts), bool)
-    fwd_bytes = np.where(runs, op.bytes_per_token * tokens, 0.0)
+    tokens = where(sharded_by_tp | layouts.sp, T / layouts.tp, T)
+    runs = (model.moe.num_experts // layouts.ep > 1) if op.multi_local_experts_only else flags(T, True)
+    at_precision = precision in LOW_PRECISION or not op.low_precision_only   # else no kernels, no host op
+    runs = runs & at_precision
+    fwd_bytes = where(runs, op.bytes_per_token * tokens, 0.0)
     fwd_fraction, bwd_fraction = eff.stream_fractions.get(op.stream_class, (1.0, 1.0)) if op.stream_class else (1.0, 1.0)
-    fwd = np.where(runs, memory_time_s(fwd_bytes / fwd_fraction, hw, eff, kernels=op.kernels), 0.0)
+    fwd = where(runs, memory_time_s(fwd_bytes / fwd_fraction, hw, eff, kernels=op.kernels), 0.0)
     if op.bwd_bytes_per_token is None:
-        bwd = 2.0 * np.where(runs, memory_time_s(fwd_bytes / bwd_fraction, hw, eff, kernels=op.kernels), 0.0)
+        bwd = 2.0 * where(runs, memory_time_s(fwd_bytes / bwd_fraction, hw, eff, kernels=op.kernels), 0.0)
     else:
-        bwd = np.where(runs, memory_time_s(op.bwd_bytes_per_token * tokens / bwd_fraction, hw, eff,
+        bwd = where(runs, memory_time_s(op.bwd_bytes_per_token * tokens / bwd_fraction, hw, eff,
                                            kernels=op.bwd_kernels or op.kernels), 0.0)
-    return OpTime(op.name, op.kind, fwd, bwd, np.zeros_like(fwd), fwd_bytes, np.ones_like(fwd, dtype=bool),
-                  op.kernels, np.zeros_like(fwd))
+    return OpTime(op.name, op.kind, fwd, bwd, filled(fwd, 0.0), fwd_bytes, flags(fwd, True), op.kernels * at_precision,
+                  *(filled(fwd, 0.0) for _ in range(4)))
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from functools import cached_property
 import numpy as np
 
 from perfmodel.formulas.activations import activation_bytes_per_layer
-from perfmodel.formulas.layouts import Layouts
+from perfmodel.formulas.layouts import Layouts, is_row, one_row
 from perfmodel.formulas.model_states import (
     STATE_BYTES_PER_PARAM,
     RankLayers,
@@ -48,6 +48,7 @@ from perfmodel.formulas.model_states import (
 )
 from perfmodel.formulas.offload import resident_activation_bytes
 from perfmodel.formulas.pipeline import chunks_in_flight, schedule_property
+from perfmodel.formulas.scalars import as_rows, where
 from perfmodel.formulas.workload import (
     ACT_BYTES,
     FP32_BYTES,
@@ -124,7 +125,7 @@ def _stage_modes(m: ModelSpec, seq_length: int, recomputes: tuple[str, ...], pre
     rp = rank_params(m, L, rank, held)
     t, last, c, n_mtp, kinds, count, split, vocab = (rp.t, rp.last, rp.c, rp.n_mtp, rp.kinds, rp.count, rp.split,
                                                      rp.vocab)
-    r = np.where(L.sp, t, 1.0)
+    r = where(L.sp, t, 1.0)
     group_dense = L.dp * L.cp
     w, g, o = rank_state_bytes(rp, L, precision, sw)
 
@@ -147,21 +148,20 @@ def _stage_modes(m: ModelSpec, seq_length: int, recomputes: tuple[str, ...], pre
     def activations(recompute):
         if recompute == "full" and recompute_num_layers is not None:
             # block method: the first N layers of each chunk store their input, the rest all
-            share = np.where(c > 0, np.minimum(recompute_num_layers, c) / np.where(c > 0, c, 1), 0.0)
+            share = where(c > 0, np.minimum(recompute_num_layers, c) / where(c > 0, c, 1), 0.0)
             per_layer = {k: share * act(k, "full") + (1 - share) * act(k, "none") for k in kinds}
             rebuilt = {k: act(k, "full") for k in kinds}
         else:
             per_layer = rebuilt = {k: act(k, recompute) for k in kinds}
         stored = in_flight * sum(count[k] * per_layer[k] for k in kinds) / L.vpp   # chunks x n / v layers
         if sw.activation_offload_layers:
-            stored = np.where(L.pp == 1, resident_activation_bytes(m, sw.activation_offload_layers, per_layer),
-                              stored)
+            stored = where(L.pp == 1, resident_activation_bytes(m, sw.activation_offload_layers, per_layer), stored)
         # backward rebuilds one layer's dropped tensors at a time (Chen et al. 2016, sec. 3)
-        rebuild = np.max([np.where(count[k] > 0, act(k, "none") - rebuilt[k], 0) for k in kinds], axis=0)
+        rebuild = np.max([where(count[k] > 0, act(k, "none") - rebuilt[k], 0) for k in kinds], axis=0)
         mtp = 0.0
         if m.mtp_layers:   # norms of h and the embedding, 2h-wide projection input, its own head
             mtp = n_mtp * (act(mtp_layer_kind(m), recompute) + tokens * 4 * B * h / r + output_layer)
-        return stored + rebuild + np.where(last, output_layer, 0) + mtp
+        return stored + rebuild + where(last, output_layer, 0) + mtp
 
     # workspace: ZeRO-2/3 unshard two consecutive units (a layer and the next layer, or the
     # last layer and the output layer) for the all-gather and the gradient reduce-scatter
@@ -169,11 +169,14 @@ def _stage_modes(m: ModelSpec, seq_length: int, recomputes: tuple[str, ...], pre
     units_in_flight = (FSDP_UNITS_IN_FLIGHT - 1) * layer_unit + np.maximum(layer_unit, vocab)
     w_b, g_b, _ = state_bytes_per_param(precision, grad_reduce_in_fp32)
     sharded = group_dense > 1
-    zero_buffers = np.where((L.zero_stage >= 3) & sharded, w_b * units_in_flight, 0) \
-        + np.where((L.zero_stage >= 2) & sharded, g_b * units_in_flight, 0)
-    groups = (group_dense > 1).astype(int) + (L.tp > 1) + (L.pp > 1) + (L.cp > 1) + (L.ep > 1)
+    zero_buffers = where((L.zero_stage >= 3) & sharded, w_b * units_in_flight, 0) \
+        + where((L.zero_stage >= 2) & sharded, g_b * units_in_flight, 0)
+    groups = 1 * (group_dense > 1) + (L.tp > 1) + (L.pp > 1) + (L.cp > 1) + (L.ep > 1)
     workspace = CUBLAS_WORKSPACE_BYTES + NCCL_BYTES_PER_GROUP * groups + zero_buffers
 
+    if is_row(L):   # a one_row's numbers
+        return tuple(MemoryBreakdown(*(np.asarray(y, dtype=float).item() for y in (w, g, o, activations(rc), workspace)))
+                     for rc in recomputes)
     shape = np.shape(L.tp)
     return tuple(MemoryBreakdown(*(x.copy() if x.shape == shape else np.broadcast_to(x, shape).copy()
                                    for x in (np.asarray(y, dtype=float)
@@ -209,11 +212,15 @@ def memory_per_gpu_modes(model: ModelSpec, seq_length: int, recomputes: tuple[st
             raise ValueError(f"recompute {recompute!r} is not one of ('none', 'selective', 'full')")
     pipeline_layout = sw.pipeline_stages
 
+    row = one_row(layouts) if len(layouts) == 1 and not is_row(layouts) and pipeline_layout is None else None
+
     def stage(rank, held=None):
+        if row is not None:   # one layout: on floats (``perfmodel.formulas.layouts.one_row``)
+            return _stage_modes(model, seq_length, recomputes, precision, row, int(rank[0]), sw, held)
         return _stage_modes(model, seq_length, recomputes, precision, layouts, rank, sw, held)
 
     def larger(a: MemoryBreakdown, b: MemoryBreakdown, take_b) -> MemoryBreakdown:
-        return MemoryBreakdown(*(np.where(take_b, getattr(b, f.name), getattr(a, f.name))
+        return MemoryBreakdown(*(where(take_b, getattr(b, f.name), getattr(a, f.name))
                                  for f in fields(MemoryBreakdown)))
 
     def larger_each(a, b):
@@ -229,7 +236,8 @@ def memory_per_gpu_modes(model: ModelSpec, seq_length: int, recomputes: tuple[st
             r1 = np.minimum(-(-model.moe.num_dense_layers // c), layouts.pp - 1)
             for rank in (r1, np.maximum(r1 - 1, 0)):
                 peak = larger_each(peak, stage(rank))
-        return peak
+        return peak if row is None else tuple(MemoryBreakdown(*as_rows(*(getattr(p, f.name) for f in fields(p))))
+                                              for p in peak)
     shape = np.shape(layouts.pp)
     peak = None
     leading = model.moe.num_dense_layers if model.moe is not None else 0

@@ -13,6 +13,7 @@ import numpy as np
 from perfmodel.formulas.counts import embedding_params, layer_params, mtp_params, output_params
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.pipeline import only_defaults, parameter_copies, schedule_property
+from perfmodel.formulas.scalars import filled, floats, where
 from perfmodel.formulas.workload import (
     LayerKind,
     OpKind,
@@ -64,11 +65,11 @@ def layer_params_per_gpu(m: ModelSpec, kind: LayerKind, t, ep, etp) -> tuple[np.
     and norms are not (Shoeybi et al. 2019); experts are split by ep * etp. With GQA and
     t > g each rank keeps a whole K and V head (replicated g -> t).
     """
-    t = np.asarray(t, dtype=float)
+    t = floats(t)
     gemm = [op for op in weight_ops(m, kind) if op.kind is OpKind.GEMM]
     norms = layer_params(m, kind) - sum(op.params for op in gemm)
-    dense = np.full(t.shape, float(norms))
-    expert = np.zeros(t.shape)
+    dense = filled(t, float(norms))
+    expert = filled(t, 0.0)
     for op in gemm:
         if op.expert:
             expert = expert + op.params / (np.asarray(ep) * np.asarray(etp))
@@ -93,11 +94,11 @@ def sharded_state_bytes(params_dense, params_expert, zero_stage, group_dense, gr
                         per_param: tuple[int, int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``model_state_bytes`` at ``per_param`` (weights, gradients, optimizer) bytes per parameter."""
     w, g, o = per_param
-    z = np.asarray(zero_stage)
+    z = zero_stage if isinstance(zero_stage, int) else np.asarray(zero_stage)
 
     def held(stage: int):
-        nd = np.where(z >= stage, group_dense, 1)
-        ne = np.where(z >= stage, group_expert, 1)
+        nd = where(z >= stage, group_dense, 1)
+        ne = where(z >= stage, group_expert, 1)
         return params_dense / nd + params_expert / ne
 
     return w * held(3), g * held(2), o * held(1)
@@ -163,7 +164,7 @@ def rank_params(m: ModelSpec, L: Layouts, rank, held: RankLayers | None) -> Rank
     """Rank ``rank``'s layers and parameters per GPU (``_stage``). Without ``held`` (even split)
     every rank holds v chunks of the fullest chunk's ceil(l / (p v)) layers; with it, the
     layout's layers, in chunks of n / v."""
-    t = L.tp.astype(float)
+    t = floats(L.tp)
     first, last = rank == 0, rank == L.pp - 1
     # DualPipe: rank r also holds stage p - 1 - r of the other direction (parameters twice;
     # the end ranks hold the embedding and the head of both directions). The V schedules end
@@ -171,12 +172,12 @@ def rank_params(m: ModelSpec, L: Layouts, rank, held: RankLayers | None) -> Rank
     if not only_defaults(L.schedule):
         mirrored = schedule_property(L.schedule, "bidirectional")
         v_shaped = schedule_property(L.schedule, "v_shaped")
-        first, last = first | (mirrored & last), np.where(v_shaped, first, last | (mirrored & first))
+        first, last = first | (mirrored & last), where(v_shaped, first, last | (mirrored & first))
     if held is None:
         c = -(-m.num_layers // (L.pp * L.vpp))            # ceil: the fullest chunk
         n = L.vpp * c
         n_dense = dense_layers_on_rank(m, rank, L.pp, L.vpp, c)
-        n_mtp = np.where(last, m.mtp_layers, 0)
+        n_mtp = where(last, m.mtp_layers, 0)
     else:
         n, n_mtp = held.decoder, held.mtp
         n_dense = held.dense if m.moe is not None else n
@@ -195,9 +196,9 @@ def rank_params(m: ModelSpec, L: Layouts, rank, held: RankLayers | None) -> Rank
     vocab = embedding_params(m) / t                                       # vocabulary parallel
     projection = 0 if m.tied_embeddings else embedding_params(m)
     head = (output_params(m) - projection) + projection / t               # final norm + projection
-    p_dense = p_dense + np.where(first, vocab, 0) + np.where(last, head, 0)
+    p_dense = p_dense + where(first, vocab, 0) + where(last, head, 0)
     if m.tied_embeddings or m.mtp_layers:   # a later stage that ties to or shares the embedding
-        p_dense = p_dense + np.where(last & ~first, vocab, 0)             # keeps its own copy
+        p_dense = p_dense + where(np.logical_and(last, np.logical_not(first)), vocab, 0)   # keeps its own copy
     if m.mtp_layers:
         mk = mtp_layer_kind(m)
         d_mtp, e_mtp = split[mk]

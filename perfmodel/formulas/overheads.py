@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from perfmodel.formulas.scalars import floats
 from perfmodel.spec.input_pipeline import InputPipeline
 from perfmodel.spec.software import SoftwareStack
 
@@ -61,17 +62,17 @@ STEP_SYNC_COLLECTIVES = 2
 
 
 def optimizer_s(params_owned, hbm_bytes_per_s: float, sw: SoftwareStack):
-    return np.asarray(params_owned, dtype=float) * optimizer_bytes_per_param(sw) / hbm_bytes_per_s
+    return floats(params_owned) * optimizer_bytes_per_param(sw) / hbm_bytes_per_s
 
 
 def host_time_s(host_ops, host_op_s: float, launches, launch_s: float):
     """Host time to issue one micro-batch of one stage."""
-    return np.asarray(host_ops, dtype=float) * host_op_s + np.asarray(launches, dtype=float) * launch_s
+    return floats(host_ops) * host_op_s + floats(launches) * launch_s
 
 
 def host_exposed_s(host_s_per_mb, gpu_time_per_mb_s, num_mb):
     """GPU idle time when the host cannot keep ahead: m * max(0, t_host - t_gpu)."""
-    return np.asarray(num_mb) * np.maximum(0.0, np.asarray(host_s_per_mb) - np.asarray(gpu_time_per_mb_s))
+    return floats(num_mb) * np.maximum(0.0, floats(host_s_per_mb) - floats(gpu_time_per_mb_s))
 
 
 def host_syncs_per_pass(m, sw: SoftwareStack) -> bool:
@@ -88,14 +89,13 @@ def synced_host_exposed_s(host_s_per_mb, bwd_host_frac, fwd_gpu_s, bwd_gpu_s, nu
     """``host_exposed_s`` when the host syncs with the GPU in every forward: the forward's host work
     cannot run ahead into the backward's GPU time, so each pass exposes its own excess:
     m * (max(0, H_f - G_f) + max(0, H_b - G_b)) >= m * max(0, H - G)."""
-    h = np.asarray(host_s_per_mb, dtype=float)
+    h = floats(host_s_per_mb)
     h_f, h_b = (1.0 - bwd_host_frac) * h, bwd_host_frac * h
-    return np.asarray(num_mb) * (np.maximum(0.0, h_f - np.asarray(fwd_gpu_s))
-                                 + np.maximum(0.0, h_b - np.asarray(bwd_gpu_s)))
+    return floats(num_mb) * (np.maximum(0.0, h_f - floats(fwd_gpu_s)) + np.maximum(0.0, h_b - floats(bwd_gpu_s)))
 
 
 def fixed_step_s(allreduce_latency_s):
-    return STEP_SYNC_COLLECTIVES * np.asarray(allreduce_latency_s)
+    return STEP_SYNC_COLLECTIVES * floats(allreduce_latency_s)
 
 
 def input_s_per_token(pipe: InputPipeline) -> float:
@@ -109,5 +109,5 @@ def input_s_per_token(pipe: InputPipeline) -> float:
 def data_wait_s(tokens_per_gpu_per_step, step_busy_s, pipe: InputPipeline):
     """GPU idle time waiting for data: max(0, tokens x input seconds per token - busy time). The
     loader prefetches the next step's batch while the GPUs work on this one."""
-    t_load = np.asarray(tokens_per_gpu_per_step, dtype=float) * input_s_per_token(pipe)
-    return np.maximum(0.0, t_load - np.asarray(step_busy_s))
+    t_load = floats(tokens_per_gpu_per_step) * input_s_per_token(pipe)
+    return np.maximum(0.0, t_load - floats(step_busy_s))

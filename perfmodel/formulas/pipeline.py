@@ -66,6 +66,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from perfmodel.formulas.scalars import floats, where
 from perfmodel.spec.schedules import SCHEDULES, schedule as schedule_record
 
 ONE_F_ONE_B, INTERLEAVED = 0, 1
@@ -116,6 +117,8 @@ def default_schedule_code(vpp):
 
 def only_defaults(schedule) -> bool:
     """True when every layout runs 1F1B or interleaving (the formulas then take their short way)."""
+    if isinstance(schedule, int):   # a one_row's code
+        return schedule <= INTERLEAVED
     s = np.asarray(schedule)
     return bool((s <= INTERLEAVED).all())
 
@@ -130,14 +133,11 @@ class StageTimes:
 
 
 def slowest_stage_s(st: StageTimes, pp):
-    pp = np.asarray(pp)
-    return np.where(pp == 1, st.first_s, np.maximum(np.maximum(st.first_s, st.last_s),
-                                                    np.where(pp > 2, st.middle_s, 0.0)))
+    return where(pp == 1, st.first_s, np.maximum(np.maximum(st.first_s, st.last_s), where(pp > 2, st.middle_s, 0.0)))
 
 
 def sum_stages_s(st: StageTimes, pp):
-    pp = np.asarray(pp)
-    return np.where(pp == 1, st.first_s, st.first_s + st.last_s + np.maximum(pp - 2, 0) * st.middle_s)
+    return where(pp == 1, st.first_s, st.first_s + st.last_s + np.maximum(pp - 2, 0) * st.middle_s)
 
 
 def bubble_closed_form_s(schedule, pp, vpp, fwd_s, bwd_input_s, bwd_weight_s):
@@ -164,7 +164,7 @@ def bubble_from_stages_s(sum_s, max_s, vpp, schedule=None, pp=None, split=None):
     """Fill and drain: every stage but the slowest once, (sum - max), in chunks of 1/v for
     1F1B and interleaving; times ``bubble_over_fill`` for the other schedules, whose F, B, W
     shares ``split`` = (F, B, W) gives."""
-    base = (np.asarray(sum_s) - np.asarray(max_s)) / np.asarray(vpp, dtype=float)
+    base = (floats(sum_s) - floats(max_s)) / floats(vpp)
     if schedule is None:
         return base
     if only_defaults(schedule):
@@ -184,6 +184,21 @@ def bubble_fraction(pp, vpp, num_mb):
     return (np.asarray(pp) - 1.0) / (np.asarray(vpp) * np.asarray(num_mb))
 
 
+def combined_1f1b_paired_frac(pp, vpp, num_mb) -> np.ndarray:
+    """Share of a rank's forward (and of its backward) chunk passes that Megatron-Core's combined
+    1F1B (``overlap_moe_expert_parallel_comm``) runs paired with a pass of another micro-batch,
+    so that one's all-to-alls hide behind the other's compute: the steady state only. The warmup
+    forwards and the cooldown backwards run alone. Interleaved (the overlap needs virtual stages
+    when p > 1, transformer_config.py), rank 0 warms up with 2(p - 1) + (v - 1)p chunks plus one
+    more micro-batch forward that the overlap schedules before the 1F1B steps
+    (schedules.py ``get_pp_rank_microbatches``, Megatron-Core dev 0.15.0 0d8e071, the 25.11
+    container's, and core_v0.15.0 to 0.18.0); without pipelining the first forward and the last
+    backward run alone (``combined_1f1b_schedule_for_no_pipelining``). Of the v m passes each way."""
+    unpaired = where(pp > 1, 2 * (pp - 1) + (vpp - 1) * pp + 1, 1)
+    paired = 1.0 - unpaired / (vpp * num_mb)
+    return where(paired > 0.0, paired, 0.0)
+
+
 def chunks_in_flight(rank, pp, vpp, num_mb, schedule) -> np.ndarray:
     """Micro-batch x model-chunk activations a pipeline rank holds at its peak (chunks of
     l / (p v) layers; a micro-batch's activations are freed by its input-gradient backward).
@@ -201,7 +216,7 @@ def chunks_in_flight(rank, pp, vpp, num_mb, schedule) -> np.ndarray:
     if only_defaults(s):
         one_f_one_b = pp - rank
         interleaved = 2 * (pp - rank - 1) + (vpp - 1) * pp + 1
-        return np.minimum(np.where(vpp > 1, interleaved, one_f_one_b), num_mb * vpp)
+        return np.minimum(where(vpp > 1, interleaved, one_f_one_b), num_mb * vpp)
     records = list(SCHEDULES.values())
     held = np.select([s == code for code in range(len(records))], [r.in_flight(rank, pp, vpp) for r in records])
     return np.minimum(held, num_mb * vpp)
@@ -217,11 +232,10 @@ def fill_drain_transfers(pp, vpp, schedule):
     """Activation sends on the critical path of fill and drain, both ways: twice the record's
     ``fill_drain_hops`` (p * v - 1 for the linear schedules, 2p - 2 for a V, whose turn stays on
     one rank, p - 1 for DualPipe); 0 at p = 1."""
-    pp, vpp = np.asarray(pp), np.asarray(vpp)
-    linear = np.where(pp > 1, 2 * (pp * vpp - 1), 0)
+    linear = where(pp > 1, 2 * (pp * vpp - 1), 0)
     if only_defaults(schedule):
         return linear
-    s = np.asarray(schedule)
+    pp, vpp, s = np.asarray(pp), np.asarray(vpp), np.asarray(schedule)
     records = list(SCHEDULES.values())
     hops = np.select([s == code for code in range(len(records))], [r.fill_drain_hops(pp, vpp) for r in records])
     return np.where(pp > 1, 2 * hops, 0)
@@ -238,7 +252,7 @@ def drain_reduction_s(reduce_s, copy_s, units_per_chunk, pp, vpp):
 
         T = p v (c/v + r/v (1 - 1/u)) + r / (v u)
     """
-    u = np.maximum(np.asarray(units_per_chunk, dtype=float), 1.0)
+    u = np.maximum(floats(units_per_chunk), 1.0)
     n_chunks = pp * vpp
     per_chunk_r, per_chunk_c = reduce_s / vpp, copy_s / vpp
     return n_chunks * (per_chunk_c + per_chunk_r * (1.0 - 1.0 / u)) + per_chunk_r / u

@@ -19,6 +19,7 @@ from perfmodel.formulas.counts import embedding_params, output_params
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.model_states import layer_params_per_gpu
 from perfmodel.formulas.pipeline import only_defaults, parameter_copies, schedule_property
+from perfmodel.formulas.scalars import filled, floats, where
 from perfmodel.formulas.workload import LayerKind, layer_kinds, mtp_extra_ops, mtp_layer_kind
 from perfmodel.spec.model import ModelSpec
 
@@ -48,22 +49,22 @@ class StageParams:
 def stage_params(model: ModelSpec, layouts: Layouts, by_schedule: bool) -> StageParams:
     """``by_schedule``: place the stages as each layout's pipeline schedule does (False: as 1F1B,
     for batches whose layouts all run 1F1B or interleaving, without reading their schedule)."""
-    pp = layouts.pp.astype(float)
+    pp = floats(layouts.pp)
     kinds = layer_kinds(model)
     n_dense_layers = sum(1 for k in kinds if k is LayerKind.DENSE)
     n_moe_layers = len(kinds) - n_dense_layers
     d_dense, _ = _layer_split_params(model, LayerKind.DENSE, layouts)
     per_stage_dense = d_dense * n_dense_layers / pp
-    per_stage_expert = np.zeros(len(layouts))
+    per_stage_expert = filled(pp, 0.0)
     if n_moe_layers:
         d_moe, e_moe = _layer_split_params(model, LayerKind.MOE, layouts)
         per_stage_dense = per_stage_dense + d_moe * n_moe_layers / pp
         per_stage_expert = e_moe * n_moe_layers / pp
-    tp = layouts.tp.astype(float)
+    tp = floats(layouts.tp)
     emb = embedding_params(model) / tp
     out = output_params(model) / tp
-    mtp_dense = np.zeros(len(layouts))
-    mtp_expert = np.zeros(len(layouts))
+    mtp_dense = filled(pp, 0.0)
+    mtp_expert = filled(pp, 0.0)
     if model.mtp_layers:
         d, e = _layer_split_params(model, mtp_layer_kind(model), layouts)
         extra = sum(op.params for op in mtp_extra_ops(model))
@@ -76,9 +77,9 @@ def stage_params(model: ModelSpec, layouts: Layouts, by_schedule: bool) -> Stage
         copies = parameter_copies(layouts.schedule)
         per_stage_dense, per_stage_expert = copies * per_stage_dense, copies * per_stage_expert
         single = single | schedule_property(layouts.schedule, "first_and_last_on_one_rank")
-    first = per_stage_dense + emb + np.where(single, out + mtp_dense, 0.0)
-    last = per_stage_dense + out + mtp_dense + np.where(single, emb, 0.0)
+    first = per_stage_dense + emb + where(single, out + mtp_dense, 0.0)
+    last = per_stage_dense + out + mtp_dense + where(single, emb, 0.0)
     if model.tied_embeddings:
-        last = last + np.where(single, 0.0, emb)   # the last stage keeps its own copy to tie
+        last = last + where(single, 0.0, emb)   # the last stage keeps its own copy to tie
     return StageParams(first_dense=first, middle_dense=per_stage_dense, last_dense=last,
                        per_stage_expert=per_stage_expert, last_expert=per_stage_expert + mtp_expert)

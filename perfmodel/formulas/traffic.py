@@ -36,6 +36,7 @@ from perfmodel.formulas.compute import memory_time_s, moe_tokens, tokens_per_mic
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.model_states import GRAD_16BIT_BYTES, GRAD_FP32_BYTES
 from perfmodel.formulas.moe_kernels import flex_layer_s
+from perfmodel.formulas.scalars import any_of, filled, floats, where, zeros_of
 from perfmodel.formulas.workload import ACT_BYTES, LayerKind, routed_load
 from perfmodel.spec.context_parallel import cp_comm_type
 from perfmodel.spec.efficiency import Efficiencies
@@ -73,7 +74,7 @@ def tp_layer_s(kind: LayerKind, model: ModelSpec, layouts: Layouts, seq: int, hw
     ag = group_time_s(Collective.ALL_GATHER, T * model.hidden_size * gather_bytes, layouts.tp, 1, hw, eff)
     rs = group_time_s(Collective.REDUCE_SCATTER, size, layouts.tp, 1, hw, eff)
     ar = group_time_s(Collective.ALL_REDUCE, size, layouts.tp, 1, hw, eff)
-    pair = np.where(layouts.sp, ag + rs, ar)
+    pair = where(layouts.sp, ag + rs, ar)
     # Blocks with TP collectives: attention, and the dense MLP or the MoE shared experts.
     blocks = 2 if (kind is LayerKind.DENSE or model.moe.num_shared_experts) else 1
     t = blocks * pair
@@ -103,7 +104,7 @@ def sp_regather_s(kind: LayerKind, model: ModelSpec, layouts: Layouts, seq: int,
     gather_bytes = precision_mode(precision).bytes_of("gather")
     ag = group_time_s(Collective.ALL_GATHER, T * model.hidden_size * gather_bytes, layouts.tp, 1, hw, eff)
     blocks = 2 if (kind is LayerKind.DENSE or model.moe.num_shared_experts) else 1
-    return np.where(layouts.sp, blocks * ag, 0.0)
+    return where(layouts.sp, blocks * ag, 0.0)
 
 
 def cp_kv_chunk_bytes(model: ModelSpec, layouts: Layouts, seq: int, sw: SoftwareStack):
@@ -154,14 +155,14 @@ def cp_layer_parts(model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpe
     chunk = cp_kv_chunk_bytes(model, layouts, seq, sw)
     crosses = layouts.tp * cp > hw.scale_up.domain_size
     hop = p2p_time_s(chunk, crosses, layouts.tp, hw, eff)
-    zero = np.zeros(np.shape(chunk))
+    zero = filled(chunk, 0.0)
     if not rec.kv_gathered:
-        ring = np.where(cp > 1, (cp - 1) * hop, 0.0)
+        ring = where(cp > 1, (cp - 1) * hop, 0.0)
         return CpTraffic(fwd=((ring, 1.0),), bwd=((CP_BWD_OVER_FWD * ring, 1.0),), bwd_tail_s=zero)
     first_step = 1.0 / cp
     gather = group_time_s(Collective.ALL_GATHER, cp * chunk, cp, layouts.tp, hw, eff)
     dkv_bytes = chunk / ACT_BYTES * (rec.dkv_bytes_per_element or ACT_BYTES)
-    dkv_hop = np.where(cp > 1, p2p_time_s(dkv_bytes, crosses, layouts.tp, hw, eff), 0.0)
+    dkv_hop = where(cp > 1, p2p_time_s(dkv_bytes, crosses, layouts.tp, hw, eff), 0.0)
     tail = dkv_hop if rec.dkv_last_hop_exposed else zero
     return CpTraffic(fwd=((gather, first_step),),
                      bwd=((gather, first_step), ((cp - 1) * dkv_hop, 1.0 - first_step)), bwd_tail_s=tail)
@@ -237,9 +238,9 @@ def ep_layer_s(model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpec, e
 def pp_transfer_s(model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpec, eff: Efficiencies):
     """One activation (or gradient) send between neighbouring stages."""
     T = tokens_per_microbatch(layouts, seq)
-    size = T * model.hidden_size * ACT_BYTES / np.where(layouts.sp, layouts.tp, 1)
+    size = T * model.hidden_size * ACT_BYTES / where(layouts.sp, layouts.tp, 1)
     crosses = layouts.tp * layouts.cp * layouts.dp >= hw.scale_up.domain_size
-    return np.where(layouts.pp > 1, p2p_time_s(size, crosses, layouts.tp * layouts.cp * layouts.dp, hw, eff), 0.0)
+    return where(layouts.pp > 1, p2p_time_s(size, crosses, layouts.tp * layouts.cp * layouts.dp, hw, eff), 0.0)
 
 
 ZERO3_FORWARD_SHARE = 1.0 / 3.0
@@ -313,7 +314,7 @@ def pp_accumulate_bytes_per_param(grad_reduce_in_fp32: bool, num_mb) -> tuple:
     bf16 autograd adds into ``.grad`` from the second on (read 2 and 2, write 2). At the end
     ``foreach_reduce`` copies the accumulated gradients into the reduce-scatter input
     (``torch._chunk_cat``: read and write the reduce type)."""
-    m = np.asarray(num_mb, dtype=float)
+    m = floats(num_mb)
     g, r = GRAD_16BIT_BYTES, grad_reduce_bytes(grad_reduce_in_fp32)
     first, later = (g + r, g + r + r) if grad_reduce_in_fp32 else (0, g + g + g)
     return (first + later * (m - 1.0)) / m, 2 * r
@@ -343,17 +344,17 @@ def dp_traffic(dense_params_per_gpu, expert_params_per_gpu, root_params_per_gpu,
     grad_reduce_in_fp32, fsdp_list_api = sw.grad_reduce_in_fp32, sw.fsdp_list_api
 
     zero3 = z >= 3
-    units = np.maximum(np.asarray(fsdp_units, dtype=float), 1.0)
+    units = np.maximum(floats(fsdp_units), 1.0)
     # A collective no row uses is not worked out: the rows take zeros of the same shape instead.
-    unused = np.zeros(np.broadcast_shapes(*(np.shape(x) for x in (
-        z, units, dense_params_per_gpu, expert_params_per_gpu, n_dp, n_edp, layouts.tp, layouts.ep, layouts.etp))))
-    wanted = {Collective.ALL_REDUCE: bool((z == 0).any()),
-              Collective.REDUCE_SCATTER: bool(((z != 0) & ~zero3).any()),
-              Collective.ALL_GATHER: bool(((z == 1) | (z == 2)).any())}
+    unused = zeros_of(z, units, dense_params_per_gpu, expert_params_per_gpu, n_dp, n_edp, layouts.tp, layouts.ep,
+                      layouts.etp)
+    wanted = {Collective.ALL_REDUCE: any_of(z == 0),
+              Collective.REDUCE_SCATTER: any_of((z != 0) & np.logical_not(zero3)),
+              Collective.ALL_GATHER: any_of((z == 1) | (z == 2))}
 
     def sync(params, n, stride, list_api=False, wanted=wanted):
         # No parameters of a kind (no experts in a dense model): no collective, no latency.
-        n = np.where(np.asarray(params) > 0, n, 1)
+        n = where(floats(params) > 0, n, 1)
         size = params * grad_reduce_bytes(grad_reduce_in_fp32)
         ar = group_time_s(Collective.ALL_REDUCE, size, n, stride, hw, eff) if wanted[Collective.ALL_REDUCE] else unused
         rs = group_time_s(Collective.REDUCE_SCATTER, size, n, stride, hw, eff) \
@@ -368,27 +369,27 @@ def dp_traffic(dense_params_per_gpu, expert_params_per_gpu, root_params_per_gpu,
     ar_d, rs_d, ag_d = sync(dense_params_per_gpu, n_dp, layouts.tp)
     ar_e, rs_e, ag_e = sync(expert_params_per_gpu, n_edp, layouts.ep * layouts.etp)
     ar, rs, ag = ar_d + ar_e, rs_d + rs_e, ag_d + ag_e
-    grad = np.where(z == 0, ar, np.where(zero3, 0.0, rs))
-    gather = np.where((z == 1) | (z == 2), ag, 0.0)
-    root_s = np.zeros_like(np.asarray(grad, dtype=float))
-    if zero3.any():   # ZeRO-3 gathers and reduces each unit
+    grad = where(z == 0, ar, where(zero3, 0.0, rs))
+    gather = where((z == 1) | (z == 2), ag, 0.0)
+    root_s = filled(grad, 0.0)
+    if any_of(zero3):   # ZeRO-3 gathers and reduces each unit
         only = {Collective.ALL_REDUCE: False, Collective.REDUCE_SCATTER: True, Collective.ALL_GATHER: True}
-        root = np.where(zero3 & (layouts.pp == 1), root_params_per_gpu, 0.0) if sw.fsdp_root_group else 0.0
+        root = where(zero3 & (layouts.pp == 1), root_params_per_gpu, 0.0) if sw.fsdp_root_group else 0.0
         _, rs_ud, ag_ud = sync((dense_params_per_gpu - root) / units, n_dp, layouts.tp, fsdp_list_api, only)
         if sw.fsdp_root_group:
             _, rs_root, ag_root = sync(root, n_dp, layouts.tp, fsdp_list_api, only)
             root_s = rs_root + ag_root
         _, rs_ue, ag_ue = sync(expert_params_per_gpu / units, n_edp, layouts.ep * layouts.etp, fsdp_list_api, only)
-        fsdp = np.where(zero3, 2.0 * (ag_ud + ag_ue) + rs_ud + rs_ue, 0.0)
+        fsdp = where(zero3, 2.0 * (ag_ud + ag_ue) + rs_ud + rs_ue, 0.0)
     else:
-        fsdp = np.where(zero3, unused, 0.0)
-    copy = np.zeros_like(fsdp)
+        fsdp = where(zero3, unused, 0.0)
+    copy = filled(fsdp, 0.0)
     if sw.fsdp_copy_kernels:   # FSDP2 wraps nothing in a group of one (torchtitan: dp_shard 1)
         for params, n in ((dense_params_per_gpu, n_dp), (expert_params_per_gpu, n_edp)):
-            group = (np.asarray(params) > 0) & (n > 1) & zero3
+            group = (floats(params) > 0) & (n > 1) & zero3
             copy = copy + group * memory_time_s(params / units * fsdp_copy_bytes_per_param(grad_reduce_in_fp32), hw,
                                                 eff, kernels=FSDP_COPY_KERNELS_PER_MICROBATCH)
-    accumulate, grad_copy = np.zeros_like(fsdp), np.zeros_like(fsdp)
+    accumulate, grad_copy = filled(fsdp, 0.0), filled(fsdp, 0.0)
     if pp_grad_reduce(sw.pp_grad_reduce).accumulates_unsharded:   # FSDP2 wraps stages where dp_shard > 1
         staged = (layouts.pp > 1) & (n_dp > 1)
         per_mb, once = pp_accumulate_bytes_per_param(grad_reduce_in_fp32, layouts.num_mb)

@@ -49,15 +49,16 @@ MAX_STREAM_CLASSES = 16
 
 
 def saturating_gemm_efficiency(m, n, k, efficiency_max, half_dim):
-    """eff_max * m/(m+d) * n/(n+d) * k/(k+d): the one home of the GEMM form (step model and fits)."""
-    m, n, k = (np.asarray(x, dtype=float) for x in (m, n, k))
+    """eff_max * m/(m+d) * n/(n+d) * k/(k+d): the one home of the GEMM form (step model and fits); a
+    float stays a float (``perfmodel.formulas.layouts.one_row``)."""
+    m, n, k = (x if isinstance(x, float) else np.asarray(x, dtype=float) for x in (m, n, k))
     d = half_dim
     return efficiency_max * (m / (m + d)) * (n / (n + d)) * (k / (k + d))
 
 
 def saturating_attention_efficiency(seq, efficiency_max, half_seq):
     """eff_max * s/(s + s_half): the one home of the attention form (step model and fits)."""
-    s = np.asarray(seq, dtype=float)
+    s = seq if isinstance(seq, float) else np.asarray(seq, dtype=float)
     return efficiency_max * s / (s + half_seq)
 
 

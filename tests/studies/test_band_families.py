@@ -16,10 +16,9 @@ from perfmodel.engine.band import (
     family_of,
     novel_dimensions,
     out_of_family,
-    shifted,
-    spread,
     widen,
 )
+from perfmodel.engine.band_mixture import shifted, spread
 from perfmodel.studies.observed.band_families import (
     SCHEMES,
     excess_variance,
