@@ -156,17 +156,21 @@ def scatter(value, group: np.ndarray, num: int):
     return value
 
 
-def _joined(a, b, num_a: int, num_b: int):
-    """The rows of ``a`` (``num_a`` of them) then those of ``b``, part by part (as ``scatter``)."""
-    if isinstance(a, np.ndarray):
-        return np.concatenate([a, b]) if a.ndim == 1 and a.shape[0] == num_a else a
+def joined(values, lengths):
+    """The rows of each of ``values`` (``lengths[i]`` of them) one after another, part by part (as
+    ``scatter``): arrays over the rows are concatenated (a value the same for every row of one
+    part, where another part has an array, given to each of its rows), dataclasses, tuples and
+    dicts are rebuilt around their parts, anything else (a count, a name) is the first's."""
+    a = values[0]
+    if any(isinstance(v, np.ndarray) and v.ndim == 1 and v.shape[0] == n for v, n in zip(values, lengths)):
+        return np.concatenate([np.broadcast_to(v, (n,)) for v, n in zip(values, lengths)])
     if is_dataclass(a) and not isinstance(a, type):
-        return type(a)(**{f.name: _joined(getattr(a, f.name), getattr(b, f.name), num_a, num_b)
+        return type(a)(**{f.name: joined([getattr(v, f.name) for v in values], lengths)
                           for f in fields(a) if f.init})
     if isinstance(a, tuple):
-        return tuple(_joined(x, y, num_a, num_b) for x, y in zip(a, b))
+        return tuple(joined(parts, lengths) for parts in zip(*values))
     if isinstance(a, dict):
-        return {k: _joined(v, b[k], num_a, num_b) for k, v in a.items()}
+        return {k: joined([v[k] for v in values], lengths) for k in a}
     return a
 
 
@@ -233,7 +237,7 @@ def _from_memo(memo: _Memo, fn, args, at: int, L: Layouts):
         if not object.__getattribute__(part[at], "read") <= set(memo.columns):
             return None
         where[missing] = memo.num + np.arange(missing.size)
-        rows = _joined(memo.rows, out, memo.num, missing.size)
+        rows = joined((memo.rows, out), (memo.num, missing.size))
         _store(memo, np.concatenate([memo.keys, keys[missing]]), rows)
     return scatter(memo.rows, where[group], memo.num)
 

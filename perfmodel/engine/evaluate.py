@@ -40,11 +40,10 @@ from perfmodel.formulas.counts import training_flop_per_token
 from perfmodel.formulas.layouts import Layouts, is_row, one_row
 from perfmodel.formulas.memory import HIDDEN_DROPOUT, MemoryBreakdown, fits_in_memory
 from perfmodel.formulas.overlap import exposed_s, tp_phi, window_used_s
-from perfmodel.formulas.recompute import recomputed_layer_fraction, selective_recompute_s
+from perfmodel.formulas.recompute import layer_recompute_s, runs_under
 from perfmodel.formulas.scalars import batch_of_one, filled, floats, maximum, minimum, where
 from perfmodel.formulas.workload import LayerKind, head_ops, layer_kinds, layer_ops, mtp_extra_ops, mtp_layer_kind
 from perfmodel.spec.pp_grad_reduce import pp_grad_reduce
-from perfmodel.spec.software import selective_modules
 
 COMPONENTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "fsdp_comm", "pp_comm",
               "pipeline_bubble", "dp_comm", "offload", "optimizer", "overheads", "data_wait")
@@ -96,6 +95,12 @@ LAYER_TIMES = ("tp_fwd_s", "tp_bwd_s", "cp_fwd_s", "cp_bwd_s", "ep_fwd_s", "ep_b
 
 
 def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerTime:
+    return _layer_time_under(kind, c, L, fsdp_per_layer_s, c.recompute)
+
+
+def _layer_time_under(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s, recompute) -> LayerTime:
+    """One layer of ``kind`` under recompute mode ``recompute`` (a name), or under each row's own
+    (its code in ``RECOMPUTE_MODES``: ``perfmodel.engine.evaluate_modes``)."""
     m, hw, eff, sw, seq = c.model, c.hardware, c.efficiency, c.software, c.seq_length
     ov = sw.overlap
     blk = block_time(layer_ops(m, kind, sw), m, L, seq, c.precision, hw, eff, sw)
@@ -104,7 +109,9 @@ def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerT
     tp_raw = traffic.tp_layer_s(kind, m, L, seq, hw, eff, c.precision, sw)
     # SP's backward re-gathers each column-parallel GEMM's input, unless the layer's recomputed
     # forward gathered it again (perfmodel.formulas.traffic.sp_regather_s).
-    tp_raw_b = tp_raw + (0.0 if c.recompute == "full" else traffic.sp_regather_s(kind, m, L, seq, hw, eff, c.precision))
+    full = runs_under(recompute, "full")
+    regather = 0.0 if full is True else traffic.sp_regather_s(kind, m, L, seq, hw, eff, c.precision)
+    tp_raw_b = tp_raw + (np.where(full, 0.0, regather) if isinstance(full, np.ndarray) else regather)
     tp_f = exposed_s(tp_raw, blk.gemm_fwd_s, phi_tp, slowdown)
     tp_b = exposed_s(tp_raw_b, blk.gemm_bwd_s, phi_tp, slowdown)
     cp = traffic.cp_layer_parts(m, L, seq, hw, eff, sw)
@@ -121,10 +128,12 @@ def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerT
         ep_raw = traffic.ep_layer_s(m, L, seq, hw, eff, sw)
         # Batch-level overlap: the forward all-to-alls of one micro-batch hide behind the
         # layer's backward compute of another, and vice versa (Megatron-Core
-        # combined_1f1b, overlap_moe_expert_parallel_comm); DualPipe's paired chunks always do
-        # (their records' ``paired``, perfmodel.spec.schedules).
-        phi_ep = ov.ep if pipeline.only_defaults(L.schedule) else np.where(
-            pipeline.schedule_property(L.schedule, "paired"), 1.0, ov.ep)
+        # combined_1f1b, overlap_moe_expert_parallel_comm) in the steady state only
+        # (pipeline.combined_1f1b_paired_frac); DualPipe's paired chunks always do (their
+        # records' ``paired``, perfmodel.spec.schedules).
+        phi_ep = ov.ep * pipeline.combined_1f1b_paired_frac(L.pp, L.vpp, L.num_mb)
+        if not pipeline.only_defaults(L.schedule):
+            phi_ep = np.where(pipeline.schedule_property(L.schedule, "paired"), 1.0, phi_ep)
         left_b, left_f = blk.bwd_s - used_b, blk.fwd_s - used_f
         ep_slowdown = 0.0 if sw.moe_comm_reserved_sms else slowdown   # its SMs are kept apart
         ep_f = exposed_s(ep_raw, left_b, phi_ep, ep_slowdown)
@@ -136,20 +145,9 @@ def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerT
         ep_redo = ep_raw
     else:
         ep_f = ep_b = ep_redo = filled(blk.fwd_s, 0.0)
-    if c.recompute == "full":
-        recompute = recomputed_layer_fraction(m, L, sw.recompute_num_layers) * (blk.fwd_s + tp_f + cp_f + ep_redo)
-    elif c.recompute == "selective":
-        recompute = selective_recompute_s(blk, sw.selective_recompute, m, kind)
-        if "moe" in selective_modules(sw.selective_recompute):
-            recompute = recompute + ep_redo       # the recomputed layer dispatches and combines again
-        if sw.selective_recompute == "save_qkv_proj":
-            # the redone forward repeats the layer's collectives; counting the all-gather
-            # before the saved QKV projection too makes this an upper bound under SP
-            recompute = recompute + tp_f + cp_f
-    else:
-        recompute = filled(blk.fwd_s, 0.0)
+    redo = layer_recompute_s(recompute, blk, tp_f, cp_f, ep_redo, m, L, sw, kind)
     fsdp = _fsdp_exposed_s(fsdp_per_layer_s, blk, used_f, used_b, c)
-    return LayerTime(blk, tp_f, tp_b, cp_f, cp_b, ep_f, ep_b, recompute, fsdp, used_f, used_b)
+    return LayerTime(blk, tp_f, tp_b, cp_f, cp_b, ep_f, ep_b, redo, fsdp, used_f, used_b)
 
 
 def _fsdp_exposed_s(fsdp_per_layer_s, blk: BlockTime, used_fwd_s, used_bwd_s, c: Job):
@@ -165,7 +163,12 @@ def _layer_totals(kind: LayerKind, c: Job, L: Layouts) -> LayerTime:
     if len(L) == 1 and not is_row(L):   # one layout: on its one_row, back as one-element arrays
         lt = _layer_totals(kind, c, one_row(L))
         return batch_of_one(replace(lt, block=batch_of_one(lt.block, BLOCK_TOTALS)), LAYER_TIMES)
-    lt = _layer_time(kind, c, L, 0.0)
+    return layer_totals_under(kind, c, L, c.recompute)
+
+
+def layer_totals_under(kind: LayerKind, c: Job, L: Layouts, recompute) -> LayerTime:
+    """``_layer_totals`` under recompute mode ``recompute``, or each row's (``_layer_time_under``)."""
+    lt = _layer_time_under(kind, c, L, 0.0, recompute)
     return replace(lt, block=replace(lt.block, ops=()))
 
 
@@ -173,13 +176,6 @@ def layer_parts(kind: LayerKind, c: Job, L: Layouts) -> dict:
     """The step components of one layer of ``kind`` per micro-batch (``_layer_parts``) without its
     ZeRO-3 traffic (which depends on the whole layout): the numbers ``evaluate`` sums."""
     return _layer_parts(_layer_totals(kind, c, L))
-
-
-def _layer_time_per_shape(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerTime:
-    """``_layer_time``, the same to the last bit, with its per-shape part worked out once per
-    distinct layer shape."""
-    lt = _per_shape(_layer_totals, kind, c, L, recompute=True)
-    return replace(lt, fsdp_s=_fsdp_exposed_s(fsdp_per_layer_s, lt.block, lt.used_fwd_s, lt.used_bwd_s, c))
 
 
 def _per_shape(fn, first, c: Job, L: Layouts, *, recompute: bool):
@@ -248,6 +244,12 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
         return replace(batch_of_one(step, ("gemm_s", "attention_s", "memory_bound_s")),
                        breakdown={k: np.array(v, dtype=float).reshape(1) for k, v in step.breakdown.items()},
                        stage_s=batch_of_one(step.stage_s, ("first_s", "middle_s", "last_s")))
+    return evaluate_runs(c, L, lambda kind: _per_shape(_layer_totals, kind, c, L, recompute=True), memory)
+
+
+def evaluate_runs(c: Job, L: Layouts, layer_totals, memory: MemoryBreakdown | None) -> StepArrays:
+    """``evaluate`` with each kind's layer totals ``layer_totals(kind)`` (each row's own recompute
+    mode's: ``perfmodel.engine.evaluate_modes``)."""
     m, hw, eff, seq, sw = c.model, c.hardware, c.efficiency, c.seq_length, c.software
     ov = sw.overlap
     slowdown = eff.overlap_compute_slowdown   # SMs held by hidden collectives (perfmodel.formulas.overlap)
@@ -269,7 +271,8 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
     for kind, count in ((LayerKind.DENSE, n_dense), (LayerKind.MOE, n_moe)):
         if not count:
             continue
-        lt = _layer_time_per_shape(kind, c, L, fsdp_per_layer)
+        lt = layer_totals(kind)          # its per-shape part, and its ZeRO-3 traffic
+        lt = replace(lt, fsdp_s=_fsdp_exposed_s(fsdp_per_layer, lt.block, lt.used_fwd_s, lt.used_bwd_s, c))
         per_layer = add(per_layer, scaled(_layer_parts(lt), count / len(kinds)))
         blocks.append((lt.block, count / len(kinds)))
         used.append((lt.used_fwd_s * count / len(kinds), lt.used_bwd_s * count / len(kinds)))
@@ -283,7 +286,9 @@ def evaluate(c: Job, L: Layouts, memory: MemoryBreakdown | None = None) -> StepA
     head_parts = {"compute": head.fwd_s + head.bwd_s}
     mtp_parts: dict = {}   # one MTP module: its layer, its projection and its own head
     if m.mtp_layers:
-        mtp_lt = _layer_time_per_shape(mtp_layer_kind(m), c, L, fsdp_per_layer)
+        mtp_lt = layer_totals(mtp_layer_kind(m))
+        mtp_lt = replace(mtp_lt, fsdp_s=_fsdp_exposed_s(fsdp_per_layer, mtp_lt.block, mtp_lt.used_fwd_s,
+                                                        mtp_lt.used_bwd_s, c))
         mtp_proj = _per_shape(block_totals, mtp_extra_ops(m), c, L, recompute=False)
         mtp_parts = add(_layer_parts(mtp_lt), fsdp_copy,
                         {"compute": mtp_proj.fwd_s + mtp_proj.bwd_s + head.fwd_s + head.bwd_s})

@@ -40,6 +40,7 @@ import numpy as np
 from perfmodel.formulas.clocks import attention_phase_s
 from perfmodel.formulas.counts import attention_fwd_flop_per_token, attention_layer_mix
 from perfmodel.formulas.layouts import Layouts
+from perfmodel.formulas.fp8_casts import QUANTISATIONS_PER_LINEAR_FWD_BWD, input_cast
 from perfmodel.formulas.scalars import filled, flags, floats, maximum, minimum, where
 from perfmodel.formulas.workload import Op, OpKind, TpSplit, routed_load
 from perfmodel.spec.attention_head_dim import CUDNN_H100, FA3_H100, effective_head_dim, head_dim_factor
@@ -73,26 +74,6 @@ backward (Megatron-Core ``CudaGraphManager``, megatron/core/transformer/cuda_gra
 forward and a backward graph per layer and replays them in place of the layer's eager calls).
 The operations and kernel launches inside a graph cost the host nothing."""
 BYTES_PER_ELEMENT = {"bf16": 2, "fp16": 2, "fp8": 1, "fp4": 0.5, "tf32": 4}
-FP8_CAST_BYTES_PER_ELEMENT = {"separate": 2 + 1 + 1, "fused": 1 + 1}
-"""HBM bytes per element that turn a low-precision GEMM's 16-bit input into 8 bits
-(``SoftwareStack.fp8_casts``). Forward: the GEMM input (m x k); backward: the output gradient
-(m x n). Hopper FP8 GEMMs take only the TN layout, so the weight-gradient GEMM needs a
-transposed copy of both.
-separate: Transformer Engine's fused cast-transpose kernel (and torchao float8's cast) reads
-the 2-byte tensor and writes the 1-byte copy and its 1-byte transpose.
-fused: the quantisation is an elementwise op of a known scale that the compiler fuses into the
-kernel producing the tensor, so the 16-bit tensor is not read again; that kernel writes the
-1-byte copy and its transpose. XLA matches the quantise-dequantise pattern around a dot and
-calls cuBLASLt's FP8 GEMM on the 8-bit tensor, transposes allowed in between (NVIDIA
-JAX-Toolbox docs/NATIVE_FP8.md, "Exact pattern that XLA can match for FP8 MatMul"); flax's
-Fp8DotGeneralOp quantises with the scale of earlier steps' amax history (delayed scaling,
-flax/linen/fp8_ops.py in_qdq, out_qdq), so no reduction over the tensor has to finish first.
-torchao's dynamic (current) scaling needs the tensor's amax before the cast, so it stays a
-pass of its own: separate. Where XLA emits the transpose as a kernel of its own (its FP8 rewrite
-tests show a ``transpose`` of the 8-bit operand, xla/service/gpu/transforms/
-gemm_rewriter_fp8_test.cc) the fused form costs 1 + 2 = 3 bytes; 2 takes the transpose as fused
-into the producer too. At 3 the anchored what-ifs of 2026-11-27 (HEAD 57c7de1) were 5.27% instead
-of 5.22%."""
 
 
 HOPPER_CLASS_ATTENTION = ("cudnn", "fa3")
@@ -304,10 +285,11 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
         extra = (sh.count - 1) * GEMMS_PER_LINEAR_FWD_BWD
         cast_f = cast_b = filled(T, 0.0)
         if prec in LOW_PRECISION:
-            cast_bytes = FP8_CAST_BYTES_PER_ELEMENT[sw.fp8_casts]
-            cast_fwd = sh.count * sh.m * sh.k * cast_bytes
-            cast_bwd = sh.count * sh.m * sh.n * cast_bytes
-            cast_f, cast_b = memory_time_s(cast_fwd, hw, eff), memory_time_s(cast_bwd, hw, eff)
+            cast_fwd_bytes, cast_bwd_bytes, kernels = input_cast(op.name, sh.count, sw)
+            cast_fwd = sh.count * sh.m * sh.k * cast_fwd_bytes
+            cast_bwd = sh.count * sh.m * sh.n * cast_bwd_bytes
+            cast_f, cast_b = memory_time_s(cast_fwd, hw, eff, kernels), memory_time_s(cast_bwd, hw, eff, kernels)
+            extra = extra + (kernels - 1) * QUANTISATIONS_PER_LINEAR_FWD_BWD
             fwd = fwd + cast_f
             bwd = bwd + cast_b
             host_ops = host_ops + 1
@@ -342,6 +324,8 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
     sharded_by_tp = op.name.startswith(("attention/", "mlp/", "moe/", "output/"))
     tokens = where(sharded_by_tp | layouts.sp, T / layouts.tp, T)
     runs = (model.moe.num_experts // layouts.ep > 1) if op.multi_local_experts_only else flags(T, True)
+    at_precision = precision in LOW_PRECISION or not op.low_precision_only   # else no kernels, no host op
+    runs = runs & at_precision
     fwd_bytes = where(runs, op.bytes_per_token * tokens, 0.0)
     fwd_fraction, bwd_fraction = eff.stream_fractions.get(op.stream_class, (1.0, 1.0)) if op.stream_class else (1.0, 1.0)
     fwd = where(runs, memory_time_s(fwd_bytes / fwd_fraction, hw, eff, kernels=op.kernels), 0.0)
@@ -350,7 +334,7 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
     else:
         bwd = where(runs, memory_time_s(op.bwd_bytes_per_token * tokens / bwd_fraction, hw, eff,
                                            kernels=op.bwd_kernels or op.kernels), 0.0)
-    return OpTime(op.name, op.kind, fwd, bwd, filled(fwd, 0.0), fwd_bytes, flags(fwd, True), op.kernels,
+    return OpTime(op.name, op.kind, fwd, bwd, filled(fwd, 0.0), fwd_bytes, flags(fwd, True), op.kernels * at_precision,
                   *(filled(fwd, 0.0) for _ in range(4)))
 
 

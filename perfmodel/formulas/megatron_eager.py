@@ -1,6 +1,8 @@
 """Megatron-Core's eager PyTorch paths for the parts of a layer its fused kernels leave out: the
 unfused rotary embedding, MLA's assembly of query, key and value (fused or eager), the unfused bias
-add after a projection, the per-expert bias loop and the clamp of a clamped GLU
+add after a projection, the per-expert bias loop, the clamp of a clamped GLU and the routed
+experts' padding for a low-precision grouped GEMM (Transformer Engine's input quantisation is
+``perfmodel.formulas.fp8_casts``)
 (``perfmodel.spec.megatron_paths`` says which run; ``ModelSpec.mla``, ``linear_bias`` and
 ``clamped_glu`` say whether the model has them).
 
@@ -181,11 +183,42 @@ def with_clamp(activation: Op, clamped_elements: float) -> Op:
         bwd_kernels=activation.kernels + CLAMP_BWD_KERNELS)
 
 
+FP8_PADDING_BYTES_PER_ELEMENT = (B + B) + (B + B)
+"""Transformer Engine's ``Fp8Padding`` of the experts' input and ``Fp8Unpadding`` of their output
+(``fused_multi_row_padding`` / ``fused_multi_row_unpadding``, one multi-tensor kernel for up to 64
+experts, ``common/util/padding.cu``), per element of the routed copies' h-wide rows: each reads
+and writes the tensor once (the pad rows, fewer than the alignment per expert, are negligible).
+Forward the two copies; backward the same two in reverse (the padding's gradient is an unpadding
+and the unpadding's a padding). Beside them the [copies, 1] probabilities are padded too."""
+FP8_PADDING_KERNELS = 3
+"""Forward: the input's padding, the probabilities' padding, the output's unpadding; backward
+their three gradients."""
+
+
+def fp8_padding_op(m: ModelSpec, sw: SoftwareStack, routed_copies: float) -> Op:
+    """``TEGroupedMLP``'s row padding for a low-precision grouped GEMM (``sw.moe_expert_fp8_padding``):
+    ``FP8_PADDING_BYTES_PER_ELEMENT`` over the routed copies' h-wide rows and the probabilities'
+    padding (read, write one value per copy), each way; runs only in low precision."""
+    per_copy = FP8_PADDING_BYTES_PER_ELEMENT * m.hidden_size + 2 * probs_bytes(sw)
+    walked = routed_copies * per_copy
+    return Op("moe/fp8_padding", OpKind.MEMORY, bytes_per_token=walked, kernels=FP8_PADDING_KERNELS,
+              bwd_bytes_per_token=walked, bwd_kernels=FP8_PADDING_KERNELS, low_precision_only=True)
+
+
+def pads_expert_rows(sw: SoftwareStack) -> bool:
+    """Whether ``TEGroupedMLP``'s ``Fp8Padding`` copies run (``MegatronPaths.moe_expert_fp8_padding``):
+    Megatron-Core's experts, counts not already aligned (not padded to capacity; HybridEP pads in
+    its dispatch, so the copies are no-ops behind it)."""
+    hybridep = sw.moe_dispatcher == "flex" and sw.moe_flex_backend == "hybridep"
+    return sw.moe_expert_fp8_padding and not sw.moe_pad_expert_input_to_capacity and not hybridep
+
+
 def megatron_eager_ops(m: ModelSpec, kind_is_moe: bool, sw: SoftwareStack, routed_copies: float) -> list[Op]:
     """The eager ops of one layer beside the fused ones: unfused rotary, MLA's assembly of query,
     key and value (``mla_qkv_op``, fused or eager), unfused bias adds (the attention output's, and
-    a dense MLP's down projection's; a MoE layer's experts return no bias), and the per-expert bias
-    loop of a MoE layer without the TE op fuser. Called for
+    a dense MLP's down projection's; a MoE layer's experts return no bias), the per-expert bias
+    loop of a MoE layer without the TE op fuser, and the experts' row padding for a low-precision
+    grouped GEMM (``pads_expert_rows``). Called for
     ``elementwise_kernels: fused`` only (Megatron-Core's Transformer Engine path); the eager and
     compiled paths count their own rotary embedding."""
     ops = [] if sw.rotary_fusion else [rope_op(m)]
@@ -195,4 +228,6 @@ def megatron_eager_ops(m: ModelSpec, kind_is_moe: bool, sw: SoftwareStack, route
         ops.append(bias_add_op(m, sites=1 if kind_is_moe else 2))
     if m.linear_bias and kind_is_moe and not sw.moe_te_op_fuser:
         ops.append(expert_bias_op(m, sw, routed_copies))
+    if kind_is_moe and pads_expert_rows(sw):
+        ops.append(fp8_padding_op(m, sw, routed_copies))
     return ops

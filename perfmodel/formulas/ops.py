@@ -53,6 +53,8 @@ class Op:
     """MEMORY ops: forward HBM bytes read + written per token (16-bit activations)."""
     multi_local_experts_only: bool = False
     """MEMORY ops that run only where a GPU holds more than one expert (num_experts / ep > 1)."""
+    low_precision_only: bool = False
+    """MEMORY ops that run only when the scenario's GEMMs are low precision (FP8, FP4)."""
     kernels: int = 1
     """MEMORY ops: GPU kernels (and host dispatches) one forward pass of the op takes."""
     bwd_bytes_per_token: float | None = None

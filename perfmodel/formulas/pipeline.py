@@ -184,6 +184,21 @@ def bubble_fraction(pp, vpp, num_mb):
     return (np.asarray(pp) - 1.0) / (np.asarray(vpp) * np.asarray(num_mb))
 
 
+def combined_1f1b_paired_frac(pp, vpp, num_mb) -> np.ndarray:
+    """Share of a rank's forward (and of its backward) chunk passes that Megatron-Core's combined
+    1F1B (``overlap_moe_expert_parallel_comm``) runs paired with a pass of another micro-batch,
+    so that one's all-to-alls hide behind the other's compute: the steady state only. The warmup
+    forwards and the cooldown backwards run alone. Interleaved (the overlap needs virtual stages
+    when p > 1, transformer_config.py), rank 0 warms up with 2(p - 1) + (v - 1)p chunks plus one
+    more micro-batch forward that the overlap schedules before the 1F1B steps
+    (schedules.py ``get_pp_rank_microbatches``, Megatron-Core dev 0.15.0 0d8e071, the 25.11
+    container's, and core_v0.15.0 to 0.18.0); without pipelining the first forward and the last
+    backward run alone (``combined_1f1b_schedule_for_no_pipelining``). Of the v m passes each way."""
+    unpaired = where(pp > 1, 2 * (pp - 1) + (vpp - 1) * pp + 1, 1)
+    paired = 1.0 - unpaired / (vpp * num_mb)
+    return where(paired > 0.0, paired, 0.0)
+
+
 def chunks_in_flight(rank, pp, vpp, num_mb, schedule) -> np.ndarray:
     """Micro-batch x model-chunk activations a pipeline rank holds at its peak (chunks of
     l / (p v) layers; a micro-batch's activations are freed by its input-gradient backward).

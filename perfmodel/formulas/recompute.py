@@ -58,12 +58,15 @@ a list of Megatron-Core ``recompute_modules``
 
 from __future__ import annotations
 
+from typing import get_args
+
 import numpy as np
 
 from perfmodel.formulas.compute import BlockTime
-from perfmodel.formulas.scalars import floats, maximum, minimum
+from perfmodel.formulas.scalars import filled, floats, maximum, minimum
 from perfmodel.formulas.workload import ACT_BYTES, FP32_BYTES, LayerKind, OpKind
 from perfmodel.spec.model import ModelSpec
+from perfmodel.spec.scenario import Recompute
 from perfmodel.spec.software import selective_modules
 
 NORMS_PER_LAYER = 2
@@ -187,3 +190,40 @@ def recomputed_layer_fraction(m: ModelSpec, L, recompute_num_layers: int | None)
         return np.ones(len(L))
     per_chunk = m.num_layers / floats(L.pp * L.vpp)
     return minimum(recompute_num_layers, per_chunk) / per_chunk
+
+
+RECOMPUTE_MODES: tuple[str, ...] = get_args(Recompute)
+"""The recompute modes; a mode's code is its place here (``layer_recompute_s`` over runs of modes)."""
+
+
+def runs_under(recompute, mode: str):
+    """Whether the rows run under recompute ``mode``: a bool where ``recompute`` is a mode, else an
+    array (``recompute``: each row's mode's code in ``RECOMPUTE_MODES``)."""
+    return recompute == mode if isinstance(recompute, str) else recompute == RECOMPUTE_MODES.index(mode)
+
+
+def layer_recompute_s(mode, block: BlockTime, tp_fwd_s, cp_fwd_s, ep_redo_s, m: ModelSpec, L, sw,
+                      kind: LayerKind) -> np.ndarray:
+    """Forward time the backward redoes per layer and micro-batch under recompute ``mode`` (or each
+    row's, ``mode`` its code in ``RECOMPUTE_MODES``, the term of each mode picked per row): under
+    ``full`` the recomputed layers' share (``recomputed_layer_fraction``) of the forward with its
+    exposed TP and CP traffic and its all-to-alls (``ep_redo_s``); under ``selective`` the policy's
+    share (``selective_recompute_s``), with the all-to-alls again where it redoes ``moe``, and the
+    layer's collectives where it saves only the QKV projection; nothing under ``none``."""
+    if not isinstance(mode, str):
+        return np.select([mode == i for i in range(len(RECOMPUTE_MODES))],
+                         [layer_recompute_s(rc, block, tp_fwd_s, cp_fwd_s, ep_redo_s, m, L, sw, kind)
+                          for rc in RECOMPUTE_MODES])
+    if mode == "full":
+        return recomputed_layer_fraction(m, L, sw.recompute_num_layers) * (block.fwd_s + tp_fwd_s + cp_fwd_s
+                                                                           + ep_redo_s)
+    if mode == "selective":
+        recompute = selective_recompute_s(block, sw.selective_recompute, m, kind)
+        if "moe" in selective_modules(sw.selective_recompute):
+            recompute = recompute + ep_redo_s       # the recomputed layer dispatches and combines again
+        if sw.selective_recompute == "save_qkv_proj":
+            # the redone forward repeats the layer's collectives; counting the all-gather
+            # before the saved QKV projection too makes this an upper bound under SP
+            recompute = recompute + tp_fwd_s + cp_fwd_s
+        return recompute
+    return filled(block.fwd_s, 0.0)

@@ -231,7 +231,7 @@ class SoftwareStack(_Frozen, MegatronPaths):
     float8); fused = the compiler folds the quantisation into the kernel that produces the
     tensor, which writes the 8-bit copy and its transpose, 2 bytes per element (XLA with
     flax's delayed-scaling ``Fp8DotGeneralOp``, as MaxText's ``quantization: fp8`` runs;
-    ``perfmodel.formulas.compute.FP8_CAST_BYTES_PER_ELEMENT``)."""
+    ``perfmodel.formulas.fp8_casts.FP8_CAST_BYTES_PER_ELEMENT``)."""
     fp8_scaling: Fp8Scaling = "tensorwise"
     """How an fp8 GEMM scales its inputs: tensorwise = one scale per tensor (Transformer Engine's
     delayed and current scaling), the ``gemm.fp8`` curve with fast accumulation in the forward;

@@ -358,3 +358,23 @@ def test_a_transformer_engine_module_cheaper_than_a_torch_op_is_one_line():
     with pytest.raises(InputError) as err:
         parse_scenario(job)
     assert str(err.value) == "scenario: software.te_module_host_ops: Input should be greater than or equal to 1"
+
+
+def test_fp8_current_scaling_reads_each_input_for_its_amax_by_hand():
+    """fp8_current_scaling: 2 more bytes per element of the output gradient backward, and of the
+    forward input unless a fused norm wrote it (mlp/up: TELayerNormColumnParallelLinear computes
+    the amax in the norm); 3 kernels per quantisation (amax, scale, cast) instead of 1."""
+    m = ModelSpec(num_layers=2, hidden_size=8192, num_attention_heads=64, ffn_hidden_size=28672, vocab_size=32000)
+    ops = {op.name: op for op in layer_ops(m, LayerKind.DENSE, SW)}
+    L = _layouts(mbs=1)
+    rate = H100.gpu.hbm_bandwidth_bytes_per_s * H100.efficiency.memory_efficiency
+    t0 = H100.efficiency.kernel_overhead_s
+    for name, fwd_amax in (("mlp/up", 0), ("mlp/down", 2)):
+        ds, cs = (op_time(ops[name], m, L, 8192, "fp8", H100, H100.efficiency, sw(fp8_current_scaling=c))
+                  for c in (False, True))
+        sh = gemm_shape(ops[name], m, L, 8192, SW)
+        assert float(cs.fwd_s[0] - ds.fwd_s[0]) == pytest.approx(fwd_amax * sh.m[0] * sh.k[0] / rate + 2 * t0)
+        assert float(cs.bwd_s[0] - ds.bwd_s[0]) == pytest.approx(2 * sh.m[0] * sh.n[0] / rate + 2 * t0)
+    b16 = [op_time(ops["mlp/down"], m, L, 8192, "bf16", H100, H100.efficiency, sw(fp8_current_scaling=c))
+           for c in (False, True)]
+    assert float(b16[0].fwd_s[0]) == float(b16[1].fwd_s[0])

@@ -127,3 +127,49 @@ def test_mla_qkv_eager_by_hand():
     assert float(op.fwd_s[0]) == pytest.approx(T * fwd / BW + 5 * T0, rel=1e-9)
     assert float(op.bwd_s[0]) == pytest.approx(T * bwd / BW + 13 * T0, rel=1e-9)
     assert "attention/rope" in ops
+
+
+def _fp8_ops(stack):
+    blk = block_time(layer_ops(PLAIN, LayerKind.MOE, stack), PLAIN, _layouts(), T, "fp8", H100, EFF, stack)
+    return {t.name: t for t in blk.ops}
+
+
+def test_fp8_padding_by_hand():
+    """TEGroupedMLP's Fp8Padding / Fp8Unpadding: top-2 copies of the 1024-wide token, 8 bytes per
+    element each way plus the bf16 probabilities' padding (2 x 2 bytes a copy), 3 kernels each way."""
+    pad = _fp8_ops(sw(moe_expert_fp8_padding=True))["moe/fp8_padding"]
+    walked = T * 2 * (8 * 1024 + 4)
+    assert float(pad.fwd_s[0]) == pytest.approx(walked / BW + 3 * T0, rel=1e-9)
+    assert float(pad.bwd_s[0]) == pytest.approx(walked / BW + 3 * T0, rel=1e-9)
+
+
+def test_fp8_padding_runs_only_where_the_copies_do():
+    """No copies in bf16, when padded to capacity, behind HybridEP (it pads as it dispatches) or
+    with the option off (the presets of frameworks other than Megatron-Core; on by default)."""
+    on = dict(moe_expert_fp8_padding=True)
+    bf16 = block_time(layer_ops(PLAIN, LayerKind.MOE, sw(**on)), PLAIN, _layouts(), T, "bf16", H100, EFF, sw(**on))
+    assert float({t.name: t for t in bf16.ops}["moe/fp8_padding"].fwd_s[0]) == 0.0
+    assert {t.name: t for t in bf16.ops}["moe/fp8_padding"].host_ops_fwd == 0
+    for stack in (sw(moe_expert_fp8_padding=False), sw(**on, moe_expert_capacity_factor=1.0, moe_pad_expert_input_to_capacity=True),
+                  sw(**on, moe_dispatcher="flex", moe_flex_backend="hybridep")):
+        assert "moe/fp8_padding" not in _fp8_ops(stack)
+    assert "moe/fp8_padding" in _fp8_ops(sw(**on, moe_dispatcher="flex", moe_flex_backend="deepep"))
+
+
+def test_quantisation_kernels_per_expert():
+    """GroupedLinear quantises expert by expert unless the recipe is delayed scaling: MXFP8 one
+    kernel per local expert, current scaling three (amax, scale, cast); the kernels beyond the
+    first of each of the two quantisations (input forward, output gradient backward) are launches
+    inside the one host operation."""
+    from perfmodel.formulas.fp8_casts import quantisation_cast
+    assert quantisation_cast("moe/expert_up", 8, sw()) == (0.0, 0.0, 1)
+    assert sw().moe_expert_fp8_padding and not sw(stack="torchtitan-eager").moe_expert_fp8_padding
+    assert quantisation_cast("moe/expert_up", 8, sw(fp8_mxfp8=True)) == (0.0, 0.0, 8)
+    assert quantisation_cast("moe/expert_up", 8, sw(fp8_current_scaling=True)) == (2, 2, 24)
+    assert quantisation_cast("attention/qkv", 1, sw(fp8_current_scaling=True)) == (0.0, 2, 3)
+    up = {False: None, True: None}
+    for v in up:
+        stack = sw(fp8_mxfp8=v)
+        blk = block_time(layer_ops(PLAIN, LayerKind.MOE, stack), PLAIN, _layouts(), T, "fp8", H100, EFF, stack)
+        up[v] = {t.name: t for t in blk.ops}["moe/expert_up"]
+    assert np.all(np.asarray(up[True].extra_launches - up[False].extra_launches) == (8 - 1) * 2)

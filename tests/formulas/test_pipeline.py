@@ -26,3 +26,13 @@ def test_slowest_stage_sets_the_pace():
     assert float(slowest_stage_s(st, np.array([4]))[0]) == 1.5
     # bubble = sum - max = 1 + 2*1 + 1.5 - 1.5 = 3
     assert float(bubble_s(st, np.array([4]), np.array([1]))[0]) == pytest.approx(3.0)
+
+
+def test_combined_1f1b_pairs_the_steady_state_only():
+    """Megatron-Core's combined 1F1B runs warmup forwards and cooldown backwards alone: rank 0 of
+    an interleaved pipeline warms up with 2(p - 1) + (v - 1)p + 1 chunks (one more micro-batch than
+    without the overlap); without pipelining only the first forward and the last backward."""
+    from perfmodel.formulas.pipeline import combined_1f1b_paired_frac
+    assert float(combined_1f1b_paired_frac(8, 4, 128)) == pytest.approx(1 - (14 + 24 + 1) / 512)
+    assert float(combined_1f1b_paired_frac(1, 1, 16)) == pytest.approx(15 / 16)
+    assert float(combined_1f1b_paired_frac(8, 4, 4)) == 0.0

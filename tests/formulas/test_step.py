@@ -279,7 +279,8 @@ def test_hidden_traffic_costs_the_compute_beside_it_its_sm_share():
 
 def test_batch_level_ep_overlap_hides_each_direction_behind_the_other():
     """overlap.ep = 1 (Megatron-Core combined 1F1B): forward all-to-alls hide behind the
-    layer's backward compute, backward ones behind its forward compute."""
+    layer's backward compute, backward ones behind its forward compute, in the steady state's
+    share of the passes (``pipeline.combined_1f1b_paired_frac``)."""
     from perfmodel.engine.evaluate import _layer_time
     from perfmodel.engine.rules import resolve
     from perfmodel.formulas.traffic import ep_layer_s
@@ -289,8 +290,11 @@ def test_batch_level_ep_overlap_hides_each_direction_behind_the_other():
     lt = _layer_time(LayerKind.MOE, c, L, np.zeros(len(L)))
     raw = ep_layer_s(job.model, L, job.scenario.seq_length, job.hardware, c.efficiency, SW)
     sigma = c.efficiency.overlap_compute_slowdown / (1.0 + c.efficiency.overlap_compute_slowdown)
-    assert lt.ep_fwd_s == pytest.approx(np.maximum(raw - lt.block.bwd_s, sigma * raw))
-    assert lt.ep_bwd_s == pytest.approx(np.maximum(raw - lt.block.fwd_s, sigma * raw))
+    from perfmodel.formulas.pipeline import combined_1f1b_paired_frac
+    phi = combined_1f1b_paired_frac(L.pp, L.vpp, L.num_mb)
+    assert np.all(phi < 1.0)
+    assert lt.ep_fwd_s == pytest.approx(np.maximum(raw - phi * lt.block.bwd_s, sigma * raw))
+    assert lt.ep_bwd_s == pytest.approx(np.maximum(raw - phi * lt.block.fwd_s, sigma * raw))
     serial = predict(_moe())
     hidden = predict(_moe(overlap=dict(ep=1.0)))
     assert hidden.breakdown_s["ep_comm"] < serial.breakdown_s["ep_comm"]

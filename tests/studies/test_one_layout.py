@@ -4,10 +4,10 @@ collectives in Python), while the search evaluates batches of thousands, grouped
 distinct layer shape and scattered back. Every figure must be the same to the last bit, on every
 published run and on layouts drawn at random from searches."""
 
-from pathlib import Path
 
 import numpy as np
 import pytest
+from support.published import runnable_published_cases
 
 from perfmodel.engine.distinct import MIN_ROWS, forget
 from perfmodel.engine.enumerate import enumerate_layouts, keep
@@ -18,13 +18,10 @@ from perfmodel.engine.rules import layout_rule_fields, layout_violations, resolv
 from perfmodel.formulas.comm import FEW_ROWS
 from perfmodel.formulas.layouts import Layouts, layouts_from_arrays
 from perfmodel.formulas.memory import COMPONENTS as MEMORY_COMPONENTS
-from perfmodel.spec.errors import InputError
 from perfmodel.spec.profile import AUTO, efficiencies_for
 from perfmodel.spec.scenario import hardware_of, model_of, parse_scenario
-from perfmodel.studies.observed.validation import load_cases
 from perfmodel.studies.search.search import SearchOptions, bounds_for, search
 
-CASES = Path(__file__).resolve().parents[2] / "perfmodel" / "data" / "published_runs.yaml"
 BATCH = 2 * MIN_ROWS
 """Rows of the large batch: past both MIN_ROWS and FEW_ROWS, so that the grouped paths run."""
 assert BATCH > FEW_ROWS
@@ -64,17 +61,7 @@ def _assert_rows_equal(one: dict, many: dict, rows) -> None:
 
 
 def _runnable_cases():
-    out = []
-    for case in load_cases(CASES):
-        if not case.get("scenario"):
-            continue
-        try:
-            sc = parse_scenario(case["scenario"])
-            r = resolve(sc, efficiencies_for(hardware_of(sc), AUTO)[0])
-        except InputError:
-            continue
-        out.append(pytest.param(sc, r, id=case["id"]))
-    return out
+    return [pytest.param(sc, r, id=case_id) for case_id, sc, r in runnable_published_cases()]
 
 
 @pytest.mark.parametrize("sc, r", _runnable_cases())

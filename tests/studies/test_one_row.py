@@ -6,10 +6,10 @@ the output head, each layer's times, the data-parallel parts, the peak memory) i
 own, to the last bit, on every published run and on layouts drawn at random from the enumeration,
 and the one_row's parts are checked to be numbers, not arrays (the path's whole point)."""
 
-from pathlib import Path
 
 import numpy as np
 import pytest
+from support.published import runnable_published_cases
 
 from perfmodel.engine.block import BLOCK_TOTALS, OP_TIMES
 from perfmodel.engine.data_parallel import _parts
@@ -17,7 +17,7 @@ from perfmodel.engine.enumerate import enumerate_layouts, keep
 from perfmodel.engine.evaluate import COMPONENTS, LAYER_TIMES, _layer_totals
 from perfmodel.engine.job import bind
 from perfmodel.engine.prediction import bottleneck
-from perfmodel.engine.rules import layout_rule_fields, layout_violations, resolve
+from perfmodel.engine.rules import layout_rule_fields, layout_violations
 from perfmodel.formulas import pipeline
 from perfmodel.formulas.compute import op_time
 from perfmodel.formulas.layouts import Layouts, is_row, layouts_from_arrays, one_row
@@ -25,13 +25,9 @@ from perfmodel.formulas.memory import COMPONENTS as MEMORY_COMPONENTS
 from perfmodel.formulas.memory import memory_per_gpu
 from perfmodel.formulas.scalars import maximum, minimum
 from perfmodel.formulas.workload import head_ops, layer_kinds, layer_ops, mtp_extra_ops, mtp_layer_kind
-from perfmodel.spec.errors import InputError
 from perfmodel.spec.profile import AUTO, efficiencies_for
 from perfmodel.spec.scenario import hardware_of, model_of, parse_scenario
-from perfmodel.studies.observed.validation import load_cases
 from perfmodel.studies.search.search import SearchOptions, bounds_for
-
-CASES = Path(__file__).resolve().parents[2] / "perfmodel" / "data" / "published_runs.yaml"
 
 
 def _bits(x) -> bytes:
@@ -83,17 +79,7 @@ def _assert_parts_equal(c, L: Layouts) -> int:
 
 
 def _runnable_cases():
-    out = []
-    for case in load_cases(CASES):
-        if not case.get("scenario"):
-            continue
-        try:
-            sc = parse_scenario(case["scenario"])
-            r = resolve(sc, efficiencies_for(hardware_of(sc), AUTO)[0])
-        except InputError:
-            continue
-        out.append(pytest.param(r, id=case["id"]))
-    return out
+    return [pytest.param(r, id=case_id) for case_id, sc, r in runnable_published_cases()]
 
 
 @pytest.mark.parametrize("r", _runnable_cases())

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field, fields, replace
 import numpy as np
 
 from perfmodel.engine.enumerate import Bounds, keep
-from perfmodel.engine.evaluate import evaluate
+from perfmodel.engine.evaluate import StepArrays, evaluate
+from perfmodel.engine.evaluate_modes import MAX_ROWS, evaluate_modes
 from perfmodel.engine.floor import by_floor, compute_floor_s, step_time_floor_s
 from perfmodel.engine.job import Job, bind
 from perfmodel.engine.job_memory import job_state_floor_bytes, memory_and_fit, memory_and_fit_modes
@@ -131,12 +132,16 @@ def kept_with(kept: Kept, ev: Evaluation, group: int, position: np.ndarray, vari
     obj = objective_values(objective, base, ev.step_time_s, ev.cost_usd)
     worst = float(kept.best.objective(objective)[-1]) if len(kept.best) == k else np.inf
     rows = best_candidates(obj, ev.step_time_s, ev.step.memory.total, k, worst)
-    best = best_rows(kept.best, table_of(base, ev, rows, group, position, variant.overlap), objective, k)
+    best = kept.best      # where no row may join it, as it was (ranked already; so is the front)
+    if rows.size:
+        best = best_rows(kept.best, table_of(base, ev, rows, group, position, variant.overlap), objective, k)
     if best_only:
         return Kept(best, kept.front, kept.sample, kept.stride, kept.num_fit)
     time_s = ev.step_time_s if ev.time_to_train_s is None else ev.time_to_train_s
     rows = front_candidates(time_s, ev.cost_usd, kept.front)
-    front = front_rows(kept.front, table_of(base, ev, rows, group, position, variant.overlap))
+    front = kept.front
+    if rows.size:
+        front = front_rows(kept.front, table_of(base, ev, rows, group, position, variant.overlap))
     rows = sample_candidates(len(ev), kept.num_fit, kept.stride)
     thinned, rows, stride = sample_thinned(kept.sample, rows, kept.stride)   # only the rows kept made a table
     sample, stride = sample_rows(thinned, table_of(base, ev, rows, group, position, variant.overlap), stride)
@@ -198,12 +203,24 @@ def time_rows(plan: Plan, tally: Tally, group: int, job: Job, variant: Variant, 
     ``perfmodel.engine.distinct``, ``evaluate``'s data-parallel parts) serves the next recompute
     mode too."""
     tally.num_timed += rows.size
-    if rows.size < len(L):
-        L, mem = _taken(L, rows, taken), _memory_rows(mem, rows)
+    L, mem = _rows_taken(L, mem, rows, taken)
     t1 = time.perf_counter()
     arrays = evaluate(job, L, mem)
     tally.evaluate_s += time.perf_counter() - t1
-    tally.kept = kept_with(tally.kept, measure(job, L, arrays, plan.cost_model), group, position[rows], variant,
+    _keep(plan, tally, group, job, variant, L, arrays, position[rows])
+
+
+def _rows_taken(L: Layouts, mem: MemoryBreakdown, rows: np.ndarray, taken: dict | None):
+    """(the layouts ``rows`` of ``L``, their memory), ``L`` and ``mem`` themselves for all of them."""
+    if rows.size < len(L):
+        return _taken(L, rows, taken), _memory_rows(mem, rows)
+    return L, mem
+
+
+def _keep(plan: Plan, tally: Tally, group: int, job: Job, variant: Variant, L: Layouts, arrays: StepArrays,
+          at: np.ndarray) -> None:
+    """Fold the layouts ``L`` timed (``arrays``, at ``at`` in the enumeration) into the tally's ``Kept``."""
+    tally.kept = kept_with(tally.kept, measure(job, L, arrays, plan.cost_model), group, at, variant,
                            plan.objective, plan.top_k, plan.best_only)
 
 
@@ -313,9 +330,37 @@ def _fit_and_time_modes(plan: Plan, tally: Tally, ni: int, pi: int, L: Layouts, 
         state = job_state_floor_bytes(jobs[modes[0]][0], L)
         fitted.update(zip(modes, memory_and_fit_modes(tuple(jobs[ri][0] for ri in modes), L, state)))
     taken: dict = {}       # the modes that fit the same layouts time the same Layouts object
+    if len(plan.variants) == 1 and sum(int((fit & wanted[0]).sum()) for _, fit in fitted.values()) <= MAX_ROWS:
+        _time_modes(plan, tally, ni, pi, [job_vs[0] for _, job_vs in jobs], L, wanted[0], position, fitted, taken)
+        return
     for ri, (_, job_vs) in enumerate(jobs):
         groups = [plan.group(ni, pi, ri, vi) for vi in range(len(job_vs))]
         _fit_and_time(plan, tally, groups, job_vs, L, wanted, position, *fitted[ri], taken)
+
+
+def _time_modes(plan: Plan, tally: Tally, ni: int, pi: int, jobs: list[Job], L: Layouts, wanted: np.ndarray,
+                position: np.ndarray, fitted: dict, taken: dict) -> None:
+    """One overlap setting, at most ``MAX_ROWS`` layouts timed in all: the layouts of ``L`` that fit
+    (``fitted``: each mode's memory and fit) under every recompute mode timed in one call
+    (``evaluate_modes``), then kept mode by mode, as ``_fit_and_time`` keeps them. (More are timed
+    mode by mode, each mode's rows taken, timed and kept before the next's: one call gains nothing
+    on so many, and would hold them all.)"""
+    runs, rows_of = [], []
+    for ri, job in enumerate(jobs):
+        mem, fit = fitted[ri]
+        tally.rejected[DOES_NOT_FIT] += int(wanted[~fit].sum())
+        rows = np.flatnonzero(fit & wanted)
+        tally.num_fit += rows.size
+        tally.num_timed += rows.size
+        if rows.size:
+            runs.append((job, *_rows_taken(L, mem, rows, taken)))
+            rows_of.append((ri, rows))
+    arrays = evaluate_modes(runs)
+    for (ri, rows), (job, L_r, _) in zip(rows_of, runs):
+        t1 = time.perf_counter()
+        a = next(arrays)
+        tally.evaluate_s += time.perf_counter() - t1
+        _keep(plan, tally, plan.group(ni, pi, ri, 0), job, plan.variants[0], L_r, a, position[rows])
 
 
 def _state_floor_bytes(job: Job, L: Layouts, states: dict) -> np.ndarray:
