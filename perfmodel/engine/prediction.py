@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from math import isnan
 
 import numpy as np
 
@@ -54,7 +55,7 @@ def bottleneck(breakdown: dict, gemm_s, attention_s, memory_bound_s) -> np.ndarr
     first largest) without stacking one-element arrays (about 25 us)."""
     values = [breakdown[k] for k in COMPONENTS]
     if all(type(v) is float for v in (*values, gemm_s, attention_s, memory_bound_s)):
-        first = next((j for j, v in enumerate(values) if v != v), None)
+        first = next((j for j, v in enumerate(values) if isnan(v)), None)
         name = COMPONENTS[values.index(max(values)) if first is None else first]
         return "memory_bandwidth" if name == "compute" and memory_bound_s > gemm_s + attention_s else name
     stacked = np.stack([np.atleast_1d(breakdown[k]) for k in COMPONENTS])

@@ -21,8 +21,6 @@ input pipeline              a stage that can starve the GPUs: tokens per GPU per
 
 from __future__ import annotations
 
-import numpy as np
-
 from perfmodel.formulas.scalars import floats, maximum
 from perfmodel.spec.input_pipeline import InputPipeline
 from perfmodel.spec.software import SoftwareStack

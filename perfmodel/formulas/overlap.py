@@ -34,8 +34,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
-
 from perfmodel.formulas.scalars import filled, floats, maximum, minimum
 from perfmodel.spec.software import Overlap
 

@@ -6,6 +6,7 @@ one-element array without numpy's cost of about 1 us an operation."""
 from __future__ import annotations
 
 from dataclasses import replace
+from math import isnan
 
 import numpy as np
 
@@ -40,7 +41,7 @@ def maximum(a, b):
     it is larger or NaN, else ``b`` (so NaN where either is, and ``b`` on ties: -0.0 of 0.0 and -0.0), as a
     float where either is one."""
     if type(a) in _NUMBERS and type(b) in _NUMBERS:
-        m = a if a > b or a != a else b
+        m = a if a > b or isnan(a) else b
         return float(m) if float in (type(a), type(b)) else m
     return np.maximum(a, b)
 
@@ -48,7 +49,7 @@ def maximum(a, b):
 def minimum(a, b):
     """``np.minimum(a, b)``; on two Python numbers, the one numpy picks (``maximum``'s rule, reversed)."""
     if type(a) in _NUMBERS and type(b) in _NUMBERS:
-        m = a if a < b or a != a else b
+        m = a if a < b or isnan(a) else b
         return float(m) if float in (type(a), type(b)) else m
     return np.minimum(a, b)
 

@@ -127,9 +127,9 @@ def test_maximum_and_minimum_on_numbers_pick_what_numpy_picks(a, b):
 
 
 @pytest.mark.parametrize("scenario", [
-    dict(hardware="h100-sxm", num_gpus=96, model="gpt3-175b", seq_length=2048, global_batch_size=1536),
-    dict(hardware="gb200-nvl72", num_gpus=256, model="deepseek-v3", seq_length=4096, global_batch_size=512,
-         precision="fp8"),
+    {"hardware": "h100-sxm", "num_gpus": 96, "model": "gpt3-175b", "seq_length": 2048, "global_batch_size": 1536},
+    {"hardware": "gb200-nvl72", "num_gpus": 256, "model": "deepseek-v3", "seq_length": 4096, "global_batch_size": 512,
+     "precision": "fp8"},
 ])
 def test_layout_rules_on_numbers_equal_them_on_arrays(scenario):
     """``layout_violations`` of one layout given as Python numbers (``check_layout``'s way) breaks the
@@ -138,7 +138,8 @@ def test_layout_rules_on_numbers_equal_them_on_arrays(scenario):
     sc = parse_scenario({"name": "one-row", **scenario})
     m, hw = model_of(sc), hardware_of(sc)
     cols = enumerate_layouts(m, hw, sc.num_gpus, sc.global_batch_size, sc.seq_length, bounds_for(sc, SearchOptions()))
-    names = dict(tp="tp", pp="pp", vpp="vpp", cp="cp", ep="ep", etp="etp", micro_batch_size="mbs", schedule="schedule")
+    names = {"tp": "tp", "pp": "pp", "vpp": "vpp", "cp": "cp", "ep": "ep", "etp": "etp", "micro_batch_size": "mbs",
+             "schedule": "schedule"}
     rng, broken = np.random.default_rng(54), 0
     for i in rng.choice(len(cols["tp"]), size=min(300, len(cols["tp"])), replace=False):
         on = {k: cols[c][i] for k, c in names.items()}
