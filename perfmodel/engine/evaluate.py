@@ -41,7 +41,7 @@ from perfmodel.formulas.layouts import Layouts, is_row, one_row
 from perfmodel.formulas.memory import HIDDEN_DROPOUT, MemoryBreakdown, fits_in_memory
 from perfmodel.formulas.overlap import exposed_s, tp_phi, window_used_s
 from perfmodel.formulas.recompute import layer_recompute_s, runs_under
-from perfmodel.formulas.scalars import batch_of_one, filled, floats, where
+from perfmodel.formulas.scalars import batch_of_one, filled, floats, maximum, minimum, where
 from perfmodel.formulas.workload import LayerKind, head_ops, layer_kinds, layer_ops, mtp_extra_ops, mtp_layer_kind
 from perfmodel.spec.pp_grad_reduce import pp_grad_reduce
 
@@ -326,7 +326,7 @@ def evaluate_runs(c: Job, L: Layouts, layer_totals, memory: MemoryBreakdown | No
     steady_p2p = 2.0 * L.vpp * t_p2p   # forward activation + backward gradient, per chunk
     phi_pp = ov.pp if pipeline.only_defaults(L.schedule) else np.where(
         pipeline.schedule_property(L.schedule, "paired"), 1.0, ov.pp)
-    bd["pp_comm"] = (num_mb * exposed_s(steady_p2p, np.maximum(t_max, host_s_per_mb), phi_pp, slowdown)
+    bd["pp_comm"] = (num_mb * exposed_s(steady_p2p, maximum(t_max, host_s_per_mb), phi_pp, slowdown)
                      + pipeline.fill_drain_transfers(L.pp, L.vpp, L.schedule) * t_p2p)
     bd["pipeline_bubble"] = bubble
 
@@ -335,9 +335,9 @@ def evaluate_runs(c: Job, L: Layouts, layer_totals, memory: MemoryBreakdown | No
     # DP traffic in what the layers' own TP, CP and EP traffic leaves of it (perfmodel.formulas.overlap).
     used_fwd = sum(u for u, _ in used) * layers_per_stage
     used_bwd = sum(u for _, u in used) * layers_per_stage
-    slow_fwd = np.maximum(sum(b.fwd_s * w for b, w in blocks) * layers_per_stage,
+    slow_fwd = maximum(sum(b.fwd_s * w for b, w in blocks) * layers_per_stage,
                           (1.0 - bwd_host_frac) * host_s_per_mb)
-    slow_bwd = np.maximum(sum(b.bwd_s * w for b, w in blocks) * layers_per_stage, bwd_host_frac * host_s_per_mb)
+    slow_bwd = maximum(sum(b.bwd_s * w for b, w in blocks) * layers_per_stage, bwd_host_frac * host_s_per_mb)
     # Under torch.distributed.pipelining with FSDP2 each stage reduces after its last backward,
     # one stage after another in the drain (perfmodel.spec.pp_grad_reduce).
     drained = pp_grad_reduce(sw.pp_grad_reduce).in_drain & (L.pp > 1)
@@ -359,8 +359,8 @@ def evaluate_runs(c: Job, L: Layouts, layer_totals, memory: MemoryBreakdown | No
         host_layer = host_s_per_mb / layers_per_stage
         bd["offload"] = num_mb * offload.exposed_copy_s(
             n_off, len(kinds), copy_s,
-            np.maximum(sum(b.fwd_s * w for b, w in blocks), (1.0 - bwd_host_frac) * host_layer),
-            np.maximum(sum(b.bwd_s * w for b, w in blocks), bwd_host_frac * host_layer))
+            maximum(sum(b.fwd_s * w for b, w in blocks), (1.0 - bwd_host_frac) * host_layer),
+            maximum(sum(b.bwd_s * w for b, w in blocks), bwd_host_frac * host_layer))
 
     # Optimizer over the parameters this GPU owns.
     n_dp = floats(L.dp * L.cp)
@@ -376,7 +376,7 @@ def evaluate_runs(c: Job, L: Layouts, layer_totals, memory: MemoryBreakdown | No
     # Each pass's window is its GPU work with the communication it waits on (the host dispatches
     # meanwhile): the forward, its exposed TP/CP/EP traffic and its share of the ZeRO-3 collectives.
     synced = overheads.host_syncs_per_pass(m, sw)
-    fwd_window = np.minimum(t_max, layers_per_stage * sum(
+    fwd_window = minimum(t_max, layers_per_stage * sum(
         (lt.fwd_pass_s + traffic.ZERO3_FORWARD_SHARE * lt.fsdp_s) * w for lt, w in layers))
     bd["overheads"] = (where(synced, overheads.synced_host_exposed_s(host_s_per_mb, bwd_host_frac, fwd_window,
                                                                         t_max - fwd_window, num_mb),

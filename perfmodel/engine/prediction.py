@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from math import isnan
 
 import numpy as np
 
@@ -49,7 +50,14 @@ component (optimizer, host overheads, data wait) is a step overhead in the water
 
 def bottleneck(breakdown: dict, gemm_s, attention_s, memory_bound_s) -> np.ndarray:
     """The largest component of each step (the first on ties), with ``compute`` named
-    ``memory_bandwidth`` where HBM-bound ops outweigh the GEMMs and attention."""
+    ``memory_bandwidth`` where HBM-bound ops outweigh the GEMMs and attention. On one layout's
+    floats (``prediction_row``), the name itself, as ``np.argmax`` picks it (the first NaN, else the
+    first largest) without stacking one-element arrays (about 25 us)."""
+    values = [breakdown[k] for k in COMPONENTS]
+    if all(type(v) is float for v in (*values, gemm_s, attention_s, memory_bound_s)):
+        first = next((j for j, v in enumerate(values) if isnan(v)), None)
+        name = COMPONENTS[values.index(max(values)) if first is None else first]
+        return "memory_bandwidth" if name == "compute" and memory_bound_s > gemm_s + attention_s else name
     stacked = np.stack([np.atleast_1d(breakdown[k]) for k in COMPONENTS])
     names = np.array(COMPONENTS, dtype=object)[np.argmax(stacked, axis=0)]
     hbm = (names == "compute") & (np.asarray(memory_bound_s) > np.asarray(gemm_s) + np.asarray(attention_s))
@@ -261,17 +269,19 @@ def prediction_row(ev: Evaluation, i: int) -> Prediction:
     """Row ``i`` of an evaluation as a ``Prediction``."""
     arrays = ev.step
     pc = param_count(ev.job.model)
-    name = str(ev.bottleneck_of([i])[0])
     job = ev.job
     band = band_for_job(job.hardware, job.model, job.software.stack, job.seq_length, job.num_gpus)
     ttt = None if ev.time_to_train_s is None else float(ev.time_to_train_s[i])
+    breakdown_s = {k: float(arrays.breakdown[k][i]) for k in COMPONENTS}
+    name = bottleneck(breakdown_s, *(float(np.broadcast_to(x, len(ev))[i])
+                                     for x in (arrays.gemm_s, arrays.attention_s, arrays.memory_bound_s)))
     out = dict(
         step_time_s=float(ev.step_time_s[i]), tokens_per_s=float(ev.tokens_per_s[i]),
         tokens_per_s_per_gpu=float(ev.tokens_per_s_per_gpu[i]), mfu=float(ev.mfu[i]),
         memory_per_gpu_bytes=float(arrays.memory.total[i]), fits_in_memory=bool(arrays.fits[i]),
         model_params_total=int(pc.total), model_params_active=float(pc.active),
         model_flops_per_token=float(arrays.flop_per_token), bottleneck=name, bottleneck_lens=LENS.get(name, ""),
-        breakdown_s={k: float(arrays.breakdown[k][i]) for k in COMPONENTS},
+        breakdown_s=breakdown_s,
         memory_breakdown_bytes={r["component"]: float(r["bytes"]) for r in arrays.memory.rows(i)},
         hardware_flops_utilisation=float(ev.hfu[i]),
         num_microbatches=int(ev.layouts.num_mb[i]), dp=int(ev.layouts.dp[i]),

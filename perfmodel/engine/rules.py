@@ -17,6 +17,7 @@ from perfmodel.engine.distinct import row_groups
 from perfmodel.engine.job import Job, bind, scenario_layouts
 from perfmodel.formulas import pipeline
 from perfmodel.formulas.layouts import Layouts, data_parallel_size, micro_batches
+from perfmodel.formulas.scalars import any_of, negated
 from perfmodel.spec import pipeline_layout
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.errors import InputError
@@ -29,9 +30,9 @@ PIPELINE_EXTRA_UNITS = 2
 """Embedding and loss, each placeable as a pipeline unit of its own (Megatron-Core)."""
 
 
-def _divides(a, b):
-    """True where ``a`` divides ``b`` (element-wise; a > 0)."""
-    return np.asarray(b) % np.asarray(a) == 0
+def _indivisible(a, b):
+    """True where ``a`` does not divide ``b`` (element-wise; a > 0; on numbers, a bool)."""
+    return b % a != 0
 
 
 def _name(code: int) -> str:
@@ -81,7 +82,7 @@ def schedule_batch_rules(rule, sched, pp, num_mb) -> None:
     first rank; ZB-V with 2p - 1 on its first chunk (PyTorch ScheduleZBVZeroBubble);
     deepseek-ai/DualPipe: num_chunks >= 2 * num_ranks, and even for DualPipe (half each way)."""
     field = "global_batch_size"
-    rule(field, pipeline.schedule_property(sched, "micro_batches_multiple_of_pp") & ~_divides(pp, num_mb),
+    rule(field, pipeline.schedule_property(sched, "micro_batches_multiple_of_pp") & _indivisible(pp, num_mb),
          lambda s, num_mb, pp: f"{_name(s)} schedule needs micro-batches({num_mb}) to be a multiple of pp({pp})",
          s=sched, num_mb=num_mb, pp=pp)
     if pipeline.only_defaults(sched):
@@ -129,23 +130,27 @@ def layout_violations(model: ModelSpec, hw: HardwareSpec, seq_length: int, globa
     """
     if schedule is None:
         schedule = pipeline.default_schedule_code(vpp)
-    a = {k: np.atleast_1d(np.asarray(v, dtype=np.int64)) for k, v in dict(
-        tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp, mbs=micro_batch_size,
-        n=num_gpus, gbs=global_batch_size, s=schedule).items()}
-    shape = np.broadcast_shapes(*(v.shape for v in a.values()), np.shape(np.atleast_1d(sp)))
-    a = {k: v if v.shape == shape else np.broadcast_to(v, shape) for k, v in a.items()}
+    a = dict(tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp, mbs=micro_batch_size, n=num_gpus, gbs=global_batch_size,
+             s=schedule)
+    if type(sp) is bool and all(type(v) is int for v in a.values()):
+        # one layout of Python numbers (``check_layout``): the same rules on them, a batch of one
+        shape, ok = (1,), True
+    else:
+        a = {k: np.atleast_1d(np.asarray(v, dtype=np.int64)) for k, v in a.items()}
+        shape = np.broadcast_shapes(*(v.shape for v in a.values()), np.shape(np.atleast_1d(sp)))
+        a = {k: v if v.shape == shape else np.broadcast_to(v, shape) for k, v in a.items()}
+        sp = np.broadcast_to(np.atleast_1d(np.asarray(sp, dtype=bool)), shape)
+        ok = np.ones(shape, dtype=bool)
     tp, pp, vpp, cp, ep, etp, mbs, n, gbs = (a[k] for k in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs", "n", "gbs"))
     sched = a["s"]
-    sp = np.broadcast_to(np.atleast_1d(np.asarray(sp, dtype=bool)), shape)
     code = np.full(shape, -1, dtype=np.int64)
     fields, reasons = [], []
-    ok = np.ones(shape, dtype=bool)
 
     def rule(name, broken, message, **cols):
         """Record ``message(**cols)`` where ``broken`` and no earlier rule fired."""
         nonlocal ok
         bad = ok & broken
-        if not bad.any():
+        if not any_of(bad):
             return
         idx = np.flatnonzero(bad)
         keys = [np.broadcast_to(v, shape).ravel()[idx] for v in cols.values()] or [np.zeros(idx.size, dtype=np.int64)]
@@ -154,22 +159,22 @@ def layout_violations(model: ModelSpec, hw: HardwareSpec, seq_length: int, globa
         code.ravel()[idx] = len(reasons) + inverse
         reasons.extend(message(**{k: int(v[i]) for k, v in zip(cols, keys)}) for i in first)
         fields.extend([name] * len(first))
-        ok = ok & ~bad
+        ok = ok & negated(bad)
 
     model_par = tp * pp * cp
-    rule("num_gpus", ~_divides(model_par, n),
+    rule("num_gpus", _indivisible(model_par, n),
          lambda tp, pp, cp, n: f"tp({tp}) * pp({pp}) * cp({cp}) = {tp * pp * cp} does not divide num_gpus({n})",
          tp=tp, pp=pp, cp=cp, n=n)
     dp = data_parallel_size(n, tp, pp, cp)
     m_heads, m_kv = model.num_attention_heads, model.kv_heads
-    rule("parallelism.tp", ~_divides(tp, m_heads),
+    rule("parallelism.tp", _indivisible(tp, m_heads),
          lambda tp: f"tp({tp}) does not divide num_attention_heads({m_heads})", tp=tp)
     if model.mla is None:
-        rule("parallelism.tp", ~_divides(tp, m_kv) & ~_divides(m_kv, tp),
+        rule("parallelism.tp", _indivisible(tp, m_kv) & _indivisible(m_kv, tp),
              lambda tp: f"tp({tp}) and num_query_groups({m_kv}) do not divide one another", tp=tp)
     s = seq_length
-    rule("parallelism.cp", ~_divides(cp, s), lambda cp: f"cp({cp}) does not divide seq_length({s})", cp=cp)
-    rule("parallelism.sequence_parallel", sp & ~_divides(tp, s // cp),
+    rule("parallelism.cp", _indivisible(cp, s), lambda cp: f"cp({cp}) does not divide seq_length({s})", cp=cp)
+    rule("parallelism.sequence_parallel", sp & _indivisible(tp, s // cp),
          lambda cp, tp: f"seq_length({s}) / cp({cp}) = {s / cp:g} is not divisible by tp({tp})", cp=cp, tp=tp)
     rule("parallelism.vpp", (vpp > 1) & (pp == 1),
          lambda vpp, pp: f"vpp({vpp}) > 1 needs pp > 1 (pp = {pp})", vpp=vpp, pp=pp)
@@ -196,18 +201,18 @@ def layout_violations(model: ModelSpec, hw: HardwareSpec, seq_length: int, globa
              lambda ep, etp: f"ep({ep}) and etp({etp}) need an MoE model", ep=ep, etp=etp)
     else:
         experts = model.moe.num_experts
-        rule("parallelism.ep", ~_divides(ep, experts),
+        rule("parallelism.ep", _indivisible(ep, experts),
              lambda ep: f"ep({ep}) does not divide moe.num_experts({experts})", ep=ep)
         # Megatron-Core ModelParallelConfig.__post_init__ (megatron/core/model_parallel_config.py):
         # "When using expert parallelism and tensor parallelism, sequence parallelism must be used"
-        rule("parallelism.sequence_parallel", (ep > 1) & (tp > 1) & ~sp,
+        rule("parallelism.sequence_parallel", (ep > 1) & (tp > 1) & negated(sp),
              lambda ep, tp: f"ep({ep}) with tp({tp}) needs sequence parallelism (Megatron-Core)", ep=ep, tp=tp)
-        rule("parallelism.ep", ~_divides(ep * etp, dp * cp * tp),
+        rule("parallelism.ep", _indivisible(ep * etp, dp * cp * tp),
              lambda ep, etp, dp, cp, tp: (f"ep({ep}) * etp({etp}) = {ep * etp} does not divide "
                                           f"dp({dp}) * cp({cp}) * tp({tp}) = {dp * cp * tp}"),
              ep=ep, etp=etp, dp=dp, cp=cp, tp=tp)
     per_step = mbs * dp
-    rule("global_batch_size", ~_divides(per_step, gbs),
+    rule("global_batch_size", _indivisible(per_step, gbs),
          lambda mbs, dp, gbs: (f"micro_batch_size({mbs}) * dp({dp}) = {mbs * dp} does not divide "
                                f"global_batch_size({gbs})"),
          mbs=mbs, dp=dp, gbs=gbs)

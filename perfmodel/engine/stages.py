@@ -9,7 +9,7 @@ import numpy as np
 
 from perfmodel.formulas import pipeline
 from perfmodel.formulas.layouts import Layouts
-from perfmodel.formulas.scalars import where
+from perfmodel.formulas.scalars import maximum, minimum, where
 from perfmodel.spec import pipeline_layout
 
 
@@ -37,7 +37,7 @@ def even_stages(L: Layouts, middle: dict, head_parts: dict, mtp_parts: dict, num
     first = {k: where(single, last[k], middle[k]) for k in last}
     stages = pipeline.StageTimes(first_s=total(first), middle_s=total(middle), last_s=total(last))
     # Components of the slowest stage (first == last when pp == 1).
-    slow_is_last = total(last) >= np.maximum(total(first), where(L.pp > 2, total(middle), 0.0))
+    slow_is_last = total(last) >= maximum(total(first), where(L.pp > 2, total(middle), 0.0))
     slow_is_first = np.logical_not(slow_is_last) & (total(first) >= total(middle))
     slowest = {k: where(slow_is_last, last[k], where(slow_is_first, first[k], middle[k])) for k in last}
     return stages, slowest, pipeline.sum_stages_s(stages, L.pp)
@@ -71,7 +71,7 @@ def layout_stages(stages_text: tuple[str, ...], L: Layouts, per_layer: dict, hea
             coef[key][0, rows] = cnt[slow, cols]
             coef[key][1, rows] = cnt[0]
             coef[key][2, rows] = cnt[-1]
-            mid[key][rows] = np.where(pp > 2, cnt[np.minimum(mid_rank, pp - 1), cols], 0.0)
+            mid[key][rows] = np.where(pp > 2, cnt[minimum(mid_rank, pp - 1), cols], 0.0)
             rank_sum[key][rows] = cnt.sum(axis=0)
 
     def parts(tc, mc, lc):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from perfmodel.formulas.recompute import op_sac_saved_bytes_per_token, save_qkv_saved_bytes_per_token
-from perfmodel.formulas.scalars import floats, where
+from perfmodel.formulas.scalars import floats, maximum, where
 from perfmodel.formulas.workload import ACT_BYTES, LayerKind
 from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.precision import FORMAT_BYTES, precision_mode
@@ -95,7 +95,7 @@ def activation_bytes_per_layer(m: ModelSpec, kind: LayerKind, s, b, t, sp, cp, e
         split = B * a * (qkv + x.v_head_dim) / t                       # Q, K, V, core output
     else:
         d, g = m.attn_head_dim, m.kv_heads
-        split = (B + G) * a * d / t + B * 2 * d * np.maximum(g / t, 1)  # Q, core output; K, V
+        split = (B + G) * a * d / t + B * 2 * d * maximum(g / t, 1)  # Q, core output; K, V
     scores = 0.0
     if not flash and (recompute == "none" or (recompute == "selective" and "core_attn" not in mods)):
         per_score = SOFTMAX_BYTES + (DROPOUT_MASK_BYTES + SOFTMAX_BYTES if sw.attention_dropout else 0)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from perfmodel.formulas.scalars import maximum, minimum
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.hardware import HardwareSpec
 
@@ -53,4 +54,4 @@ def attention_phase_s(capped_s, eff: Efficiencies, hw: HardwareSpec):
     r_0, tau = eff.attention_clock_ratio, POWER_CONTROL_RESPONSE_S
     if r_0 >= 1.0 or hw.gpu.tdp_w is None or hw.gpu.tdp_w < ATTENTION_OWN_POWER_W:
         return T_c
-    return np.minimum(T_c, tau) + np.maximum(T_c - tau, 0.0) * r_0
+    return minimum(T_c, tau) + maximum(T_c - tau, 0.0) * r_0

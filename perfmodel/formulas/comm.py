@@ -75,7 +75,7 @@ from perfmodel.formulas.fabric import (
     host_gpus,
     pair_cross_share,
 )
-from perfmodel.formulas.scalars import any_of, filled, floats, ints, where, zeros_of
+from perfmodel.formulas.scalars import all_of, any_of, filled, floats, ints, maximum, minimum, where, zeros_of
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.hardware import HardwareSpec
 
@@ -116,7 +116,7 @@ def latency_steps(op: Collective, n, algorithm: Algorithm = Algorithm.RING):
     if op is Collective.SEND_RECV:
         return filled(n, 1.0)
     if algorithm is Algorithm.TREE:
-        return 2.0 * np.ceil(np.log2(np.maximum(n, 2.0)))
+        return 2.0 * np.ceil(np.log2(maximum(n, 2.0)))
     ring = n - 1.0
     return 2.0 * ring if op is Collective.ALL_REDUCE else ring
 
@@ -145,7 +145,7 @@ def tree_load(n_domains):
     root of one tree has two children and is a leaf of the other (1.5 S); from four on some
     node is an inner node of one tree and a leaf of the other (2 S). Counted over NCCL's
     ncclGetDtree for N = 2..1024 (test_comm)."""
-    return np.minimum(TREE_MAX_LOAD, floats(n_domains) / 2.0)
+    return minimum(TREE_MAX_LOAD, floats(n_domains) / 2.0)
 
 
 @dataclass(frozen=True)
@@ -181,9 +181,9 @@ def group_domains(n, stride, domain_size: int):
     scale-up domain, and the number of domains the group spans (rounded up: 128 GPUs over
     domains of 72 span two)."""
     n = ints(n)
-    g_in = np.maximum(domain_size // np.maximum(ints(stride), 1), 1)
-    g_in = np.minimum(g_in, n)
-    return g_in, np.maximum(-(-n // g_in), 1)
+    g_in = maximum(domain_size // maximum(ints(stride), 1), 1)
+    g_in = minimum(g_in, n)
+    return g_in, maximum(-(-n // g_in), 1)
 
 
 def group_time_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: Efficiencies,
@@ -204,7 +204,7 @@ def group_time_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: E
     inside = n_out == 1
     nvls = Algorithm.NVLS if hw.scale_up.in_network_reduction else Algorithm.RING
     # A branch no row takes is not worked out (np.where below gives the same shape and values).
-    all_inside, none_inside = bool(inside.all()), not inside.any()
+    all_inside, none_inside = all_of(inside), not any_of(inside)
     t_inside = 0.0 if none_inside else across_racks_s(op, size, n, stride, hw, eff,
                                                       flat_time_s(op, size, n, up, nvls))
     if not all_inside:
@@ -214,9 +214,9 @@ def group_time_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff: E
     elif op is Collective.ALL_TO_ALL:
         # Intra-domain share at NVLink speed, cross-domain share through one NIC per GPU.
         if network_bytes is None:
-            network_bytes = size * (n - g_in) / np.maximum(n, 1)
+            network_bytes = size * (n - g_in) / maximum(n, 1)
         t_span = ((g_in - 1) * up.latency_s + (n_out - 1) * out.latency_s
-                  + np.maximum(size * (g_in - 1) / np.maximum(n, 1) / up.busbw_bytes_per_s,
+                  + maximum(size * (g_in - 1) / maximum(n, 1) / up.busbw_bytes_per_s,
                                floats(network_bytes) / out.busbw_bytes_per_s))
     elif op is Collective.SEND_RECV:
         t_span = flat_time_s(op, size, 2, out)
@@ -253,11 +253,11 @@ def across_racks_s(op: Collective, size_bytes, n, stride, hw: HardwareSpec, eff:
     g_r, n_racks = group_domains(n, stride, min(su.gpus_per_rack, su.domain_size))
     B_r = su.inter_rack_bandwidth_bytes_per_s * eff.scale_up_bus_efficiency
     if op is Collective.ALL_TO_ALL:
-        crossing = size * (n - g_r) / np.maximum(n, 1) / B_r
+        crossing = size * (n - g_r) / maximum(n, 1) / B_r
     else:
         crossing = bus_factor(op, n) * size / (g_r * B_r)
     latency = latency_steps(op, n) * eff.scale_up_latency_s
-    return where(n_racks > 1, np.maximum(t_flat, latency + crossing), t_flat)
+    return where(n_racks > 1, maximum(t_flat, latency + crossing), t_flat)
 
 
 def across_domains_s(op: Collective, size_bytes, n, g_in, n_out, up: Fabric, out: Fabric, nvls: bool,
@@ -269,22 +269,22 @@ def across_domains_s(op: Collective, size_bytes, n, g_in, n_out, up: Fabric, out
     n, g, N = (floats(x) for x in (n, g_in, n_out))
     passes = 2.0 if op is Collective.ALL_REDUCE else 1.0   # reduce-scatter then all-gather
     ring = (passes * (ring_intra_steps(n, N) * up.latency_s + (N - 1.0) * out.latency_s)
-            + bus_factor(op, n) * S * np.maximum((g - 1.0) / (g * up.busbw_bytes_per_s),
+            + bus_factor(op, n) * S * maximum((g - 1.0) / (g * up.busbw_bytes_per_s),
                                                  1.0 / (g * out.busbw_bytes_per_s)))
     if op is not Collective.ALL_REDUCE or algorithm is Algorithm.RING:
         return ring
-    hops_out = np.ceil(np.log2(np.maximum(N, 2.0)))
+    hops_out = np.ceil(np.log2(maximum(N, 2.0)))
     network = tree_load(N) / (g * out.busbw_bytes_per_s)
     chain = 2.0 * (g - 1.0) / (g * up.busbw_bytes_per_s)
-    tree = 2.0 * ((g - 1.0) * up.latency_s + hops_out * out.latency_s) + S * np.maximum(chain, network)
+    tree = 2.0 * ((g - 1.0) * up.latency_s + hops_out * out.latency_s) + S * maximum(chain, network)
     if algorithm is Algorithm.TREE:
         return tree
-    nvls_tree = (2.0 * (np.minimum(g - 1.0, 1.0) * up.latency_s + hops_out * out.latency_s)
-                 + S * np.maximum(chain / NVLS_ALLREDUCE_GAIN, network))
+    nvls_tree = (2.0 * (minimum(g - 1.0, 1.0) * up.latency_s + hops_out * out.latency_s)
+                 + S * maximum(chain / NVLS_ALLREDUCE_GAIN, network))
     if algorithm is Algorithm.NVLS_TREE:
         return nvls_tree
-    best = np.minimum(ring, tree)
-    return np.minimum(best, nvls_tree) if nvls else best
+    best = minimum(ring, tree)
+    return minimum(best, nvls_tree) if nvls else best
 
 
 FEW_ROWS = 64

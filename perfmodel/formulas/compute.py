@@ -41,7 +41,7 @@ from perfmodel.formulas.clocks import attention_phase_s
 from perfmodel.formulas.counts import attention_fwd_flop_per_token, attention_layer_mix
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.fp8_casts import QUANTISATIONS_PER_LINEAR_FWD_BWD, input_cast
-from perfmodel.formulas.scalars import filled, flags, floats, where
+from perfmodel.formulas.scalars import filled, flags, floats, maximum, minimum, where
 from perfmodel.formulas.workload import Op, OpKind, TpSplit, routed_load
 from perfmodel.spec.attention_head_dim import CUDNN_H100, FA3_H100, effective_head_dim, head_dim_factor
 from perfmodel.spec.efficiency import Efficiencies, saturating_attention_efficiency, saturating_gemm_efficiency
@@ -116,7 +116,7 @@ def gemm_roofline_s(m, n, k, count, precision: str, hw: HardwareSpec, eff: Effic
     base = GEMM_CURVES.get(precision, precision)
     bpe = BYTES_PER_ELEMENT[base]
     bytes_moved = count * bpe * (m * k + k * n + m * n)
-    rate = hw.gpu.peak_flop_per_s(base) * np.maximum(gemm_efficiency(m, n, k, precision, eff), 1e-9)
+    rate = hw.gpu.peak_flop_per_s(base) * maximum(gemm_efficiency(m, n, k, precision, eff), 1e-9)
     if fast_accum and precision == "fp8":
         rate = rate * eff.fp8_fast_accum_speedup
     t_math = flop / rate
@@ -131,7 +131,7 @@ def gemm_time_s(m, n, k, count, precision: str, hw: HardwareSpec, eff: Efficienc
 
 def gemm_kernels_s(count, eff: Efficiencies, t_math, t_mem):
     """``gemm_time_s`` from the GEMMs' two roofs (``gemm_roofline_s``)."""
-    return count * eff.kernel_overhead_s + np.maximum(t_math, t_mem)
+    return count * eff.kernel_overhead_s + maximum(t_math, t_mem)
 
 
 def memory_time_s(bytes_moved, hw: HardwareSpec, eff: Efficiencies, kernels: int = 1):
@@ -244,7 +244,7 @@ def unfused_attention_s(op: Op, layouts: Layouts, seq_length: int, hw: HardwareS
 
     def gemm(m, n, k):
         t_math, t_mem = gemm_roofline_s(m, n, k, batch, "bf16", hw, eff)
-        return eff.kernel_overhead_s + np.maximum(t_math, t_mem)
+        return eff.kernel_overhead_s + maximum(t_math, t_mem)
 
     scores_bytes = batch * s_q * s_kv * BYTES_PER_ELEMENT["bf16"]
     fwd = (gemm(s_q, s_kv, dq) + gemm(s_q, dv, s_kv)
@@ -309,7 +309,7 @@ def op_time(op: Op, model: ModelSpec, layouts: Layouts, seq_length: int, precisi
         d = effective_head_dim(op.attn_qk_dim, op.attn_v_dim)
         for share, window in attention_layer_mix(op):
             f = share * attention_fwd_flop_per_token(op, seq_length, CAUSAL, window) * T * head_share
-            s_kernel = s_local if window is None else np.minimum(s_local, window)
+            s_kernel = s_local if window is None else minimum(s_local, window)
             flop = flop + f
             fwd = fwd + f / (peak * attention_efficiency(s_kernel, d, eff, False, sw.attention_backend))
             bwd = bwd + ATTENTION_BWD_OVER_FWD_EXECUTED * f / (

@@ -11,9 +11,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-import numpy as np
-
 from perfmodel.formulas.ops import FLOP_PER_MAC
+from perfmodel.formulas.scalars import floats, where
 from perfmodel.formulas.workload import (
     BACKWARD_OVER_FORWARD,
     MEMO_SIZE,
@@ -105,12 +104,12 @@ def mean_keys_per_query(seq_length, causal: bool, window: int | None = None):
     min(x, w) keys, so the mean is (w^2/2 + (s - w) w) / s = w - w^2 / (2 s) under the mask
     (equal to s/2 at w = s), and w without it.
     """
-    s = np.asarray(seq_length, dtype=float)
+    s = floats(seq_length)
     full = s / 2 if causal else s
     if window is None:
         return full
     w = float(window)
-    return np.where(w >= s, full, w - w * w / (2 * s) if causal else w)
+    return where(w >= s, full, w - w * w / (2 * s) if causal else w)
 
 
 def attention_layer_mix(op: Op) -> tuple[tuple[float, int | None], ...]:

@@ -48,7 +48,7 @@ from perfmodel.formulas.model_states import (
 )
 from perfmodel.formulas.offload import resident_activation_bytes
 from perfmodel.formulas.pipeline import chunks_in_flight, schedule_property
-from perfmodel.formulas.scalars import as_rows, where
+from perfmodel.formulas.scalars import as_rows, largest, maximum, minimum, where
 from perfmodel.formulas.workload import (
     ACT_BYTES,
     FP32_BYTES,
@@ -148,7 +148,7 @@ def _stage_modes(m: ModelSpec, seq_length: int, recomputes: tuple[str, ...], pre
     def activations(recompute):
         if recompute == "full" and recompute_num_layers is not None:
             # block method: the first N layers of each chunk store their input, the rest all
-            share = where(c > 0, np.minimum(recompute_num_layers, c) / where(c > 0, c, 1), 0.0)
+            share = where(c > 0, minimum(recompute_num_layers, c) / where(c > 0, c, 1), 0.0)
             per_layer = {k: share * act(k, "full") + (1 - share) * act(k, "none") for k in kinds}
             rebuilt = {k: act(k, "full") for k in kinds}
         else:
@@ -157,7 +157,7 @@ def _stage_modes(m: ModelSpec, seq_length: int, recomputes: tuple[str, ...], pre
         if sw.activation_offload_layers:
             stored = where(L.pp == 1, resident_activation_bytes(m, sw.activation_offload_layers, per_layer), stored)
         # backward rebuilds one layer's dropped tensors at a time (Chen et al. 2016, sec. 3)
-        rebuild = np.max([where(count[k] > 0, act(k, "none") - rebuilt[k], 0) for k in kinds], axis=0)
+        rebuild = largest([where(count[k] > 0, act(k, "none") - rebuilt[k], 0) for k in kinds])
         mtp = 0.0
         if m.mtp_layers:   # norms of h and the embedding, 2h-wide projection input, its own head
             mtp = n_mtp * (act(mtp_layer_kind(m), recompute) + tokens * 4 * B * h / r + output_layer)
@@ -165,8 +165,8 @@ def _stage_modes(m: ModelSpec, seq_length: int, recomputes: tuple[str, ...], pre
 
     # workspace: ZeRO-2/3 unshard two consecutive units (a layer and the next layer, or the
     # last layer and the output layer) for the all-gather and the gradient reduce-scatter
-    layer_unit = np.max([split[k][0] + split[k][1] for k in kinds], axis=0)
-    units_in_flight = (FSDP_UNITS_IN_FLIGHT - 1) * layer_unit + np.maximum(layer_unit, vocab)
+    layer_unit = largest([split[k][0] + split[k][1] for k in kinds])
+    units_in_flight = (FSDP_UNITS_IN_FLIGHT - 1) * layer_unit + maximum(layer_unit, vocab)
     w_b, g_b, _ = state_bytes_per_param(precision, grad_reduce_in_fp32)
     sharded = group_dense > 1
     zero_buffers = where((L.zero_stage >= 3) & sharded, w_b * units_in_flight, 0) \
@@ -233,8 +233,8 @@ def memory_per_gpu_modes(model: ModelSpec, seq_length: int, recomputes: tuple[st
             # (and the one before it, partly dense) hold more MoE layers with nearly as many
             # micro-batches in flight as the first rank, so either may peak instead.
             c = -(-model.num_layers // (layouts.pp * layouts.vpp))
-            r1 = np.minimum(-(-model.moe.num_dense_layers // c), layouts.pp - 1)
-            for rank in (r1, np.maximum(r1 - 1, 0)):
+            r1 = minimum(-(-model.moe.num_dense_layers // c), layouts.pp - 1)
+            for rank in (r1, maximum(r1 - 1, 0)):
                 peak = larger_each(peak, stage(rank))
         return peak if row is None else tuple(MemoryBreakdown(*as_rows(*(getattr(p, f.name) for f in fields(p))))
                                               for p in peak)

@@ -13,7 +13,7 @@ import numpy as np
 from perfmodel.formulas.counts import embedding_params, layer_params, mtp_params, output_params
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.pipeline import only_defaults, parameter_copies, schedule_property
-from perfmodel.formulas.scalars import filled, floats, where
+from perfmodel.formulas.scalars import filled, floats, maximum, minimum, where
 from perfmodel.formulas.workload import (
     LayerKind,
     OpKind,
@@ -79,7 +79,7 @@ def layer_params_per_gpu(m: ModelSpec, kind: LayerKind, t, ep, etp) -> tuple[np.
             dense = dense + op.params / t
     if m.mla is None:
         h, g, d = m.hidden_size, m.kv_heads, m.attn_head_dim
-        dense = dense + h * 2 * d * np.maximum(1 - g / t, 0)
+        dense = dense + h * 2 * d * maximum(1 - g / t, 0)
     return dense, expert
 
 
@@ -121,8 +121,8 @@ def dense_layers_on_rank(m: ModelSpec, rank, pp, vpp, c) -> np.ndarray:
         D = m.moe.num_dense_layers
         rank, pp, vpp, c = (np.asarray(x) for x in (rank, pp, vpp, c))
         chunks = pp * vpp
-        full = np.minimum(D // c, chunks)
-        own_full = np.maximum(full - rank + pp - 1, 0) // pp        # j < full with j = r (mod p)
+        full = minimum(D // c, chunks)
+        own_full = maximum(full - rank + pp - 1, 0) // pp        # j < full with j = r (mod p)
         partial = np.where((D // c < chunks) & ((D // c) % pp == rank), D % c, 0)
         return c * own_full + partial
     dense_before = np.concatenate(([0], np.cumsum([k is LayerKind.DENSE for k in layer_kinds(m)])))

@@ -21,9 +21,7 @@ input pipeline              a stage that can starve the GPUs: tokens per GPU per
 
 from __future__ import annotations
 
-import numpy as np
-
-from perfmodel.formulas.scalars import floats
+from perfmodel.formulas.scalars import floats, maximum
 from perfmodel.spec.input_pipeline import InputPipeline
 from perfmodel.spec.software import SoftwareStack
 
@@ -72,7 +70,7 @@ def host_time_s(host_ops, host_op_s: float, launches, launch_s: float):
 
 def host_exposed_s(host_s_per_mb, gpu_time_per_mb_s, num_mb):
     """GPU idle time when the host cannot keep ahead: m * max(0, t_host - t_gpu)."""
-    return floats(num_mb) * np.maximum(0.0, floats(host_s_per_mb) - floats(gpu_time_per_mb_s))
+    return floats(num_mb) * maximum(0.0, floats(host_s_per_mb) - floats(gpu_time_per_mb_s))
 
 
 def host_syncs_per_pass(m, sw: SoftwareStack) -> bool:
@@ -91,7 +89,7 @@ def synced_host_exposed_s(host_s_per_mb, bwd_host_frac, fwd_gpu_s, bwd_gpu_s, nu
     m * (max(0, H_f - G_f) + max(0, H_b - G_b)) >= m * max(0, H - G)."""
     h = floats(host_s_per_mb)
     h_f, h_b = (1.0 - bwd_host_frac) * h, bwd_host_frac * h
-    return floats(num_mb) * (np.maximum(0.0, h_f - floats(fwd_gpu_s)) + np.maximum(0.0, h_b - floats(bwd_gpu_s)))
+    return floats(num_mb) * (maximum(0.0, h_f - floats(fwd_gpu_s)) + maximum(0.0, h_b - floats(bwd_gpu_s)))
 
 
 def fixed_step_s(allreduce_latency_s):
@@ -110,4 +108,4 @@ def data_wait_s(tokens_per_gpu_per_step, step_busy_s, pipe: InputPipeline):
     """GPU idle time waiting for data: max(0, tokens x input seconds per token - busy time). The
     loader prefetches the next step's batch while the GPUs work on this one."""
     t_load = floats(tokens_per_gpu_per_step) * input_s_per_token(pipe)
-    return np.maximum(0.0, t_load - floats(step_busy_s))
+    return maximum(0.0, t_load - floats(step_busy_s))

@@ -34,22 +34,20 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
-
-from perfmodel.formulas.scalars import filled, floats
+from perfmodel.formulas.scalars import filled, floats, maximum, minimum
 from perfmodel.spec.software import Overlap
 
 
 def exposed_s(t_comm, t_window, phi, slowdown=0.0):
     t_comm = floats(t_comm)
     sigma = slowdown / (1.0 + slowdown)
-    return np.maximum(t_comm - phi * floats(t_window), sigma * t_comm)   # sigma * t_comm >= 0
+    return maximum(t_comm - phi * floats(t_window), sigma * t_comm)   # sigma * t_comm >= 0
 
 
 def window_used_s(t_comm, t_window, phi):
     """Seconds of the compute ``t_window`` that a collective of ``t_comm`` with overlap ``phi``
     runs beside: min(t_comm, phi * t_window). The next collective hides behind the rest."""
-    return np.minimum(floats(t_comm), phi * floats(t_window))
+    return minimum(floats(t_comm), phi * floats(t_window))
 
 
 def tp_phi(overlap: Overlap, tp):

@@ -66,7 +66,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from perfmodel.formulas.scalars import floats, where
+from perfmodel.formulas.scalars import floats, maximum, minimum, where
 from perfmodel.spec.schedules import SCHEDULES, schedule as schedule_record
 
 ONE_F_ONE_B, INTERLEAVED = 0, 1
@@ -133,11 +133,11 @@ class StageTimes:
 
 
 def slowest_stage_s(st: StageTimes, pp):
-    return where(pp == 1, st.first_s, np.maximum(np.maximum(st.first_s, st.last_s), where(pp > 2, st.middle_s, 0.0)))
+    return where(pp == 1, st.first_s, maximum(maximum(st.first_s, st.last_s), where(pp > 2, st.middle_s, 0.0)))
 
 
 def sum_stages_s(st: StageTimes, pp):
-    return where(pp == 1, st.first_s, st.first_s + st.last_s + np.maximum(pp - 2, 0) * st.middle_s)
+    return where(pp == 1, st.first_s, st.first_s + st.last_s + maximum(pp - 2, 0) * st.middle_s)
 
 
 def bubble_closed_form_s(schedule, pp, vpp, fwd_s, bwd_input_s, bwd_weight_s):
@@ -216,10 +216,10 @@ def chunks_in_flight(rank, pp, vpp, num_mb, schedule) -> np.ndarray:
     if only_defaults(s):
         one_f_one_b = pp - rank
         interleaved = 2 * (pp - rank - 1) + (vpp - 1) * pp + 1
-        return np.minimum(where(vpp > 1, interleaved, one_f_one_b), num_mb * vpp)
+        return minimum(where(vpp > 1, interleaved, one_f_one_b), num_mb * vpp)
     records = list(SCHEDULES.values())
     held = np.select([s == code for code in range(len(records))], [r.in_flight(rank, pp, vpp) for r in records])
-    return np.minimum(held, num_mb * vpp)
+    return minimum(held, num_mb * vpp)
 
 
 def parameter_copies(schedule) -> np.ndarray:
@@ -252,7 +252,7 @@ def drain_reduction_s(reduce_s, copy_s, units_per_chunk, pp, vpp):
 
         T = p v (c/v + r/v (1 - 1/u)) + r / (v u)
     """
-    u = np.maximum(floats(units_per_chunk), 1.0)
+    u = maximum(floats(units_per_chunk), 1.0)
     n_chunks = pp * vpp
     per_chunk_r, per_chunk_c = reduce_s / vpp, copy_s / vpp
     return n_chunks * (per_chunk_c + per_chunk_r * (1.0 - 1.0 / u)) + per_chunk_r / u

@@ -63,7 +63,7 @@ from typing import get_args
 import numpy as np
 
 from perfmodel.formulas.compute import BlockTime
-from perfmodel.formulas.scalars import filled, floats
+from perfmodel.formulas.scalars import filled, floats, maximum, minimum
 from perfmodel.formulas.workload import ACT_BYTES, FP32_BYTES, LayerKind, OpKind
 from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.scenario import Recompute
@@ -168,7 +168,7 @@ def op_sac_saved_bytes_per_token(m: ModelSpec, t, r):
     h, a, g, d, f = m.hidden_size, m.num_attention_heads, m.kv_heads, m.attn_head_dim, m.ffn_hidden_size
     B = ACT_BYTES
     per_tp_shard = B * (a * d + f + a * d) + FP32_BYTES * a
-    wv_out = B * d * np.maximum(g / t, 1)                 # KV heads replicate when g < t
+    wv_out = B * d * maximum(g / t, 1)                 # KV heads replicate when g < t
     reduce_scatter_outputs = np.where(t > 1, 2 * B * h, 0.0)
     return B * h / r + per_tp_shard / t + wv_out + B * h + reduce_scatter_outputs / r
 
@@ -179,7 +179,7 @@ def save_qkv_saved_bytes_per_token(m: ModelSpec, t, r):
     tp) and K, V (g d each; KV heads replicate when g < t)."""
     t = np.asarray(t, dtype=float)
     B, h, a, g, d = ACT_BYTES, m.hidden_size, m.num_attention_heads, m.kv_heads, m.attn_head_dim
-    return B * h / r + B * a * d / t + 2 * B * d * np.maximum(g / t, 1)
+    return B * h / r + B * a * d / t + 2 * B * d * maximum(g / t, 1)
 
 
 def recomputed_layer_fraction(m: ModelSpec, L, recompute_num_layers: int | None) -> np.ndarray:
@@ -189,7 +189,7 @@ def recomputed_layer_fraction(m: ModelSpec, L, recompute_num_layers: int | None)
     if recompute_num_layers is None:
         return np.ones(len(L))
     per_chunk = m.num_layers / floats(L.pp * L.vpp)
-    return np.minimum(recompute_num_layers, per_chunk) / per_chunk
+    return minimum(recompute_num_layers, per_chunk) / per_chunk
 
 
 RECOMPUTE_MODES: tuple[str, ...] = get_args(Recompute)

@@ -19,7 +19,7 @@ from perfmodel.formulas.counts import embedding_params, output_params
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.model_states import layer_params_per_gpu
 from perfmodel.formulas.pipeline import only_defaults, parameter_copies, schedule_property
-from perfmodel.formulas.scalars import filled, floats, where
+from perfmodel.formulas.scalars import filled, floats, maximum, where
 from perfmodel.formulas.workload import LayerKind, layer_kinds, mtp_extra_ops, mtp_layer_kind
 from perfmodel.spec.model import ModelSpec
 
@@ -40,10 +40,10 @@ class StageParams:
     last_expert: np.ndarray
 
     def max_dense(self):
-        return np.maximum(np.maximum(self.first_dense, self.middle_dense), self.last_dense)
+        return maximum(maximum(self.first_dense, self.middle_dense), self.last_dense)
 
     def max_expert(self):
-        return np.maximum(self.per_stage_expert, self.last_expert)
+        return maximum(self.per_stage_expert, self.last_expert)
 
 
 def stage_params(model: ModelSpec, layouts: Layouts, by_schedule: bool) -> StageParams:

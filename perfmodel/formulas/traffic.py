@@ -36,7 +36,7 @@ from perfmodel.formulas.compute import memory_time_s, moe_tokens, tokens_per_mic
 from perfmodel.formulas.layouts import Layouts
 from perfmodel.formulas.model_states import GRAD_16BIT_BYTES, GRAD_FP32_BYTES
 from perfmodel.formulas.moe_kernels import flex_layer_s
-from perfmodel.formulas.scalars import any_of, filled, floats, where, zeros_of
+from perfmodel.formulas.scalars import any_of, filled, floats, maximum, minimum, where, zeros_of
 from perfmodel.formulas.workload import ACT_BYTES, LayerKind, routed_load
 from perfmodel.spec.context_parallel import cp_comm_type
 from perfmodel.spec.efficiency import Efficiencies
@@ -119,7 +119,7 @@ def cp_kv_chunk_bytes(model: ModelSpec, layouts: Layouts, seq: int, sw: Software
         return T * width * ACT_BYTES / layouts.tp
     if cp_comm_type(sw.cp_comm_type).kv_query_heads:
         return T * 2 * model.num_attention_heads * model.attn_head_dim * ACT_BYTES / layouts.tp
-    return T * 2 * model.kv_heads * model.attn_head_dim * ACT_BYTES / np.minimum(layouts.tp, model.kv_heads)
+    return T * 2 * model.kv_heads * model.attn_head_dim * ACT_BYTES / minimum(layouts.tp, model.kv_heads)
 
 
 CP_BWD_OVER_FWD = 2
@@ -201,8 +201,8 @@ def routed_remote_domains(moe: MoeSpec, n_domains):
     if moe.router_num_groups is None:
         return uniform
     n_dom = np.asarray(n_domains, dtype=float)
-    reach = np.minimum(moe.router_group_topk * np.maximum(1.0, n_dom / moe.router_num_groups), n_dom)
-    return np.minimum(uniform, reach * (n_dom - 1.0) / n_dom)
+    reach = minimum(moe.router_group_topk * maximum(1.0, n_dom / moe.router_num_groups), n_dom)
+    return minimum(uniform, reach * (n_dom - 1.0) / n_dom)
 
 
 def ep_layer_s(model: ModelSpec, layouts: Layouts, seq: int, hw: HardwareSpec, eff: Efficiencies,
@@ -344,7 +344,7 @@ def dp_traffic(dense_params_per_gpu, expert_params_per_gpu, root_params_per_gpu,
     grad_reduce_in_fp32, fsdp_list_api = sw.grad_reduce_in_fp32, sw.fsdp_list_api
 
     zero3 = z >= 3
-    units = np.maximum(floats(fsdp_units), 1.0)
+    units = maximum(floats(fsdp_units), 1.0)
     # A collective no row uses is not worked out: the rows take zeros of the same shape instead.
     unused = zeros_of(z, units, dense_params_per_gpu, expert_params_per_gpu, n_dp, n_edp, layouts.tp, layouts.ep,
                       layouts.etp)

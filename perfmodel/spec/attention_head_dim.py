@@ -27,6 +27,7 @@ papers' convention, 4 s^2 d heads (halved under the causal mask), the convention
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 import numpy as np
@@ -103,7 +104,22 @@ def head_dim_factor(kernel: AttentionKernel, generation: Generation | None, back
                     head_dim, measured_head_dim: int | None):
     """f(d) = R(d) / R(d_ref) for a curve measured at ``measured_head_dim`` on ``generation``; 1 where
     the curve's head dim or generation is not stated or the pair has no published rates."""
+    if isinstance(head_dim, np.ndarray):
+        return _head_dim_factor(kernel, generation, backward, head_dim, measured_head_dim)
+    return _head_dim_factor_of(kernel, generation, backward, head_dim, measured_head_dim)
+
+
+def _head_dim_factor(kernel: AttentionKernel, generation: Generation | None, backward: bool, head_dim,
+                     measured_head_dim: int | None):
     rates = HEAD_DIM_RATES.get((kernel, generation)) if generation is not None else None
     if rates is None or measured_head_dim is None:
         return 1.0
     return rates.rate(backward, head_dim) / rates.rate(backward, measured_head_dim)
+
+
+@lru_cache(maxsize=256)
+def _head_dim_factor_of(kernel: AttentionKernel, generation: Generation | None, backward: bool, head_dim,
+                        measured_head_dim: int | None) -> float:
+    """``_head_dim_factor`` of a head dim that is a number, as a Python float (the same number),
+    worked out once: a model's attention asks for the same few in every predict (two np.interp each)."""
+    return float(_head_dim_factor(kernel, generation, backward, head_dim, measured_head_dim))

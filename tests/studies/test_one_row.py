@@ -14,14 +14,16 @@ from support.published import runnable_published_cases
 from perfmodel.engine.block import BLOCK_TOTALS, OP_TIMES
 from perfmodel.engine.data_parallel import _parts
 from perfmodel.engine.enumerate import enumerate_layouts, keep
-from perfmodel.engine.evaluate import LAYER_TIMES, _layer_totals
+from perfmodel.engine.evaluate import COMPONENTS, LAYER_TIMES, _layer_totals
 from perfmodel.engine.job import bind
+from perfmodel.engine.prediction import bottleneck
 from perfmodel.engine.rules import layout_rule_fields, layout_violations
 from perfmodel.formulas import pipeline
 from perfmodel.formulas.compute import op_time
 from perfmodel.formulas.layouts import Layouts, is_row, layouts_from_arrays, one_row
 from perfmodel.formulas.memory import COMPONENTS as MEMORY_COMPONENTS
 from perfmodel.formulas.memory import memory_per_gpu
+from perfmodel.formulas.scalars import maximum, minimum
 from perfmodel.formulas.workload import head_ops, layer_kinds, layer_ops, mtp_extra_ops, mtp_layer_kind
 from perfmodel.spec.profile import AUTO, efficiencies_for
 from perfmodel.spec.scenario import hardware_of, model_of, parse_scenario
@@ -110,3 +112,63 @@ def test_random_layouts_on_numbers_equal_them_on_arrays(scenario):
     rng = np.random.default_rng(54)
     for i in rng.choice(len(L), size=min(25, len(L)), replace=False):
         _assert_parts_equal(job, L.take(np.array([i])))
+
+
+@pytest.mark.parametrize("a, b", [(1.5, 2.5), (2.5, 1.5), (0.0, -0.0), (-0.0, 0.0), (1.0, 1.0), (float("nan"), 1.0),
+                                  (1.0, float("nan")), (3, 2.5), (2, 2.5), (2.5, 2), (3, 7), (7, 3), (4, 4), (-1, 0)])
+def test_maximum_and_minimum_on_numbers_pick_what_numpy_picks(a, b):
+    """``scalars.maximum``/``minimum`` on Python numbers give numpy's number to the last bit (-0.0 on
+    ties, NaN where either is), a float where either is one and an int where both are."""
+    for ours, theirs in ((maximum, np.maximum), (minimum, np.minimum)):
+        got, want = ours(a, b), theirs(a, b)
+        assert type(got) is (int if isinstance(want, np.integer) else float), (ours.__name__, a, b)
+        assert _bits(got) == _bits(want), (ours.__name__, a, b)
+        assert _bits(ours(np.array([a]), np.array([b]))) == _bits(want)   # arrays: numpy's own
+
+
+@pytest.mark.parametrize("scenario", [
+    {"hardware": "h100-sxm", "num_gpus": 96, "model": "gpt3-175b", "seq_length": 2048, "global_batch_size": 1536},
+    {"hardware": "gb200-nvl72", "num_gpus": 256, "model": "deepseek-v3", "seq_length": 4096, "global_batch_size": 512,
+     "precision": "fp8"},
+])
+def test_layout_rules_on_numbers_equal_them_on_arrays(scenario):
+    """``layout_violations`` of one layout given as Python numbers (``check_layout``'s way) breaks the
+    same rule with the same words as the layout given as one-element arrays: every layout the search
+    enumerates, broken ones included (a sample of them, drawn at random)."""
+    sc = parse_scenario({"name": "one-row", **scenario})
+    m, hw = model_of(sc), hardware_of(sc)
+    cols = enumerate_layouts(m, hw, sc.num_gpus, sc.global_batch_size, sc.seq_length, bounds_for(sc, SearchOptions()))
+    names = {"tp": "tp", "pp": "pp", "vpp": "vpp", "cp": "cp", "ep": "ep", "etp": "etp", "micro_batch_size": "mbs",
+             "schedule": "schedule"}
+    rng, broken = np.random.default_rng(54), 0
+    for i in rng.choice(len(cols["tp"]), size=min(300, len(cols["tp"])), replace=False):
+        on = {k: cols[c][i] for k, c in names.items()}
+        args = (m, hw, sc.seq_length, sc.global_batch_size, sc.num_gpus, sc.precision)
+        one = layout_violations(*args, sp=bool(cols["sp"][i]), **{k: int(v) for k, v in on.items()},
+                                **layout_rule_fields(sc))
+        many = layout_violations(*args, sp=np.array([cols["sp"][i]]), **{k: np.array([v]) for k, v in on.items()},
+                                 **layout_rule_fields(sc))
+        assert (one.code.tolist(), one.fields, one.reasons) == (many.code.tolist(), many.fields, many.reasons)
+        broken += int(one.code[0] >= 0)
+    assert broken > 10
+
+
+def test_bottleneck_of_one_layout_on_floats_is_the_arrays_one():
+    """``bottleneck`` on one layout's floats (``prediction_row``) names what it names on arrays: ties
+    (the first), NaN (the first NaN, as np.argmax), the HBM-bound compute, random breakdowns."""
+    rng = np.random.default_rng(54)
+    cases = [(np.zeros(len(COMPONENTS)), 1.0, 1.0, 3.0), (np.ones(len(COMPONENTS)), 1.0, 1.0, 1.0)]
+    for j in range(len(COMPONENTS)):
+        v = rng.random(len(COMPONENTS))
+        v[j] = np.nan
+        cases.append((v, 1.0, 2.0, 0.5))
+        w = rng.random(len(COMPONENTS))
+        w[j] = w[(j + 3) % len(COMPONENTS)] = 2.0   # a tie at the top
+        cases += [(w, 1.0, 0.5, 2.0), (w, 1.0, 0.5, 1.5), (-w * 0.0, 0.0, 0.0, 0.0)]
+    for _ in range(200):
+        cases.append((rng.random(len(COMPONENTS)) * rng.integers(1, 3, len(COMPONENTS)), *rng.random(3)))
+    for values, gemm, attn, mem in cases:
+        one = bottleneck({k: float(v) for k, v in zip(COMPONENTS, values)}, float(gemm), float(attn), float(mem))
+        many = bottleneck({k: np.array([v]) for k, v in zip(COMPONENTS, values)}, np.array([gemm]),
+                          np.array([attn]), np.array([mem]))
+        assert type(one) is str and one == many[0], (values, gemm, attn, mem)
