@@ -98,7 +98,7 @@ def _layer_time(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s) -> LayerT
     return _layer_time_under(kind, c, L, fsdp_per_layer_s, c.recompute)
 
 
-def _layer_time_under(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s, recompute) -> LayerTime:
+def _layer_time_under(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s, recompute, steady=False) -> LayerTime:
     """One layer of ``kind`` under recompute mode ``recompute`` (a name), or under each row's own
     (its code in ``RECOMPUTE_MODES``: ``perfmodel.engine.evaluate_modes``)."""
     m, hw, eff, sw, seq = c.model, c.hardware, c.efficiency, c.software, c.seq_length
@@ -129,9 +129,9 @@ def _layer_time_under(kind: LayerKind, c: Job, L: Layouts, fsdp_per_layer_s, rec
         # Batch-level overlap: the forward all-to-alls of one micro-batch hide behind the
         # layer's backward compute of another, and vice versa (Megatron-Core
         # combined_1f1b, overlap_moe_expert_parallel_comm) in the steady state only
-        # (pipeline.combined_1f1b_paired_frac); DualPipe's paired chunks always do (their
-        # records' ``paired``, perfmodel.spec.schedules).
-        phi_ep = ov.ep * pipeline.combined_1f1b_paired_frac(L.pp, L.vpp, L.num_mb)
+        # (pipeline.combined_1f1b_paired_frac; ``steady``: every pass, the floor's bound, which
+        # reads no pipeline column); DualPipe's paired chunks always do (``paired``, spec.schedules).
+        phi_ep = ov.ep if steady or not ov.ep else ov.ep * pipeline.combined_1f1b_paired_frac(L.pp, L.vpp, L.num_mb)
         if not pipeline.only_defaults(L.schedule):
             phi_ep = np.where(pipeline.schedule_property(L.schedule, "paired"), 1.0, phi_ep)
         left_b, left_f = blk.bwd_s - used_b, blk.fwd_s - used_f
@@ -156,26 +156,26 @@ def _fsdp_exposed_s(fsdp_per_layer_s, blk: BlockTime, used_fwd_s, used_bwd_s, c:
                      c.efficiency.overlap_compute_slowdown)
 
 
-def _layer_totals(kind: LayerKind, c: Job, L: Layouts) -> LayerTime:
+def _layer_totals(kind: LayerKind, c: Job, L: Layouts, steady=False) -> LayerTime:
     """``_layer_time`` before the layer's ZeRO-3 traffic (which depends on the whole layout) and
     without the rows of each operation (``evaluate`` reads only the block's totals): a function
     of the layer's shape, worked out once per distinct one (``perfmodel.engine.distinct``)."""
     if len(L) == 1 and not is_row(L):   # one layout: on its one_row, back as one-element arrays
-        lt = _layer_totals(kind, c, one_row(L))
+        lt = _layer_totals(kind, c, one_row(L), steady)
         return batch_of_one(replace(lt, block=batch_of_one(lt.block, BLOCK_TOTALS)), LAYER_TIMES)
-    return layer_totals_under(kind, c, L, c.recompute)
+    return layer_totals_under(kind, c, L, c.recompute, steady)
 
 
-def layer_totals_under(kind: LayerKind, c: Job, L: Layouts, recompute) -> LayerTime:
+def layer_totals_under(kind: LayerKind, c: Job, L: Layouts, recompute, steady=False) -> LayerTime:
     """``_layer_totals`` under recompute mode ``recompute``, or each row's (``_layer_time_under``)."""
-    lt = _layer_time_under(kind, c, L, 0.0, recompute)
+    lt = _layer_time_under(kind, c, L, 0.0, recompute, steady)
     return replace(lt, block=replace(lt.block, ops=()))
 
 
-def layer_parts(kind: LayerKind, c: Job, L: Layouts) -> dict:
-    """The step components of one layer of ``kind`` per micro-batch (``_layer_parts``) without its
-    ZeRO-3 traffic (which depends on the whole layout): the numbers ``evaluate`` sums."""
-    return _layer_parts(_layer_totals(kind, c, L))
+def layer_parts(kind: LayerKind, c: Job, L: Layouts, steady=False) -> dict:
+    """One layer's step components per micro-batch without its ZeRO-3 traffic, as ``evaluate`` sums
+    them; ``steady``: every pass's all-to-alls paired (no more than ``evaluate``'s: the floor's)."""
+    return _layer_parts(_layer_totals(kind, c, L, steady))
 
 
 def _per_shape(fn, first, c: Job, L: Layouts, *, recompute: bool):

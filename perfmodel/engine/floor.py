@@ -58,13 +58,13 @@ def _floor_parts(c: Job, L: Layouts):
     """(one decoder layer's time per micro-batch without its ZeRO-3 traffic, layers weighted by
     kind; what the last pipeline rank adds to its layers: the output layer and MTP modules)."""
     m, sw = c.model, c.software
-    parts = {kind: total(layer_parts(kind, c, L)) for kind, _ in _kind_shares(c)}
+    parts = {kind: total(layer_parts(kind, c, L, steady=True)) for kind, _ in _kind_shares(c)}
     per_layer = sum(parts[kind] * share for kind, share in _kind_shares(c))
     head = block_totals(head_ops(m, sw), c, L)
     last = head.fwd_s + head.bwd_s
     if m.mtp_layers:
         kind = mtp_layer_kind(m)
-        layer = parts[kind] if kind in parts else total(layer_parts(kind, c, L))
+        layer = parts[kind] if kind in parts else total(layer_parts(kind, c, L, steady=True))
         proj = block_totals(mtp_extra_ops(m), c, L)
         last = last + m.mtp_layers * (layer + proj.fwd_s + proj.bwd_s + head.fwd_s + head.bwd_s)
     return per_layer, last

@@ -94,3 +94,18 @@ def test_a_floor_that_reads_outside_the_key_streams(monkeypatch):
         pruned_timing.best_per_count([plan], [search_module._tally(s)])
     same(search(s, opts, best_only=True), want)
     assert [r.best.to_dict() for r in best_by_count(s, (16,), opts)] == [want.best.to_dict()]
+
+
+@pytest.mark.parametrize("model, over", [
+    (TINY_MOE, dict(num_gpus=32, global_batch_size=64)),
+    ("deepseek-v3", dict(hardware="gb200-nvl72", num_gpus=256, seq_length=4096, global_batch_size=1024)),
+])
+def test_batch_level_ep_overlap_still_prunes(model, over, monkeypatch):
+    """Only the steady 1F1B passes pair their all-to-alls (``pipeline.combined_1f1b_paired_frac``,
+    a function of pp, vpp and the micro-batches), but the floor takes every pass as paired (a
+    lower bound), so its parts stay a function of the layer shape and the search prunes."""
+    s = scen(model, **over, software={"overlap": {"ep": 1.0}})
+    opts = SearchOptions(top_k=2)
+    plan = search_module._plan(s, opts, s.cost, None, True)
+    pruned_timing.best_per_count([plan], [search_module._tally(s)])   # raises Unprunable if not
+    same(search(s, opts, best_only=True), streamed(s, opts, monkeypatch))
