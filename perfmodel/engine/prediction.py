@@ -166,8 +166,8 @@ def measure(job: Job, layouts: Layouts, arrays: StepArrays, cost_model: CostMode
     with np.errstate(divide="ignore", over="ignore"):
         ttt = None if ideal is None else ideal / frac
         cost = (job_cost(job.num_gpus, step if ttt is None else ttt, job.hardware, cost_model)
-                if g > 0 and (ttt is None or np.all(np.isfinite(ttt))) else None)
-    if cost is None or not all(np.all(np.isfinite(x)) for x in (cost.gpu_hours, cost.cost_usd, cost.energy_kwh)):
+                if g > 0 and (ttt is None or np.isfinite(ttt).all()) else None)
+    if cost is None or not all(np.isfinite(x).all() for x in (cost.gpu_hours, cost.cost_usd, cost.energy_kwh)):
         raise InputError("reliability", f"a checkpoint every {float(gp.checkpoint_interval_s):.3g} s, each written "
                                         f"in {float(gp.checkpoint_write_s):.3g} s, restarts of "
                                         f"{float(gp.restart_s):.3g} s and a failure every {float(gp.mtbf_s):.3g} s "
@@ -273,11 +273,13 @@ def prediction_row(ev: Evaluation, i: int) -> Prediction:
     band = band_for_job(job.hardware, job.model, job.software.stack, job.seq_length, job.num_gpus)
     ttt = None if ev.time_to_train_s is None else float(ev.time_to_train_s[i])
     breakdown_s = {k: float(arrays.breakdown[k][i]) for k in COMPONENTS}
-    name = bottleneck(breakdown_s, *(float(np.broadcast_to(x, len(ev))[i])
+    n, per_gpu = len(ev), float(ev.tokens_per_s_per_gpu[i])
+    name = bottleneck(breakdown_s, *(float(x[i] if isinstance(x, np.ndarray) and x.shape == (n,) else
+                                           np.broadcast_to(x, n)[i])
                                      for x in (arrays.gemm_s, arrays.attention_s, arrays.memory_bound_s)))
     out = dict(
         step_time_s=float(ev.step_time_s[i]), tokens_per_s=float(ev.tokens_per_s[i]),
-        tokens_per_s_per_gpu=float(ev.tokens_per_s_per_gpu[i]), mfu=float(ev.mfu[i]),
+        tokens_per_s_per_gpu=per_gpu, mfu=float(ev.mfu[i]),
         memory_per_gpu_bytes=float(arrays.memory.total[i]), fits_in_memory=bool(arrays.fits[i]),
         model_params_total=int(pc.total), model_params_active=float(pc.active),
         model_flops_per_token=float(arrays.flop_per_token), bottleneck=name, bottleneck_lens=LENS.get(name, ""),
@@ -288,7 +290,7 @@ def prediction_row(ev: Evaluation, i: int) -> Prediction:
         goodput_frac=float(ev.goodput_frac[i]), training_time_frac=float(ev.training_time_frac[i]),
         goodput_waterfall=goodput_waterfall(ev, i), band_stratum="" if band is None else band.stratum,
         band_note="" if band is None else band.note,
-        band=None if band is None else band_dict(band, float(ev.tokens_per_s_per_gpu[i]), float(ev.step_time_s[i]),
+        band=None if band is None else band_dict(band, per_gpu, float(ev.step_time_s[i]),
                                                  ttt, None if ttt is None else float(ev.cost_usd[i])),
     )
     if ttt is not None:

@@ -256,12 +256,12 @@ def check_layout(s: Scenario, m: ModelSpec, hw: HardwareSpec) -> tuple[int, int]
     ZeRO over a single data-parallel rank is legal and simply shards nothing.
     """
     p = s.parallelism
-    field, reason = layout_violation_fields(
+    v = layout_violations(
         m, hw, s.seq_length, s.global_batch_size, s.num_gpus, s.precision, tp=p.tp, pp=p.pp, vpp=p.vpp,
         cp=p.cp, ep=p.ep, etp=p.etp, sp=p.sp, micro_batch_size=s.micro_batch_size,
         schedule=pipeline.schedule_code(p.schedule), **layout_rule_fields(s))
-    if reason[0]:
-        raise InputError(field[0], reason[0])
+    if (c := int(v.code[0])) >= 0:  # the first rule it breaks, read without ``as_arrays``' object arrays
+        raise InputError(v.fields[c], v.reasons[c])
     dp = int(data_parallel_size(s.num_gpus, p.tp, p.pp, p.cp))
     return dp, int(micro_batches(s.global_batch_size, s.micro_batch_size, dp))
 

@@ -98,7 +98,7 @@ def _scalar_or_array(x):
 def _check(field: str, values, *, positive: bool) -> np.ndarray:
     arr = np.asarray(values, dtype=float)
     bad = ~np.isfinite(arr) | ((arr <= 0) if positive else (arr < 0))
-    if np.any(bad):
+    if bad.any():
         first = arr[bad].flat[0] if arr.ndim else float(arr)
         rule = "> 0" if positive else ">= 0"
         raise InputError(field, f"must be finite and {rule}, got {first}")

@@ -68,7 +68,7 @@ BLOOM_NUM_GPUS = 384
 def _arr(field: str, values, *, positive: bool) -> np.ndarray:
     arr = np.asarray(values, dtype=float)
     bad = np.isnan(arr) | ((arr <= 0) if positive else (arr < 0))
-    if np.any(bad):
+    if bad.any():
         first = arr[bad].flat[0] if arr.ndim else float(arr)
         raise InputError(field, f"must be {'> 0' if positive else '>= 0'}, got {first}")
     return arr

@@ -91,12 +91,13 @@ def is_row(L: Layouts) -> bool:
 def layouts_from_arrays(**arrays) -> Layouts:
     """Every field as an array of one length; ``schedule`` left out is the default of each
     layout's vpp (``perfmodel.formulas.pipeline.default_schedule_code``)."""
-    n = max(np.size(v) for v in arrays.values())
     if "schedule" not in arrays:
         arrays = {**arrays, "schedule": default_schedule_code(arrays["vpp"])}
+    arrays = {k: np.asarray(v) for k, v in arrays.items()}  # each list made an array once, not twice
+    n = max(v.size for v in arrays.values())
     out = {}
     for f in fields(Layouts):
-        v = np.asarray(arrays[f.name])
+        v = arrays[f.name]
         out[f.name] = (v if v.shape == (n,) else np.broadcast_to(v, (n,))).astype(bool if f.name == "sp" else np.int64)
     return Layouts(**out)
 
