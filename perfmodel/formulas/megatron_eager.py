@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from perfmodel.formulas.ops import ACT_BYTES, FP32_BYTES, Op, OpKind
+from perfmodel.formulas.ops import ACT_BYTES, FP32_BYTES, MLA_QKV_OP, Op, OpKind
 from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.software import SoftwareStack
 
@@ -82,7 +82,6 @@ tensor (write) with the half copied in (read, write), and autograd sums the two 
 MLA_INTERLEAVE_BWD_KERNELS = 5
 
 
-MLA_QKV_OP = "attention/mla_qkv"
 
 
 def mla_qkv_op(m: ModelSpec, sw: SoftwareStack) -> Op:

@@ -87,6 +87,13 @@ class Op:
         return FLOP_PER_MAC * self.k * self.n * self.count * self.tokens_frac
 
 
+QK_NORM_OP = "attention/qk_norm"
+"""The per-head query/key norm (``workload.qk_norm_op``)."""
+MLA_LATENT_NORM_OP = "mla/latent_norm"
+"""MLA's norms of its query and key/value latents (``workload.qk_norm_op``)."""
+MLA_QKV_OP = "attention/mla_qkv"
+"""Megatron-Core's assembly of MLA's per-head key and value (``megatron_eager.mla_qkv_op``)."""
+
 ACT_BYTES = FORMAT_BYTES["bf16"]
 """Bytes per 16-bit activation element."""
 FP32_BYTES = FORMAT_BYTES["fp32"]

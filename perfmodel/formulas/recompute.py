@@ -63,6 +63,7 @@ from typing import get_args
 import numpy as np
 
 from perfmodel.formulas.compute import BlockTime
+from perfmodel.formulas.ops import MLA_LATENT_NORM_OP, MLA_QKV_OP
 from perfmodel.formulas.scalars import filled, floats, maximum, minimum
 from perfmodel.formulas.workload import ACT_BYTES, FP32_BYTES, LayerKind, OpKind
 from perfmodel.spec.model import ModelSpec
@@ -113,8 +114,8 @@ def _module_op_shares(module: str, m: ModelSpec, kind: LayerKind) -> dict[str, f
     if module == "layernorm":
         return {"norm": standalone_norms(m, kind) / NORMS_PER_LAYER}
     if module == "mla_up_proj":
-        return {"attention/q_up": 1.0, "attention/kv_up": 1.0, "attention/rope": 1.0, "attention/mla_qkv": 1.0,
-                "mla/latent_norm": 1.0}
+        return {"attention/q_up": 1.0, "attention/kv_up": 1.0, "attention/rope": 1.0, MLA_QKV_OP: 1.0,
+                MLA_LATENT_NORM_OP: 1.0}
     if module == "mlp":
         return {} if moe else {"mlp/up": 1.0, "mlp/down": 1.0, "mlp/activation": 1.0}
     if not moe:

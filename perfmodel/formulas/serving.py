@@ -29,9 +29,8 @@ from perfmodel.formulas.comm import Collective, Fabric, group_time_s, p2p_time_s
 from perfmodel.formulas.compute import attention_efficiency, gemm_precision, gemm_roofline_s, memory_time_s
 from perfmodel.formulas.counts import attention_fwd_flop_per_token, attention_layer_mix
 from perfmodel.formulas.kv_cache import kv_bytes_per_sequence, kv_bytes_per_token_per_layer, kv_shards
-from perfmodel.formulas.ops import FP32_BYTES, LayerKind, Op, OpKind, TpSplit
-from perfmodel.formulas.megatron_eager import MLA_QKV_OP
-from perfmodel.formulas.workload import QK_NORM_OP, head_weight_op, layer_kinds, layer_ops
+from perfmodel.formulas.ops import FP32_BYTES, MLA_QKV_OP, QK_NORM_OP, LayerKind, Op, OpKind, TpSplit
+from perfmodel.formulas.workload import head_weight_op, layer_kinds, layer_ops
 from perfmodel.spec.attention_head_dim import effective_head_dim
 from perfmodel.spec.efficiency import Efficiencies
 from perfmodel.spec.hardware import HardwareSpec

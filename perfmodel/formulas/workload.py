@@ -30,7 +30,16 @@ from perfmodel.formulas.eager import (
     eager_elementwise_ops,
 )
 from perfmodel.formulas.megatron_eager import megatron_eager_ops, with_clamp
-from perfmodel.formulas.ops import ACT_BYTES, FP32_BYTES, LayerKind, Op, OpKind, TpSplit
+from perfmodel.formulas.ops import (
+    ACT_BYTES,
+    FP32_BYTES,
+    MLA_LATENT_NORM_OP,
+    QK_NORM_OP,
+    LayerKind,
+    Op,
+    OpKind,
+    TpSplit,
+)
 from perfmodel.spec.model import ModelSpec
 from perfmodel.spec.software import SoftwareStack
 
@@ -146,9 +155,6 @@ def _memory_ops(m: ModelSpec, kind: LayerKind, sw: SoftwareStack) -> list[Op]:
     return ops
 
 
-QK_NORM_OP = "attention/qk_norm"
-
-
 def qk_norm_op(m: ModelSpec, eager: bool) -> Op | None:
     """The attention's own norms, per layer token: RMSNorm over each head's query and key
     (``ModelSpec.qk_norm``; a heads x d and kv_heads x d wide tensor, split by tensor parallelism
@@ -163,7 +169,7 @@ def qk_norm_op(m: ModelSpec, eager: bool) -> Op | None:
     element once forward, twice that backward, as the layer's norms (``_memory_ops``); eager,
     PyTorch's RMSNorm kernel by kernel (``eager.EAGER_RMSNORM_FWD_BYTES_PER_ELEMENT``)."""
     if m.mla is not None:
-        name, widths = "mla/latent_norm", [w for w in (m.mla.q_lora_rank, m.mla.kv_lora_rank) if w]
+        name, widths = MLA_LATENT_NORM_OP, [w for w in (m.mla.q_lora_rank, m.mla.kv_lora_rank) if w]
     elif m.qk_norm:
         name, widths = QK_NORM_OP, [m.num_attention_heads * m.attn_head_dim, m.kv_heads * m.attn_head_dim]
     else:

@@ -1,9 +1,9 @@
 """The attention's own norms (``workload.qk_norm_op``): per-head QK norm and MLA's latent norms,
 bytes worked out by hand."""
 
-from perfmodel.formulas.ops import LayerKind
+from perfmodel.formulas.ops import MLA_LATENT_NORM_OP, QK_NORM_OP, LayerKind
 from perfmodel.formulas.serving import serving_layer_ops
-from perfmodel.formulas.workload import QK_NORM_OP, layer_ops, qk_norm_op
+from perfmodel.formulas.workload import layer_ops, qk_norm_op
 from perfmodel.spec.model import MlaSpec, ModelSpec, MoeSpec
 from perfmodel.spec.software import SoftwareStack
 
@@ -40,7 +40,7 @@ def test_mla_latent_norms_are_counted_without_the_flag():
                   mla=MlaSpec(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64,
                               v_head_dim=128))
     op = qk_norm_op(m, eager=False)
-    assert op.name == "mla/latent_norm"
+    assert op.name == MLA_LATENT_NORM_OP
     assert op.bytes_per_token == (1536 + 512) * 4 and op.kernels == 2
 
 
