@@ -187,8 +187,8 @@ def _layouts(c: _Count, fit: np.ndarray, rows: np.ndarray):
 
 
 def _joined(Ls: list[Layouts]) -> Layouts:
-    return Ls[0] if len(Ls) == 1 else Layouts(**{f.name: np.concatenate([getattr(L, f.name) for L in Ls])
-                                                  for f in fields(Layouts)})
+    """The layouts of ``Ls`` one after another (``distinct.joined``); one of them as it is."""
+    return Ls[0] if len(Ls) == 1 else distinct.joined(Ls, [len(L) for L in Ls])
 
 
 def _same_memory(a, b) -> bool:
